@@ -1,0 +1,198 @@
+"""A checkpoint is a directory:
+
+    config.json        {"format": 1, "model": ModelConfig, "source_language", "target_language",
+                        "source_tokenizer", "target_tokenizer", "training": {...}}
+    model.safetensors  the weights (float32 or float16), tied tables stored once
+    *.model            the sentencepiece model(s) named in config.json
+
+Loading validates everything and raises one CheckpointError naming the file and the problem.
+Nothing is ever unpickled: weights are safetensors, metadata is JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .config import ModelConfig
+from .model import Transformer
+from .tokenizer import Tokenizer
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+_TOP_KEYS = {
+    "format", "model", "source_language", "target_language",
+    "source_tokenizer", "target_tokenizer", "training",
+}
+
+
+class CheckpointError(Exception):
+    """A checkpoint directory that cannot be loaded; the message names the file and the problem."""
+
+
+@dataclass
+class Checkpoint:
+    model: Transformer
+    config: ModelConfig
+    source_tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
+    source_language: str
+    target_language: str
+    path: Path
+    training: dict[str, Any] = field(default_factory=dict)
+
+
+def _tied_keys(cfg: ModelConfig) -> set[str]:
+    """State-dict keys that are aliases of another table and are not stored."""
+    keys = set()
+    if cfg.share_embeddings:
+        keys.add("tgt_embed.weight")
+    if cfg.tie_output:
+        keys.add("generator.weight")
+    return keys
+
+
+def stored_state(model: Transformer, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The tensors a checkpoint holds: every parameter once, contiguous, optionally cast."""
+    skip = _tied_keys(model.cfg)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name in skip:
+            continue
+        t = tensor.detach().cpu()
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
+        state[name] = t.contiguous()
+    return state
+
+
+def save_checkpoint(
+    directory: str | Path,
+    model: Transformer,
+    *,
+    source_tokenizer: str | Path,
+    target_tokenizer: str | Path,
+    source_language: str,
+    target_language: str,
+    training: dict[str, Any] | None = None,
+    dtype: torch.dtype | None = None,
+) -> Path:
+    """Write model + config + tokenizer(s) to `directory` (created); returns it."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    names = {}
+    for role, src in (("source", Path(source_tokenizer)), ("target", Path(target_tokenizer))):
+        name = src.name
+        if (directory / name).resolve() != src.resolve():
+            (directory / name).write_bytes(src.read_bytes())
+        names[role] = name
+    save_file(stored_state(model, dtype), str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
+    meta = {
+        "format": FORMAT_VERSION,
+        "model": model.cfg.to_dict(),
+        "source_language": source_language,
+        "target_language": target_language,
+        "source_tokenizer": names["source"],
+        "target_tokenizer": names["target"],
+        "training": training or {},
+    }
+    (directory / CONFIG_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    return directory
+
+
+def read_metadata(directory: str | Path) -> dict[str, Any]:
+    """Parse and check config.json alone (cheap: no weights)."""
+    path = Path(directory) / CONFIG_FILE
+    if not Path(directory).is_dir():
+        raise CheckpointError(f"{directory}: not a checkpoint directory")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing file")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: unreadable JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    unknown = sorted(set(meta) - _TOP_KEYS)
+    if unknown:
+        raise CheckpointError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    missing = sorted((_TOP_KEYS - {"training"}) - set(meta))
+    if missing:
+        raise CheckpointError(f"{path}: missing key(s) {', '.join(missing)}")
+    if meta["format"] != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format {meta['format']!r}, this version reads {FORMAT_VERSION}")
+    try:
+        meta["model"] = ModelConfig.from_dict(meta["model"])
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: model config: {exc}") from exc
+    return meta
+
+
+def _load_tokenizer(directory: Path, name: str, vocab_size: int, cfg: ModelConfig, role: str) -> Tokenizer:
+    path = directory / name
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing file ({role} sentencepiece model)")
+    try:
+        tok = Tokenizer(path)
+    except (OSError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: not a sentencepiece model ({exc})") from exc
+    if tok.vocab_size != vocab_size:
+        raise CheckpointError(
+            f"{path}: vocabulary size {tok.vocab_size} does not match the model's "
+            f"{role} vocabulary size {vocab_size} in {CONFIG_FILE}"
+        )
+    expected = {"pad_id": cfg.pad_id, "unk_id": cfg.unk_id, "bos_id": cfg.bos_id, "eos_id": cfg.eos_id}
+    if tok.special_ids() != expected:
+        raise CheckpointError(f"{path}: special ids {tok.special_ids()} differ from {CONFIG_FILE}'s {expected}")
+    return tok
+
+
+def load_checkpoint(
+    directory: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Validate and load a checkpoint directory; the model is returned in eval mode."""
+    directory = Path(directory)
+    meta = read_metadata(directory)
+    cfg: ModelConfig = meta["model"]
+    src_tok = _load_tokenizer(directory, meta["source_tokenizer"], cfg.src_vocab_size, cfg, "source")
+    tgt_tok = _load_tokenizer(directory, meta["target_tokenizer"], cfg.tgt_vocab_size, cfg, "target")
+    weights = directory / WEIGHTS_FILE
+    if not weights.is_file():
+        raise CheckpointError(f"{weights}: missing file")
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{weights}: unreadable safetensors file ({exc})") from exc
+    model = Transformer(cfg)
+    expected = {k: v for k, v in model.state_dict().items() if k not in _tied_keys(cfg)}
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing:
+        raise CheckpointError(f"{weights}: missing tensor(s) {', '.join(missing[:5])}")
+    if unexpected:
+        raise CheckpointError(f"{weights}: unexpected tensor(s) {', '.join(unexpected[:5])}")
+    for name, ref in expected.items():
+        if tuple(state[name].shape) != tuple(ref.shape):
+            raise CheckpointError(
+                f"{weights}: tensor {name} has shape {tuple(state[name].shape)}, "
+                f"the config needs {tuple(ref.shape)}"
+            )
+    model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False)
+    model.to(device=device, dtype=dtype).eval()
+    return Checkpoint(
+        model=model,
+        config=cfg,
+        source_tokenizer=src_tok,
+        target_tokenizer=tgt_tok,
+        source_language=meta["source_language"],
+        target_language=meta["target_language"],
+        path=directory,
+        training=meta.get("training", {}),
+    )

@@ -1,0 +1,116 @@
+"""Parallel text for training: reading and checking aligned files, and token-count batches.
+
+Batches are built by token count from length-bucketed data: pairs are sorted by length (with a
+per-epoch random tie-break), cut into batches whose padded size stays under the budget, and the
+batch order is shuffled with a seed derived from the epoch, so a run can resume mid-epoch by
+rebuilding the same order and skipping the batches already done.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+class DataError(Exception):
+    """A problem with the training or evaluation files; the message says which file and line."""
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Read a UTF-8 text file, one sentence per line; empty lines are an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}: line {line} is not valid UTF-8 ({exc.reason})") from exc
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise DataError(f"{path}: the file is empty")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            raise DataError(f"{path}: line {i} is empty (every line must hold a sentence)")
+    return [line.rstrip("\r") for line in lines]
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+    """Read two aligned files; their line counts must match."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
+            "the files must be aligned line by line"
+        )
+    return src, tgt
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) ids, padded, ending in EOS
+    tgt_in: torch.Tensor  # (B, T) BOS + ids
+    tgt_out: torch.Tensor  # (B, T) ids + EOS
+    n_tokens: int  # real target tokens (the loss's denominator)
+
+
+def make_batch(pairs: list[tuple[list[int], list[int]]], pad: int, bos: int, eos: int) -> Batch:
+    s_len = max(len(s) for s, _ in pairs) + 1
+    t_len = max(len(t) for _, t in pairs) + 1
+    src = torch.full((len(pairs), s_len), pad, dtype=torch.long)
+    tgt_in = torch.full((len(pairs), t_len), pad, dtype=torch.long)
+    tgt_out = torch.full((len(pairs), t_len), pad, dtype=torch.long)
+    for i, (s, t) in enumerate(pairs):
+        src[i, : len(s) + 1] = torch.tensor(s + [eos])
+        tgt_in[i, : len(t) + 1] = torch.tensor([bos] + t)
+        tgt_out[i, : len(t) + 1] = torch.tensor(t + [eos])
+    return Batch(src, tgt_in, tgt_out, sum(len(t) + 1 for _, t in pairs))
+
+
+def batch_indices(
+    lengths: list[tuple[int, int]], max_tokens: int, epoch: int, seed: int
+) -> list[list[int]]:
+    """Group pair indices into batches of at most `max_tokens` padded tokens (either side)."""
+    rng = random.Random(seed * 100_003 + epoch)
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i][1], lengths[i][0], rng.random()))
+    batches, current, widest = [], [], 0
+    for i in order:
+        w = max(widest, lengths[i][0] + 1, lengths[i][1] + 1)
+        if current and w * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, w = [], max(lengths[i]) + 1
+        current.append(i)
+        widest = w
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def iterate_batches(
+    pairs: list[tuple[list[int], list[int]]],
+    max_tokens: int,
+    *,
+    pad: int,
+    bos: int,
+    eos: int,
+    epoch: int,
+    seed: int,
+    skip: int = 0,
+) -> Iterator[tuple[int, Batch]]:
+    """Yield (index in epoch, batch) for one epoch, starting after `skip` batches."""
+    lengths = [(len(s), len(t)) for s, t in pairs]
+    for index, idx in enumerate(batch_indices(lengths, max_tokens, epoch, seed)):
+        if index < skip:
+            continue
+        yield index, make_batch([pairs[i] for i in idx], pad, bos, eos)
+
+
+def count_batches(pairs: list[tuple[list[int], list[int]]], max_tokens: int, epoch: int, seed: int) -> int:
+    return len(batch_indices([(len(s), len(t)) for s, t in pairs], max_tokens, epoch, seed))

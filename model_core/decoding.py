@@ -1,0 +1,192 @@
+"""Batched search on tensors: greedy and beam search over the KV cache, and the reference greedy
+decoder that re-runs the whole prefix every step (kept to check the fast path against).
+
+No strings here: token ids in, token ids and scores out. Every sentence has its own output limit
+(`max_lengths`, counted in generated tokens including the end-of-sentence token); a sentence that
+reaches it ends there. Finished sentences leave the active batch, so they stop costing compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .masks import subsequent_mask
+from .model import Transformer
+
+
+@dataclass
+class Hypothesis:
+    """One output sequence: ids without BOS/EOS, its normalised score, per-token log-probs."""
+
+    tokens: list[int]
+    score: float
+    token_log_probs: list[float] = field(default_factory=list)
+    finished: bool = True  # ended with EOS (False: stopped at the length limit)
+
+
+def length_normalise(total_log_prob: float, length: int, alpha: float) -> float:
+    """Score = sum of log-probs / length**alpha (alpha=0: plain sum; 1: mean per token)."""
+    return total_log_prob / (max(length, 1) ** alpha)
+
+
+def _to_hypotheses(out, lps, lengths, ended, alpha) -> list[Hypothesis]:
+    hyps = []
+    for toks, lp, n, end in zip(out.tolist(), lps.tolist(), lengths.tolist(), ended.tolist(), strict=True):
+        n_out = n - 1 if end else n  # the EOS is scored but not returned
+        hyps.append(
+            Hypothesis(toks[:n_out], length_normalise(sum(lp[:n]), n, alpha), lp[:n], bool(end))
+        )
+    return hyps
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    max_lengths: torch.Tensor,
+    length_penalty: float = 1.0,
+) -> list[Hypothesis]:
+    """Fast greedy: encode once, one cached decoder step per position. src (B, S) ids."""
+    cfg = model.cfg
+    b, device = src.shape[0], src.device
+    max_lengths = max_lengths.to(device)
+    capacity = int(max_lengths.max())
+    cache = model.init_cache(model.encode(src, src_mask), src_mask, capacity)
+    out = torch.full((b, capacity), cfg.pad_id, dtype=torch.long, device=device)  # (B, L)
+    lps = torch.zeros(b, capacity, dtype=torch.float32, device=device)
+    lengths = torch.zeros(b, dtype=torch.long, device=device)
+    ended = torch.zeros(b, dtype=torch.bool, device=device)
+    rows = torch.arange(b, device=device)  # original index of each active row
+    tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
+    for step in range(capacity):
+        best_lp, best = model.decode_step(tokens, cache).max(dim=-1)  # (b,), (b,)
+        out[rows, step], lps[rows, step] = best, best_lp
+        is_eos = best == cfg.eos_id
+        done = is_eos | (max_lengths[rows] <= step + 1)
+        if bool(done.any()):
+            lengths[rows[done]] = step + 1
+            ended[rows[done]] = is_eos[done]
+            keep = (~done).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            rows, best = rows[keep], best[keep]
+            cache.select(keep)
+        tokens = best
+    return _to_hypotheses(out, lps, lengths, ended, length_penalty)
+
+
+@torch.inference_mode()
+def reference_greedy_search(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    max_lengths: torch.Tensor,
+    length_penalty: float = 1.0,
+) -> list[Hypothesis]:
+    """The seeds' greedy decode: the decoder re-runs the whole prefix each step (no KV cache).
+
+    Rows run in lockstep until all have finished; positions after a row's end are ignored
+    (causal attention keeps them from affecting earlier positions).
+    """
+    cfg = model.cfg
+    b, device = src.shape[0], src.device
+    max_lengths = max_lengths.to(device)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((b, 1), cfg.bos_id, dtype=torch.long, device=device)  # (B, t)
+    step_lps = []
+    lengths = torch.zeros(b, dtype=torch.long, device=device)
+    ended = torch.zeros(b, dtype=torch.bool, device=device)
+    for step in range(int(max_lengths.max())):
+        tgt_mask = subsequent_mask(ys.shape[1], device)
+        hidden = model.decode(memory, src_mask, ys, tgt_mask)  # (B, t, d)
+        best_lp, best = model.log_probs(hidden[:, -1]).max(dim=-1)
+        ys = torch.cat([ys, best[:, None]], dim=1)
+        step_lps.append(best_lp)
+        newly = (lengths == 0) & ((best == cfg.eos_id) | (max_lengths <= step + 1))
+        lengths[newly] = step + 1
+        ended[newly] = best[newly] == cfg.eos_id
+        if bool((lengths > 0).all()):
+            break
+    return _to_hypotheses(ys[:, 1:], torch.stack(step_lps, 1), lengths, ended, length_penalty)
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    max_lengths: torch.Tensor,
+    beam_size: int = 4,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+) -> list[list[Hypothesis]]:
+    """Batched beam search; returns the n_best hypotheses of each sentence, best first.
+
+    Each step takes the 2K best continuations of a sentence's K beams: an EOS among the first K
+    ends a hypothesis, the others extend the beams. A sentence is done once it holds K finished
+    hypotheses (or reaches its length limit) and then leaves the batch.
+    """
+    cfg = model.cfg
+    k = beam_size
+    b, device = src.shape[0], src.device
+    limits = max_lengths.tolist()
+    cache = model.init_cache(model.encode(src, src_mask), src_mask, int(max(limits)))
+    cache.select(torch.arange(b, device=device).repeat_interleave(k))  # (B*K) rows
+    tokens = torch.full((b * k,), cfg.bos_id, dtype=torch.long, device=device)
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: only the first is live
+    seqs = torch.empty((b * k, 0), dtype=torch.long, device=device)  # (B*K, t)
+    active = list(range(b))  # original sentence index of each active sentence
+    finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
+    for step in range(int(max(limits))):
+        n = len(active)
+        logp = model.decode_step(tokens, cache).view(n, k, -1)  # (n, K, V)
+        vocab = logp.shape[-1]
+        cand = (scores[:, :, None] + logp).view(n, -1)  # cumulative log-prob (n, K*V)
+        top_scores, top_idx = cand.topk(min(2 * k, cand.shape[1]), dim=1)  # (n, 2K)
+        parents, words = top_idx // vocab, top_idx % vocab
+        seq_list = seqs.tolist()
+        next_rows, next_words, next_scores, still = [], [], [], []
+        for i, (sent, s_row, p_row, w_row) in enumerate(
+            zip(active, top_scores.tolist(), parents.tolist(), words.tolist(), strict=True)
+        ):
+            at_limit = limits[sent] <= step + 1
+            alive: list[tuple[int, int, float]] = []
+            for rank, (s, p, w) in enumerate(zip(s_row, p_row, w_row, strict=True)):
+                if s == float("-inf"):
+                    break
+                prefix = seq_list[i * k + p]
+                if w == cfg.eos_id or at_limit:
+                    if rank < k and len(finished[sent]) < k:
+                        is_eos = w == cfg.eos_id
+                        out = prefix if is_eos else prefix + [w]
+                        finished[sent].append((length_normalise(s, step + 1, length_penalty), out, is_eos))
+                elif len(alive) < k:
+                    alive.append((i * k + p, w, s))
+                if len(alive) == k and (len(finished[sent]) >= k or not at_limit):
+                    break
+            if len(finished[sent]) >= k or at_limit or not alive:
+                continue
+            while len(alive) < k:  # pad with dead beams so every sentence keeps K rows
+                alive.append((alive[0][0], alive[0][1], float("-inf")))
+            still.append(i)
+            for row, w, s in alive:
+                next_rows.append(row)
+                next_words.append(w)
+                next_scores.append(s)
+        if not still:
+            break
+        rows = torch.tensor(next_rows, device=device)
+        tokens = torch.tensor(next_words, device=device)
+        scores = torch.tensor(next_scores, device=device, dtype=torch.float32).view(-1, k)
+        seqs = torch.cat([seqs.index_select(0, rows), tokens[:, None]], dim=1)
+        active = [active[i] for i in still]
+        cache.select(rows)
+    results = []
+    for hyps in finished:
+        hyps.sort(key=lambda h: h[0], reverse=True)
+        results.append([Hypothesis(toks, score, finished=end) for score, toks, end in hyps[:n_best]])
+    return results

@@ -1,0 +1,361 @@
+"""The training command: sentencepiece + Transformer from aligned plain-text files.
+
+    mt-train --data ../shared/data/tatoeba --source en --target de --run runs/en-de \
+             --export weights/en-de --max-minutes 100
+
+Steps: train (or reuse) a joint sentencepiece model; train with label smoothing, AdamW with
+warm-up and inverse-square-root decay (the seeds' Noam schedule), token-count batches from
+length-bucketed shuffled data, gradient accumulation and clipping; evaluate dev loss and BLEU
+periodically; save resumable state (model, optimizer, schedule, data position, elapsed time)
+and resume from it automatically; export the average of the last K snapshots as a float16
+model_core checkpoint whose config.json records the data, command, steps, wall time and BLEU.
+Interrupting (Ctrl-C or SIGTERM) saves the state first, so the same command picks up there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from .checkpoint import Checkpoint, save_checkpoint
+from .config import ModelConfig
+from .data import DataError, count_batches, iterate_batches, read_parallel
+from .model import Transformer, count_parameters
+from .tokenizer import Tokenizer, train_sentencepiece
+from .translator import Translator, resolve_device
+
+STATE_FILE = "state.pt"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="mt-train", description=__doc__.split("\n")[0])
+    g = p.add_argument_group("data")
+    g.add_argument("--data", type=Path, help="folder holding train.SRC/train.TGT/dev.SRC/dev.TGT")
+    g.add_argument("--source", default="src", help="source language code (file suffix with --data)")
+    g.add_argument("--target", default="tgt", help="target language code (file suffix with --data)")
+    for name in ("train-src", "train-tgt", "dev-src", "dev-tgt"):
+        g.add_argument(f"--{name}", type=Path, help="explicit file (overrides --data)")
+    g.add_argument("--max-tokens-per-sentence", type=int, default=128, help="longer pairs are skipped")
+    g = p.add_argument_group("model")
+    g.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece vocabulary")
+    g.add_argument("--d-model", type=int, default=256)
+    g.add_argument("--encoder-layers", type=int, default=3)
+    g.add_argument("--decoder-layers", type=int, default=3)
+    g.add_argument("--heads", type=int, default=4)
+    g.add_argument("--d-ff", type=int, default=1024)
+    g.add_argument("--dropout", type=float, default=0.1)
+    g.add_argument("--max-positions", type=int, default=512)
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per micro-batch")
+    g.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
+    g.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    g.add_argument("--warmup", type=int, default=1000, help="warm-up steps")
+    g.add_argument("--label-smoothing", type=float, default=0.1)
+    g.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping")
+    g.add_argument("--seed", type=int, default=1)
+    g = p.add_argument_group("length of the run")
+    g.add_argument("--max-steps", type=int, default=0, help="0: no step limit")
+    g.add_argument("--max-epochs", type=float, default=0, help="0: no epoch limit")
+    g.add_argument("--max-minutes", type=float, default=0, help="0: no time limit (counts resumes)")
+    g = p.add_argument_group("evaluation and checkpoints")
+    g.add_argument("--run", type=Path, required=True, help="run folder: tokenizer, state, snapshots")
+    g.add_argument("--eval-every", type=int, default=500, help="steps between dev evaluations")
+    g.add_argument("--eval-sentences", type=int, default=400, help="dev sentences for periodic BLEU")
+    g.add_argument("--save-every", type=int, default=250, help="steps between resumable saves")
+    g.add_argument("--average-last", type=int, default=5, help="snapshots averaged at export")
+    g.add_argument("--export", type=Path, help="write the final model_core checkpoint here")
+    g.add_argument("--export-beam-size", type=int, default=4, help="beam for the final dev BLEU")
+    g.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    g.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
+    args = p.parse_args(argv)
+    if not args.data and not (args.train_src and args.train_tgt):
+        p.error("give --data DIR (with --source/--target) or --train-src and --train-tgt")
+    if not args.max_steps and not args.max_epochs and not args.max_minutes:
+        p.error("give at least one of --max-steps, --max-epochs, --max-minutes")
+    return args
+
+
+def data_files(args: argparse.Namespace) -> dict[str, Path]:
+    files = {}
+    for split in ("train", "dev"):
+        for side, lang in (("src", args.source), ("tgt", args.target)):
+            explicit = getattr(args, f"{split}_{side}")
+            files[f"{split}_{side}"] = explicit or (args.data / f"{split}.{lang}" if args.data else None)
+    if files["dev_src"] is None or files["dev_tgt"] is None:
+        raise DataError("no dev set: pass --dev-src and --dev-tgt (or --data with dev.* files)")
+    for key in ("dev_src", "dev_tgt"):
+        if not files[key].is_file():
+            raise DataError(f"{files[key]}: dev file not found (a dev set is required)")
+    return files
+
+
+def noam(step: int, warmup: int) -> float:
+    """Learning-rate multiplier: linear warm-up, then inverse square root; 1.0 at the peak."""
+    step = max(step, 1)
+    return min(step / warmup, math.sqrt(warmup / step))
+
+
+def bleu(hyps: list[str], refs: list[str]) -> float:
+    import sacrebleu
+
+    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+
+
+class Run:
+    """State of one training run; `train()` runs until a limit, `export()` writes the model."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.run_dir: Path = args.run
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.device = resolve_device("auto")
+        if self.device.type == "cpu":
+            torch.set_num_threads(args.threads or os.cpu_count() or 1)
+        torch.manual_seed(args.seed)
+        self.files = data_files(args)
+        train_src, train_tgt = read_parallel(self.files["train_src"], self.files["train_tgt"])
+        self.dev_src, self.dev_tgt = read_parallel(self.files["dev_src"], self.files["dev_tgt"])
+        self.spm_path = self.run_dir / "spm.model"
+        if not self.spm_path.is_file():
+            self.log(f"training sentencepiece ({args.vocab_size} pieces, joint)")
+            train_sentencepiece(
+                [self.files["train_src"], self.files["train_tgt"]], self.run_dir / "spm",
+                args.vocab_size, num_threads=args.threads or os.cpu_count() or 1,
+            )
+        self.tok = Tokenizer(self.spm_path)
+        limit = args.max_tokens_per_sentence
+        pairs = [(self.tok.encode(s), self.tok.encode(t)) for s, t in zip(train_src, train_tgt, strict=True)]
+        self.pairs = [(s, t) for s, t in pairs if 0 < len(s) <= limit and 0 < len(t) <= limit]
+        self.skipped = len(pairs) - len(self.pairs)
+        self.state_path = self.run_dir / STATE_FILE
+        resume = torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None
+        if resume:
+            self.cfg = ModelConfig.from_dict(resume["config"])
+        else:
+            self.cfg = ModelConfig(
+                src_vocab_size=self.tok.vocab_size, tgt_vocab_size=self.tok.vocab_size,
+                d_model=args.d_model, encoder_layers=args.encoder_layers,
+                decoder_layers=args.decoder_layers, n_heads=args.heads, d_ff=args.d_ff,
+                dropout=args.dropout, max_positions=args.max_positions, **self.tok.special_ids(),
+            )
+        self.model = Transformer(self.cfg).to(self.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0
+        )
+        self.step, self.epoch, self.batch_in_epoch, self.elapsed = 0, 0, 0, 0.0
+        self.history: list[dict] = []
+        if resume:
+            self.model.load_state_dict(resume["model"])
+            self.optimizer.load_state_dict(resume["optimizer"])
+            self.step, self.epoch = resume["step"], resume["epoch"]
+            self.batch_in_epoch, self.elapsed = resume["batch_in_epoch"], resume["elapsed"]
+            self.history = json.loads(resume["history"])
+            self.log(f"resumed from {self.state_path} at step {self.step}, epoch {self.epoch}")
+        self.batches_per_epoch = count_batches(self.pairs, args.batch_tokens, 0, args.seed)
+        self.stop_requested = False
+
+    def log(self, message: str) -> None:
+        tqdm.write(f"[mt-train] {message}", file=sys.stderr)
+
+    def save_state(self) -> None:
+        """Atomically write the resumable state and a weights snapshot for averaging."""
+        state = {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "config": self.cfg.to_dict(), "step": self.step, "epoch": self.epoch,
+            "batch_in_epoch": self.batch_in_epoch, "elapsed": self.elapsed,
+            "history": json.dumps(self.history),
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.state_path)
+        snapshots = self.run_dir / "snapshots"
+        snapshots.mkdir(exist_ok=True)
+        from safetensors.torch import save_file
+
+        from .checkpoint import stored_state
+
+        save_file(stored_state(self.model), str(snapshots / f"step-{self.step:07d}.safetensors"))
+        for old in sorted(snapshots.glob("step-*.safetensors"))[: -max(self.args.average_last, 1)]:
+            old.unlink()
+
+    def translator(self) -> Translator:
+        ckpt = Checkpoint(self.model, self.cfg, self.tok, self.tok, self.args.source,
+                          self.args.target, self.run_dir)
+        dtype = next(self.model.parameters()).dtype
+        return Translator(ckpt, self.device, dtype)
+
+    @torch.no_grad()
+    def evaluate(self, sentences: int, beam_size: int = 1) -> dict[str, float]:
+        """Dev loss over the whole dev set; BLEU (detokenized, cased) on its first `sentences`."""
+        self.model.eval()
+        dev = [(self.tok.encode(s), self.tok.encode(t)) for s, t in zip(self.dev_src, self.dev_tgt, strict=True)]
+        total, tokens = 0.0, 0
+        c = self.cfg
+        for _, batch in iterate_batches(dev, 8192, pad=c.pad_id, bos=c.bos_id, eos=c.eos_id, epoch=0, seed=0):
+            logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+            total += F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.to(self.device).flatten(),
+                                     ignore_index=c.pad_id, reduction="sum").item()
+            tokens += batch.n_tokens
+        hyps = self.translator().translate_batch(self.dev_src[:sentences], beam_size=beam_size)
+        score = bleu([h.text for h in hyps], self.dev_tgt[:sentences])
+        self.model.train()
+        return {"dev_loss": total / tokens, "dev_bleu": score}
+
+    def out_of_budget(self) -> bool:
+        a = self.args
+        return (
+            (a.max_steps and self.step >= a.max_steps)
+            or (a.max_epochs and self.epoch + self.batch_in_epoch / self.batches_per_epoch >= a.max_epochs)
+            or (a.max_minutes and self.elapsed >= a.max_minutes * 60)
+            or self.stop_requested
+        )
+
+    def train(self) -> None:
+        a, c = self.args, self.cfg
+        self.model.train()
+        self.log(
+            f"{count_parameters(self.model):,} parameters; {len(self.pairs):,} pairs "
+            f"({self.skipped} over {a.max_tokens_per_sentence} tokens skipped); "
+            f"{self.batches_per_epoch} batches/epoch; device {self.device}"
+        )
+        total = a.max_steps or None
+        if a.max_epochs:
+            epoch_steps = int(a.max_epochs * self.batches_per_epoch / a.accumulate)
+            total = min(total or epoch_steps, epoch_steps)
+        bar = tqdm(total=total, initial=self.step, unit="step", disable=a.no_progress,
+                   mininterval=1.0 if sys.stderr.isatty() else 30.0, dynamic_ncols=True)
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+        window_tokens, window_start, micro, loss_sum = 0, time.monotonic(), 0, 0.0
+        last_tick = time.monotonic()
+        while not self.out_of_budget():
+            for index, batch in iterate_batches(
+                self.pairs, a.batch_tokens, pad=c.pad_id, bos=c.bos_id, eos=c.eos_id,
+                epoch=self.epoch, seed=a.seed, skip=self.batch_in_epoch,
+            ):
+                with autocast:
+                    logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+                    loss = F.cross_entropy(
+                        logits.float().flatten(0, 1), batch.tgt_out.to(self.device).flatten(),
+                        ignore_index=c.pad_id, label_smoothing=a.label_smoothing, reduction="sum",
+                    ) / batch.n_tokens
+                (loss / a.accumulate).backward()
+                loss_sum += loss.item()
+                micro += 1
+                window_tokens += batch.n_tokens
+                self.batch_in_epoch = index + 1
+                if micro % a.accumulate:
+                    continue
+                lr = a.lr * noam(self.step + 1, a.warmup)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.clip)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step += 1
+                now = time.monotonic()
+                self.elapsed += now - last_tick
+                last_tick = now
+                bar.update(1)
+                if self.step % 20 == 0:
+                    rate = window_tokens / max(now - window_start, 1e-9)
+                    info = {"loss": f"{loss_sum / micro:.3f}", "tok/s": f"{rate:,.0f}", "lr": f"{lr:.2e}",
+                            "epoch": f"{self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}"}
+                    if a.max_minutes:
+                        info["left"] = f"{max(a.max_minutes - self.elapsed / 60, 0):.0f}m"
+                    bar.set_postfix(info, refresh=False)
+                    if a.no_progress or not sys.stderr.isatty():
+                        self.log(f"step {self.step} " + " ".join(f"{k}={v}" for k, v in info.items()))
+                    window_tokens, window_start, micro, loss_sum = 0, now, 0, 0.0
+                if self.step % a.eval_every == 0:
+                    scores = self.evaluate(a.eval_sentences)
+                    self.history.append({"step": self.step, "elapsed_s": round(self.elapsed), **scores})
+                    self.log(f"step {self.step}: dev loss {scores['dev_loss']:.3f}, "
+                             f"dev BLEU (greedy, first {a.eval_sentences}) {scores['dev_bleu']:.2f}")
+                    last_tick = time.monotonic()
+                if self.step % a.save_every == 0:
+                    self.save_state()
+                if self.out_of_budget():
+                    break
+            else:
+                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+        bar.close()
+        self.save_state()
+        self.log(f"stopped at step {self.step} (epoch {self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}, "
+                 f"{self.elapsed / 60:.1f} min of training); state in {self.state_path}")
+
+    def average_snapshots(self) -> int:
+        """Load the mean of the last K snapshots into the model; returns how many were averaged."""
+        from safetensors.torch import load_file
+
+        paths = sorted((self.run_dir / "snapshots").glob("step-*.safetensors"))[-self.args.average_last :]
+        if len(paths) < 2:
+            return len(paths)
+        mean = None
+        for path in paths:
+            state = load_file(str(path))
+            mean = state if mean is None else {k: mean[k] + state[k] for k in mean}
+        assert mean is not None
+        self.model.load_state_dict({k: v / len(paths) for k, v in mean.items()}, strict=False)
+        return len(paths)
+
+    def export(self, directory: Path) -> dict:
+        averaged = self.average_snapshots()
+        scores = self.evaluate(len(self.dev_src), beam_size=self.args.export_beam_size)
+        self.log(f"export: averaged {averaged} snapshot(s); full dev BLEU (beam {self.args.export_beam_size}) "
+                 f"{scores['dev_bleu']:.2f}, dev loss {scores['dev_loss']:.3f}")
+        training = {
+            "command": " ".join(["mt-train", *sys.argv[1:]]),
+            "data": {k: str(v) for k, v in self.files.items()},
+            "training_pairs": len(self.pairs), "steps": self.step,
+            "epochs": round(self.epoch + self.batch_in_epoch / self.batches_per_epoch, 3),
+            "wall_time_minutes": round(self.elapsed / 60, 1), "averaged_snapshots": averaged,
+            "dev_bleu": round(scores["dev_bleu"], 2), "dev_bleu_beam_size": self.args.export_beam_size,
+            "dev_loss": round(scores["dev_loss"], 4), "history": self.history,
+            "hardware": f"{platform.machine()} {self.device.type}, {torch.get_num_threads()} threads",
+            "date": time.strftime("%Y-%m-%d"),
+        }
+        save_checkpoint(directory, self.model, source_tokenizer=self.spm_path, target_tokenizer=self.spm_path,
+                        source_language=self.args.source, target_language=self.args.target,
+                        training=training, dtype=torch.float16)
+        self.log(f"exported {directory}")
+        return training
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        run = Run(args)
+    except DataError as exc:
+        print(f"mt-train: error: {exc}", file=sys.stderr)
+        return 2
+
+    def request_stop(signum, frame):  # finish the current step, save, and exit
+        run.stop_requested = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        run.train()
+    except KeyboardInterrupt:
+        run.save_state()
+        run.log("interrupted: state saved; run the same command to resume")
+        return 130
+    if run.stop_requested:
+        return 143
+    if args.export:
+        run.export(args.export)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

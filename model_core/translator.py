@@ -1,0 +1,185 @@
+"""The one owner of the device: load a checkpoint and translate batches of sentences.
+
+    translator = Translator.load("weights/en-de", device="auto", dtype="auto")
+    results = translator.translate_batch(["Hello!"], beam_size=4)
+    results[0].text
+
+`device="auto"` picks CUDA when present, else the CPU; `dtype="auto"` is bfloat16 on GPUs that
+support it (float16 otherwise) and float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .checkpoint import Checkpoint, load_checkpoint
+from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
+from .masks import pad_mask
+from .model import count_parameters
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of auto, {', '.join(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+@dataclass
+class TranslationHypothesis:
+    text: str
+    tokens: list[str]
+    ids: list[int]
+    score: float
+
+
+@dataclass
+class TranslationResult:
+    hypotheses: list[TranslationHypothesis]  # best first
+    source_tokens: int
+
+    @property
+    def text(self) -> str:
+        return self.hypotheses[0].text if self.hypotheses else ""
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.hypotheses[0].ids) if self.hypotheses else 0
+
+
+class Translator:
+    """A loaded model with its tokenizers on one device."""
+
+    def __init__(self, checkpoint: Checkpoint, device: torch.device, dtype: torch.dtype):
+        self.checkpoint, self.device, self.dtype = checkpoint, device, dtype
+        self.model, self.config = checkpoint.model, checkpoint.config
+        self.source_tokenizer = checkpoint.source_tokenizer
+        self.target_tokenizer = checkpoint.target_tokenizer
+        self.source_language = checkpoint.source_language
+        self.target_language = checkpoint.target_language
+        self.parameters = count_parameters(self.model)
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto") -> Translator:
+        dev = resolve_device(device)
+        dt = resolve_dtype(dtype, dev)
+        return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt)
+
+    @property
+    def name(self) -> str:
+        return self.checkpoint.path.name
+
+    @property
+    def max_source_tokens(self) -> int:
+        """Longest source (pieces) the model accepts; one position is kept for EOS."""
+        return self.config.max_positions - 1
+
+    def encode_source(self, text: str) -> list[int]:
+        return self.source_tokenizer.encode(text)
+
+    def max_output_length(self, source_len: int, max_length: int, ratio: float, extra: int) -> int:
+        """Output limit (generated tokens incl. EOS): relative to the source, capped absolutely."""
+        return max(1, min(max_length, int(ratio * source_len) + extra, self.config.max_positions))
+
+    def translate_batch(
+        self,
+        texts: list[str],
+        *,
+        beam_size: int = 4,
+        n_best: int = 1,
+        length_penalty: float = 1.0,
+        max_length: int = 256,
+        max_length_ratio: float = 2.0,
+        max_length_extra: int = 10,
+        max_batch_size: int = 64,
+        reference: bool = False,
+    ) -> list[TranslationResult]:
+        """Translate `texts` (one sentence each), in order.
+
+        Sentences are sorted by length and decoded in chunks of `max_batch_size`. Empty or
+        whitespace-only text translates to "" without running the model. `reference=True` uses
+        the reference greedy decoder (whole prefix every step); it requires beam_size == 1.
+        """
+        if beam_size < 1 or not 1 <= n_best <= beam_size:
+            raise ValueError("need beam_size >= 1 and 1 <= n_best <= beam_size")
+        if reference and beam_size != 1:
+            raise ValueError("the reference decoder is greedy: use beam_size=1")
+        encoded = [self.encode_source(t) for t in texts]
+        for i, ids in enumerate(encoded):
+            if len(ids) > self.max_source_tokens:
+                raise ValueError(
+                    f"sentence {i} has {len(ids)} tokens; this model accepts at most "
+                    f"{self.max_source_tokens} (split it into shorter sentences)"
+                )
+        results: list[TranslationResult | None] = [None] * len(texts)
+        todo = [i for i, ids in enumerate(encoded) if ids]
+        for i, ids in enumerate(encoded):
+            if not ids:
+                results[i] = TranslationResult([TranslationHypothesis("", [], [], 0.0)], 0)
+        todo.sort(key=lambda i: len(encoded[i]))
+        for start in range(0, len(todo), max_batch_size):
+            chunk = todo[start : start + max_batch_size]
+            hyps = self.translate_ids(
+                [encoded[i] for i in chunk],
+                beam_size=beam_size, n_best=n_best, length_penalty=length_penalty,
+                max_length=max_length, max_length_ratio=max_length_ratio,
+                max_length_extra=max_length_extra, reference=reference,
+            )
+            for i, sent_hyps in zip(chunk, hyps, strict=True):
+                results[i] = TranslationResult(
+                    [self._hypothesis(h) for h in sent_hyps], len(encoded[i]) + 1
+                )
+        return [r for r in results if r is not None]
+
+    def _hypothesis(self, h: Hypothesis) -> TranslationHypothesis:
+        tok = self.target_tokenizer
+        return TranslationHypothesis(tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score)
+
+    def batch_tensors(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pad source ids (+EOS) into (B, S) on the device, with the (B, 1, 1, S) pad mask."""
+        cfg = self.config
+        width = max(len(s) for s in sources) + 1
+        src = torch.full((len(sources), width), cfg.pad_id, dtype=torch.long)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids) + 1] = torch.tensor(ids + [cfg.eos_id])
+        src = src.to(self.device)
+        return src, pad_mask(src, cfg.pad_id)
+
+    def translate_ids(
+        self,
+        sources: list[list[int]],
+        *,
+        beam_size: int = 4,
+        n_best: int = 1,
+        length_penalty: float = 1.0,
+        max_length: int = 256,
+        max_length_ratio: float = 2.0,
+        max_length_extra: int = 10,
+        reference: bool = False,
+    ) -> list[list[Hypothesis]]:
+        """One padded batch of source ids -> n_best hypotheses per sentence."""
+        src, mask = self.batch_tensors(sources)
+        limits = torch.tensor(
+            [self.max_output_length(len(s) + 1, max_length, max_length_ratio, max_length_extra) for s in sources]
+        )
+        if reference:
+            return [[h] for h in reference_greedy_search(self.model, src, mask, limits, length_penalty)]
+        if beam_size == 1:
+            return [[h] for h in greedy_search(self.model, src, mask, limits, length_penalty)]
+        return beam_search(self.model, src, mask, limits, beam_size, length_penalty, n_best)
