@@ -28,8 +28,13 @@ FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 _TOP_KEYS = {
-    "format", "model", "source_language", "target_language",
-    "source_tokenizer", "target_tokenizer", "training",
+    "format",
+    "model",
+    "source_language",
+    "target_language",
+    "source_tokenizer",
+    "target_tokenizer",
+    "training",
 }
 
 
@@ -127,7 +132,9 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     if missing:
         raise CheckpointError(f"{path}: missing key(s) {', '.join(missing)}")
     if meta["format"] != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: format {meta['format']!r}, this version reads {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{path}: format {meta['format']!r}, this version reads {FORMAT_VERSION}"
+        )
     try:
         meta["model"] = ModelConfig.from_dict(meta["model"])
     except (TypeError, ValueError) as exc:
@@ -135,7 +142,9 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     return meta
 
 
-def _load_tokenizer(directory: Path, name: str, vocab_size: int, cfg: ModelConfig, role: str) -> Tokenizer:
+def _load_tokenizer(
+    directory: Path, name: str, vocab_size: int, cfg: ModelConfig, role: str
+) -> Tokenizer:
     path = directory / name
     if not path.is_file():
         raise CheckpointError(f"{path}: missing file ({role} sentencepiece model)")
@@ -148,9 +157,16 @@ def _load_tokenizer(directory: Path, name: str, vocab_size: int, cfg: ModelConfi
             f"{path}: vocabulary size {tok.vocab_size} does not match the model's "
             f"{role} vocabulary size {vocab_size} in {CONFIG_FILE}"
         )
-    expected = {"pad_id": cfg.pad_id, "unk_id": cfg.unk_id, "bos_id": cfg.bos_id, "eos_id": cfg.eos_id}
+    expected = {
+        "pad_id": cfg.pad_id,
+        "unk_id": cfg.unk_id,
+        "bos_id": cfg.bos_id,
+        "eos_id": cfg.eos_id,
+    }
     if tok.special_ids() != expected:
-        raise CheckpointError(f"{path}: special ids {tok.special_ids()} differ from {CONFIG_FILE}'s {expected}")
+        raise CheckpointError(
+            f"{path}: special ids {tok.special_ids()} differ from {CONFIG_FILE}'s {expected}"
+        )
     return tok
 
 
@@ -161,8 +177,12 @@ def load_checkpoint(
     directory = Path(directory)
     meta = read_metadata(directory)
     cfg: ModelConfig = meta["model"]
-    src_tok = _load_tokenizer(directory, meta["source_tokenizer"], cfg.src_vocab_size, cfg, "source")
-    tgt_tok = _load_tokenizer(directory, meta["target_tokenizer"], cfg.tgt_vocab_size, cfg, "target")
+    src_tok = _load_tokenizer(
+        directory, meta["source_tokenizer"], cfg.src_vocab_size, cfg, "source"
+    )
+    tgt_tok = _load_tokenizer(
+        directory, meta["target_tokenizer"], cfg.tgt_vocab_size, cfg, "target"
+    )
     weights = directory / WEIGHTS_FILE
     if not weights.is_file():
         raise CheckpointError(f"{weights}: missing file")

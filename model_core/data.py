@@ -112,5 +112,7 @@ def iterate_batches(
         yield index, make_batch([pairs[i] for i in idx], pad, bos, eos)
 
 
-def count_batches(pairs: list[tuple[list[int], list[int]]], max_tokens: int, epoch: int, seed: int) -> int:
+def count_batches(
+    pairs: list[tuple[list[int], list[int]]], max_tokens: int, epoch: int, seed: int
+) -> int:
     return len(batch_indices([(len(s), len(t)) for s, t in pairs], max_tokens, epoch, seed))

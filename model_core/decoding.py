@@ -33,7 +33,9 @@ def length_normalise(total_log_prob: float, length: int, alpha: float) -> float:
 
 def _to_hypotheses(out, lps, lengths, ended, alpha) -> list[Hypothesis]:
     hyps = []
-    for toks, lp, n, end in zip(out.tolist(), lps.tolist(), lengths.tolist(), ended.tolist(), strict=True):
+    for toks, lp, n, end in zip(
+        out.tolist(), lps.tolist(), lengths.tolist(), ended.tolist(), strict=True
+    ):
         n_out = n - 1 if end else n  # the EOS is scored but not returned
         hyps.append(
             Hypothesis(toks[:n_out], length_normalise(sum(lp[:n]), n, alpha), lp[:n], bool(end))
@@ -163,7 +165,9 @@ def beam_search(
                     if rank < k and len(finished[sent]) < k:
                         is_eos = w == cfg.eos_id
                         out = prefix if is_eos else prefix + [w]
-                        finished[sent].append((length_normalise(s, step + 1, length_penalty), out, is_eos))
+                        finished[sent].append(
+                            (length_normalise(s, step + 1, length_penalty), out, is_eos)
+                        )
                 elif len(alive) < k:
                     alive.append((i * k + p, w, s))
                 if len(alive) == k and (len(finished[sent]) >= k or not at_limit):
@@ -188,5 +192,7 @@ def beam_search(
     results = []
     for hyps in finished:
         hyps.sort(key=lambda h: h[0], reverse=True)
-        results.append([Hypothesis(toks, score, finished=end) for score, toks, end in hyps[:n_best]])
+        results.append(
+            [Hypothesis(toks, score, finished=end) for score, toks, end in hyps[:n_best]]
+        )
     return results

@@ -26,7 +26,9 @@ _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 def sinusoidal_table(positions: int, d_model: int, layout: str) -> torch.Tensor:
     """(positions, d_model) table; `interleaved` puts sin at even dims, `halves` puts sin first."""
     pos = torch.arange(positions, dtype=torch.float32)[:, None]
-    inv = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    inv = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+    )
     angles = pos * inv  # (P, d/2)
     if layout == "halves":
         return torch.cat([angles.sin(), angles.cos()], dim=1)
@@ -173,7 +175,9 @@ class Transformer(nn.Module):
         self.cfg = cfg
         self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model)
         self.tgt_embed = (
-            self.src_embed if cfg.share_embeddings else nn.Embedding(cfg.tgt_vocab_size, cfg.d_model)
+            self.src_embed
+            if cfg.share_embeddings
+            else nn.Embedding(cfg.tgt_vocab_size, cfg.d_model)
         )
         self.register_buffer(
             "positions",
@@ -234,7 +238,9 @@ class Transformer(nn.Module):
         hidden = self.decode(memory, src_mask, tgt_in, target_mask(tgt_in, self.cfg.pad_id))
         return self.logits(hidden)
 
-    def init_cache(self, memory: torch.Tensor, src_mask: torch.Tensor, capacity: int) -> DecoderCache:
+    def init_cache(
+        self, memory: torch.Tensor, src_mask: torch.Tensor, capacity: int
+    ) -> DecoderCache:
         """Cross-attention keys/values once from the memory; empty self-attention buffers."""
         b = memory.shape[0]
         h, hd = self.cfg.n_heads, self.cfg.head_dim

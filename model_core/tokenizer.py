@@ -44,12 +44,22 @@ class Tokenizer:
         return [self.sp.id_to_piece(i) for i in ids]
 
     def special_ids(self) -> dict[str, int]:
-        return {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        return {
+            "pad_id": self.pad_id,
+            "unk_id": self.unk_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+        }
 
 
 def train_sentencepiece(
-    inputs: list[Path], model_prefix: Path, vocab_size: int, *, model_type: str = "unigram",
-    input_sentence_size: int = 2_000_000, num_threads: int = 2,
+    inputs: list[Path],
+    model_prefix: Path,
+    vocab_size: int,
+    *,
+    model_type: str = "unigram",
+    input_sentence_size: int = 2_000_000,
+    num_threads: int = 2,
 ) -> Path:
     """Train a sentencepiece model with our special ids and byte fallback; returns the .model."""
     spm.SentencePieceTrainer.train(

@@ -46,7 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--target", default="tgt", help="target language code (file suffix with --data)")
     for name in ("train-src", "train-tgt", "dev-src", "dev-tgt"):
         g.add_argument(f"--{name}", type=Path, help="explicit file (overrides --data)")
-    g.add_argument("--max-tokens-per-sentence", type=int, default=128, help="longer pairs are skipped")
+    g.add_argument(
+        "--max-tokens-per-sentence", type=int, default=128, help="longer pairs are skipped"
+    )
     g = p.add_argument_group("model")
     g.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece vocabulary")
     g.add_argument("--d-model", type=int, default=256)
@@ -69,9 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--max-epochs", type=float, default=0, help="0: no epoch limit")
     g.add_argument("--max-minutes", type=float, default=0, help="0: no time limit (counts resumes)")
     g = p.add_argument_group("evaluation and checkpoints")
-    g.add_argument("--run", type=Path, required=True, help="run folder: tokenizer, state, snapshots")
+    g.add_argument(
+        "--run", type=Path, required=True, help="run folder: tokenizer, state, snapshots"
+    )
     g.add_argument("--eval-every", type=int, default=500, help="steps between dev evaluations")
-    g.add_argument("--eval-sentences", type=int, default=400, help="dev sentences for periodic BLEU")
+    g.add_argument(
+        "--eval-sentences", type=int, default=400, help="dev sentences for periodic BLEU"
+    )
     g.add_argument("--save-every", type=int, default=250, help="steps between resumable saves")
     g.add_argument("--average-last", type=int, default=5, help="snapshots averaged at export")
     g.add_argument("--export", type=Path, help="write the final model_core checkpoint here")
@@ -91,7 +97,9 @@ def data_files(args: argparse.Namespace) -> dict[str, Path]:
     for split in ("train", "dev"):
         for side, lang in (("src", args.source), ("tgt", args.target)):
             explicit = getattr(args, f"{split}_{side}")
-            files[f"{split}_{side}"] = explicit or (args.data / f"{split}.{lang}" if args.data else None)
+            files[f"{split}_{side}"] = explicit or (
+                args.data / f"{split}.{lang}" if args.data else None
+            )
     if files["dev_src"] is None or files["dev_tgt"] is None:
         raise DataError("no dev set: pass --dev-src and --dev-tgt (or --data with dev.* files)")
     for key in ("dev_src", "dev_tgt"):
@@ -130,24 +138,37 @@ class Run:
         if not self.spm_path.is_file():
             self.log(f"training sentencepiece ({args.vocab_size} pieces, joint)")
             train_sentencepiece(
-                [self.files["train_src"], self.files["train_tgt"]], self.run_dir / "spm",
-                args.vocab_size, num_threads=args.threads or os.cpu_count() or 1,
+                [self.files["train_src"], self.files["train_tgt"]],
+                self.run_dir / "spm",
+                args.vocab_size,
+                num_threads=args.threads or os.cpu_count() or 1,
             )
         self.tok = Tokenizer(self.spm_path)
         limit = args.max_tokens_per_sentence
-        pairs = [(self.tok.encode(s), self.tok.encode(t)) for s, t in zip(train_src, train_tgt, strict=True)]
+        pairs = [
+            (self.tok.encode(s), self.tok.encode(t))
+            for s, t in zip(train_src, train_tgt, strict=True)
+        ]
         self.pairs = [(s, t) for s, t in pairs if 0 < len(s) <= limit and 0 < len(t) <= limit]
         self.skipped = len(pairs) - len(self.pairs)
         self.state_path = self.run_dir / STATE_FILE
-        resume = torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None
+        resume = (
+            torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None
+        )
         if resume:
             self.cfg = ModelConfig.from_dict(resume["config"])
         else:
             self.cfg = ModelConfig(
-                src_vocab_size=self.tok.vocab_size, tgt_vocab_size=self.tok.vocab_size,
-                d_model=args.d_model, encoder_layers=args.encoder_layers,
-                decoder_layers=args.decoder_layers, n_heads=args.heads, d_ff=args.d_ff,
-                dropout=args.dropout, max_positions=args.max_positions, **self.tok.special_ids(),
+                src_vocab_size=self.tok.vocab_size,
+                tgt_vocab_size=self.tok.vocab_size,
+                d_model=args.d_model,
+                encoder_layers=args.encoder_layers,
+                decoder_layers=args.decoder_layers,
+                n_heads=args.heads,
+                d_ff=args.d_ff,
+                dropout=args.dropout,
+                max_positions=args.max_positions,
+                **self.tok.special_ids(),
             )
         self.model = Transformer(self.cfg).to(self.device)
         self.optimizer = torch.optim.AdamW(
@@ -171,9 +192,13 @@ class Run:
     def save_state(self) -> None:
         """Atomically write the resumable state and a weights snapshot for averaging."""
         state = {
-            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "config": self.cfg.to_dict(), "step": self.step, "epoch": self.epoch,
-            "batch_in_epoch": self.batch_in_epoch, "elapsed": self.elapsed,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "config": self.cfg.to_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "batch_in_epoch": self.batch_in_epoch,
+            "elapsed": self.elapsed,
             "history": json.dumps(self.history),
         }
         tmp = self.state_path.with_suffix(".tmp")
@@ -190,8 +215,15 @@ class Run:
             old.unlink()
 
     def translator(self) -> Translator:
-        ckpt = Checkpoint(self.model, self.cfg, self.tok, self.tok, self.args.source,
-                          self.args.target, self.run_dir)
+        ckpt = Checkpoint(
+            self.model,
+            self.cfg,
+            self.tok,
+            self.tok,
+            self.args.source,
+            self.args.target,
+            self.run_dir,
+        )
         dtype = next(self.model.parameters()).dtype
         return Translator(ckpt, self.device, dtype)
 
@@ -199,13 +231,22 @@ class Run:
     def evaluate(self, sentences: int, beam_size: int = 1) -> dict[str, float]:
         """Dev loss over the whole dev set; BLEU (detokenized, cased) on its first `sentences`."""
         self.model.eval()
-        dev = [(self.tok.encode(s), self.tok.encode(t)) for s, t in zip(self.dev_src, self.dev_tgt, strict=True)]
+        dev = [
+            (self.tok.encode(s), self.tok.encode(t))
+            for s, t in zip(self.dev_src, self.dev_tgt, strict=True)
+        ]
         total, tokens = 0.0, 0
         c = self.cfg
-        for _, batch in iterate_batches(dev, 8192, pad=c.pad_id, bos=c.bos_id, eos=c.eos_id, epoch=0, seed=0):
+        for _, batch in iterate_batches(
+            dev, 8192, pad=c.pad_id, bos=c.bos_id, eos=c.eos_id, epoch=0, seed=0
+        ):
             logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-            total += F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.to(self.device).flatten(),
-                                     ignore_index=c.pad_id, reduction="sum").item()
+            total += F.cross_entropy(
+                logits.float().flatten(0, 1),
+                batch.tgt_out.to(self.device).flatten(),
+                ignore_index=c.pad_id,
+                reduction="sum",
+            ).item()
             tokens += batch.n_tokens
         hyps = self.translator().translate_batch(self.dev_src[:sentences], beam_size=beam_size)
         score = bleu([h.text for h in hyps], self.dev_tgt[:sentences])
@@ -216,7 +257,10 @@ class Run:
         a = self.args
         return (
             (a.max_steps and self.step >= a.max_steps)
-            or (a.max_epochs and self.epoch + self.batch_in_epoch / self.batches_per_epoch >= a.max_epochs)
+            or (
+                a.max_epochs
+                and self.epoch + self.batch_in_epoch / self.batches_per_epoch >= a.max_epochs
+            )
             or (a.max_minutes and self.elapsed >= a.max_minutes * 60)
             or self.stop_requested
         )
@@ -233,22 +277,40 @@ class Run:
         if a.max_epochs:
             epoch_steps = int(a.max_epochs * self.batches_per_epoch / a.accumulate)
             total = min(total or epoch_steps, epoch_steps)
-        bar = tqdm(total=total, initial=self.step, unit="step", disable=a.no_progress,
-                   mininterval=1.0 if sys.stderr.isatty() else 30.0, dynamic_ncols=True)
+        bar = tqdm(
+            total=total,
+            initial=self.step,
+            unit="step",
+            disable=a.no_progress,
+            mininterval=1.0 if sys.stderr.isatty() else 30.0,
+            dynamic_ncols=True,
+        )
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
         window_tokens, window_start, micro, loss_sum = 0, time.monotonic(), 0, 0.0
         last_tick = time.monotonic()
         while not self.out_of_budget():
             for index, batch in iterate_batches(
-                self.pairs, a.batch_tokens, pad=c.pad_id, bos=c.bos_id, eos=c.eos_id,
-                epoch=self.epoch, seed=a.seed, skip=self.batch_in_epoch,
+                self.pairs,
+                a.batch_tokens,
+                pad=c.pad_id,
+                bos=c.bos_id,
+                eos=c.eos_id,
+                epoch=self.epoch,
+                seed=a.seed,
+                skip=self.batch_in_epoch,
             ):
                 with autocast:
                     logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-                    loss = F.cross_entropy(
-                        logits.float().flatten(0, 1), batch.tgt_out.to(self.device).flatten(),
-                        ignore_index=c.pad_id, label_smoothing=a.label_smoothing, reduction="sum",
-                    ) / batch.n_tokens
+                    loss = (
+                        F.cross_entropy(
+                            logits.float().flatten(0, 1),
+                            batch.tgt_out.to(self.device).flatten(),
+                            ignore_index=c.pad_id,
+                            label_smoothing=a.label_smoothing,
+                            reduction="sum",
+                        )
+                        / batch.n_tokens
+                    )
                 (loss / a.accumulate).backward()
                 loss_sum += loss.item()
                 micro += 1
@@ -269,19 +331,29 @@ class Run:
                 bar.update(1)
                 if self.step % 20 == 0:
                     rate = window_tokens / max(now - window_start, 1e-9)
-                    info = {"loss": f"{loss_sum / micro:.3f}", "tok/s": f"{rate:,.0f}", "lr": f"{lr:.2e}",
-                            "epoch": f"{self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}"}
+                    info = {
+                        "loss": f"{loss_sum / micro:.3f}",
+                        "tok/s": f"{rate:,.0f}",
+                        "lr": f"{lr:.2e}",
+                        "epoch": f"{self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}",
+                    }
                     if a.max_minutes:
                         info["left"] = f"{max(a.max_minutes - self.elapsed / 60, 0):.0f}m"
                     bar.set_postfix(info, refresh=False)
                     if a.no_progress or not sys.stderr.isatty():
-                        self.log(f"step {self.step} " + " ".join(f"{k}={v}" for k, v in info.items()))
+                        self.log(
+                            f"step {self.step} " + " ".join(f"{k}={v}" for k, v in info.items())
+                        )
                     window_tokens, window_start, micro, loss_sum = 0, now, 0, 0.0
                 if self.step % a.eval_every == 0:
                     scores = self.evaluate(a.eval_sentences)
-                    self.history.append({"step": self.step, "elapsed_s": round(self.elapsed), **scores})
-                    self.log(f"step {self.step}: dev loss {scores['dev_loss']:.3f}, "
-                             f"dev BLEU (greedy, first {a.eval_sentences}) {scores['dev_bleu']:.2f}")
+                    self.history.append(
+                        {"step": self.step, "elapsed_s": round(self.elapsed), **scores}
+                    )
+                    self.log(
+                        f"step {self.step}: dev loss {scores['dev_loss']:.3f}, "
+                        f"dev BLEU (greedy, first {a.eval_sentences}) {scores['dev_bleu']:.2f}"
+                    )
                     last_tick = time.monotonic()
                 if self.step % a.save_every == 0:
                     self.save_state()
@@ -291,14 +363,18 @@ class Run:
                 self.epoch, self.batch_in_epoch = self.epoch + 1, 0
         bar.close()
         self.save_state()
-        self.log(f"stopped at step {self.step} (epoch {self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}, "
-                 f"{self.elapsed / 60:.1f} min of training); state in {self.state_path}")
+        self.log(
+            f"stopped at step {self.step} (epoch {self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}, "
+            f"{self.elapsed / 60:.1f} min of training); state in {self.state_path}"
+        )
 
     def average_snapshots(self) -> int:
         """Load the mean of the last K snapshots into the model; returns how many were averaged."""
         from safetensors.torch import load_file
 
-        paths = sorted((self.run_dir / "snapshots").glob("step-*.safetensors"))[-self.args.average_last :]
+        paths = sorted((self.run_dir / "snapshots").glob("step-*.safetensors"))[
+            -self.args.average_last :
+        ]
         if len(paths) < 2:
             return len(paths)
         mean = None
@@ -312,22 +388,35 @@ class Run:
     def export(self, directory: Path) -> dict:
         averaged = self.average_snapshots()
         scores = self.evaluate(len(self.dev_src), beam_size=self.args.export_beam_size)
-        self.log(f"export: averaged {averaged} snapshot(s); full dev BLEU (beam {self.args.export_beam_size}) "
-                 f"{scores['dev_bleu']:.2f}, dev loss {scores['dev_loss']:.3f}")
+        self.log(
+            f"export: averaged {averaged} snapshot(s); full dev BLEU (beam {self.args.export_beam_size}) "
+            f"{scores['dev_bleu']:.2f}, dev loss {scores['dev_loss']:.3f}"
+        )
         training = {
             "command": " ".join(["mt-train", *sys.argv[1:]]),
             "data": {k: str(v) for k, v in self.files.items()},
-            "training_pairs": len(self.pairs), "steps": self.step,
+            "training_pairs": len(self.pairs),
+            "steps": self.step,
             "epochs": round(self.epoch + self.batch_in_epoch / self.batches_per_epoch, 3),
-            "wall_time_minutes": round(self.elapsed / 60, 1), "averaged_snapshots": averaged,
-            "dev_bleu": round(scores["dev_bleu"], 2), "dev_bleu_beam_size": self.args.export_beam_size,
-            "dev_loss": round(scores["dev_loss"], 4), "history": self.history,
+            "wall_time_minutes": round(self.elapsed / 60, 1),
+            "averaged_snapshots": averaged,
+            "dev_bleu": round(scores["dev_bleu"], 2),
+            "dev_bleu_beam_size": self.args.export_beam_size,
+            "dev_loss": round(scores["dev_loss"], 4),
+            "history": self.history,
             "hardware": f"{platform.machine()} {self.device.type}, {torch.get_num_threads()} threads",
             "date": time.strftime("%Y-%m-%d"),
         }
-        save_checkpoint(directory, self.model, source_tokenizer=self.spm_path, target_tokenizer=self.spm_path,
-                        source_language=self.args.source, target_language=self.args.target,
-                        training=training, dtype=torch.float16)
+        save_checkpoint(
+            directory,
+            self.model,
+            source_tokenizer=self.spm_path,
+            target_tokenizer=self.spm_path,
+            source_language=self.args.source,
+            target_language=self.args.target,
+            training=training,
+            dtype=torch.float16,
+        )
         self.log(f"exported {directory}")
         return training
 

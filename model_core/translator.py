@@ -76,7 +76,12 @@ class Translator:
         self.parameters = count_parameters(self.model)
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto") -> Translator:
+    def load(
+        cls,
+        path: str | Path,
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype = "auto",
+    ) -> Translator:
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
         return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt)
@@ -137,9 +142,13 @@ class Translator:
             chunk = todo[start : start + max_batch_size]
             hyps = self.translate_ids(
                 [encoded[i] for i in chunk],
-                beam_size=beam_size, n_best=n_best, length_penalty=length_penalty,
-                max_length=max_length, max_length_ratio=max_length_ratio,
-                max_length_extra=max_length_extra, reference=reference,
+                beam_size=beam_size,
+                n_best=n_best,
+                length_penalty=length_penalty,
+                max_length=max_length,
+                max_length_ratio=max_length_ratio,
+                max_length_extra=max_length_extra,
+                reference=reference,
             )
             for i, sent_hyps in zip(chunk, hyps, strict=True):
                 results[i] = TranslationResult(
@@ -149,7 +158,9 @@ class Translator:
 
     def _hypothesis(self, h: Hypothesis) -> TranslationHypothesis:
         tok = self.target_tokenizer
-        return TranslationHypothesis(tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score)
+        return TranslationHypothesis(
+            tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score
+        )
 
     def batch_tensors(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Pad source ids (+EOS) into (B, S) on the device, with the (B, 1, 1, S) pad mask."""
@@ -176,10 +187,15 @@ class Translator:
         """One padded batch of source ids -> n_best hypotheses per sentence."""
         src, mask = self.batch_tensors(sources)
         limits = torch.tensor(
-            [self.max_output_length(len(s) + 1, max_length, max_length_ratio, max_length_extra) for s in sources]
+            [
+                self.max_output_length(len(s) + 1, max_length, max_length_ratio, max_length_extra)
+                for s in sources
+            ]
         )
         if reference:
-            return [[h] for h in reference_greedy_search(self.model, src, mask, limits, length_penalty)]
+            return [
+                [h] for h in reference_greedy_search(self.model, src, mask, limits, length_penalty)
+            ]
         if beam_size == 1:
             return [[h] for h in greedy_search(self.model, src, mask, limits, length_penalty)]
         return beam_search(self.model, src, mask, limits, beam_size, length_penalty, n_best)

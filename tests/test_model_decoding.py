@@ -1,0 +1,199 @@
+"""The model's shape and variants, and the decoders checked against each other."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model_core.config import ModelConfig
+from model_core.decoding import (
+    beam_search,
+    greedy_search,
+    length_normalise,
+    reference_greedy_search,
+)
+from model_core.masks import pad_mask
+from model_core.model import Transformer, count_parameters, sinusoidal_table
+from tests.conftest import random_model, tiny_config
+
+VOCAB = 60
+VARIANTS = {
+    "seeds": {},
+    "post-norm": {"norm": "post"},
+    "gelu": {"activation": "gelu"},
+    "swish": {"activation": "swish"},
+    "halves": {"position_layout": "halves"},
+    "separate-embeddings": {"share_embeddings": False, "tie_output": False, "tgt_vocab_size": 70},
+    "output-bias": {"output_bias": True},
+    "marian-like": {
+        "norm": "post",
+        "activation": "swish",
+        "position_layout": "halves",
+        "output_bias": True,
+    },
+}
+
+
+def random_batch(seed: int, vocab: int = VOCAB, batch: int = 6):
+    """Mixed-length sources: (B, S) ids ending in EOS, padded with 0."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 12, (batch,), generator=g)
+    src = torch.zeros(batch, int(lengths.max()) + 1, dtype=torch.long)
+    for i, n in enumerate(lengths.tolist()):
+        src[i, :n] = torch.randint(4, vocab, (n,), generator=g)
+        src[i, n] = 3
+    return src, pad_mask(src, 0)
+
+
+def teacher_forced_score(model, src, tokens, ended, alpha):
+    """Sum of log-probs of tokens (+EOS if ended) under teacher forcing, length-normalised."""
+    cfg = model.cfg
+    target = tokens + ([cfg.eos_id] if ended else [])
+    tgt_in = torch.tensor([[cfg.bos_id] + target[:-1]])
+    with torch.no_grad():
+        logp = F.log_softmax(model(src, tgt_in).float(), dim=-1)[0]
+    total = logp[torch.arange(len(target)), torch.tensor(target)].sum().item()
+    return length_normalise(total, len(target), alpha)
+
+
+def test_base_parameter_count_matches_the_seeds_formula():
+    d, vocab = 512, 1000
+    cfg = ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab)
+    assert count_parameters(Transformer(cfg)) == 168 * d * d + 196 * d + vocab * d
+    with_bias = ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, output_bias=True)
+    assert count_parameters(Transformer(with_bias)) == 168 * d * d + 196 * d + vocab * d + vocab
+
+
+def test_positional_layouts():
+    inter = sinusoidal_table(50, 8, "interleaved")
+    halves = sinusoidal_table(50, 8, "halves")
+    assert torch.allclose(inter[:, 0::2], halves[:, :4]) and torch.allclose(
+        inter[:, 1::2], halves[:, 4:]
+    )
+    assert inter[0].tolist() == [0, 1, 0, 1, 0, 1, 0, 1]
+    assert inter[7, 0].item() == pytest.approx(torch.sin(torch.tensor(7.0)).item())
+
+
+def test_tying_switches_share_storage():
+    tied = Transformer(tiny_config(VOCAB))
+    assert tied.generator.weight is tied.tgt_embed.weight is tied.src_embed.weight
+    sep = Transformer(tiny_config(VOCAB, **VARIANTS["separate-embeddings"]))
+    assert sep.generator.weight is not sep.tgt_embed.weight
+    assert sep.tgt_embed.weight is not sep.src_embed.weight
+
+
+def test_post_norm_has_no_final_stack_norm_and_pre_norm_does():
+    assert isinstance(Transformer(tiny_config(VOCAB)).encoder_norm, torch.nn.LayerNorm)
+    assert isinstance(Transformer(tiny_config(VOCAB, norm="post")).encoder_norm, torch.nn.Identity)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_fast_greedy_equals_reference_greedy(variant):
+    model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=1)
+    for seed in range(3):
+        src, mask = random_batch(seed)
+        limits = torch.full((src.shape[0],), 25)
+        fast = greedy_search(model, src, mask, limits)
+        ref = reference_greedy_search(model, src, mask, limits)
+        for f, r in zip(fast, ref, strict=True):
+            assert f.tokens == r.tokens
+            assert f.finished == r.finished
+            torch.testing.assert_close(
+                torch.tensor(f.token_log_probs),
+                torch.tensor(r.token_log_probs),
+                atol=1e-4,
+                rtol=1e-4,
+            )
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_sentence_alone_equals_sentence_in_padded_batch(beam_size):
+    model = random_model(tiny_config(VOCAB), seed=2)
+    src, mask = random_batch(5, batch=8)
+    limits = torch.full((8,), 20)
+    if beam_size == 1:
+        batched = [[h] for h in greedy_search(model, src, mask, limits)]
+    else:
+        batched = beam_search(model, src, mask, limits, beam_size=beam_size, n_best=beam_size)
+    for i in range(8):
+        n = int(mask[i, 0, 0].sum())
+        alone_src = src[i : i + 1, :n]
+        alone_mask = pad_mask(alone_src, 0)
+        if beam_size == 1:
+            alone = [greedy_search(model, alone_src, alone_mask, limits[:1])[0]]
+        else:
+            alone = beam_search(
+                model, alone_src, alone_mask, limits[:1], beam_size=beam_size, n_best=beam_size
+            )[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
+        assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)
+
+
+def test_beam_size_one_equals_greedy():
+    model = random_model(tiny_config(VOCAB), seed=3)
+    src, mask = random_batch(7, batch=8)
+    limits = torch.full((8,), 20)
+    greedy = greedy_search(model, src, mask, limits, length_penalty=0.6)
+    beam = beam_search(model, src, mask, limits, beam_size=1, length_penalty=0.6)
+    assert [b[0].tokens for b in beam] == [g.tokens for g in greedy]
+    assert [b[0].score for b in beam] == pytest.approx([g.score for g in greedy], abs=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_beam_scores_are_sorted_and_match_teacher_forcing(alpha):
+    model = random_model(tiny_config(VOCAB), seed=4)
+    src, mask = random_batch(11, batch=5)
+    limits = torch.full((5,), 15)
+    results = beam_search(model, src, mask, limits, beam_size=5, length_penalty=alpha, n_best=5)
+    for i, hyps in enumerate(results):
+        assert len(hyps) == 5
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+        n = int(mask[i, 0, 0].sum())
+        for h in hyps:
+            expected = teacher_forced_score(model, src[i : i + 1, :n], h.tokens, h.finished, alpha)
+            assert h.score == pytest.approx(expected, abs=1e-4)
+
+
+def test_beam_search_finds_at_least_the_greedy_score():
+    model = random_model(tiny_config(VOCAB), seed=5)
+    src, mask = random_batch(13, batch=8)
+    limits = torch.full((8,), 20)
+    greedy = greedy_search(model, src, mask, limits, length_penalty=0.0)
+    beam = beam_search(model, src, mask, limits, beam_size=6, length_penalty=0.0)
+    for g, b in zip(greedy, beam, strict=True):
+        assert b[0].score >= g.score - 1e-5
+
+
+def test_output_limits_are_per_sentence():
+    model = random_model(tiny_config(VOCAB, output_bias=True), seed=6)
+    with torch.no_grad():  # make EOS unreachable so every sentence runs to its limit
+        model.generator.bias[3] = -1e4
+    src, mask = random_batch(1, batch=4)
+    limits = torch.tensor([3, 7, 1, 12])
+    for hyps in (
+        greedy_search(model, src, mask, limits),
+        [b[0] for b in beam_search(model, src, mask, limits, beam_size=3)],
+    ):
+        assert [len(h.tokens) for h in hyps] == limits.tolist()
+        assert not any(h.finished for h in hyps)
+
+
+def test_finished_sentences_leave_the_active_batch():
+    model = random_model(tiny_config(VOCAB), seed=7)
+    sizes = []
+    step = model.decode_step
+
+    def recording_step(tokens, cache):
+        sizes.append(tokens.shape[0])
+        return step(tokens, cache)
+
+    model.decode_step = recording_step
+    src, mask = random_batch(3, batch=6)
+    limits = torch.tensor([2, 4, 6, 8, 10, 12])
+    hyps = greedy_search(model, src, mask, limits)
+    assert sizes[0] == 6 and sizes == sorted(sizes, reverse=True)
+    assert len(sizes) == max(len(h.tokens) + h.finished for h in hyps)
+    assert sizes[-1] < 6
+    sizes.clear()
+    beam_search(model, src, mask, limits, beam_size=2)
+    assert sizes[0] == 12 and sizes[-1] < 12 and all(s % 2 == 0 for s in sizes)

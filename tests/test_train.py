@@ -1,0 +1,173 @@
+"""The training command end to end on made-up data, and its data errors."""
+
+import json
+
+import pytest
+
+from model_core import train
+from model_core.data import DataError, read_lines, read_parallel
+from model_core.translator import Translator
+from tests.conftest import write_lines
+
+TINY = [
+    "--vocab-size",
+    "320",
+    "--d-model",
+    "32",
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "64",
+    "--dropout",
+    "0.0",
+    "--batch-tokens",
+    "600",
+    "--lr",
+    "3e-3",
+    "--warmup",
+    "10",
+    "--eval-every",
+    "15",
+    "--eval-sentences",
+    "10",
+    "--save-every",
+    "15",
+    "--average-last",
+    "2",
+    "--threads",
+    "1",
+    "--no-progress",
+    "--export-beam-size",
+    "2",
+]
+
+
+def test_train_resume_export_and_load(corpus_dir, tmp_path, capsys):
+    run, export = tmp_path / "run", tmp_path / "export"
+    common = [
+        "--data",
+        str(corpus_dir),
+        "--source",
+        "en",
+        "--target",
+        "de",
+        "--run",
+        str(run),
+        *TINY,
+    ]
+    assert train.main([*common, "--max-steps", "30"]) == 0
+    assert (run / "state.pt").is_file() and (run / "spm.model").is_file()
+    first = capsys.readouterr().err
+    assert "stopped at step 30" in first
+
+    assert train.main([*common, "--max-steps", "60", "--export", str(export)]) == 0
+    log = capsys.readouterr().err
+    assert "resumed from" in log and "at step 30" in log
+    assert "stopped at step 60" in log
+
+    meta = json.loads((export / "config.json").read_text())
+    history = meta["training"]["history"]
+    assert [h["step"] for h in history] == [15, 30, 45, 60]
+    assert history[-1]["dev_loss"] < history[0]["dev_loss"] - 0.5  # loss falls
+    assert meta["training"]["steps"] == 60 and meta["training"]["averaged_snapshots"] == 2
+    assert "mt-train" in meta["training"]["command"]
+    translator = Translator.load(export, device="cpu")
+    assert translator.source_language == "en" and translator.target_language == "de"
+    assert isinstance(translator.translate_batch(["The cat is big."])[0].text, str)
+
+
+def test_misaligned_files(tmp_path):
+    a = write_lines(tmp_path / "a", ["one", "two", "three"])
+    b = write_lines(tmp_path / "b", ["eins", "zwei"])
+    with pytest.raises(DataError, match="has 3 lines but .* has 2"):
+        read_parallel(a, b)
+
+
+def test_empty_line_is_named(tmp_path):
+    a = write_lines(tmp_path / "a", ["one", "", "three"])
+    with pytest.raises(DataError, match="line 2 is empty"):
+        read_lines(a)
+
+
+def test_unreadable_encoding_is_named(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("ok\nGrüße\n".encode("latin-1"))
+    with pytest.raises(DataError, match="line 2 is not valid UTF-8"):
+        read_lines(path)
+
+
+def test_missing_dev_set_is_a_clear_error(corpus_dir, tmp_path, capsys):
+    code = train.main(
+        [
+            "--train-src",
+            str(corpus_dir / "train.en"),
+            "--train-tgt",
+            str(corpus_dir / "train.de"),
+            "--run",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "1",
+            *TINY,
+        ]
+    )
+    assert code == 2
+    assert "no dev set" in capsys.readouterr().err
+
+
+def test_misaligned_training_files_stop_the_command(corpus_dir, tmp_path, capsys):
+    short = write_lines(tmp_path / "train.de", ["nur eine zeile"])
+    code = train.main(
+        [
+            "--train-src",
+            str(corpus_dir / "train.en"),
+            "--train-tgt",
+            str(short),
+            "--dev-src",
+            str(corpus_dir / "dev.en"),
+            "--dev-tgt",
+            str(corpus_dir / "dev.de"),
+            "--run",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "1",
+            *TINY,
+        ]
+    )
+    assert code == 2
+    assert "must be aligned" in capsys.readouterr().err
+
+
+def test_evaluate_command_reports_bleu(random_checkpoint, corpus_dir, tmp_path, capsys):
+    from model_core import evaluate
+
+    out = tmp_path / "hyps.txt"
+    code = evaluate.main(
+        [
+            str(random_checkpoint),
+            "--src",
+            str(corpus_dir / "dev.en"),
+            "--ref",
+            str(corpus_dir / "dev.de"),
+            "--output",
+            str(out),
+            "--beam-size",
+            "2",
+            "--json",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sentences"] == 40 and 0.0 <= report["bleu"] <= 100.0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 40
+
+
+def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
+    from model_core import evaluate
+
+    code = evaluate.main([str(tmp_path), "--src", str(corpus_dir / "dev.en")])
+    assert code == 2
+    assert "config.json: missing file" in capsys.readouterr().err

@@ -1,0 +1,87 @@
+"""The Translator entry point: device/dtype choice, order, edge inputs, options."""
+
+import pytest
+import torch
+
+from model_core.translator import Translator, resolve_device, resolve_dtype
+
+
+@pytest.fixture(scope="module")
+def translator(random_checkpoint):
+    return Translator.load(random_checkpoint, device="auto", dtype="auto")
+
+
+def test_auto_device_and_dtype():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    with pytest.raises(ValueError, match="dtype"):
+        resolve_dtype("int3", torch.device("cpu"))
+
+
+def test_results_come_back_in_input_order(translator):
+    texts = ["A big red car is very fast today.", "The cat.", "We eat bread.", "I see a tree."]
+    batch = translator.translate_batch(texts, beam_size=1)
+    alone = [translator.translate_batch([t], beam_size=1)[0].text for t in texts]
+    assert [r.text for r in batch] == alone
+
+
+def test_reference_decoder_matches_fast_path(translator):
+    texts = ["A big red car is very fast today.", "The cat.", "We eat bread."]
+    fast = translator.translate_batch(texts, beam_size=1)
+    ref = translator.translate_batch(texts, beam_size=1, reference=True)
+    assert [r.hypotheses[0].ids for r in fast] == [r.hypotheses[0].ids for r in ref]
+
+
+def test_empty_and_whitespace_inputs_translate_to_empty(translator):
+    results = translator.translate_batch(["", "The dog.", "   "])
+    assert results[0].text == "" and results[2].text == ""
+    assert results[0].source_tokens == 0
+
+
+def test_n_best_returns_sorted_alternatives(translator):
+    result = translator.translate_batch(["The small green house."], beam_size=4, n_best=3)[0]
+    assert len(result.hypotheses) == 3
+    scores = [h.score for h in result.hypotheses]
+    assert scores == sorted(scores, reverse=True)
+    assert len({tuple(h.ids) for h in result.hypotheses}) == 3
+
+
+def test_output_length_is_capped(translator):
+    result = translator.translate_batch(["The cat is big."], beam_size=1, max_length=3)[0]
+    assert len(result.hypotheses[0].ids) <= 3
+
+
+def test_too_long_source_is_refused_with_a_clear_message(translator):
+    with pytest.raises(ValueError, match="at most 255"):
+        translator.translate_batch(["the cat " * 300])
+
+
+def test_invalid_options(translator):
+    with pytest.raises(ValueError):
+        translator.translate_batch(["x"], beam_size=2, n_best=3)
+    with pytest.raises(ValueError, match="reference"):
+        translator.translate_batch(["x"], beam_size=4, reference=True)
+
+
+def test_half_precision_on_cpu_matches_float32(random_checkpoint):
+    """The dtype path the GPU uses, exercised on the CPU: bfloat16 runs and agrees closely."""
+    fp32 = Translator.load(random_checkpoint, device="cpu", dtype="float32")
+    bf16 = Translator.load(random_checkpoint, device="cpu", dtype="bfloat16")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    texts = ["The cat is big.", "We eat bread today."]
+    a = fp32.translate_batch(texts, beam_size=1)
+    b = bf16.translate_batch(texts, beam_size=1)
+    for x, y in zip(a, b, strict=True):
+        assert y.hypotheses[0].score == pytest.approx(x.hypotheses[0].score, abs=0.15)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_half_precision_fast_equals_reference(random_checkpoint, dtype):
+    tr = Translator.load(random_checkpoint, device="cuda", dtype=dtype)
+    texts = ["A big red car is very fast today.", "The cat.", "We eat bread."]
+    fast = tr.translate_batch(texts, beam_size=1)
+    ref = tr.translate_batch(texts, beam_size=1, reference=True)
+    assert [r.hypotheses[0].ids for r in fast] == [r.hypotheses[0].ids for r in ref]
