@@ -1,0 +1,98 @@
+"""The bridge between the batcher and model_core: load the models, tokenize, and the function
+the batcher's worker thread calls for each batch."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from model_core.checkpoint import CheckpointError
+from model_core.translator import Translator
+
+log = logging.getLogger("app.engine")
+
+
+class StartupError(Exception):
+    """The models could not be loaded; the message names the directory and the problem."""
+
+
+@dataclass(frozen=True)
+class DecodeKey:
+    """Sentences share a batch only when all of these agree."""
+
+    model: str
+    beam_size: int
+    n_best: int
+    max_length: int
+
+
+@dataclass
+class SentenceResult:
+    texts: list[str]  # best first; more than one when alternatives were asked for
+    generated_tokens: int
+
+
+def load_translators(
+    weights_dir: Path, *, device: str, dtype: str, skip_bad: bool
+) -> dict[str, Translator]:
+    """Every checkpoint directory under `weights_dir`, keyed by directory name."""
+    if not weights_dir.is_dir():
+        raise StartupError(f"{weights_dir}: weights directory not found")
+    candidates = sorted(
+        p for p in weights_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+    )
+    translators: dict[str, Translator] = {}
+    for path in candidates:
+        try:
+            translators[path.name] = Translator.load(path, device=device, dtype=dtype)
+        except CheckpointError as exc:
+            if not skip_bad:
+                raise StartupError(f"bad checkpoint {path}: {exc}") from exc
+            log.warning("skipping bad checkpoint %s: %s", path, exc)
+        else:
+            t = translators[path.name]
+            log.info(
+                "loaded %s (%s->%s, %s parameters) on %s as %s",
+                path.name,
+                t.source_language,
+                t.target_language,
+                f"{t.parameters:,}",
+                t.device,
+                str(t.dtype).replace("torch.", ""),
+            )
+    if not translators:
+        raise StartupError(
+            f"{weights_dir}: no loadable checkpoint directory (config.json + model.safetensors)"
+        )
+    return translators
+
+
+class Engine:
+    """Holds the translators; `run` is the batcher's function (called on the worker thread)."""
+
+    def __init__(self, translators: dict[str, Translator], threads: int = 0):
+        self.translators = translators
+        if threads:
+            torch.set_num_threads(threads)
+        self.pairs = {
+            (t.source_language, t.target_language): name for name, t in translators.items()
+        }
+
+    def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
+        translator = self.translators[key.model]
+        hyps = translator.translate_ids(
+            payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
+        )
+        decode = translator.target_tokenizer.decode
+        return [
+            SentenceResult([decode(h.tokens) for h in sent], len(sent[0].tokens) + 1)
+            for sent in hyps
+        ]
+
+    def warm_up(self) -> None:
+        for name, translator in self.translators.items():
+            ids = translator.encode_source("Hello world.")
+            self.run(DecodeKey(name, 2, 1, 16), [ids])

@@ -1,0 +1,210 @@
+"""The FastAPI application: `create_app(settings)` and the `mt-serve` command.
+
+Models load in the lifespan, in the background: the port answers at once, /health says 503
+"loading" until the models are on the device and warmed up, then 200. A bad checkpoint logs one
+line naming the directory and the problem and the process exits with status 1. On SIGTERM the
+server answers 503 to new requests, finishes the ones it accepted (up to shutdown_timeout_s),
+then exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .batcher import MicroBatcher
+from .engine import Engine, StartupError, load_translators
+from .metrics import Metrics
+from .routes import ApiError, router
+from .settings import Settings
+
+log = logging.getLogger("app")
+
+
+async def load_models(app: FastAPI) -> None:
+    state, s = app.state, app.state.settings
+    started = time.perf_counter()
+    try:
+        translators = await asyncio.to_thread(
+            load_translators,
+            s.weights_dir,
+            device=s.device,
+            dtype=s.dtype,
+            skip_bad=s.skip_bad_checkpoints,
+        )
+        engine = Engine(translators, s.threads)
+        if s.warmup:
+            await asyncio.to_thread(engine.warm_up)
+    except StartupError as exc:
+        state.startup_error = str(exc)
+        log.error("startup failed: %s", exc)
+        os.kill(os.getpid(), signal.SIGTERM)  # stop the server; mt-serve exits with status 1
+        return
+    metrics: Metrics = state.metrics
+    batcher = MicroBatcher(
+        engine.run,
+        max_batch_size=s.max_batch_size,
+        max_batch_tokens=s.max_batch_tokens,
+        max_wait_ms=s.max_wait_ms,
+        max_queue_size=s.max_queue_size,
+        on_batch=metrics.observe_batch,
+        on_depth=metrics.queue_depth.set,
+    )
+    await batcher.start()
+    for name, t in translators.items():
+        metrics.model_info.labels(name).info(
+            {
+                "source": t.source_language,
+                "target": t.target_language,
+                "device": str(t.device),
+                "dtype": str(t.dtype).replace("torch.", ""),
+                "parameters": str(t.parameters),
+            }
+        )
+    state.engine, state.batcher, state.ready = engine, batcher, True
+    metrics.ready.set(1)
+    log.info(
+        "ready: %d model(s) %s in %.1f s",
+        len(translators),
+        ", ".join(sorted(translators)),
+        time.perf_counter() - started,
+    )
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    loader = asyncio.create_task(load_models(app))
+    yield
+    app.state.draining = True
+    app.state.metrics.ready.set(0)
+    if not loader.done():
+        loader.cancel()
+    if app.state.batcher is not None:
+        dropped = await app.state.batcher.stop(app.state.settings.shutdown_timeout_s)
+        if dropped:
+            log.warning(
+                "shutdown timeout passed: %d waiting sentence(s) were not translated", dropped
+            )
+    log.info("stopped")
+
+
+class MetricsMiddleware:
+    """Counts requests by route template and status, and times them (pure ASGI)."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), 500
+        translate = scope["path"] == "/translate"
+
+        async def capture(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        if translate:
+            self.metrics.in_flight.inc()
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            if translate:
+                self.metrics.in_flight.dec()
+            route = scope.get("route")
+            path = getattr(route, "path", "other")
+            self.metrics.requests.labels(path, str(status)).inc()
+            self.metrics.latency.labels(path).observe(time.perf_counter() - started)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="mt-serve",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Machine translation with Transformer models; LibreTranslate-compatible API.",
+    )
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    app.state.ready, app.state.draining = False, False
+    app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
+    app.include_router(router)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request, exc: ApiError):
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request, exc: RequestValidationError):
+        where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return JSONResponse({"error": f"invalid request: {where}"}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, exc: StarletteHTTPException):
+        message = {
+            404: f"no such path: {request.url.path}",
+            405: f"method {request.method} is not allowed on {request.url.path}",
+        }
+        return JSONResponse(
+            {"error": message.get(exc.status_code, str(exc.detail))},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request, exc: Exception):
+        error_id = uuid.uuid4().hex[:12]
+        log.error("unexpected error, error id %s", error_id, exc_info=exc)
+        return JSONResponse({"error": f"internal error (error id {error_id})"}, status_code=500)
+
+    return app
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, marking the app as draining as soon as a shutdown signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI):
+        super().__init__(config)
+        self.fastapi_app = app
+
+    def handle_exit(self, sig, frame):
+        self.fastapi_app.state.draining = True
+        super().handle_exit(sig, frame)
+
+
+def main() -> int:
+    settings = Settings()
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=max(int(settings.shutdown_timeout_s), 1),
+        workers=1,
+    )
+    Server(config, app).run()
+    return 1 if app.state.startup_error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Prometheus metrics (prefix mt_), in a registry per app so that tests can build many apps."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+from .batcher import BatchReport
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "mt_requests_total",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "mt_request_latency_seconds",
+            "HTTP request latency by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "mt_queue_wait_seconds",
+            "time a sentence waited for its batch",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_depth = Gauge("mt_queue_depth", "sentences waiting for a batch", registry=r)
+        self.in_flight = Gauge(
+            "mt_in_flight_requests", "translate requests being served", registry=r
+        )
+        self.batch_size = Histogram(
+            "mt_batch_size", "sentences per batch", buckets=SIZE_BUCKETS, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "mt_batch_padded_tokens",
+            "padded source tokens per batch",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.batch_compute = Histogram(
+            "mt_batch_compute_seconds",
+            "time to translate one batch",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_failures = Counter(
+            "mt_batch_failures_total", "batches whose engine call raised", registry=r
+        )
+        self.input_tokens = Counter("mt_input_tokens_total", "source tokens translated", registry=r)
+        self.generated_tokens = Counter(
+            "mt_generated_tokens_total", "target tokens generated", registry=r
+        )
+        self.sentences = Counter("mt_sentences_total", "sentences translated", registry=r)
+        self.rejected = Counter(
+            "mt_rejected_requests_total", "requests refused with 503", ["reason"], registry=r
+        )
+        self.timed_out = Counter(
+            "mt_timed_out_requests_total", "requests past their deadline (504)", registry=r
+        )
+        self.dropped = Counter(
+            "mt_dropped_sentences_total",
+            "waiting sentences removed uncomputed",
+            ["reason"],
+            registry=r,
+        )
+        self.cancelled = Counter(
+            "mt_cancelled_requests_total", "requests whose client went away", registry=r
+        )
+        self.model_info = Info("mt_model", "a loaded model", ["model"], registry=r)
+        self.ready = Gauge(
+            "mt_ready", "1 when the models are loaded and the server takes requests", registry=r
+        )
+
+    def observe_batch(self, report: BatchReport) -> None:
+        self.batch_size.observe(report.size)
+        self.batch_tokens.observe(report.padded_tokens)
+        self.batch_compute.observe(report.compute_s)
+        for wait in report.queue_waits_s:
+            self.queue_wait.observe(wait)
+        if report.failed:
+            self.batch_failures.inc()

@@ -1,0 +1,54 @@
+"""Request and response bodies; the /translate API follows LibreTranslate's."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    q: str | list[str] = Field(description="text to translate, or a list of texts")
+    source: str = Field(description="source language code, or 'auto'")
+    target: str = Field(description="target language code")
+    format: str = Field("text", description="only 'text' is supported")
+    alternatives: int = Field(0, ge=0, description="number of extra translations to return")
+    beam_size: int | None = Field(None, ge=1, description="beam size (extension)")
+    max_length: int | None = Field(
+        None, ge=1, description="generated tokens per sentence at most (extension)"
+    )
+    api_key: str | None = Field(
+        None, description="accepted for LibreTranslate clients; not checked"
+    )
+
+
+class TranslateResponse(BaseModel):
+    translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
+    alternatives: list[str] | list[list[str]] | None = None
+    detectedLanguage: dict | None = None  # noqa: N815
+    model: str
+    timings: dict[str, float]
+
+
+class Language(BaseModel):
+    code: str
+    name: str
+    targets: list[str]
+
+
+class ErrorResponse(BaseModel):
+    error: str
+
+
+LANGUAGE_NAMES = {
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "es": "Spanish",
+    "it": "Italian",
+    "nl": "Dutch",
+    "pt": "Portuguese",
+    "ru": "Russian",
+    "zh": "Chinese",
+    "ja": "Japanese",
+}

@@ -1,0 +1,52 @@
+"""The one settings object of the service. Every field reads the environment variable
+MT_<FIELD NAME> (e.g. MT_MAX_BATCH_SIZE=64); the README's configuration table lists them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MT_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in containers)")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port")
+    weights_dir: Path = Field(
+        Path("weights"), description="folder of checkpoint directories to serve"
+    )
+    device: str = Field("auto", description="auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="auto: bfloat16/float16 on GPU, float32 on CPU"
+    )
+    threads: int = Field(0, ge=0, description="CPU threads for inference (0: all cores)")
+    skip_bad_checkpoints: bool = Field(
+        False, description="warn and skip a bad checkpoint instead of stopping"
+    )
+    warmup: bool = Field(True, description="run one translation per model before reporting ready")
+    max_batch_size: int = Field(32, ge=1, description="sentences per batch at most")
+    max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens per batch at most")
+    max_wait_ms: float = Field(5.0, ge=0, description="how long a batch waits for more sentences")
+    max_queue_size: int = Field(2048, ge=1, description="sentences waiting at most; beyond: 503")
+    request_timeout_s: float = Field(60.0, gt=0, description="deadline of a request; beyond: 504")
+    shutdown_timeout_s: float = Field(
+        30.0, ge=0, description="time to finish accepted work on SIGTERM"
+    )
+    max_request_chars: int = Field(
+        20_000, ge=1, description="characters per request at most; beyond: 413"
+    )
+    max_texts: int = Field(128, ge=1, description="texts in a list `q` at most; beyond: 413")
+    max_sentence_tokens: int = Field(
+        200, ge=8, description="longer sentences are split into pieces"
+    )
+    default_beam_size: int = Field(4, ge=1, description="beam size when the request gives none")
+    max_beam_size: int = Field(8, ge=1, description="largest beam_size a request may ask for")
+    max_alternatives: int = Field(
+        3, ge=0, description="largest `alternatives` a request may ask for"
+    )
+    max_output_length: int = Field(256, ge=1, description="cap on generated tokens per sentence")
+    retry_after_s: int = Field(2, ge=1, description="Retry-After header on 503 answers")
+    log_level: str = Field("info", description="debug, info, warning, error")

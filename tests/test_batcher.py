@@ -1,0 +1,173 @@
+"""Unit tests of the micro-batcher with a plain Python function as the engine (no torch)."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from app.batcher import BatchFailed, DeadlineExceeded, MicroBatcher, QueueFull, ShuttingDown
+
+
+class Recorder:
+    """reverse each string; remember every batch it saw, optionally slow or failing."""
+
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None):
+        self.batches: list[tuple[object, list[str]]] = []
+        self.delay, self.fail_on = delay, fail_on
+        self.threads: set[str] = set()
+
+    def __call__(self, key, payloads):
+        self.threads.add(threading.current_thread().name)
+        self.batches.append((key, list(payloads)))
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail_on in payloads:
+            raise RuntimeError("injected fault")
+        return [p[::-1] for p in payloads]
+
+    def seen(self) -> list[str]:
+        return [p for _, batch in self.batches for p in batch]
+
+
+async def started(fn, **kw) -> MicroBatcher:
+    b = MicroBatcher(fn, **kw)
+    await b.start()
+    return b
+
+
+async def test_results_come_back_per_request_and_in_order():
+    fn = Recorder()
+    b = await started(fn, max_batch_size=8, max_wait_ms=20)
+    tickets = [b.submit("k", [f"s{i}a", f"s{i}bb", f"s{i}c"], [3, 4, 3]) for i in range(5)]
+    results = await asyncio.gather(*(b.wait(t, 5) for t in tickets))
+    assert results == [[f"a{i}s", f"bb{i}s", f"c{i}s"] for i in range(5)]
+    assert max(len(batch) for _, batch in fn.batches) > 1
+    assert fn.threads and all(name.startswith("mt-worker") for name in fn.threads)
+    await b.stop(1)
+
+
+async def test_batch_closes_at_max_batch_size():
+    fn = Recorder()
+    b = await started(fn, max_batch_size=4, max_wait_ms=200)
+    t = b.submit("k", [str(i) for i in range(10)], [1] * 10)
+    await b.wait(t, 5)
+    assert [len(batch) for _, batch in fn.batches] == [4, 4, 2]
+    await b.stop(1)
+
+
+async def test_batch_closes_at_max_batch_tokens_and_sorts_by_length():
+    fn = Recorder()
+    b = await started(fn, max_batch_size=100, max_batch_tokens=20, max_wait_ms=200)
+    payloads = ["aaaaa", "a", "aaa", "aaaaa", "aa", "aaaaa"]
+    t = b.submit("k", payloads, [len(p) for p in payloads])
+    await b.wait(t, 5)
+    for _, batch in fn.batches:
+        assert max(len(p) for p in batch) * len(batch) <= 20
+        assert batch == sorted(batch, key=len)
+    assert sorted(fn.seen()) == sorted(payloads)
+
+
+async def test_batch_closes_after_max_wait():
+    fn = Recorder()
+    b = await started(fn, max_batch_size=100, max_wait_ms=50)
+    start = time.monotonic()
+    assert await b.wait(b.submit("k", ["ab"], [2]), 5) == ["ba"]
+    assert 0.04 <= time.monotonic() - start < 2.0
+    await b.stop(1)
+
+
+async def test_different_keys_never_share_a_batch():
+    fn = Recorder()
+    b = await started(fn, max_batch_size=16, max_wait_ms=20)
+    t1, t2 = b.submit("greedy", ["a", "b"], [1, 1]), b.submit("beam", ["c", "d"], [1, 1])
+    await asyncio.gather(b.wait(t1, 5), b.wait(t2, 5))
+    for key, batch in fn.batches:
+        assert set(batch) <= ({"a", "b"} if key == "greedy" else {"c", "d"})
+    await b.stop(1)
+
+
+async def test_full_queue_rejects_at_once():
+    fn = Recorder(delay=0.2)
+    b = await started(fn, max_batch_size=2, max_queue_size=5, max_wait_ms=0)
+    first = b.submit("k", ["1", "2"], [1, 1])
+    await asyncio.sleep(0.05)  # the worker now holds the first batch; the queue is empty
+    b.submit("k", ["3", "4", "5"], [1, 1, 1])
+    with pytest.raises(QueueFull):
+        b.submit("k", ["6", "7", "8"], [1, 1, 1])
+    assert b.depth == 3
+    await b.wait(first, 5)
+    await b.stop(5)
+
+
+async def test_deadline_drops_waiting_work_uncomputed():
+    fn = Recorder(delay=0.3)
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    busy = b.submit("k", ["busy"], [1])
+    await asyncio.sleep(0.05)
+    late = b.submit("k", ["late1", "late2"], [1, 1])
+    with pytest.raises(DeadlineExceeded) as info:
+        await b.wait(late, 0.1)
+    assert info.value.dropped == 2 and b.depth == 0
+    await b.wait(busy, 5)
+    await asyncio.sleep(0.1)
+    assert "late1" not in fn.seen() and "late2" not in fn.seen()
+    await b.stop(1)
+
+
+async def test_cancel_removes_only_that_request():
+    fn = Recorder(delay=0.2)
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    b.submit("k", ["busy"], [1])
+    await asyncio.sleep(0.05)
+    gone, kept = b.submit("k", ["gone"], [1]), b.submit("k", ["kept"], [1])
+    assert b.cancel(gone) == 1
+    assert await b.wait(kept, 5) == ["tpek"]
+    assert "gone" not in fn.seen()
+    await b.stop(1)
+
+
+async def test_a_failing_batch_fails_only_its_requests():
+    fn = Recorder(fail_on="boom")
+    b = await started(fn, max_batch_size=8, max_wait_ms=10)
+    bad, good = b.submit("a", ["x", "boom"], [1, 1]), b.submit("b", ["ok"], [1])
+    with pytest.raises(BatchFailed) as info:
+        await b.wait(bad, 5)
+    assert len(info.value.error_id) == 12
+    assert await b.wait(good, 5) == ["ko"]
+    assert await b.wait(b.submit("a", ["again"], [1]), 5) == ["niaga"]  # the worker keeps serving
+    await b.stop(1)
+
+
+async def test_stop_finishes_accepted_work_and_refuses_new():
+    fn = Recorder(delay=0.05)
+    b = await started(fn, max_batch_size=2, max_wait_ms=0)
+    tickets = [b.submit("k", [f"{i}x"], [1]) for i in range(6)]
+    waits = [asyncio.ensure_future(b.wait(t, 10)) for t in tickets]
+    assert await b.stop(5) == 0
+    assert [w.result() for w in waits] == [[f"x{i}"] for i in range(6)]
+    with pytest.raises(ShuttingDown):
+        b.submit("k", ["late"], [1])
+
+
+async def test_stop_timeout_fails_what_is_left():
+    fn = Recorder(delay=0.3)
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    tickets = [b.submit("k", [str(i)], [1]) for i in range(4)]
+    waits = [asyncio.ensure_future(b.wait(t, 10)) for t in tickets]
+    await asyncio.sleep(0.05)
+    assert await b.stop(0.1) >= 2
+    outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    assert any(isinstance(o, ShuttingDown) for o in outcomes)
+
+
+async def test_event_loop_stays_free_while_a_batch_runs():
+    fn = Recorder(delay=0.3)
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    t = b.submit("k", ["slow"], [1])
+    ticks = 0
+    while not all(i.future.done() for i in t.items):
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert ticks >= 10
+    await b.stop(1)
