@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
 import time
@@ -50,7 +49,9 @@ async def load_models(app: FastAPI) -> None:
     except StartupError as exc:
         state.startup_error = str(exc)
         log.error("startup failed: %s", exc)
-        os.kill(os.getpid(), signal.SIGTERM)  # stop the server; mt-serve exits with status 1
+        request_exit = getattr(state, "request_exit", None)
+        if request_exit is not None:  # set by mt-serve: stop the server, exit with status 1
+            request_exit()
         return
     metrics: Metrics = state.metrics
     batcher = MicroBatcher(
@@ -182,10 +183,19 @@ class Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: FastAPI):
         super().__init__(config)
         self.fastapi_app = app
+        app.state.request_exit = self.request_exit
+
+    def request_exit(self) -> None:
+        self.should_exit = True
 
     def handle_exit(self, sig, frame):
         self.fastapi_app.state.draining = True
         super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured SIGTERM after shutting down, so the process would die by
+        # the signal; a completed graceful drain is a normal exit (status 0) instead.
+        captured = getattr(self, "_captured_signals", None)
+        if sig == signal.SIGTERM and captured and captured[-1] == signal.SIGTERM:
+            captured.pop()
 
 
 def main() -> int:

@@ -1,0 +1,364 @@
+"""The HTTP service against a real uvicorn server on a loopback port, with a real checkpoint
+(a random tiny model with a real sentencepiece tokenizer) loaded from disk."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+
+import httpx
+import pytest
+
+from tests.service_helpers import serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def weights_dir(random_checkpoint, tmp_path_factory):
+    d = tmp_path_factory.mktemp("weights")
+    shutil.copytree(random_checkpoint, d / "en-de")
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(weights_dir):
+    with serve_in_thread(weights_dir, max_batch_size=16, max_wait_ms=20) as (url, app):
+        yield url, app
+
+
+def post(url: str, **kw) -> httpx.Response:
+    return httpx.post(f"{url}/translate", timeout=60, **kw)
+
+
+def metric(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            head, value = line.rsplit(" ", 1)
+            if head == name or head.startswith(name + "{"):
+                total += float(value)
+    return total
+
+
+TEXTS = [
+    "The cat.",
+    "A big red car is very fast today.",
+    "We eat bread.",
+    "I see a small green tree.",
+    "The dog is slow.",
+    "Water.",
+    "The house is very very big and the tree is small today.",
+    "We run fast.",
+]
+
+
+def test_health_languages_models(server):
+    url, _ = server
+    health = httpx.get(f"{url}/health")
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok" and health.json()["models"] == ["en-de"]
+    assert httpx.get(f"{url}/health/live").status_code == 200
+    assert httpx.get(f"{url}/health/ready").status_code == 200
+    assert httpx.get(f"{url}/languages").json() == [
+        {"code": "en", "name": "English", "targets": ["de"]}
+    ]
+    models = httpx.get(f"{url}/models").json()
+    assert (
+        models[0]["name"] == "en-de"
+        and models[0]["device"] == "cpu"
+        and models[0]["parameters"] > 0
+    )
+
+
+def test_json_and_form_bodies_agree(server):
+    url, _ = server
+    as_json = post(url, json={"q": "The cat is big.", "source": "en", "target": "de"})
+    as_form = post(url, data={"q": "The cat is big.", "source": "en", "target": "de"})
+    assert as_json.status_code == as_form.status_code == 200
+    assert as_json.json()["translatedText"] == as_form.json()["translatedText"]
+    assert isinstance(as_json.json()["translatedText"], str)
+
+
+def test_list_q_returns_a_list_in_order(server):
+    url, _ = server
+    alone = [
+        post(url, json={"q": t, "source": "en", "target": "de"}).json()["translatedText"]
+        for t in TEXTS[:3]
+    ]
+    listed = post(url, json={"q": TEXTS[:3], "source": "en", "target": "de"}).json()[
+        "translatedText"
+    ]
+    assert listed == alone
+
+
+def test_alternatives_and_auto_source(server):
+    url, _ = server
+    r = post(url, json={"q": "The dog.", "source": "auto", "target": "de", "alternatives": 2})
+    body = r.json()
+    assert r.status_code == 200 and len(body["alternatives"]) == 2
+    assert body["detectedLanguage"]["language"] == "en"
+    r = post(
+        url, json={"q": ["The dog.", "A cat."], "source": "en", "target": "de", "alternatives": 1}
+    )
+    assert [len(a) for a in r.json()["alternatives"]] == [1, 1]
+
+
+def test_multi_paragraph_text_keeps_its_layout(server):
+    url, _ = server
+    text = "  The cat is big. The dog is small!\n\nWe eat bread.\nI see a tree.  \n"
+    out = post(url, json={"q": text, "source": "en", "target": "de", "beam_size": 1}).json()[
+        "translatedText"
+    ]
+    assert out.startswith("  ") and out.endswith("  \n")
+    assert out.count("\n") == text.count("\n") and "\n\n" in out
+    # Each sentence is translated as it would be alone.
+    parts = ["The cat is big.", "The dog is small!", "We eat bread.", "I see a tree."]
+    alone = [
+        post(url, json={"q": p, "source": "en", "target": "de", "beam_size": 1}).json()[
+            "translatedText"
+        ]
+        for p in parts
+    ]
+    assert out == f"  {alone[0]} {alone[1]}\n\n{alone[2]}\n{alone[3]}  \n"
+
+
+def test_a_sentence_longer_than_the_limit_is_split_not_truncated(weights_dir):
+    with serve_in_thread(weights_dir, max_sentence_tokens=12) as (url, app):
+        words = "the cat is big and the dog is small and we eat bread today very fast"
+        r = post(url, json={"q": words, "source": "en", "target": "de", "beam_size": 1})
+        assert r.status_code == 200
+        seen = metric(url, "mt_sentences_total")
+        assert seen >= 2  # one text became several pieces, all translated
+        assert metric(url, "mt_input_tokens_total") >= len(words.split())
+
+
+ERRORS = [
+    ({"json": {"q": "", "source": "en", "target": "de"}}, 400, "empty"),
+    ({"json": {"q": [], "source": "en", "target": "de"}}, 400, "empty list"),
+    ({"json": {"q": 5, "source": "en", "target": "de"}}, 400, "q"),
+    ({"json": {"source": "en", "target": "de"}}, 400, "q: Field required"),
+    ({"json": {"q": "x", "source": "en", "target": "fr"}}, 400, "available pairs: en->de"),
+    ({"json": {"q": "x", "source": "auto", "target": "fr"}}, 400, "available pairs"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": 0}}, 400, "beam_size"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": 99}}, 400, "between 1 and 8"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": "wide"}}, 400, "beam_size"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "format": "html"}}, 400, "format 'html'"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "alternatives": 50}}, 400, "alternatives"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "max_length": 10**6}}, 400, "max_length"),
+    ({"json": {"q": "x" * 20_001, "source": "en", "target": "de"}}, 413, "characters"),
+    ({"json": {"q": ["x"] * 129, "source": "en", "target": "de"}}, 413, "texts"),
+    (
+        {"content": b"{not json", "headers": {"content-type": "application/json"}},
+        400,
+        "not valid JSON",
+    ),
+    ({"content": b"[1, 2]", "headers": {"content-type": "application/json"}}, 400, "JSON object"),
+    (
+        {"content": b"\xff\xfe", "headers": {"content-type": "application/json"}},
+        400,
+        "not valid JSON",
+    ),
+]
+
+
+@pytest.mark.parametrize("kwargs, status, message", ERRORS)
+def test_client_mistakes_get_a_clear_error(server, kwargs, status, message):
+    url, _ = server
+    r = post(url, **kwargs)
+    assert r.status_code == status
+    assert message in r.json()["error"]
+
+
+def test_unknown_path_and_method_are_json_errors(server):
+    url, _ = server
+    r = httpx.get(f"{url}/nope")
+    assert r.status_code == 404 and "no such path" in r.json()["error"]
+    r = httpx.get(f"{url}/translate")
+    assert r.status_code == 405 and "not allowed" in r.json()["error"]
+
+
+async def test_concurrent_requests_equal_requests_sent_alone(server):
+    url, _ = server
+    texts = [TEXTS[i % len(TEXTS)] + (" We eat bread." * (i % 3)) for i in range(64)]
+    async with httpx.AsyncClient(timeout=120) as client:
+        alone = {}
+        for t in sorted(set(texts)):
+            r = await client.post(f"{url}/translate", json={"q": t, "source": "en", "target": "de"})
+            alone[t] = r.json()["translatedText"]
+        before = metric(url, "mt_batch_size_count"), metric(url, "mt_batch_size_sum")
+        results = await asyncio.gather(
+            *(
+                client.post(f"{url}/translate", json={"q": t, "source": "en", "target": "de"})
+                for t in texts
+            )
+        )
+    assert all(r.status_code == 200 for r in results)
+    assert [r.json()["translatedText"] for r in results] == [alone[t] for t in texts]
+    batches = metric(url, "mt_batch_size_count") - before[0]
+    sentences = metric(url, "mt_batch_size_sum") - before[1]
+    assert sentences / batches > 1.0  # batches of more than one sentence
+
+
+def test_metrics_exposition(server):
+    url, _ = server
+    post(url, json={"q": "The cat.", "source": "en", "target": "de"})
+    text = httpx.get(f"{url}/metrics").text
+    for name in (
+        "mt_requests_total",
+        "mt_request_latency_seconds_bucket",
+        "mt_queue_wait_seconds_bucket",
+        "mt_queue_depth",
+        "mt_in_flight_requests",
+        "mt_batch_size_bucket",
+        "mt_batch_padded_tokens_bucket",
+        "mt_batch_compute_seconds_bucket",
+        "mt_input_tokens_total",
+        "mt_generated_tokens_total",
+        "mt_model_info",
+        "mt_ready 1.0",
+    ):
+        assert name in text, name
+    assert re.search(r'mt_requests_total\{route="/translate",status="200"\} [1-9]', text)
+    assert 'dtype="float32"' in text
+
+
+class SlowEngine:
+    """Wraps the engine function: records what it computed, sleeps, can fail on a marker."""
+
+    def __init__(self, fn, delay: float = 0.0, fail_beam: int | None = None):
+        self.fn, self.delay, self.fail_beam = fn, delay, fail_beam
+        self.calls: list[tuple[object, int]] = []
+
+    def __call__(self, key, payloads):
+        self.calls.append((key, len(payloads)))
+        time.sleep(self.delay)
+        if self.fail_beam is not None and key.beam_size == self.fail_beam:
+            raise RuntimeError("injected fault")
+        return self.fn(key, payloads)
+
+
+def test_fault_in_one_batch_fails_only_that_batch(weights_dir, caplog):
+    with serve_in_thread(weights_dir, max_wait_ms=50) as (url, app):
+        app.state.batcher.fn = SlowEngine(app.state.batcher.fn, fail_beam=3)
+
+        async def burst():
+            async with httpx.AsyncClient(timeout=60) as c:
+                bad = c.post(
+                    f"{url}/translate",
+                    json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 3},
+                )
+                good = [
+                    c.post(
+                        f"{url}/translate",
+                        json={"q": t, "source": "en", "target": "de", "beam_size": 2},
+                    )
+                    for t in TEXTS
+                ]
+                return await asyncio.gather(bad, *good)
+
+        with caplog.at_level("ERROR", logger="app.batcher"):
+            bad, *good = asyncio.run(burst())
+        assert bad.status_code == 500
+        error_id = re.search(r"error id ([0-9a-f]{12})", bad.json()["error"]).group(1)
+        assert error_id in caplog.text
+        assert all(r.status_code == 200 for r in good)
+        assert post(url, json={"q": "The cat.", "source": "en", "target": "de"}).status_code == 200
+        assert metric(url, "mt_batch_failures_total") == 1
+
+
+def test_overload_gets_only_200_and_503_and_recovers(weights_dir):
+    with serve_in_thread(weights_dir, max_queue_size=6, max_batch_size=2, max_wait_ms=0) as (
+        url,
+        app,
+    ):
+        app.state.batcher.fn = SlowEngine(app.state.batcher.fn, delay=0.05)
+
+        async def burst():
+            async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as c:
+                return await asyncio.gather(
+                    *(
+                        c.post(
+                            f"{url}/translate",
+                            json={"q": TEXTS[i % 8], "source": "en", "target": "de"},
+                        )
+                        for i in range(120)
+                    )
+                )
+
+        results = asyncio.run(burst())
+        codes = {r.status_code for r in results}
+        assert codes <= {200, 503} and 503 in codes and 200 in codes
+        for r in results:
+            if r.status_code == 503:
+                assert int(r.headers["Retry-After"]) >= 1 and "busy" in r.json()["error"]
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert post(url, json={"q": "The cat.", "source": "en", "target": "de"}).status_code == 200
+        assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') >= 1
+
+
+def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
+    with serve_in_thread(weights_dir, request_timeout_s=0.3, max_batch_size=1, max_wait_ms=0) as (
+        url,
+        app,
+    ):
+        engine = SlowEngine(app.state.batcher.fn, delay=0.6)
+        app.state.batcher.fn = engine
+
+        async def two():
+            async with httpx.AsyncClient(timeout=60) as c:
+                first = asyncio.ensure_future(
+                    c.post(
+                        f"{url}/translate",
+                        json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 1},
+                    )
+                )
+                await asyncio.sleep(0.1)
+                second = await c.post(
+                    f"{url}/translate",
+                    json={"q": "We eat bread.", "source": "en", "target": "de", "beam_size": 2},
+                )
+                return await first, second
+
+        first, second = asyncio.run(two())
+        assert first.status_code == 504  # its own batch took 0.6 s > 0.3 s
+        assert second.status_code == 504 and "did not finish" in second.json()["error"]
+        time.sleep(0.8)
+        assert [key.beam_size for key, _ in engine.calls] == [1]  # the second was never computed
+        assert metric(url, "mt_timed_out_requests_total") == 2
+        assert metric(url, 'mt_dropped_sentences_total{reason="deadline"}') == 1
+
+
+def test_client_disconnect_drops_its_queued_sentences(weights_dir):
+    with serve_in_thread(weights_dir, max_batch_size=1, max_wait_ms=0) as (url, app):
+        engine = SlowEngine(app.state.batcher.fn, delay=0.8)
+        app.state.batcher.fn = engine
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                busy = asyncio.ensure_future(
+                    c.post(
+                        f"{url}/translate",
+                        json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 1},
+                    )
+                )
+                await asyncio.sleep(0.1)
+                with pytest.raises(httpx.ReadTimeout):
+                    await c.post(
+                        f"{url}/translate",
+                        timeout=0.2,
+                        json={
+                            "q": ["We eat bread.", "The dog."],
+                            "source": "en",
+                            "target": "de",
+                            "beam_size": 2,
+                        },
+                    )
+                return await busy
+
+        assert asyncio.run(scenario()).status_code == 200
+        time.sleep(1.0)
+        assert [key.beam_size for key, _ in engine.calls] == [1]
+        assert metric(url, "mt_cancelled_requests_total") == 1
+        assert metric(url, 'mt_dropped_sentences_total{reason="client_disconnected"}') == 2

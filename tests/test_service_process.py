@@ -1,0 +1,95 @@
+"""The `mt-serve` process: start-up failures and graceful shutdown on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import time
+
+import httpx
+import pytest
+
+from tests.service_helpers import serve_in_process, wait_ready
+
+
+@pytest.fixture
+def weights_dir(random_checkpoint, tmp_path):
+    d = tmp_path / "weights"
+    d.mkdir()
+    shutil.copytree(random_checkpoint, d / "en-de")
+    return d
+
+
+def test_bad_checkpoint_stops_startup_with_one_clear_line(weights_dir, tmp_path):
+    meta = json.loads((weights_dir / "en-de" / "config.json").read_text())
+    meta["model"]["d_ff"] = 48
+    (weights_dir / "en-de" / "config.json").write_text(json.dumps(meta))
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log) as (_, proc):
+        assert proc.wait(timeout=60) == 1
+    lines = [line for line in log.read_text().splitlines() if "startup failed" in line]
+    assert len(lines) == 1
+    assert str(weights_dir / "en-de") in lines[0] and "has shape" in lines[0]
+    assert "Traceback" not in log.read_text()
+
+
+def test_bad_checkpoint_can_be_skipped_with_a_warning(weights_dir, tmp_path):
+    broken = weights_dir / "de-en"
+    broken.mkdir()
+    (broken / "config.json").write_text("{")
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, skip_bad_checkpoints="true") as (url, proc):
+        wait_ready(url, process=proc)
+        assert httpx.get(f"{url}/health").json()["models"] == ["en-de"]
+    assert "skipping bad checkpoint" in log.read_text()
+
+
+def test_empty_weights_directory_is_an_error(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    log = tmp_path / "server.log"
+    with serve_in_process(empty, log) as (_, proc):
+        assert proc.wait(timeout=60) == 1
+    assert "no loadable checkpoint" in log.read_text()
+
+
+def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, max_batch_size=1, max_wait_ms=0) as (url, proc):
+        wait_ready(url, process=proc)
+        text = " ".join(["A big red car is very fast today. The dog is slow."] * 2)
+
+        async def load():
+            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
+                tasks = [
+                    asyncio.ensure_future(
+                        c.post(
+                            f"{url}/translate",
+                            json={"q": text, "source": "en", "target": "de", "beam_size": 4},
+                        )
+                    )
+                    for _ in range(16)
+                ]
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:  # wait until all 16 are accepted and in flight
+                    metrics = (await c.get(f"{url}/metrics")).text
+                    if "mt_in_flight_requests 16.0" in metrics:
+                        break
+                    await asyncio.sleep(0.02)
+                else:
+                    pytest.fail("the requests were never all in flight")
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.2)
+                try:
+                    late = (await c.get(f"{url}/health")).status_code
+                except httpx.HTTPError:
+                    late = "refused"
+                return await asyncio.gather(*tasks), late
+
+        results, late = asyncio.run(load())
+        assert [r.status_code for r in results] == [200] * 16
+        assert all(r.json()["translatedText"] for r in results)
+        assert late in (503, "refused")
+        assert proc.wait(timeout=60) == 0
