@@ -6,7 +6,9 @@ run on one dedicated worker thread, so the event loop never blocks. Sentences wi
 
 A batch closes when it holds `max_batch_size` sentences, or when adding the next one would pass
 `max_batch_tokens` padded tokens (longest cost x count), or `max_wait_ms` after its first
-sentence arrived. Within a batch, sentences are sorted by cost to reduce padding; results go
+sentence arrived. The wait only happens while traffic is concurrent (the previous batch held
+more than one sentence): a lone client is never delayed, and under load the sentences that
+arrive while the worker is busy form the next batch anyway. Within a batch, sentences are sorted by cost to reduce padding; results go
 back to each sentence's future, so callers get them per request and in order.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
@@ -106,6 +108,7 @@ class MicroBatcher:
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._running: list[_Item] = []  # the batch on the worker now
+        self._last_batch_size = 0
 
     @property
     def depth(self) -> int:
@@ -203,7 +206,8 @@ class MicroBatcher:
                 await self._wakeup.wait()
                 continue
             key = min(self._queues, key=lambda k: self._queues[k][0].enqueued)
-            deadline = self._queues[key][0].enqueued + self.max_wait_s
+            wait = self.max_wait_s if self._last_batch_size > 1 else 0.0
+            deadline = self._queues[key][0].enqueued + wait
             while not self._closing and key in self._queues and not self._full(self._queues[key]):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -222,7 +226,7 @@ class MicroBatcher:
         waits = [start - item.enqueued for item in batch]
         loop = asyncio.get_running_loop()
         failed = False
-        self._running = batch
+        self._running, self._last_batch_size = batch, len(batch)
         try:
             results = await loop.run_in_executor(
                 self._executor, self.fn, key, [i.payload for i in batch]

@@ -246,9 +246,9 @@ class Transformer(nn.Module):
         h, hd = self.cfg.n_heads, self.cfg.head_dim
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
 
-        def buffers() -> list[torch.Tensor]:
+        def buffers() -> list[torch.Tensor]:  # positions >= length are never read: no zero fill
             shape = (b, h, capacity, hd)
-            return [memory.new_zeros(shape) for _ in self.decoder_layers]
+            return [memory.new_empty(shape) for _ in self.decoder_layers]
 
         return DecoderCache(
             self_k=buffers(),

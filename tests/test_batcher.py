@@ -68,12 +68,20 @@ async def test_batch_closes_at_max_batch_tokens_and_sorts_by_length():
     assert sorted(fn.seen()) == sorted(payloads)
 
 
-async def test_batch_closes_after_max_wait():
+async def test_batch_waits_up_to_max_wait_under_concurrent_traffic():
     fn = Recorder()
-    b = await started(fn, max_batch_size=100, max_wait_ms=50)
+    b = await started(fn, max_batch_size=100, max_wait_ms=150)
     start = time.monotonic()
     assert await b.wait(b.submit("k", ["ab"], [2]), 5) == ["ba"]
-    assert 0.04 <= time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 0.1  # a lone client is not delayed
+    await b.wait(b.submit("k", ["x", "y"], [1, 1]), 5)  # concurrent traffic: a batch of two
+    start = time.monotonic()
+    first = b.submit("k", ["c"], [1])
+    await asyncio.sleep(0.05)
+    second = b.submit("k", ["d"], [1])  # arrives within the wait: joins the same batch
+    assert await b.wait(first, 5) == ["c"] and await b.wait(second, 5) == ["d"]
+    assert 0.14 <= time.monotonic() - start < 2.0
+    assert fn.batches[-1][1] == ["c", "d"]
     await b.stop(1)
 
 

@@ -1,0 +1,74 @@
+"""Helpers shared by the benchmarks: sentence sets, peak-memory sampling, tables."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import threading
+import time
+from pathlib import Path
+
+DEFAULT_SRC = (
+    Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "tatoeba" / "dev.en"
+)
+
+
+def read_sentences(path: Path, n: int) -> list[str]:
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines[:n]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakRSS:
+    """Samples this process's resident memory every few ms while active; `.peak` in bytes."""
+
+    def __init__(self, interval: float = 0.005):
+        self.interval, self.peak, self._stop = interval, 0, threading.Event()
+
+    def __enter__(self) -> PeakRSS:
+        self.peak = rss_bytes()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes())
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""Load benchmark of the HTTP service on 127.0.0.1: sentences/s and p50/p95/p99 latency at
+several concurrencies, with batching on (the default max_batch_size) and off (max_batch_size=1),
+same model and sentences, in one run. Also the engine's own latency for one sentence, to show
+what HTTP + the batcher add at concurrency 1.
+
+    python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
+
+Traffic goes only to a server this command starts on a loopback port; every level is bounded
+in requests and seconds. It measures; it asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from model_core.translator import Translator
+
+from .common import DEFAULT_SRC, machine, median, read_sentences, table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def level(
+    url: str,
+    sentences: list[str],
+    concurrency: int,
+    max_requests: int,
+    max_seconds: float,
+    beam: int,
+) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(max_requests))
+    start = time.perf_counter()
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal errors
+        for i in counter:
+            if time.perf_counter() - start > max_seconds:
+                return
+            t0 = time.perf_counter()
+            r = await client.post(
+                f"{url}/translate",
+                json={
+                    "q": sentences[i % len(sentences)],
+                    "source": "en",
+                    "target": "de",
+                    "beam_size": beam,
+                },
+            )
+            if r.status_code == 200:
+                latencies.append(time.perf_counter() - t0)
+            else:
+                errors += 1
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    wall = time.perf_counter() - start
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "sent_s": len(latencies) / wall,
+        "p50": percentile(latencies, 0.5) * 1e3,
+        "p95": percentile(latencies, 0.95) * 1e3,
+        "p99": percentile(latencies, 0.99) * 1e3,
+    }
+
+
+def start_server(weights: Path, port: int, batch: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "MT_WEIGHTS_DIR": str(weights),
+        "MT_PORT": str(port),
+        "MT_HOST": "127.0.0.1",
+        "MT_MAX_BATCH_SIZE": str(batch),
+        "MT_LOG_LEVEL": "warning",
+        "MT_MAX_QUEUE_SIZE": "4096",
+    }
+    return subprocess.Popen([sys.executable, "-m", "app.main"], cwd=ROOT, env=env)
+
+
+def wait_ready(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(url)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--weights", type=Path, default=Path("weights"))
+    p.add_argument("--model", default="en-de", help="model directory used for the engine baseline")
+    p.add_argument("--src", type=Path, default=DEFAULT_SRC)
+    p.add_argument("--sentences", type=int, default=512)
+    p.add_argument("--concurrency", default="1,4,16,64,256")
+    p.add_argument("--max-requests", type=int, default=768, help="per level")
+    p.add_argument("--max-seconds", type=float, default=40.0, help="per level")
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=32, help="max_batch_size with batching on")
+    p.add_argument("--port", type=int, default=8765)
+    args = p.parse_args(argv)
+    sentences = read_sentences(args.src, args.sentences)
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    tr = Translator.load(args.weights / args.model, device="cpu")
+    tr.translate_batch(sentences[:4], beam_size=args.beam_size)
+    engine_lat = []
+    for s in sentences[:100]:
+        t0 = time.perf_counter()
+        tr.translate_batch([s], beam_size=args.beam_size)
+        engine_lat.append(time.perf_counter() - t0)
+    engine_p50 = median(engine_lat) * 1e3
+    del tr
+
+    rows, results = [], {}
+    for mode, batch in (("on", args.batch_size), ("off", 1)):
+        url = f"http://127.0.0.1:{args.port}"
+        server = start_server(args.weights, args.port, batch)
+        try:
+            wait_ready(url)
+            asyncio.run(level(url, sentences, 4, 16, 10, args.beam_size))  # warm-up
+            for c in levels:
+                r = asyncio.run(
+                    level(
+                        url,
+                        sentences,
+                        c,
+                        max(args.max_requests, c),
+                        args.max_seconds,
+                        args.beam_size,
+                    )
+                )
+                results[(mode, c)] = r
+                rows.append(
+                    [
+                        f"{mode} (max_batch_size={batch})",
+                        c,
+                        r["requests"],
+                        r["errors"],
+                        r["sent_s"],
+                        r["p50"],
+                        r["p95"],
+                        r["p99"],
+                    ]
+                )
+                print(
+                    f"batching {mode}, concurrency {c}: {r['sent_s']:.1f} sentences/s",
+                    file=sys.stderr,
+                )
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    print(
+        f"\nmachine: {machine()}; beam {args.beam_size}; {len(sentences)} distinct sentences; "
+        f"at most {args.max_requests} requests or {args.max_seconds:.0f} s per level\n"
+    )
+    print(
+        table(
+            [
+                "batching",
+                "concurrency",
+                "requests",
+                "errors",
+                "sentences/s",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+            ],
+            rows,
+        )
+    )
+    print(f"\nengine alone, one sentence at a time: p50 {engine_p50:.1f} ms")
+    if ("on", 1) in results:
+        print(
+            f"HTTP + batcher overhead at concurrency 1 (p50): "
+            f"{(results[('on', 1)]['p50'] / engine_p50 - 1) * 100:+.1f}%"
+        )
+    for c in levels:
+        if ("on", c) in results and ("off", c) in results:
+            print(
+                f"concurrency {c}: batching on / off = "
+                f"{results[('on', c)]['sent_s'] / results[('off', c)]['sent_s']:.2f}x sentences/s"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
