@@ -1,0 +1,141 @@
+"""Export a model_core checkpoint to a CTranslate2 model directory with the same weights.
+
+    mt-export-ct2 weights/en-de exported/en-de-ct2 [--quantization int8]
+
+CTranslate2's Transformer spec is filled tensor by tensor: the sinusoidal table is copied from
+ours (so either position layout matches exactly), embeddings are scaled by sqrt(d_model) as in
+ours, self-attention q/k/v and cross-attention k/v projections are fused as CTranslate2 expects,
+and the decoder starts from the embedding of <s> like ours. The source EOS is added by
+CTranslate2 (`add_source_eos`), so callers pass sentencepiece pieces only.
+Needs the `ctranslate2` package (the `bench` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .checkpoint import CheckpointError, load_checkpoint
+from .model import MultiHeadAttention, Transformer
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).cpu().numpy().copy()
+
+
+def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
+    """A ctranslate2 TransformerSpec holding `model`'s weights."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg = model.cfg
+    activation = {
+        "relu": common_spec.Activation.RELU,
+        "gelu": common_spec.Activation.GELU,
+        "swish": common_spec.Activation.SWISH,
+    }[cfg.activation]
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers),
+        cfg.n_heads,
+        pre_norm=cfg.norm == "pre",
+        activation=activation,
+    )
+    table = _np(model.positions)
+
+    def linear(ls, layer: torch.nn.Linear) -> None:
+        ls.weight = _np(layer.weight)
+        if layer.bias is not None:
+            ls.bias = _np(layer.bias)
+
+    def fused(ls, layers: list[torch.nn.Linear]) -> None:
+        ls.weight = np.concatenate([_np(x.weight) for x in layers])
+        ls.bias = np.concatenate([_np(x.bias) for x in layers])
+
+    def norm(ns, ln: torch.nn.LayerNorm) -> None:
+        ns.gamma, ns.beta = _np(ln.weight), _np(ln.bias)
+
+    def self_attention(s, attn: MultiHeadAttention, ln: torch.nn.LayerNorm) -> None:
+        fused(s.linear[0], [attn.q_proj, attn.k_proj, attn.v_proj])
+        linear(s.linear[1], attn.out_proj)
+        norm(s.layer_norm, ln)
+
+    def ffn(s, layer) -> None:
+        linear(s.linear_0, layer.ffn.w1)
+        linear(s.linear_1, layer.ffn.w2)
+        norm(s.layer_norm, layer.res_ffn.norm)
+
+    enc, dec = spec.encoder, spec.decoder
+    enc.embeddings[0].weight = _np(model.src_embed.weight)
+    enc.position_encodings.encodings = table
+    for s, layer in zip(enc.layer, model.encoder_layers, strict=True):
+        self_attention(s.self_attention, layer.self_attn, layer.res_attn.norm)
+        ffn(s.ffn, layer)
+    dec.embeddings.weight = _np(model.tgt_embed.weight)
+    dec.position_encodings.encodings = table
+    for s, layer in zip(dec.layer, model.decoder_layers, strict=True):
+        self_attention(s.self_attention, layer.self_attn, layer.res_self.norm)
+        cross = layer.cross_attn
+        linear(s.attention.linear[0], cross.q_proj)
+        fused(s.attention.linear[1], [cross.k_proj, cross.v_proj])
+        linear(s.attention.linear[2], cross.out_proj)
+        norm(s.attention.layer_norm, layer.res_cross.norm)
+        ffn(s.ffn, layer)
+    if cfg.norm == "pre":
+        norm(enc.layer_norm, model.encoder_norm)
+        norm(dec.layer_norm, model.decoder_norm)
+    linear(dec.projection, model.generator)
+    spec.config.add_source_eos = True
+    spec.config.decoder_start_token = "<s>"
+    spec.config.layer_norm_epsilon = cfg.layer_norm_eps
+    spec.register_source_vocabulary(src_vocab)
+    spec.register_target_vocabulary(tgt_vocab)
+    return spec
+
+
+def export(
+    checkpoint_dir: str | Path, output_dir: str | Path, quantization: str | None = None
+) -> Path:
+    """Convert; returns the output directory (replaced if it exists)."""
+    from ctranslate2.converters.converter import Converter
+
+    ckpt = load_checkpoint(checkpoint_dir)
+    src = ckpt.source_tokenizer
+    tgt = ckpt.target_tokenizer
+    src_vocab = src.id_to_piece(list(range(src.vocab_size)))
+    tgt_vocab = tgt.id_to_piece(list(range(tgt.vocab_size)))
+
+    class _Converter(Converter):
+        def _load(self):
+            return build_spec(ckpt.model, src_vocab, tgt_vocab)
+
+    return Path(_Converter().convert(str(output_dir), quantization=quantization, force=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mt-export-ct2", description=__doc__.split("\n")[0])
+    p.add_argument("checkpoint", type=Path)
+    p.add_argument("output", type=Path)
+    p.add_argument(
+        "--quantization", choices=["int8", "int8_float32", "float16", "bfloat16", "float32"]
+    )
+    args = p.parse_args(argv)
+    try:
+        out = export(args.checkpoint, args.output, args.quantization)
+    except CheckpointError as exc:
+        print(f"mt-export-ct2: error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError:
+        print(
+            "mt-export-ct2: error: needs ctranslate2 (pip install 'mt-serve[bench]')",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
