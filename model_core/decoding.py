@@ -128,66 +128,61 @@ def beam_search(
     """Batched beam search; returns the n_best hypotheses of each sentence, best first.
 
     Each step takes the 2K best continuations of a sentence's K beams: an EOS among the first K
-    ends a hypothesis, the others extend the beams. A sentence is done once it holds K finished
-    hypotheses (or reaches its length limit) and then leaves the batch.
+    ends a hypothesis, the best K others extend the beams. A sentence is done once it holds K
+    finished hypotheses (or reaches its length limit) and then leaves the batch. The selection
+    is done on tensors; only the (rare) finishing candidates are read back into Python.
     """
     cfg = model.cfg
     k = beam_size
     b, device = src.shape[0], src.device
-    limits = max_lengths.tolist()
-    cache = model.init_cache(model.encode(src, src_mask), src_mask, int(max(limits)))
+    limits_all = max_lengths.to(device)
+    cache = model.init_cache(model.encode(src, src_mask), src_mask, int(limits_all.max()))
     cache.select(torch.arange(b, device=device).repeat_interleave(k))  # (B*K) rows
     tokens = torch.full((b * k,), cfg.bos_id, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: only the first is live
     seqs = torch.empty((b * k, 0), dtype=torch.long, device=device)  # (B*K, t)
-    active = list(range(b))  # original sentence index of each active sentence
+    active = torch.arange(b, device=device)  # original sentence index of each active sentence
     finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
-    for step in range(int(max(limits))):
-        n = len(active)
+    rank = torch.arange(2 * k, device=device)
+    for step in range(int(limits_all.max())):
+        n = active.numel()
         logp = model.decode_step(tokens, cache).view(n, k, -1)  # (n, K, V)
         vocab = logp.shape[-1]
         cand = (scores[:, :, None] + logp).view(n, -1)  # cumulative log-prob (n, K*V)
-        top_scores, top_idx = cand.topk(min(2 * k, cand.shape[1]), dim=1)  # (n, 2K)
-        parents, words = top_idx // vocab, top_idx % vocab
-        seq_list = seqs.tolist()
-        next_rows, next_words, next_scores, still = [], [], [], []
-        for i, (sent, s_row, p_row, w_row) in enumerate(
-            zip(active, top_scores.tolist(), parents.tolist(), words.tolist(), strict=True)
-        ):
-            at_limit = limits[sent] <= step + 1
-            alive: list[tuple[int, int, float]] = []
-            for rank, (s, p, w) in enumerate(zip(s_row, p_row, w_row, strict=True)):
-                if s == float("-inf"):
-                    break
-                prefix = seq_list[i * k + p]
-                if w == cfg.eos_id or at_limit:
-                    if rank < k and len(finished[sent]) < k:
-                        is_eos = w == cfg.eos_id
-                        out = prefix if is_eos else prefix + [w]
-                        finished[sent].append(
-                            (length_normalise(s, step + 1, length_penalty), out, is_eos)
-                        )
-                elif len(alive) < k:
-                    alive.append((i * k + p, w, s))
-                if len(alive) == k and (len(finished[sent]) >= k or not at_limit):
-                    break
-            if len(finished[sent]) >= k or at_limit or not alive:
-                continue
-            while len(alive) < k:  # pad with dead beams so every sentence keeps K rows
-                alive.append((alive[0][0], alive[0][1], float("-inf")))
-            still.append(i)
-            for row, w, s in alive:
-                next_rows.append(row)
-                next_words.append(w)
-                next_scores.append(s)
-        if not still:
+        width = min(2 * k, cand.shape[1])
+        top_s, top_i = cand.topk(width, dim=1)  # (n, 2K), best first
+        parents, words = top_i // vocab, top_i % vocab
+        live = top_s > float("-inf")
+        at_limit = (limits_all[active] <= step + 1)[:, None]  # (n, 1)
+        ending = live & ((words == cfg.eos_id) | at_limit)
+        finishing = ending & (rank[:width] < k)
+        done = at_limit[:, 0].clone()
+        if bool(finishing.any()):
+            rows_i, ranks_i = finishing.nonzero(as_tuple=True)
+            prefix_rows = (rows_i * k + parents[rows_i, ranks_i]).tolist()
+            prefixes = seqs[prefix_rows].tolist() if seqs.shape[1] else [[] for _ in prefix_rows]
+            for i, r, prefix in zip(rows_i.tolist(), ranks_i.tolist(), prefixes, strict=True):
+                sent = int(active[i])
+                if len(finished[sent]) >= k:
+                    continue
+                w = int(words[i, r])
+                is_eos = w == cfg.eos_id
+                score = length_normalise(float(top_s[i, r]), step + 1, length_penalty)
+                finished[sent].append((score, prefix if is_eos else prefix + [w], is_eos))
+                if len(finished[sent]) >= k:
+                    done[i] = True
+        alive_s = top_s.masked_fill(ending | ~live, float("-inf"))
+        next_s, pos = alive_s.topk(k, dim=1)  # the K best continuations that do not end
+        done |= next_s[:, 0] == float("-inf")
+        keep = (~done).nonzero().squeeze(1)
+        if keep.numel() == 0:
             break
-        rows = torch.tensor(next_rows, device=device)
-        tokens = torch.tensor(next_words, device=device)
-        scores = torch.tensor(next_scores, device=device, dtype=torch.float32).view(-1, k)
+        rows = (keep[:, None] * k + parents[keep].gather(1, pos[keep])).flatten()  # (n'*K,)
+        tokens = words[keep].gather(1, pos[keep]).flatten()
+        scores = next_s[keep]
         seqs = torch.cat([seqs.index_select(0, rows), tokens[:, None]], dim=1)
-        active = [active[i] for i in still]
+        active = active[keep]
         cache.select(rows)
     results = []
     for hyps in finished:

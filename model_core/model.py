@@ -11,7 +11,7 @@ Two ways to run the decoder:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -118,8 +118,14 @@ class DecoderLayer(nn.Module):
 
         def self_attention(y: torch.Tensor) -> torch.Tensor:
             attn = self.self_attn
-            k, v = cache.append(layer, *attn.project_kv(y))  # (B, h, t+1, hd)
-            return attn.attend(attn.split(attn.q_proj(y)), k, v, None)
+            fused = cache.qkv[layer] if cache.qkv else None
+            if fused is not None:  # one matmul for q, k and v
+                q, k, v = F.linear(y, *fused).split(attn.n_heads * attn.head_dim, dim=-1)
+                q, k, v = attn.split(q), attn.split(k), attn.split(v)
+            else:
+                q, (k, v) = attn.split(attn.q_proj(y)), attn.project_kv(y)
+            k, v = cache.append(layer, k, v)  # (B, h, t+1, hd)
+            return attn.attend(q, k, v, None)
 
         def cross_attention(y: torch.Tensor) -> torch.Tensor:
             attn = self.cross_attn
@@ -145,6 +151,7 @@ class DecoderCache:
     cross_v: list[torch.Tensor]
     src_mask: torch.Tensor  # (B, 1, 1, S) bool
     length: int = 0  # positions written so far
+    qkv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)  # fused q|k|v
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         t = self.length
@@ -250,12 +257,19 @@ class Transformer(nn.Module):
             shape = (b, h, capacity, hd)
             return [memory.new_empty(shape) for _ in self.decoder_layers]
 
+        def fused_qkv(attn: MultiHeadAttention) -> tuple[torch.Tensor, torch.Tensor] | None:
+            layers = (attn.q_proj, attn.k_proj, attn.v_proj)
+            if not all(type(x) is nn.Linear for x in layers):  # e.g. quantized linears
+                return None
+            return torch.cat([x.weight for x in layers]), torch.cat([x.bias for x in layers])
+
         return DecoderCache(
             self_k=buffers(),
             self_v=buffers(),
             cross_k=[k for k, _ in cross],
             cross_v=[v for _, v in cross],
             src_mask=src_mask,
+            qkv=[fused_qkv(layer.self_attn) for layer in self.decoder_layers],
         )
 
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:

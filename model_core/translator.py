@@ -10,6 +10,7 @@ support it (float16 otherwise) and float32 on the CPU.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +75,7 @@ class Translator:
         self.source_language = checkpoint.source_language
         self.target_language = checkpoint.target_language
         self.parameters = count_parameters(self.model)
+        self.quantized = False
 
     @classmethod
     def load(
@@ -85,6 +87,18 @@ class Translator:
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
         return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt)
+
+    def quantize_int8(self) -> Translator:
+        """Dynamic int8 quantization of every linear layer (CPU only); returns self."""
+        if self.device.type != "cpu":
+            raise ValueError("int8 dynamic quantization runs on the CPU only")
+        with warnings.catch_warnings():  # torch marks its quantized-tensor API as deprecated
+            warnings.simplefilter("ignore")
+            self.model = torch.ao.quantization.quantize_dynamic(
+                self.model, {torch.nn.Linear}, dtype=torch.qint8
+            )
+        self.quantized = True
+        return self
 
     @property
     def name(self) -> str:

@@ -85,3 +85,19 @@ def test_gpu_half_precision_fast_equals_reference(random_checkpoint, dtype):
     fast = tr.translate_batch(texts, beam_size=1)
     ref = tr.translate_batch(texts, beam_size=1, reference=True)
     assert [r.hypotheses[0].ids for r in fast] == [r.hypotheses[0].ids for r in ref]
+
+
+def test_int8_quantization_keeps_the_model_close(random_checkpoint):
+    fp32 = Translator.load(random_checkpoint, device="cpu")
+    int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
+    assert int8.quantized and "quantized" in type(int8.model.generator).__module__
+    texts = ["The cat is big.", "We eat bread today.", "A red car."]
+    src, mask = fp32.batch_tensors([fp32.encode_source(t) for t in texts])
+    with torch.no_grad():
+        bos = torch.full((3, 1), fp32.config.bos_id)
+        a = fp32.model.log_probs(fp32.model.decode(fp32.model.encode(src, mask), mask, bos, None))
+        b = int8.model.log_probs(int8.model.decode(int8.model.encode(src, mask), mask, bos, None))
+    assert torch.equal(a.argmax(-1), b.argmax(-1))
+    assert (a.exp() - b.exp()).abs().max() < 0.05  # next-token distributions nearly equal
+    results = int8.translate_batch(texts, beam_size=2)
+    assert len(results) == 3 and all(r.hypotheses for r in results)

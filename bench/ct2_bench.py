@@ -1,0 +1,271 @@
+"""Side-by-side engine benchmark on one checkpoint: the reference decoder (the seeds' greedy,
+one sentence at a time, whole prefix each step), ours (KV cache; float32 and int8 dynamic
+quantization) and CTranslate2 on the exported model (float32 and int8), greedy and beam 4, at
+several batch sizes, same sentences, same output cap, same thread count.
+
+Each measurement runs in a fresh worker process (so peak RSS is per system); systems are
+interleaved within each repetition and medians are reported, with sacreBLEU against the
+references and the fraction of sentences where our output equals CTranslate2's. It also
+measures this machine's float32 GEMM FLOP/s and the FLOP/s our decoder achieves.
+
+    python -m bench.ct2_bench --checkpoint weights/en-de --sentences 1000 --repeats 2
+
+Exits non-zero if any system's outputs are missing; never asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import DEFAULT_SRC, machine, median, read_sentences, table
+
+MAX_LEN = 256
+
+
+def worker(spec: dict) -> dict:
+    """Translate in this process; returns timing, outputs and peak RSS."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    sentences = read_sentences(Path(spec["src"]), spec["n"])
+    if spec["system"] == "ct2":
+        import ctranslate2
+
+        from model_core.tokenizer import Tokenizer
+
+        tok = Tokenizer(Path(spec["checkpoint"]) / "spm.model")
+        ct2 = ctranslate2.Translator(
+            spec["ct2_dir"],
+            device="cpu",
+            compute_type=spec["precision"],
+            intra_threads=spec["threads"],
+            inter_threads=1,
+        )
+        pieces = [tok.encode_pieces(s) for s in sentences]
+
+        def run():
+            res = ct2.translate_batch(
+                pieces,
+                beam_size=spec["beam"],
+                max_batch_size=spec["batch"],
+                max_decoding_length=MAX_LEN,
+                min_decoding_length=0,
+            )
+            ids = [[tok.sp.piece_to_id(p) for p in r.hypotheses[0]] for r in res]
+            return [tok.decode(i) for i in ids], [len(i) + 1 for i in ids]
+    else:
+        from model_core.translator import Translator
+
+        tr = Translator.load(spec["checkpoint"], device="cpu")
+        if spec["precision"] == "int8":
+            tr.quantize_int8()
+
+        def run():
+            res = tr.translate_batch(
+                sentences,
+                beam_size=spec["beam"],
+                max_batch_size=spec["batch"],
+                max_length=MAX_LEN,
+                max_length_ratio=1e6,
+                reference=spec["system"] == "reference",
+            )
+            return [r.text for r in res], [r.output_tokens + 1 for r in res]
+
+    run_warm = spec.get("warmup", True)
+    if run_warm:
+        saved = sentences
+        sentences = sentences[:4]
+        if spec["system"] == "ct2":
+            pieces_all, pieces = pieces, pieces[:4]
+            run()
+            pieces = pieces_all
+        else:
+            run()
+        sentences = saved
+    start = time.perf_counter()
+    texts, lengths = run()
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "tokens": sum(lengths),
+        "texts": texts,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def gemm_flops(threads: int) -> float:
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * 2048**3 / median(times)
+
+
+def flops_per_token(cfg: dict) -> float:
+    """Decoder FLOPs per generated token (per hypothesis): projections, FFN, generator."""
+    d, ff, v, n = cfg["d_model"], cfg["d_ff"], cfg["tgt_vocab_size"], cfg["decoder_layers"]
+    return 2 * (n * (6 * d * d + 2 * d * ff) + d * v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
+    p.add_argument("--src", type=Path, default=DEFAULT_SRC)
+    p.add_argument("--ref", type=Path, help="references (default: the .de file beside --src)")
+    p.add_argument("--sentences", type=int, default=1000)
+    p.add_argument(
+        "--small-batch-sentences", type=int, default=150, help="sentences for batch 1 runs"
+    )
+    p.add_argument("--batch-sizes", default="1,32,64")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+
+    import sacrebleu
+
+    from model_core.checkpoint import read_metadata
+    from model_core.export_ct2 import export
+
+    ref_path = args.ref or args.src.with_suffix(".de")
+    refs = read_sentences(ref_path, args.sentences)
+    ct2_dir = Path(tempfile.mkdtemp()) / "ct2"
+    export(args.checkpoint, ct2_dir)
+    batches = [int(b) for b in args.batch_sizes.split(",")]
+    configs = [("reference", "float32", 1, 1)]
+    for system in ("ours", "ct2"):
+        for precision in ("float32", "int8"):
+            for beam in (1, 4):
+                configs += [(system, precision, beam, b) for b in batches]
+    raw: dict[tuple, list[dict]] = {}
+    for rep in range(args.repeats):
+        for system, precision, beam, batch in configs:
+            n = args.small_batch_sentences if batch == 1 else args.sentences
+            spec = {
+                "system": system,
+                "precision": precision,
+                "beam": beam,
+                "batch": batch,
+                "n": n,
+                "threads": args.threads,
+                "src": str(args.src),
+                "checkpoint": str(args.checkpoint),
+                "ct2_dir": str(ct2_dir),
+            }
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.ct2_bench", "--worker", json.dumps(spec)],
+                capture_output=True,
+                text=True,
+            )
+            if out.returncode != 0:
+                print(out.stderr[-2000:], file=sys.stderr)
+                raw.setdefault((system, precision, beam, batch), []).append(
+                    {"error": out.returncode}
+                )
+                continue
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            result["n"] = n
+            raw.setdefault((system, precision, beam, batch), []).append(result)
+            print(
+                f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
+                f"{result['tokens'] / result['seconds']:.1f} tok/s",
+                file=sys.stderr,
+            )
+    missing = [
+        k for k, runs in raw.items() if any("error" in r or len(r["texts"]) != r["n"] for r in runs)
+    ]
+    ref_tok_s = median(
+        [r["tokens"] / r["seconds"] for r in raw[("reference", "float32", 1, 1)] if "texts" in r]
+    )
+    cfg = read_metadata(args.checkpoint)["model"].to_dict()
+    fpt = flops_per_token(cfg)
+    rows = []
+    for key in configs:
+        runs = [r for r in raw.get(key, []) if "texts" in r]
+        if not runs:
+            rows.append([*key, "missing", "", "", "", "", ""])
+            continue
+        system, precision, beam, batch = key
+        tok_s = median([r["tokens"] / r["seconds"] for r in runs])
+        sent_s = median([r["n"] / r["seconds"] for r in runs])
+        texts = runs[0]["texts"]
+        bleu = (
+            sacrebleu.corpus_bleu(texts, [refs[: len(texts)]]).score
+            if len(texts) == len(refs)
+            else None
+        )
+        same = ""
+        if system == "ours":
+            other = raw.get(("ct2", precision, beam, batch))
+            if other and "texts" in other[0]:
+                same = f"{sum(a == b for a, b in zip(texts, other[0]['texts'], strict=True)) / len(texts):.3f}"
+        rows.append(
+            [
+                system,
+                precision,
+                "greedy" if beam == 1 else f"beam {beam}",
+                batch,
+                runs[0]["n"],
+                tok_s,
+                sent_s,
+                median([r["peak_rss_mb"] for r in runs]),
+                f"{bleu:.2f}" if bleu is not None else "-",
+                same,
+                f"{tok_s / ref_tok_s:.1f}x",
+                f"{tok_s * fpt * beam / 1e9:.1f}",
+            ]
+        )
+    peak = gemm_flops(args.threads)
+    print(
+        f"\nmachine: {machine()}; {args.threads} threads; float32 GEMM (2048^3) {peak / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"checkpoint: {args.checkpoint}; decoder {fpt / 1e6:.1f} MFLOP per generated token per hypothesis; "
+        f"outputs capped at {MAX_LEN} tokens; medians of {args.repeats} interleaved repetitions\n"
+    )
+    print(
+        table(
+            [
+                "system",
+                "precision",
+                "search",
+                "batch",
+                "sentences",
+                "target tok/s",
+                "sentences/s",
+                "peak RSS MB",
+                "BLEU",
+                "same as CT2",
+                "vs reference",
+                "decoder GFLOP/s",
+            ],
+            rows,
+        )
+    )
+    if args.json:
+        args.json.write_text(json.dumps({" ".join(map(str, k)): v for k, v in raw.items()}))
+    if missing:
+        print(f"missing outputs: {missing}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
