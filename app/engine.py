@@ -36,7 +36,7 @@ class SentenceResult:
 
 
 def load_translators(
-    weights_dir: Path, *, device: str, dtype: str, skip_bad: bool
+    weights_dir: Path, *, device: str, dtype: str, skip_bad: bool, quantize: str = "none"
 ) -> dict[str, Translator]:
     """Every checkpoint directory under `weights_dir`, keyed by directory name."""
     if not weights_dir.is_dir():
@@ -47,7 +47,10 @@ def load_translators(
     translators: dict[str, Translator] = {}
     for path in candidates:
         try:
-            translators[path.name] = Translator.load(path, device=device, dtype=dtype)
+            translator = Translator.load(path, device=device, dtype=dtype)
+            translators[path.name] = (
+                translator.quantize_int8() if quantize == "int8" else translator
+            )
         except CheckpointError as exc:
             if not skip_bad:
                 raise StartupError(f"bad checkpoint {path}: {exc}") from exc
@@ -61,7 +64,7 @@ def load_translators(
                 t.target_language,
                 f"{t.parameters:,}",
                 t.device,
-                str(t.dtype).replace("torch.", ""),
+                t.precision,
             )
     if not translators:
         raise StartupError(

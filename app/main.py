@@ -42,6 +42,7 @@ async def load_models(app: FastAPI) -> None:
             device=s.device,
             dtype=s.dtype,
             skip_bad=s.skip_bad_checkpoints,
+            quantize=s.quantize,
         )
         engine = Engine(translators, s.threads)
         if s.warmup:
@@ -70,7 +71,7 @@ async def load_models(app: FastAPI) -> None:
                 "source": t.source_language,
                 "target": t.target_language,
                 "device": str(t.device),
-                "dtype": str(t.dtype).replace("torch.", ""),
+                "dtype": t.precision,
                 "parameters": str(t.parameters),
             }
         )

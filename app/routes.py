@@ -287,7 +287,7 @@ async def models(request: Request):
                 "target": t.target_language,
                 "parameters": t.parameters,
                 "device": str(t.device),
-                "dtype": str(t.dtype).replace("torch.", ""),
+                "dtype": t.precision,
                 "config": t.config.to_dict(),
                 "dev_bleu": training.get("dev_bleu"),
                 "trained_steps": training.get("steps"),

@@ -23,13 +23,20 @@ class Settings(BaseSettings):
         "auto", description="auto: bfloat16/float16 on GPU, float32 on CPU"
     )
     threads: int = Field(0, ge=0, description="CPU threads for inference (0: all cores)")
+    quantize: Literal["none", "int8"] = Field(
+        "none", description="int8: dynamic int8 quantization of the linear layers (CPU only)"
+    )
     skip_bad_checkpoints: bool = Field(
         False, description="warn and skip a bad checkpoint instead of stopping"
     )
     warmup: bool = Field(True, description="run one translation per model before reporting ready")
     max_batch_size: int = Field(32, ge=1, description="sentences per batch at most")
     max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens per batch at most")
-    max_wait_ms: float = Field(5.0, ge=0, description="how long a batch waits for more sentences")
+    max_wait_ms: float = Field(
+        5.0,
+        ge=0,
+        description="how long a batch waits for more sentences (only while traffic is concurrent)",
+    )
     max_queue_size: int = Field(2048, ge=1, description="sentences waiting at most; beyond: 503")
     request_timeout_s: float = Field(60.0, gt=0, description="deadline of a request; beyond: 504")
     shutdown_timeout_s: float = Field(

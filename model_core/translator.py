@@ -101,6 +101,11 @@ class Translator:
         return self
 
     @property
+    def precision(self) -> str:
+        """float32 / float16 / bfloat16, or int8 after quantize_int8()."""
+        return "int8" if self.quantized else str(self.dtype).replace("torch.", "")
+
+    @property
     def name(self) -> str:
         return self.checkpoint.path.name
 

@@ -362,3 +362,11 @@ def test_client_disconnect_drops_its_queued_sentences(weights_dir):
         assert [key.beam_size for key, _ in engine.calls] == [1]
         assert metric(url, "mt_cancelled_requests_total") == 1
         assert metric(url, 'mt_dropped_sentences_total{reason="client_disconnected"}') == 2
+
+
+def test_int8_setting_serves_a_quantized_model(weights_dir):
+    with serve_in_thread(weights_dir, quantize="int8") as (url, app):
+        assert httpx.get(f"{url}/models").json()[0]["dtype"] == "int8"
+        r = post(url, json={"q": "The cat is big.", "source": "en", "target": "de"})
+        assert r.status_code == 200 and isinstance(r.json()["translatedText"], str)
+        assert 'dtype="int8"' in httpx.get(f"{url}/metrics").text
