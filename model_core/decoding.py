@@ -182,8 +182,8 @@ def beam_search(
         tokens = words[keep].gather(1, pos[keep]).flatten()
         scores = next_s[keep]
         seqs = torch.cat([seqs.index_select(0, rows), tokens[:, None]], dim=1)
+        cache.select(rows, same_sources=keep.numel() == n)
         active = active[keep]
-        cache.select(rows)
     results = []
     for hyps in finished:
         hyps.sort(key=lambda h: h[0], reverse=True)

@@ -159,8 +159,13 @@ class DecoderCache:
         self.self_v[layer][:, :, t : t + 1] = v
         return self.self_k[layer][:, :, : t + 1], self.self_v[layer][:, :, : t + 1]
 
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep rows `rows` (in that order): drops finished sequences or reorders beams."""
+    def select(self, rows: torch.Tensor, same_sources: bool = False) -> None:
+        """Keep rows `rows` (in that order): drops finished sequences or reorders beams.
+
+        `same_sources=True` says every row keeps a row of the same sentence (beams reordered
+        within their sentence), so the cross-attention keys/values, identical across a
+        sentence's beams, stay as they are and only the self-attention prefix is gathered.
+        """
         t = self.length
         for buffers in (self.self_k, self.self_v):
             for i, buf in enumerate(buffers):
@@ -168,6 +173,8 @@ class DecoderCache:
                     buf[:, :, :t] = buf[:, :, :t].index_select(0, rows)
                 else:
                     buffers[i] = buf.index_select(0, rows)
+        if same_sources:
+            return
         for tensors in (self.cross_k, self.cross_v):
             for i, kv in enumerate(tensors):
                 tensors[i] = kv.index_select(0, rows)

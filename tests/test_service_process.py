@@ -93,3 +93,11 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
         assert all(r.json()["translatedText"] for r in results)
         assert late in (503, "refused")
         assert proc.wait(timeout=60) == 0
+
+
+def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path):
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, max_batch_size="lots") as (_, proc):
+        assert proc.wait(timeout=60) == 2
+    text = log.read_text()
+    assert "MT_MAX_BATCH_SIZE" in text and "Traceback" not in text
