@@ -81,13 +81,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--save-every", type=int, default=250, help="steps between resumable saves")
     g.add_argument("--average-last", type=int, default=5, help="snapshots averaged at export")
     g.add_argument("--export", type=Path, help="write the final model_core checkpoint here")
+    g.add_argument(
+        "--export-only",
+        action="store_true",
+        help="export the run's saved state without training further (needs --export)",
+    )
     g.add_argument("--export-beam-size", type=int, default=4, help="beam for the final dev BLEU")
     g.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     g.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
     args = p.parse_args(argv)
     if not args.data and not (args.train_src and args.train_tgt):
         p.error("give --data DIR (with --source/--target) or --train-src and --train-tgt")
-    if not args.max_steps and not args.max_epochs and not args.max_minutes:
+    if args.export_only and not args.export:
+        p.error("--export-only needs --export DIR")
+    if not (args.max_steps or args.max_epochs or args.max_minutes or args.export_only):
         p.error("give at least one of --max-steps, --max-epochs, --max-minutes")
     return args
 
@@ -433,6 +440,14 @@ def main(argv: list[str] | None = None) -> int:
         run.stop_requested = True
 
     signal.signal(signal.SIGTERM, request_stop)
+    if args.export_only:
+        if not run.state_path.is_file():
+            print(
+                f"mt-train: error: {run.state_path} not found: nothing to export", file=sys.stderr
+            )
+            return 2
+        run.export(args.export)
+        return 0
     try:
         run.train()
     except KeyboardInterrupt:

@@ -79,6 +79,10 @@ def test_train_resume_export_and_load(corpus_dir, tmp_path, capsys):
     assert translator.source_language == "en" and translator.target_language == "de"
     assert isinstance(translator.translate_batch(["The cat is big."])[0].text, str)
 
+    again = tmp_path / "again"  # --export-only writes the saved state without training
+    assert train.main([*common, "--export", str(again), "--export-only"]) == 0
+    assert json.loads((again / "config.json").read_text())["training"]["steps"] == 60
+
 
 def test_misaligned_files(tmp_path):
     a = write_lines(tmp_path / "a", ["one", "two", "three"])
