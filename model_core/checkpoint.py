@@ -99,6 +99,7 @@ def save_checkpoint(
             (directory / name).write_bytes(src.read_bytes())
         names[role] = name
     save_file(stored_state(model, dtype), str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
+    (directory / WEIGHTS_FILE).chmod(0o644)  # readable by a service running as another user
     meta = {
         "format": FORMAT_VERSION,
         "model": model.cfg.to_dict(),
