@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--batch-sizes", default="1,32,64")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--precisions", default="float32,int8")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = [int(b) for b in args.batch_sizes.split(",")]
     configs = [("reference", "float32", 1, 1)]
     for system in ("ours", "ct2"):
-        for precision in ("float32", "int8"):
+        for precision in args.precisions.split(","):
             for beam in (1, 4):
                 configs += [(system, precision, beam, b) for b in batches]
     raw: dict[tuple, list[dict]] = {}

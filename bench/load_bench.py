@@ -44,6 +44,7 @@ async def level(
     beam: int,
 ) -> dict:
     latencies: list[float] = []
+    failures: dict[str, int] = {}
     errors = 0
     counter = iter(range(max_requests))
     start = time.perf_counter()
@@ -54,18 +55,23 @@ async def level(
             if time.perf_counter() - start > max_seconds:
                 return
             t0 = time.perf_counter()
-            r = await client.post(
-                f"{url}/translate",
-                json={
-                    "q": sentences[i % len(sentences)],
-                    "source": "en",
-                    "target": "de",
-                    "beam_size": beam,
-                },
-            )
+            body = {
+                "q": sentences[i % len(sentences)],
+                "source": "en",
+                "target": "de",
+                "beam_size": beam,
+            }
+            try:
+                r = await client.post(f"{url}/translate", json=body)
+            except httpx.HTTPError as exc:  # counted, with its kind; never fatal to the run
+                kind = type(exc).__name__
+                failures[kind] = failures.get(kind, 0) + 1
+                errors += 1
+                continue
             if r.status_code == 200:
                 latencies.append(time.perf_counter() - t0)
             else:
+                failures[str(r.status_code)] = failures.get(str(r.status_code), 0) + 1
                 errors += 1
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)

@@ -21,6 +21,7 @@ from .config import ModelConfig
 from .masks import pad_mask, target_mask
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+INITIAL_CACHE_POSITIONS = 32  # self-attention cache positions allocated up front (then doubled)
 
 
 def sinusoidal_table(positions: int, d_model: int, layout: str) -> torch.Tensor:
@@ -141,8 +142,9 @@ class DecoderLayer(nn.Module):
 class DecoderCache:
     """Incremental decoding state for a batch of B rows (sentences or beams).
 
-    Self-attention keys/values live in buffers preallocated to the longest allowed output, so a
-    step writes one position instead of concatenating; `select` keeps or reorders rows.
+    Self-attention keys/values live in preallocated buffers that double when full, so a step
+    writes one position instead of concatenating and a generous output cap costs nothing until
+    it is used; `select` keeps or reorders rows.
     """
 
     self_k: list[torch.Tensor]  # per layer (B, h, capacity, hd)
@@ -155,6 +157,12 @@ class DecoderCache:
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         t = self.length
+        if t >= self.self_k[layer].shape[2]:  # full: double the capacity, keep the prefix
+            for buffers in (self.self_k, self.self_v):
+                old = buffers[layer]
+                grown = old.new_empty((*old.shape[:2], 2 * old.shape[2], old.shape[3]))
+                grown[:, :, :t] = old[:, :, :t]
+                buffers[layer] = grown
         self.self_k[layer][:, :, t : t + 1] = k
         self.self_v[layer][:, :, t : t + 1] = v
         return self.self_k[layer][:, :, : t + 1], self.self_v[layer][:, :, : t + 1]
@@ -261,7 +269,7 @@ class Transformer(nn.Module):
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
 
         def buffers() -> list[torch.Tensor]:  # positions >= length are never read: no zero fill
-            shape = (b, h, capacity, hd)
+            shape = (b, h, min(capacity, INITIAL_CACHE_POSITIONS), hd)
             return [memory.new_empty(shape) for _ in self.decoder_layers]
 
         def fused_qkv(attn: MultiHeadAttention) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -139,6 +139,17 @@ class Run:
             torch.set_num_threads(args.threads or os.cpu_count() or 1)
         torch.manual_seed(args.seed)
         self.files = data_files(args)
+        self.state_path = args.run / STATE_FILE
+        resume = (
+            torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None
+        )
+        if resume and "data_settings" in resume:  # keep the data position meaningful
+            for key, value in json.loads(resume["data_settings"]).items():
+                if getattr(args, key) != value:
+                    self.log(
+                        f"resuming with the run's --{key.replace('_', '-')} {value} (not {getattr(args, key)})"
+                    )
+                    setattr(args, key, value)
         train_src, train_tgt = read_parallel(self.files["train_src"], self.files["train_tgt"])
         self.dev_src, self.dev_tgt = read_parallel(self.files["dev_src"], self.files["dev_tgt"])
         self.spm_path = self.run_dir / "spm.model"
@@ -158,10 +169,6 @@ class Run:
         ]
         self.pairs = [(s, t) for s, t in pairs if 0 < len(s) <= limit and 0 < len(t) <= limit]
         self.skipped = len(pairs) - len(self.pairs)
-        self.state_path = self.run_dir / STATE_FILE
-        resume = (
-            torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None
-        )
         if resume:
             self.cfg = ModelConfig.from_dict(resume["config"])
         else:
@@ -207,6 +214,7 @@ class Run:
             "batch_in_epoch": self.batch_in_epoch,
             "elapsed": self.elapsed,
             "history": json.dumps(self.history),
+            "data_settings": json.dumps(self.data_settings()),
         }
         tmp = self.state_path.with_suffix(".tmp")
         torch.save(state, tmp)
@@ -220,6 +228,15 @@ class Run:
         save_file(stored_state(self.model), str(snapshots / f"step-{self.step:07d}.safetensors"))
         for old in sorted(snapshots.glob("step-*.safetensors"))[: -max(self.args.average_last, 1)]:
             old.unlink()
+
+    def data_settings(self) -> dict:
+        """What fixes the batch order: a resumed run must use the saved values."""
+        a = self.args
+        return {
+            "batch_tokens": a.batch_tokens,
+            "seed": a.seed,
+            "max_tokens_per_sentence": a.max_tokens_per_sentence,
+        }
 
     def translator(self) -> Translator:
         ckpt = Checkpoint(

@@ -197,3 +197,17 @@ def test_finished_sentences_leave_the_active_batch():
     sizes.clear()
     beam_search(model, src, mask, limits, beam_size=2)
     assert sizes[0] == 12 and sizes[-1] < 12 and all(s % 2 == 0 for s in sizes)
+
+
+def test_cache_grows_past_its_initial_size_and_stays_exact():
+    model = random_model(tiny_config(VOCAB, output_bias=True), seed=8)
+    with torch.no_grad():  # no EOS: every sentence runs to its limit, past the initial 32 positions
+        model.generator.bias[3] = -1e4
+    src, mask = random_batch(4, batch=3)
+    limits = torch.tensor([70, 41, 33])
+    fast = greedy_search(model, src, mask, limits)
+    ref = reference_greedy_search(model, src, mask, limits)
+    assert [len(h.tokens) for h in fast] == [70, 41, 33]
+    assert [h.tokens for h in fast] == [h.tokens for h in ref]
+    beam = beam_search(model, src, mask, limits, beam_size=3)
+    assert [len(b[0].tokens) for b in beam] == [70, 41, 33]

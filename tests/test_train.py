@@ -175,3 +175,22 @@ def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
     code = evaluate.main([str(tmp_path), "--src", str(corpus_dir / "dev.en")])
     assert code == 2
     assert "config.json: missing file" in capsys.readouterr().err
+
+
+def test_resume_keeps_the_runs_batch_size(corpus_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    common = [
+        "--data",
+        str(corpus_dir),
+        "--source",
+        "en",
+        "--target",
+        "de",
+        "--run",
+        str(run),
+        *TINY,
+    ]
+    assert train.main([*common, "--max-steps", "5"]) == 0
+    changed = [a if a != "600" else "900" for a in common]  # a different --batch-tokens
+    assert train.main([*changed, "--max-steps", "6"]) == 0
+    assert "resuming with the run's --batch-tokens 600 (not 900)" in capsys.readouterr().err
