@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
+import torch
 
 from model_core.translator import Translator
 
@@ -88,8 +89,9 @@ async def level(
     }
 
 
-def start_server(weights: Path, port: int, batch: int) -> subprocess.Popen:
+def start_server(weights: Path, port: int, batch: int, threads: int) -> subprocess.Popen:
     env = {
+        "MT_THREADS": str(threads),
         **os.environ,
         "MT_WEIGHTS_DIR": str(weights),
         "MT_PORT": str(port),
@@ -125,10 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=32, help="max_batch_size with batching on")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument(
+        "--threads", type=int, default=0, help="MT_THREADS for the server and the engine baseline"
+    )
     args = p.parse_args(argv)
     sentences = read_sentences(args.src, args.sentences)
     levels = [int(c) for c in args.concurrency.split(",")]
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     tr = Translator.load(args.weights / args.model, device="cpu")
     tr.translate_batch(sentences[:4], beam_size=args.beam_size)
     engine_lat = []
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, results = [], {}
     for mode, batch in (("on", args.batch_size), ("off", 1)):
         url = f"http://127.0.0.1:{args.port}"
-        server = start_server(args.weights, args.port, batch)
+        server = start_server(args.weights, args.port, batch, args.threads)
         try:
             wait_ready(url)
             asyncio.run(level(url, sentences, 4, 16, 10, args.beam_size))  # warm-up
