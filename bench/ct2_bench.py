@@ -48,11 +48,10 @@ def worker(spec: dict) -> dict:
             intra_threads=spec["threads"],
             inter_threads=1,
         )
-        pieces = [tok.encode_pieces(s) for s in sentences]
 
-        def run():
+        def run(texts: list[str]):
             res = ct2.translate_batch(
-                pieces,
+                [tok.encode_pieces(s) for s in texts],
                 beam_size=spec["beam"],
                 max_batch_size=spec["batch"],
                 max_decoding_length=MAX_LEN,
@@ -67,9 +66,9 @@ def worker(spec: dict) -> dict:
         if spec["precision"] == "int8":
             tr.quantize_int8()
 
-        def run():
+        def run(texts: list[str]):
             res = tr.translate_batch(
-                sentences,
+                texts,
                 beam_size=spec["beam"],
                 max_batch_size=spec["batch"],
                 max_length=MAX_LEN,
@@ -78,19 +77,9 @@ def worker(spec: dict) -> dict:
             )
             return [r.text for r in res], [r.output_tokens + 1 for r in res]
 
-    run_warm = spec.get("warmup", True)
-    if run_warm:
-        saved = sentences
-        sentences = sentences[:4]
-        if spec["system"] == "ct2":
-            pieces_all, pieces = pieces, pieces[:4]
-            run()
-            pieces = pieces_all
-        else:
-            run()
-        sentences = saved
+    run(sentences[:4])  # warm-up
     start = time.perf_counter()
-    texts, lengths = run()
+    texts, lengths = run(sentences)
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,

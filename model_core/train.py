@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from .checkpoint import Checkpoint, save_checkpoint
 from .config import ModelConfig
-from .data import DataError, count_batches, iterate_batches, read_parallel
+from .data import Batch, DataError, count_batches, iterate_batches, read_parallel
 from .model import Transformer, count_parameters
 from .tokenizer import Tokenizer, train_sentencepiece
 from .translator import Translator, resolve_device
@@ -238,6 +238,17 @@ class Run:
             "max_tokens_per_sentence": a.max_tokens_per_sentence,
         }
 
+    def batch_loss(self, batch: Batch, label_smoothing: float) -> torch.Tensor:
+        """Summed cross-entropy of a batch's target tokens under teacher forcing."""
+        logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+        return F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch.tgt_out.to(self.device).flatten(),
+            ignore_index=self.cfg.pad_id,
+            label_smoothing=label_smoothing,
+            reduction="sum",
+        )
+
     def translator(self) -> Translator:
         ckpt = Checkpoint(
             self.model,
@@ -264,13 +275,7 @@ class Run:
         for _, batch in iterate_batches(
             dev, 8192, pad=c.pad_id, bos=c.bos_id, eos=c.eos_id, epoch=0, seed=0
         ):
-            logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-            total += F.cross_entropy(
-                logits.float().flatten(0, 1),
-                batch.tgt_out.to(self.device).flatten(),
-                ignore_index=c.pad_id,
-                reduction="sum",
-            ).item()
+            total += self.batch_loss(batch, label_smoothing=0.0).item()
             tokens += batch.n_tokens
         hyps = self.translator().translate_batch(self.dev_src[:sentences], beam_size=beam_size)
         score = bleu([h.text for h in hyps], self.dev_tgt[:sentences])
@@ -324,17 +329,7 @@ class Run:
                 skip=self.batch_in_epoch,
             ):
                 with autocast:
-                    logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-                    loss = (
-                        F.cross_entropy(
-                            logits.float().flatten(0, 1),
-                            batch.tgt_out.to(self.device).flatten(),
-                            ignore_index=c.pad_id,
-                            label_smoothing=a.label_smoothing,
-                            reduction="sum",
-                        )
-                        / batch.n_tokens
-                    )
+                    loss = self.batch_loss(batch, a.label_smoothing) / batch.n_tokens
                 (loss / a.accumulate).backward()
                 loss_sum += loss.item()
                 micro += 1
