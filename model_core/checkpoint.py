@@ -65,11 +65,12 @@ def _tied_keys(cfg: ModelConfig) -> set[str]:
 
 
 def stored_state(model: Transformer, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-    """The tensors a checkpoint holds: every parameter once, contiguous, optionally cast."""
+    """The tensors a checkpoint holds: every parameter once, contiguous, optionally cast.
+    (Layers derived for inference, such as fused q|k|v projections, are not stored.)"""
     skip = _tied_keys(model.cfg)
     state = {}
     for name, tensor in model.state_dict().items():
-        if name in skip:
+        if name in skip or ".fused_qkv." in name:
             continue
         t = tensor.detach().cpu()
         if dtype is not None and t.is_floating_point():

@@ -64,8 +64,10 @@ def greedy_search(
     rows = torch.arange(b, device=device)  # original index of each active row
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     for step in range(capacity):
-        best_lp, best = model.decode_step(tokens, cache).max(dim=-1)  # (b,), (b,)
-        out[rows, step], lps[rows, step] = best, best_lp
+        logits = model.decode_step(tokens, cache)  # (b, V)
+        best_logit, best = logits.max(dim=-1)  # (b,), (b,): the argmax of the log-softmax too
+        out[rows, step] = best
+        lps[rows, step] = best_logit - logits.logsumexp(dim=-1)
         is_eos = best == cfg.eos_id
         done = is_eos | (max_lengths[rows] <= step + 1)
         if bool(done.any()):
@@ -75,7 +77,7 @@ def greedy_search(
             if keep.numel() == 0:
                 break
             rows, best = rows[keep], best[keep]
-            cache.select(keep)
+            cache.select(keep, sentences=keep)
         tokens = best
     return _to_hypotheses(out, lps, lengths, ended, length_penalty)
 
@@ -129,30 +131,36 @@ def beam_search(
 
     Each step takes the 2K best continuations of a sentence's K beams: an EOS among the first K
     ends a hypothesis, the best K others extend the beams. A sentence is done once it holds K
-    finished hypotheses (or reaches its length limit) and then leaves the batch. The selection
-    is done on tensors; only the (rare) finishing candidates are read back into Python.
+    finished hypotheses (or reaches its length limit) and then leaves the batch. The first step
+    runs one row per sentence (all beams would be identical) and then expands to K rows. The
+    selection is done on tensors; only the (rare) finishing candidates are read back into
+    Python.
     """
     cfg = model.cfg
     k = beam_size
     b, device = src.shape[0], src.device
     limits_all = max_lengths.to(device)
     cache = model.init_cache(model.encode(src, src_mask), src_mask, int(limits_all.max()))
-    cache.select(torch.arange(b, device=device).repeat_interleave(k))  # (B*K) rows
-    tokens = torch.full((b * k,), cfg.bos_id, dtype=torch.long, device=device)
-    scores = torch.full((b, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # all beams start identical: only the first is live
-    seqs = torch.empty((b * k, 0), dtype=torch.long, device=device)  # (B*K, t)
+    tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
+    group = 1  # rows (beams) per sentence in the cache: 1 before the first step, K after it
+    scores = torch.zeros((b, 1), device=device)  # cumulative log-prob of each row
+    seqs = torch.empty((b, 0), dtype=torch.long, device=device)  # (rows, t)
     active = torch.arange(b, device=device)  # original sentence index of each active sentence
     finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
     rank = torch.arange(2 * k, device=device)
     for step in range(int(limits_all.max())):
         n = active.numel()
-        logp = model.decode_step(tokens, cache).view(n, k, -1)  # (n, K, V)
-        vocab = logp.shape[-1]
-        cand = (scores[:, :, None] + logp).view(n, -1)  # cumulative log-prob (n, K*V)
+        logits = model.decode_step(tokens, cache)  # (n * group, V)
+        # The 2K best of a sentence are among the 2K best words of each of its rows: take those
+        # first, then normalise only them (log-softmax = logit - logsumexp).
+        per_row = min(2 * k, logits.shape[-1])
+        row_logits, row_words = logits.topk(per_row, dim=-1)  # (n * group, per_row)
+        row_lp = row_logits - logits.logsumexp(dim=-1, keepdim=True)
+        cand = (scores[:, :, None] + row_lp.view(n, group, per_row)).view(n, -1)
         width = min(2 * k, cand.shape[1])
-        top_s, top_i = cand.topk(width, dim=1)  # (n, 2K), best first
-        parents, words = top_i // vocab, top_i % vocab
+        top_s, top_j = cand.topk(width, dim=1)  # (n, 2K), best first
+        parents = top_j // per_row  # row within the sentence
+        words = row_words.view(n, -1).gather(1, top_j)
         live = top_s > float("-inf")
         at_limit = (limits_all[active] <= step + 1)[:, None]  # (n, 1)
         ending = live & ((words == cfg.eos_id) | at_limit)
@@ -160,7 +168,7 @@ def beam_search(
         done = at_limit[:, 0].clone()
         if bool(finishing.any()):
             rows_i, ranks_i = finishing.nonzero(as_tuple=True)
-            prefix_rows = (rows_i * k + parents[rows_i, ranks_i]).tolist()
+            prefix_rows = (rows_i * group + parents[rows_i, ranks_i]).tolist()
             prefixes = seqs[prefix_rows].tolist() if seqs.shape[1] else [[] for _ in prefix_rows]
             for i, r, prefix in zip(rows_i.tolist(), ranks_i.tolist(), prefixes, strict=True):
                 sent = int(active[i])
@@ -173,16 +181,17 @@ def beam_search(
                 if len(finished[sent]) >= k:
                     done[i] = True
         alive_s = top_s.masked_fill(ending | ~live, float("-inf"))
-        next_s, pos = alive_s.topk(k, dim=1)  # the K best continuations that do not end
+        next_s, pos = alive_s.topk(min(k, width), dim=1)  # the K best that do not end
         done |= next_s[:, 0] == float("-inf")
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
-        rows = (keep[:, None] * k + parents[keep].gather(1, pos[keep])).flatten()  # (n'*K,)
+        rows = (keep[:, None] * group + parents[keep].gather(1, pos[keep])).flatten()  # (n'*K,)
         tokens = words[keep].gather(1, pos[keep]).flatten()
         scores = next_s[keep]
         seqs = torch.cat([seqs.index_select(0, rows), tokens[:, None]], dim=1)
-        cache.select(rows, same_sources=keep.numel() == n)
+        cache.select(rows, sentences=None if keep.numel() == n else keep, group=scores.shape[1])
+        group = scores.shape[1]
         active = active[keep]
     results = []
     for hyps in finished:

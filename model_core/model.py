@@ -11,7 +11,7 @@ Two ways to run the decoder:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,7 @@ class MultiHeadAttention(nn.Module):
         self.n_heads, self.head_dim, self.dropout = cfg.n_heads, cfg.head_dim, cfg.dropout
         self.q_proj, self.k_proj = nn.Linear(d, d), nn.Linear(d, d)
         self.v_proj, self.out_proj = nn.Linear(d, d), nn.Linear(d, d)
+        self.fused_qkv: nn.Module | None = None  # q|k|v in one layer, set for inference only
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -115,45 +116,63 @@ class DecoderLayer(nn.Module):
         return self.res_ffn(x, self.ffn)
 
     def step(self, x: torch.Tensor, cache: DecoderCache, layer: int) -> torch.Tensor:
-        """One position per sequence: x (B, 1, d); appends this position's keys/values."""
+        """One position per row, inference only: x (N, d); appends this position's keys/values.
 
-        def self_attention(y: torch.Tensor) -> torch.Tensor:
-            attn = self.self_attn
-            fused = cache.qkv[layer] if cache.qkv else None
-            if fused is not None:  # one matmul for q, k and v
-                q, k, v = F.linear(y, *fused).split(attn.n_heads * attn.head_dim, dim=-1)
-                q, k, v = attn.split(q), attn.split(k), attn.split(v)
-            else:
-                q, (k, v) = attn.split(attn.q_proj(y)), attn.project_kv(y)
-            k, v = cache.append(layer, k, v)  # (B, h, t+1, hd)
-            return attn.attend(q, k, v, None)
+        The same computation as `forward` for the last position, written with as few tensor
+        operations as possible (no dropout, 2-D activations): per-step overhead is what
+        dominates small-batch decoding.
+        """
+        sa, ca = self.self_attn, self.cross_attn
+        n_rows, d = x.shape
+        heads, hd = sa.n_heads, sa.head_dim
+        pre = self.res_self.pre
 
-        def cross_attention(y: torch.Tensor) -> torch.Tensor:
-            attn = self.cross_attn
-            q = attn.split(attn.q_proj(y))
-            return attn.attend(q, cache.cross_k[layer], cache.cross_v[layer], cache.src_mask)
+        h = self.res_self.norm(x) if pre else x
+        if sa.fused_qkv is not None:  # one matmul for q, k and v
+            q, k, v = sa.fused_qkv(h).split(d, dim=-1)
+        else:
+            q, k, v = sa.q_proj(h), sa.k_proj(h), sa.v_proj(h)
+        keys, values = cache.append(
+            layer, k.view(n_rows, heads, 1, hd), v.view(n_rows, heads, 1, hd)
+        )
+        a = F.scaled_dot_product_attention(q.view(n_rows, heads, 1, hd), keys, values)
+        x = x + sa.out_proj(a.view(n_rows, d))
+        if not pre:
+            x = self.res_self.norm(x)
 
-        x = self.res_self(x, self_attention)
-        x = self.res_cross(x, cross_attention)
-        return self.res_ffn(x, self.ffn)
+        h = self.res_cross.norm(x) if pre else x
+        g = cache.group  # rows per sentence: the beams share their sentence's memory
+        q = ca.q_proj(h).view(n_rows // g, g, heads, hd).transpose(1, 2)  # (n, h, g, hd)
+        # plain matmuls: on these tiny shapes they beat the fused attention kernel several times
+        scores = torch.matmul(q, cache.cross_k[layer]).add_(cache.src_bias)  # (n, h, g, S)
+        a = torch.matmul(scores.softmax(dim=-1), cache.cross_v[layer])  # (n, h, g, hd)
+        x = x + ca.out_proj(a.transpose(1, 2).reshape(n_rows, d))
+        if not pre:
+            x = self.res_cross.norm(x)
+
+        h = self.res_ffn.norm(x) if pre else x
+        ffn = self.ffn
+        x = x + ffn.w2(ffn.act(ffn.w1(h)))
+        return x if pre else self.res_ffn.norm(x)
 
 
 @dataclass
 class DecoderCache:
-    """Incremental decoding state for a batch of B rows (sentences or beams).
+    """Incremental decoding state for N rows: n sentences times `group` rows (beams) each.
 
-    Self-attention keys/values live in preallocated buffers that double when full, so a step
-    writes one position instead of concatenating and a generous output cap costs nothing until
-    it is used; `select` keeps or reorders rows.
+    Self-attention keys/values are per row, in preallocated buffers that double when full, so a
+    step writes one position instead of concatenating and a generous output cap costs nothing
+    until it is used. Cross-attention keys/values and the source mask are per sentence, shared
+    by the sentence's rows. `select` keeps or reorders rows and sentences.
     """
 
-    self_k: list[torch.Tensor]  # per layer (B, h, capacity, hd)
+    self_k: list[torch.Tensor]  # per layer (N, h, capacity, hd)
     self_v: list[torch.Tensor]
-    cross_k: list[torch.Tensor]  # per layer (B, h, S, hd), computed once from the memory
-    cross_v: list[torch.Tensor]
-    src_mask: torch.Tensor  # (B, 1, 1, S) bool
+    cross_k: list[torch.Tensor]  # per layer (n, h, hd, S): keys transposed, times 1/sqrt(hd)
+    cross_v: list[torch.Tensor]  # per layer (n, h, S, hd)
+    src_bias: torch.Tensor  # (n, 1, 1, S): 0 for source tokens, -inf for padding
     length: int = 0  # positions written so far
-    qkv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)  # fused q|k|v
+    group: int = 1  # rows per sentence: N == n * group
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         t = self.length
@@ -167,26 +186,35 @@ class DecoderCache:
         self.self_v[layer][:, :, t : t + 1] = v
         return self.self_k[layer][:, :, : t + 1], self.self_v[layer][:, :, : t + 1]
 
-    def select(self, rows: torch.Tensor, same_sources: bool = False) -> None:
-        """Keep rows `rows` (in that order): drops finished sequences or reorders beams.
+    def select(
+        self, rows: torch.Tensor, sentences: torch.Tensor | None = None, group: int | None = None
+    ) -> None:
+        """Keep rows `rows` in that order (drop finished sequences, reorder or expand beams).
 
-        `same_sources=True` says every row keeps a row of the same sentence (beams reordered
-        within their sentence), so the cross-attention keys/values, identical across a
-        sentence's beams, stay as they are and only the self-attention prefix is gathered.
+        `sentences`: the sentences still decoding (indices into the current ones), when some
+        left; their cross-attention state is kept. `group`: rows per sentence from now on.
         """
         t = self.length
         for buffers in (self.self_k, self.self_v):
             for i, buf in enumerate(buffers):
-                if rows.numel() == buf.shape[0]:  # same batch, new order: copy only the prefix
+                target = (
+                    buf
+                    if rows.numel() == buf.shape[0]
+                    else buf.new_empty((rows.numel(), *buf.shape[1:]))
+                )
+                if target is buf:  # same rows, new order: gather the prefix through a copy
                     buf[:, :, :t] = buf[:, :, :t].index_select(0, rows)
-                else:
-                    buffers[i] = buf.index_select(0, rows)
-        if same_sources:
+                else:  # positions >= t are never read: gather only the prefix
+                    torch.index_select(buf[:, :, :t], 0, rows, out=target[:, :, :t])
+                buffers[i] = target
+        if group is not None:
+            self.group = group
+        if sentences is None:
             return
         for tensors in (self.cross_k, self.cross_v):
             for i, kv in enumerate(tensors):
-                tensors[i] = kv.index_select(0, rows)
-        self.src_mask = self.src_mask.index_select(0, rows)
+                tensors[i] = kv.index_select(0, sentences)
+        self.src_bias = self.src_bias.index_select(0, sentences)
 
 
 class Transformer(nn.Module):
@@ -267,33 +295,115 @@ class Transformer(nn.Module):
         b = memory.shape[0]
         h, hd = self.cfg.n_heads, self.cfg.head_dim
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
+        scale = 1.0 / math.sqrt(hd)
 
         def buffers() -> list[torch.Tensor]:  # positions >= length are never read: no zero fill
             shape = (b, h, min(capacity, INITIAL_CACHE_POSITIONS), hd)
             return [memory.new_empty(shape) for _ in self.decoder_layers]
 
-        def fused_qkv(attn: MultiHeadAttention) -> tuple[torch.Tensor, torch.Tensor] | None:
-            layers = (attn.q_proj, attn.k_proj, attn.v_proj)
-            if not all(type(x) is nn.Linear for x in layers):  # e.g. quantized linears
-                return None
-            return torch.cat([x.weight for x in layers]), torch.cat([x.bias for x in layers])
-
         return DecoderCache(
             self_k=buffers(),
             self_v=buffers(),
-            cross_k=[k for k, _ in cross],
+            cross_k=[(k * scale).transpose(2, 3).contiguous() for k, _ in cross],
             cross_v=[v for _, v in cross],
-            src_mask=src_mask,
-            qkv=[fused_qkv(layer.self_attn) for layer in self.decoder_layers],
+            src_bias=torch.zeros(
+                src_mask.shape, dtype=memory.dtype, device=memory.device
+            ).masked_fill(~src_mask, float("-inf")),
         )
 
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
-        """(B,) last tokens -> log-probabilities (B, V) of the next token; advances the cache."""
-        x = self.embed(self.tgt_embed, tokens[:, None], offset=cache.length)  # (B, 1, d)
+        """(N,) last tokens -> float32 logits (N, V) of the next token; advances the cache.
+
+        Inference only (no dropout). The searches normalise the logits themselves, so that
+        they can take the top candidates before touching the whole vocabulary twice.
+        """
+        x = self.embed(self.tgt_embed, tokens[:, None], offset=cache.length)[:, 0]  # (N, d)
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1
-        return self.log_probs(self.decoder_norm(x)[:, 0])
+        return self.generator(self.decoder_norm(x)).float()
+
+    def prepare_for_inference(self, packed: bool = False) -> Transformer:
+        """In place, for decoding: fuse each decoder self-attention's q|k|v projections into one
+        linear layer, and with `packed=True` (CPU float32, oneDNN available) swap every linear
+        layer for a PackedLinear. Outputs are unchanged; the model can no longer be trained."""
+        self.eval()
+        for layer in self.decoder_layers:
+            attn = layer.self_attn
+            parts = (attn.q_proj, attn.k_proj, attn.v_proj)
+            if attn.fused_qkv is None and all(type(p) is nn.Linear for p in parts):
+                fused = nn.Linear(
+                    self.cfg.d_model, 3 * self.cfg.d_model, device=attn.q_proj.weight.device
+                )
+                with torch.no_grad():
+                    fused.weight.copy_(torch.cat([p.weight for p in parts]))
+                    fused.bias.copy_(torch.cat([p.bias for p in parts]))
+                attn.fused_qkv = fused.to(attn.q_proj.weight.dtype).requires_grad_(False)
+        if packed:
+            if not packed_linear_available():
+                raise RuntimeError("packed weights need torch built with oneDNN (mkldnn)")
+            _swap_linears(self, lambda lin: PackedLinear(lin) if type(lin) is nn.Linear else lin)
+        return self
+
+    def unpack(self) -> Transformer:
+        """Undo the PackedLinear swap (e.g. before dynamic int8 quantization)."""
+        _swap_linears(self, lambda lin: lin.to_linear() if isinstance(lin, PackedLinear) else lin)
+        return self
+
+
+def packed_linear_available() -> bool:
+    """Whether this torch build has the oneDNN linear ops PackedLinear uses."""
+    ops = torch.ops.mkldnn
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(ops, "_linear_pointwise")
+        and hasattr(ops, "_reorder_linear_weight")
+    )
+
+
+class PackedLinear(nn.Module):
+    """A frozen float32 linear layer whose weight oneDNN reordered once into its blocked GEMM
+    layout (the CPU GEMM backend CTranslate2 uses too). Inference only, CPU only.
+
+    On small decoding batches the weights are read from memory at every step; the blocked
+    layout makes those matmuls markedly faster than the row-major weight (docs/BENCHMARKS.md).
+    """
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        weight = linear.weight.detach().float().contiguous()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 32)
+        self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        """Saved like nn.Linear (dense weight, bias), so a prepared model still checkpoints."""
+        destination[prefix + "weight"] = self.packed.to_dense()
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias
+
+    def to_linear(self) -> nn.Linear:
+        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
+        with torch.no_grad():
+            linear.weight.copy_(self.packed.to_dense())
+            if self.bias is not None:
+                linear.bias.copy_(self.bias)
+        return linear.requires_grad_(False)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, packed"
+
+
+def _swap_linears(module: nn.Module, convert) -> None:
+    for name, child in module.named_children():
+        new = convert(child)
+        if new is not child:
+            setattr(module, name, new)
+        else:
+            _swap_linears(child, convert)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -15,6 +15,7 @@ Interrupting (Ctrl-C or SIGTERM) saves the state first, so the same command pick
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -250,8 +251,9 @@ class Run:
         )
 
     def translator(self) -> Translator:
+        """A Translator over a snapshot of the model (inference preparation changes modules)."""
         ckpt = Checkpoint(
-            self.model,
+            copy.deepcopy(self.model),
             self.cfg,
             self.tok,
             self.tok,

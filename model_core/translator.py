@@ -19,7 +19,7 @@ import torch
 from .checkpoint import Checkpoint, load_checkpoint
 from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
 from .masks import pad_mask
-from .model import count_parameters
+from .model import count_parameters, packed_linear_available
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -67,7 +67,15 @@ class TranslationResult:
 class Translator:
     """A loaded model with its tokenizers on one device."""
 
-    def __init__(self, checkpoint: Checkpoint, device: torch.device, dtype: torch.dtype):
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        device: torch.device,
+        dtype: torch.dtype,
+        packed: bool | None = None,
+    ):
+        """`packed`: oneDNN-packed weights for the linear layers (None: on CPU float32 when
+        this torch build supports them). Outputs are the same either way."""
         self.checkpoint, self.device, self.dtype = checkpoint, device, dtype
         self.model, self.config = checkpoint.model, checkpoint.config
         self.source_tokenizer = checkpoint.source_tokenizer
@@ -76,6 +84,10 @@ class Translator:
         self.target_language = checkpoint.target_language
         self.parameters = count_parameters(self.model)
         self.quantized = False
+        if packed is None:
+            packed = device.type == "cpu" and dtype == torch.float32 and packed_linear_available()
+        self.packed = packed
+        self.model.prepare_for_inference(packed=packed)
 
     @classmethod
     def load(
@@ -83,10 +95,11 @@ class Translator:
         path: str | Path,
         device: str | torch.device = "auto",
         dtype: str | torch.dtype = "auto",
+        packed: bool | None = None,
     ) -> Translator:
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
-        return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt)
+        return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt, packed=packed)
 
     def quantize_int8(self) -> Translator:
         """Dynamic int8 quantization of every linear layer (CPU only); returns self."""
@@ -95,9 +108,9 @@ class Translator:
         with warnings.catch_warnings():  # torch marks its quantized-tensor API as deprecated
             warnings.simplefilter("ignore")
             self.model = torch.ao.quantization.quantize_dynamic(
-                self.model, {torch.nn.Linear}, dtype=torch.qint8
+                self.model.unpack(), {torch.nn.Linear}, dtype=torch.qint8
             )
-        self.quantized = True
+        self.quantized, self.packed = True, False
         return self
 
     @property
