@@ -96,7 +96,12 @@ class MicroBatcher:
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
+        executor: ThreadPoolExecutor | None = None,
     ):
+        """`executor`: the single-thread executor to run `fn` on (the batcher shuts it down on
+        stop); by default the batcher starts its own worker thread."""
+        if executor is not None and executor._max_workers != 1:
+            raise ValueError("the batcher's executor must have exactly one worker thread")
         self.fn = fn
         self.max_batch_size, self.max_batch_tokens = max_batch_size, max_batch_tokens
         self.max_wait_s, self.max_queue_size = max_wait_ms / 1000.0, max_queue_size
@@ -106,7 +111,7 @@ class MicroBatcher:
         self._closing = False
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: ThreadPoolExecutor | None = executor
         self._running: list[_Item] = []  # the batch on the worker now
         self._last_batch_size = 0
 
@@ -122,7 +127,8 @@ class MicroBatcher:
 
     async def start(self) -> None:
         self._wakeup = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-worker")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-worker")
         self._task = asyncio.create_task(self._run(), name="micro-batcher")
 
     def submit(self, key: Hashable, payloads: Sequence[Any], costs: Sequence[int]) -> Ticket:

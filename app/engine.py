@@ -4,6 +4,7 @@ the batcher's worker thread calls for each batch."""
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import torch
 
 from model_core.checkpoint import CheckpointError
 from model_core.translator import Translator
+
+from .settings import Settings
 
 log = logging.getLogger("app.engine")
 
@@ -73,13 +76,34 @@ def load_translators(
     return translators
 
 
+def start_engine(s: Settings) -> Engine:
+    """Set the thread count, load every model, warm up: all of it on the calling thread, which
+    must be the thread that then runs every batch. torch's OpenMP runtime keeps a team of
+    threads per calling thread; a second thread that once ran torch work leaves more threads
+    than cores, and OpenMP then stops spinning between parallel regions, which made each small
+    operation several times slower on a 2-core machine (docs/BENCHMARKS.md)."""
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    engine = Engine(
+        load_translators(
+            s.weights_dir,
+            device=s.device,
+            dtype=s.dtype,
+            skip_bad=s.skip_bad_checkpoints,
+            quantize=s.quantize,
+        )
+    )
+    if s.warmup:
+        engine.warm_up()
+    return engine
+
+
 class Engine:
     """Holds the translators; `run` is the batcher's function (called on the worker thread)."""
 
-    def __init__(self, translators: dict[str, Translator], threads: int = 0):
+    def __init__(self, translators: dict[str, Translator]):
         self.translators = translators
-        if threads:
-            torch.set_num_threads(threads)
+        self.loaded_on = threading.get_ident()  # the thread that must run every batch
         self.pairs = {
             (t.source_language, t.target_language): name for name, t in translators.items()
         }

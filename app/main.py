@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -25,7 +26,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .batcher import MicroBatcher
-from .engine import Engine, StartupError, load_translators
+from .engine import StartupError, start_engine
 from .metrics import Metrics
 from .routes import ApiError, router
 from .settings import Settings
@@ -36,19 +37,15 @@ log = logging.getLogger("app")
 async def load_models(app: FastAPI) -> None:
     state, s = app.state, app.state.settings
     started = time.perf_counter()
+    # one thread does all the torch work: loading, warm-up, then every batch (see start_engine)
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-worker")
     try:
-        translators = await asyncio.to_thread(
-            load_translators,
-            s.weights_dir,
-            device=s.device,
-            dtype=s.dtype,
-            skip_bad=s.skip_bad_checkpoints,
-            quantize=s.quantize,
-        )
-        engine = Engine(translators, s.threads)
-        if s.warmup:
-            await asyncio.to_thread(engine.warm_up)
+        engine = await asyncio.get_running_loop().run_in_executor(worker, start_engine, s)
+    except asyncio.CancelledError:  # shutdown while loading
+        worker.shutdown(wait=False)
+        raise
     except StartupError as exc:
+        worker.shutdown(wait=False)
         state.startup_error = str(exc)
         log.error("startup failed: %s", exc)
         request_exit = getattr(state, "request_exit", None)
@@ -64,8 +61,10 @@ async def load_models(app: FastAPI) -> None:
         max_queue_size=s.max_queue_size,
         on_batch=metrics.observe_batch,
         on_depth=metrics.queue_depth.set,
+        executor=worker,
     )
     await batcher.start()
+    translators = engine.translators
     for name, t in translators.items():
         metrics.model_info.labels(name).info(
             {

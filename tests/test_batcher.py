@@ -179,3 +179,16 @@ async def test_event_loop_stays_free_while_a_batch_runs():
         ticks += 1
     assert ticks >= 10
     await b.stop(1)
+
+
+async def test_a_given_executor_runs_every_batch_and_must_have_one_thread():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with pytest.raises(ValueError, match="exactly one worker"):
+        MicroBatcher(Recorder(), executor=ThreadPoolExecutor(max_workers=2))
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-thread")
+    fn = Recorder()
+    b = await started(fn, max_batch_size=2, executor=worker)
+    await b.wait(b.submit("k", ["ab", "cd", "ef"], [2, 2, 2]), 5)
+    assert len(fn.batches) == 2 and all(n.startswith("engine-thread") for n in fn.threads)
+    await b.stop(1)

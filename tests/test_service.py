@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import threading
 import time
 
 import httpx
@@ -237,6 +238,26 @@ class SlowEngine:
         if self.fail_beam is not None and key.beam_size == self.fail_beam:
             raise RuntimeError("injected fault")
         return self.fn(key, payloads)
+
+
+def test_the_thread_that_loaded_the_models_runs_every_batch(server):
+    # torch keeps per-thread OpenMP teams: loading on one thread and computing on another made
+    # every small operation slower, so loading, warm-up and batches share one thread
+    url, app = server
+    threads = set()
+    inner = app.state.batcher.fn
+
+    def recording(key, payloads):
+        threads.add(threading.get_ident())
+        return inner(key, payloads)
+
+    app.state.batcher.fn = recording
+    try:
+        assert post(url, json={"q": TEXTS[:3], "source": "en", "target": "de"}).status_code == 200
+    finally:
+        app.state.batcher.fn = inner
+    assert threads == {app.state.engine.loaded_on}
+    assert app.state.engine.loaded_on != threading.main_thread().ident
 
 
 def test_fault_in_one_batch_fails_only_that_batch(weights_dir, caplog):
