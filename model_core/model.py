@@ -119,8 +119,9 @@ class DecoderLayer(nn.Module):
         """One position per row, inference only: x (N, d); appends this position's keys/values.
 
         The same computation as `forward` for the last position, written with as few tensor
-        operations as possible (no dropout, 2-D activations): per-step overhead is what
-        dominates small-batch decoding.
+        operations as possible (no dropout, 2-D activations, residual adds fused into the
+        projection where the layer supports it): per-step overhead is what dominates
+        small-batch decoding.
         """
         sa, ca = self.self_attn, self.cross_attn
         n_rows, d = x.shape
@@ -128,15 +129,16 @@ class DecoderLayer(nn.Module):
         pre = self.res_self.pre
 
         h = self.res_self.norm(x) if pre else x
-        if sa.fused_qkv is not None:  # one matmul for q, k and v
-            q, k, v = sa.fused_qkv(h).split(d, dim=-1)
+        if sa.fused_qkv is not None:  # one matmul for q, k and v; k|v written in one copy
+            qkv = sa.fused_qkv(h)
+            q = qkv[:, :d]
+            keys, values = cache.append(layer, qkv[:, d:].view(n_rows, 2, heads, hd))
         else:
-            q, k, v = sa.q_proj(h), sa.k_proj(h), sa.v_proj(h)
-        keys, values = cache.append(
-            layer, k.view(n_rows, heads, 1, hd), v.view(n_rows, heads, 1, hd)
-        )
-        a = F.scaled_dot_product_attention(q.view(n_rows, heads, 1, hd), keys, values)
-        x = x + sa.out_proj(a.view(n_rows, d))
+            q = sa.q_proj(h)
+            kv = torch.stack([sa.k_proj(h), sa.v_proj(h)], dim=1)  # (N, 2, d)
+            keys, values = cache.append(layer, kv.view(n_rows, 2, heads, hd))
+        a = F.scaled_dot_product_attention(q.reshape(n_rows, heads, 1, hd), keys, values)
+        x = _project_add(sa.out_proj, a.view(n_rows, d), x)
         if not pre:
             x = self.res_self.norm(x)
 
@@ -146,45 +148,58 @@ class DecoderLayer(nn.Module):
         # plain matmuls: on these tiny shapes they beat the fused attention kernel several times
         scores = torch.matmul(q, cache.cross_k[layer]).add_(cache.src_bias)  # (n, h, g, S)
         a = torch.matmul(scores.softmax(dim=-1), cache.cross_v[layer])  # (n, h, g, hd)
-        x = x + ca.out_proj(a.transpose(1, 2).reshape(n_rows, d))
+        x = _project_add(ca.out_proj, a.transpose(1, 2).reshape(n_rows, d), x)
         if not pre:
             x = self.res_cross.norm(x)
 
         h = self.res_ffn.norm(x) if pre else x
         ffn = self.ffn
-        x = x + ffn.w2(ffn.act(ffn.w1(h)))
+        if isinstance(ffn.w1, PackedLinear) and ffn.act is F.relu:
+            inner = ffn.w1(h, activation="relu")
+        else:
+            inner = ffn.act(ffn.w1(h))
+        x = _project_add(ffn.w2, inner, x)
         return x if pre else self.res_ffn.norm(x)
+
+
+def _project_add(linear: nn.Module, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """residual + linear(x), in one operation when the layer is packed."""
+    if isinstance(linear, PackedLinear):
+        return linear.add_to(x, residual)
+    return residual + linear(x)
 
 
 @dataclass
 class DecoderCache:
     """Incremental decoding state for N rows: n sentences times `group` rows (beams) each.
 
-    Self-attention keys/values are per row, in preallocated buffers that double when full, so a
-    step writes one position instead of concatenating and a generous output cap costs nothing
-    until it is used. Cross-attention keys/values and the source mask are per sentence, shared
-    by the sentence's rows. `select` keeps or reorders rows and sentences.
+    Self-attention keys and values of every layer live in one preallocated buffer that doubles
+    when full: a step writes one position per layer instead of concatenating, a generous output
+    cap costs nothing until it is used, and reordering rows is one gather for all layers.
+    Cross-attention keys/values and the source mask are per sentence, shared by the sentence's
+    rows. `select` keeps or reorders rows and sentences.
     """
 
-    self_k: list[torch.Tensor]  # per layer (N, h, capacity, hd)
-    self_v: list[torch.Tensor]
+    kv: torch.Tensor  # (N, capacity, layers, 2, h, hd): a row's prefix is one block of memory
     cross_k: list[torch.Tensor]  # per layer (n, h, hd, S): keys transposed, times 1/sqrt(hd)
     cross_v: list[torch.Tensor]  # per layer (n, h, S, hd)
     src_bias: torch.Tensor  # (n, 1, 1, S): 0 for source tokens, -inf for padding
     length: int = 0  # positions written so far
     group: int = 1  # rows per sentence: N == n * group
+    spare: torch.Tensor | None = None  # a second buffer of kv's shape, for reordering
 
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+    def append(self, layer: int, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this position's keys/values (N, 2, h, hd); returns all keys and values so far,
+        each (N, h, t + 1, hd)."""
         t = self.length
-        if t >= self.self_k[layer].shape[2]:  # full: double the capacity, keep the prefix
-            for buffers in (self.self_k, self.self_v):
-                old = buffers[layer]
-                grown = old.new_empty((*old.shape[:2], 2 * old.shape[2], old.shape[3]))
-                grown[:, :, :t] = old[:, :, :t]
-                buffers[layer] = grown
-        self.self_k[layer][:, :, t : t + 1] = k
-        self.self_v[layer][:, :, t : t + 1] = v
-        return self.self_k[layer][:, :, : t + 1], self.self_v[layer][:, :, : t + 1]
+        if layer == 0 and t >= self.kv.shape[1]:  # full: double the capacity, keep the prefix
+            old = self.kv
+            self.kv = old.new_empty((old.shape[0], 2 * old.shape[1], *old.shape[2:]))
+            self.kv[:, :t] = old[:, :t]
+            self.spare = None
+        self.kv[:, t, layer] = kv
+        prefix = self.kv[:, : t + 1, layer]  # (N, t + 1, 2, h, hd)
+        return prefix[:, :, 0].transpose(1, 2), prefix[:, :, 1].transpose(1, 2)
 
     def select(
         self, rows: torch.Tensor, sentences: torch.Tensor | None = None, group: int | None = None
@@ -194,26 +209,22 @@ class DecoderCache:
         `sentences`: the sentences still decoding (indices into the current ones), when some
         left; their cross-attention state is kept. `group`: rows per sentence from now on.
         """
-        t = self.length
-        for buffers in (self.self_k, self.self_v):
-            for i, buf in enumerate(buffers):
-                target = (
-                    buf
-                    if rows.numel() == buf.shape[0]
-                    else buf.new_empty((rows.numel(), *buf.shape[1:]))
-                )
-                if target is buf:  # same rows, new order: gather the prefix through a copy
-                    buf[:, :, :t] = buf[:, :, :t].index_select(0, rows)
-                else:  # positions >= t are never read: gather only the prefix
-                    torch.index_select(buf[:, :, :t], 0, rows, out=target[:, :, :t])
-                buffers[i] = target
+        t, kv = self.length, self.kv
+        if rows.numel() == kv.shape[0]:  # same rows, new order: gather into the spare buffer
+            target = self.spare if self.spare is not None else torch.empty_like(kv)
+            self.spare = kv
+        else:  # positions >= t are never read: gather only the prefix
+            target = kv.new_empty((rows.numel(), *kv.shape[1:]))
+            self.spare = None
+        torch.index_select(kv[:, :t], 0, rows, out=target[:, :t])
+        self.kv = target
         if group is not None:
             self.group = group
         if sentences is None:
             return
         for tensors in (self.cross_k, self.cross_v):
-            for i, kv in enumerate(tensors):
-                tensors[i] = kv.index_select(0, sentences)
+            for i, cross in enumerate(tensors):
+                tensors[i] = cross.index_select(0, sentences)
         self.src_bias = self.src_bias.index_select(0, sentences)
 
 
@@ -254,9 +265,13 @@ class Transformer(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
+    @property
+    def embed_scale(self) -> float:
+        return math.sqrt(self.cfg.d_model)
+
     def embed(self, table: nn.Embedding, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
         t = tokens.shape[1]
-        x = table(tokens) * math.sqrt(self.cfg.d_model)  # (B, T, d)
+        x = table(tokens) * self.embed_scale  # (B, T, d)
         x = x + self.positions[offset : offset + t].to(x.dtype)
         return self.embed_dropout(x)
 
@@ -297,13 +312,9 @@ class Transformer(nn.Module):
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
         scale = 1.0 / math.sqrt(hd)
 
-        def buffers() -> list[torch.Tensor]:  # positions >= length are never read: no zero fill
-            shape = (b, h, min(capacity, INITIAL_CACHE_POSITIONS), hd)
-            return [memory.new_empty(shape) for _ in self.decoder_layers]
-
-        return DecoderCache(
-            self_k=buffers(),
-            self_v=buffers(),
+        layers, positions = len(self.decoder_layers), min(capacity, INITIAL_CACHE_POSITIONS)
+        return DecoderCache(  # positions >= length are never read: no zero fill
+            kv=memory.new_empty((b, positions, layers, 2, h, hd)),
             cross_k=[(k * scale).transpose(2, 3).contiguous() for k, _ in cross],
             cross_v=[v for _, v in cross],
             src_bias=torch.zeros(
@@ -317,7 +328,8 @@ class Transformer(nn.Module):
         Inference only (no dropout). The searches normalise the logits themselves, so that
         they can take the top candidates before touching the whole vocabulary twice.
         """
-        x = self.embed(self.tgt_embed, tokens[:, None], offset=cache.length)[:, 0]  # (N, d)
+        table = self.tgt_embed(tokens)  # (N, d); embed() for one position, in one fewer op
+        x = torch.add(self.positions[cache.length].to(table.dtype), table, alpha=self.embed_scale)
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1
@@ -376,8 +388,13 @@ class PackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 32)
         self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+    def forward(self, x: torch.Tensor, activation: str = "none") -> torch.Tensor:
+        """`activation`: "none", or "relu" applied in the same call."""
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, activation, [], "")
+
+    def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """residual + self(x) in one call."""
+        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
         """Saved like nn.Linear (dense weight, bias), so a prepared model still checkpoints."""
