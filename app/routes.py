@@ -174,8 +174,15 @@ async def translate(request: Request):
     translator = state.engine.translators[model]
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
 
+    encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
+
+    def encode(text: str) -> list[int]:
+        if text not in encoded:
+            encoded[text] = translator.encode_source(text)
+        return encoded[text]
+
     def count(text: str) -> int:
-        return len(translator.encode_source(text))
+        return len(encode(text))
 
     layouts, payloads = [], []  # per text: prefix, [(number of pieces, separator)]
     for text in texts:
@@ -183,7 +190,7 @@ async def translate(request: Request):
         layout = []
         for sentence, sep in sentences:
             pieces = split_long(sentence, count, limit)
-            payloads.extend(translator.encode_source(p) for p in pieces)
+            payloads.extend(encode(p) for p in pieces)
             layout.append((len(pieces), sep))
         layouts.append((prefix, layout))
     key = DecodeKey(model, beam, n_best, max_length)
