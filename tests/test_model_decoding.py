@@ -12,7 +12,12 @@ from model_core.decoding import (
     reference_greedy_search,
 )
 from model_core.masks import pad_mask
-from model_core.model import Transformer, count_parameters, sinusoidal_table
+from model_core.model import (
+    Transformer,
+    count_parameters,
+    packed_linear_available,
+    sinusoidal_table,
+)
 from tests.conftest import random_model, tiny_config
 
 VOCAB = 60
@@ -213,3 +218,27 @@ def test_cache_grows_past_its_initial_size_and_stays_exact():
     assert [h.tokens for h in fast] == [h.tokens for h in ref]
     beam = beam_search(model, src, mask, limits, beam_size=3)
     assert [len(b[0].tokens) for b in beam] == [70, 41, 33]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("packed", [False, True])
+def test_prepared_model_decodes_like_the_reference(variant, packed):
+    """prepare_for_inference (fused q|k|v, optionally oneDNN-packed linears) changes no output."""
+    if packed and not packed_linear_available():
+        pytest.skip("this torch build has no oneDNN linear ops")
+    model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=9)
+    with torch.no_grad():
+        model.generator.weight[3] -= 3.0  # rarer EOS: longer outputs, past the initial cache
+    src, mask = random_batch(21, batch=7)
+    limits = torch.tensor([3, 40, 12, 35, 20, 9, 38])
+    ref = reference_greedy_search(model, src, mask, limits)
+    beam_before = beam_search(model, src, mask, limits, beam_size=3, n_best=3)
+    model.prepare_for_inference(packed=packed)
+    assert all(layer.self_attn.fused_qkv is not None for layer in model.decoder_layers)
+    fast = greedy_search(model, src, mask, limits)
+    assert [h.tokens for h in fast] == [h.tokens for h in ref]
+    assert any(len(h.tokens) > 32 for h in fast)  # the cache grew past its first allocation
+    beam_after = beam_search(model, src, mask, limits, beam_size=3, n_best=3)
+    assert [[h.tokens for h in b] for b in beam_after] == [
+        [h.tokens for h in b] for b in beam_before
+    ]

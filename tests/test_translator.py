@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from model_core.model import PackedLinear, packed_linear_available
 from model_core.translator import Translator, resolve_device, resolve_dtype
 
 
@@ -101,3 +102,60 @@ def test_int8_quantization_keeps_the_model_close(random_checkpoint):
     assert (a.exp() - b.exp()).abs().max() < 0.05  # next-token distributions nearly equal
     results = int8.translate_batch(texts, beam_size=2)
     assert len(results) == 3 and all(r.hypotheses for r in results)
+
+
+needs_onednn = pytest.mark.skipif(
+    not packed_linear_available(), reason="this torch build has no oneDNN linear ops"
+)
+
+
+@needs_onednn
+def test_packed_weights_translate_like_plain_weights(random_checkpoint):
+    packed = Translator.load(random_checkpoint, device="cpu")  # auto: packed on CPU float32
+    plain = Translator.load(random_checkpoint, device="cpu", packed=False)
+    assert packed.packed and not plain.packed
+    assert isinstance(packed.model.generator, PackedLinear)
+    assert not any(isinstance(m, PackedLinear) for m in plain.model.modules())
+    texts = ["The cat is big.", "A big red car is very fast today.", "Water.", "We eat bread."]
+    for beam in (1, 4):
+        a = packed.translate_batch(texts, beam_size=beam, n_best=beam)
+        b = plain.translate_batch(texts, beam_size=beam, n_best=beam)
+        assert [[h.ids for h in r.hypotheses] for r in a] == [
+            [h.ids for h in r.hypotheses] for r in b
+        ]
+        for x, y in zip(a, b, strict=True):
+            assert [h.score for h in x.hypotheses] == pytest.approx(
+                [h.score for h in y.hypotheses], abs=1e-4
+            )
+    # the packed model still describes itself with plain tensors (it can be checkpointed)
+    for (name, p), (_, q) in zip(
+        packed.model.state_dict().items(), plain.model.state_dict().items(), strict=True
+    ):
+        assert torch.equal(p, q), name
+
+
+@needs_onednn
+def test_packed_linear_operations_match_plain_linear_algebra():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(24, 40)
+    packed = PackedLinear(linear)
+    x, residual = torch.randn(5, 24), torch.randn(5, 40)
+    with torch.no_grad():
+        expected = linear(x)
+        torch.testing.assert_close(packed(x), expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            packed(x, activation="relu"), expected.relu(), atol=1e-5, rtol=1e-5
+        )
+        torch.testing.assert_close(
+            packed.add_to(x, residual), expected + residual, atol=1e-5, rtol=1e-5
+        )
+        back = packed.to_linear()
+        assert torch.equal(back.weight, linear.weight) and torch.equal(back.bias, linear.bias)
+
+
+@needs_onednn
+def test_int8_after_packing_starts_from_the_plain_weights(random_checkpoint):
+    int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
+    assert not int8.packed and int8.precision == "int8"
+    assert not any(isinstance(m, PackedLinear) for m in int8.model.modules())
+    assert int8.translate_batch(["The cat is big."], beam_size=2)[0].text
