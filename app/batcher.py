@@ -64,6 +64,8 @@ class _Item:
     future: asyncio.Future
     enqueued: float
     queued: bool = True
+    batch: int = -1  # number of the batch that computed it
+    compute_s: float = 0.0  # that batch's time in the engine
 
 
 @dataclass(eq=False)
@@ -71,6 +73,12 @@ class Ticket:
     """A submitted request: its sentences, in order."""
 
     items: list[_Item] = field(default_factory=list)
+
+    @property
+    def compute_s(self) -> float:
+        """Engine time of the batches that computed this request's sentences (they may have
+        shared them with other requests)."""
+        return sum({item.batch: item.compute_s for item in self.items if item.batch >= 0}.values())
 
 
 @dataclass
@@ -114,6 +122,7 @@ class MicroBatcher:
         self._executor: ThreadPoolExecutor | None = executor
         self._running: list[_Item] = []  # the batch on the worker now
         self._last_batch_size = 0
+        self._batches = 0  # batches started so far
 
     @property
     def depth(self) -> int:
@@ -233,10 +242,13 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         failed = False
         self._running, self._last_batch_size = batch, len(batch)
+        self._batches += 1
         try:
             results = await loop.run_in_executor(
                 self._executor, self.fn, key, [i.payload for i in batch]
             )
+            for item in batch:
+                item.batch, item.compute_s = self._batches, time.monotonic() - start
             if len(results) != len(batch):
                 raise RuntimeError(
                     f"engine returned {len(results)} results for {len(batch)} inputs"

@@ -256,6 +256,7 @@ async def translate(request: Request):
         "timings": {
             "total_ms": round((time.perf_counter() - started) * 1000, 2),
             "queue_and_compute_ms": round((time.perf_counter() - queued) * 1000, 2),
+            "compute_ms": round(ticket.compute_s * 1000, 2) if ticket else 0.0,
         },
     }
     if req.alternatives:

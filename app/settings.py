@@ -30,7 +30,7 @@ class Settings(BaseSettings):
         False, description="warn and skip a bad checkpoint instead of stopping"
     )
     warmup: bool = Field(True, description="run one translation per model before reporting ready")
-    max_batch_size: int = Field(32, ge=1, description="sentences per batch at most")
+    max_batch_size: int = Field(64, ge=1, description="sentences per batch at most")
     max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens per batch at most")
     max_wait_ms: float = Field(
         5.0,

@@ -145,7 +145,7 @@ class DecoderLayer(nn.Module):
         h = self.res_cross.norm(x) if pre else x
         g = cache.group  # rows per sentence: the beams share their sentence's memory
         q = ca.q_proj(h).view(n_rows // g, g, heads, hd).transpose(1, 2)  # (n, h, g, hd)
-        # plain matmuls: on these tiny shapes they beat the fused attention kernel several times
+        # the K beams of a sentence are K queries against its one copy of the memory
         scores = torch.matmul(q, cache.cross_k[layer]).add_(cache.src_bias)  # (n, h, g, S)
         a = torch.matmul(scores.softmax(dim=-1), cache.cross_v[layer])  # (n, h, g, hd)
         x = _project_add(ca.out_proj, a.transpose(1, 2).reshape(n_rows, d), x)

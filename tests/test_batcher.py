@@ -192,3 +192,14 @@ async def test_a_given_executor_runs_every_batch_and_must_have_one_thread():
     await b.wait(b.submit("k", ["ab", "cd", "ef"], [2, 2, 2]), 5)
     assert len(fn.batches) == 2 and all(n.startswith("engine-thread") for n in fn.threads)
     await b.stop(1)
+
+
+async def test_a_ticket_reports_the_engine_time_of_its_batches():
+    fn = Recorder(delay=0.05)
+    b = await started(fn, max_batch_size=2)
+    one = b.submit("k", ["ab"], [2])
+    three = b.submit("k", ["cd", "ef", "gh"], [2, 2, 2])  # 2 batches: shared one, then its own
+    await asyncio.gather(b.wait(one, 5), b.wait(three, 5))
+    assert 0.05 <= one.compute_s < 0.5
+    assert 0.1 <= three.compute_s < 1.0 and three.compute_s > one.compute_s
+    await b.stop(1)

@@ -82,6 +82,13 @@ def test_json_and_form_bodies_agree(server):
     assert isinstance(as_json.json()["translatedText"], str)
 
 
+def test_timings_split_engine_time_from_the_rest(server):
+    url, _ = server
+    body = post(url, json={"q": TEXTS[:4], "source": "en", "target": "de"}).json()
+    t = body["timings"]
+    assert 0 < t["compute_ms"] <= t["queue_and_compute_ms"] <= t["total_ms"]
+
+
 def test_list_q_returns_a_list_in_order(server):
     url, _ = server
     alone = [
