@@ -9,6 +9,7 @@
    torch work (per-thread OpenMP teams; the reason the service keeps all torch work on one).
 
     python -m bench.micro_bench --checkpoint weights/en-de
+    python -m bench.micro_bench --checkpoint weights/en-de --profile   # torch profiler table
 
 Medians of repeated timings; it measures and asserts nothing.
 """
@@ -151,17 +152,35 @@ def thread_effect(checkpoint: Path, sentences: list[str]) -> list[list]:
              f"{box[0]:.1f} ms", main / box[0]]]  # fmt: skip
 
 
+def profile_batch(checkpoint: Path, sentences: list[str], beam: int) -> None:
+    """torch profiler over one batch of 32 sentences: where a decoding step's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tr = Translator.load(checkpoint, device="cpu")
+    tr.translate_batch(sentences, beam_size=beam)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            tr.translate_batch(sentences, beam_size=beam)
+    print(f"\nprofile: 5 x one batch of {len(sentences)} sentences, beam {beam}")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
     p.add_argument("--src", type=Path, default=DEFAULT_SRC)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    p.add_argument("--profile", action="store_true", help="only: profile one batch of 32 at beam 4")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if not packed_linear_available():
         print("this torch build has no oneDNN linear ops; nothing to compare")
         return 1
+    if args.profile:  # 32 mid-length sentences of the set
+        by_length = sorted(read_sentences(args.src, 1000), key=len)
+        profile_batch(args.checkpoint, by_length[500:532], beam=4)
+        return 0
     cfg = Translator.load(args.checkpoint, device="cpu", packed=False).config
     rows = cross_attention() + step_matmuls(cfg) + call_overhead() + tiny_step_overhead()
     rows += thread_effect(args.checkpoint, read_sentences(args.src, 40))
