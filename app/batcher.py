@@ -6,9 +6,13 @@ run on one dedicated worker thread, so the event loop never blocks. Sentences wi
 
 A batch closes when it holds `max_batch_size` sentences, or when adding the next one would pass
 `max_batch_tokens` padded tokens (longest cost x count), or `max_wait_ms` after its first
-sentence arrived. The wait only happens while traffic is concurrent (the previous batch held
-more than one sentence): a lone client is never delayed, and under load the sentences that
-arrive while the worker is busy form the next batch anyway. Within a batch, sentences are sorted by cost to reduce padding; results go
+sentence arrived or the worker became free (whichever is later), or as soon as as many
+sentences wait as the previous batch held. The wait only happens while traffic is concurrent
+(the previous batch held more than one sentence): a lone client is never delayed. Under load,
+the clients of a batch get their answers together and come back together, spread over the
+time the server takes to read them; waiting for as many as just left keeps them in one full
+batch (starting with the first few would split the load into two half-full batches for good),
+and a few steady clients are not kept waiting for anyone else. Within a batch, sentences are sorted by cost to reduce padding; results go
 back to each sentence's future, so callers get them per request and in order.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
@@ -100,7 +104,7 @@ class MicroBatcher:
         *,
         max_batch_size: int = 32,
         max_batch_tokens: int = 4096,
-        max_wait_ms: float = 5.0,
+        max_wait_ms: float = 20.0,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -122,6 +126,7 @@ class MicroBatcher:
         self._executor: ThreadPoolExecutor | None = executor
         self._running: list[_Item] = []  # the batch on the worker now
         self._last_batch_size = 0
+        self._free_since = 0.0  # when the worker finished its last batch
         self._batches = 0  # batches started so far
 
     @property
@@ -222,8 +227,15 @@ class MicroBatcher:
                 continue
             key = min(self._queues, key=lambda k: self._queues[k][0].enqueued)
             wait = self.max_wait_s if self._last_batch_size > 1 else 0.0
-            deadline = self._queues[key][0].enqueued + wait
+            # The wait counts from when the worker became free, and ends early once as many
+            # sentences wait as the last batch answered: those clients tend to come back
+            # together, and a batch that starts with only the first of them splits the load
+            # into two half-full batches for good.
+            deadline = max(self._queues[key][0].enqueued, self._free_since) + wait
+            expected = self._last_batch_size
             while not self._closing and key in self._queues and not self._full(self._queues[key]):
+                if len(self._queues[key]) >= expected:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -268,6 +280,7 @@ class MicroBatcher:
                     item.future.set_result(result)
         finally:
             self._running = []
+            self._free_since = time.monotonic()
         if self.on_batch:
             padded = max(item.cost for item in batch) * len(batch)
             self.on_batch(

@@ -33,9 +33,10 @@ class Settings(BaseSettings):
     max_batch_size: int = Field(64, ge=1, description="sentences per batch at most")
     max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens per batch at most")
     max_wait_ms: float = Field(
-        5.0,
+        20.0,
         ge=0,
-        description="how long a batch waits for more sentences (only while traffic is concurrent)",
+        description="how long a batch waits for more sentences at most (only while traffic is "
+        "concurrent; it stops waiting once as many wait as the previous batch held)",
     )
     max_queue_size: int = Field(2048, ge=1, description="sentences waiting at most; beyond: 503")
     request_timeout_s: float = Field(60.0, gt=0, description="deadline of a request; beyond: 504")

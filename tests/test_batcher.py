@@ -80,8 +80,36 @@ async def test_batch_waits_up_to_max_wait_under_concurrent_traffic():
     await asyncio.sleep(0.05)
     second = b.submit("k", ["d"], [1])  # arrives within the wait: joins the same batch
     assert await b.wait(first, 5) == ["c"] and await b.wait(second, 5) == ["d"]
-    assert 0.14 <= time.monotonic() - start < 2.0
+    # as many as the previous batch held (2) are waiting: it goes without waiting further
+    assert 0.04 <= time.monotonic() - start < 0.14
     assert fn.batches[-1][1] == ["c", "d"]
+    start = time.monotonic()
+    assert await b.wait(b.submit("k", ["e"], [1]), 5) == ["e"]  # fewer came: waits it out
+    assert 0.14 <= time.monotonic() - start < 2.0
+    await b.stop(1)
+
+
+async def test_after_a_batch_the_wait_is_for_as_many_as_it_answered():
+    # closed-loop clients: the three answered together come back together, a little spread;
+    # a sentence queued while the worker was busy does not start a batch without them
+    fn = Recorder(delay=0.3)  # the wait (0.15 s) is shorter than a batch
+    b = await started(fn, max_batch_size=100, max_wait_ms=150)
+    await b.wait(b.submit("k", ["w", "x"], [1, 1]), 5)  # concurrent traffic from here on
+    running = b.submit("k", ["a", "b", "c"], [1, 1, 1])
+    await asyncio.sleep(0.03)
+    early = b.submit("k", ["d"], [1])  # queued while the batch of three runs
+    await b.wait(running, 5)
+    done = time.monotonic()
+    returning = []
+    for text in ["e", "f"]:  # two of the three come back
+        await asyncio.sleep(0.02)
+        returning.append(b.submit("k", [text], [1]))
+    results = await asyncio.gather(b.wait(early, 5), *(b.wait(t, 5) for t in returning))
+    assert results == [["d"], ["e"], ["f"]]
+    # "d" waited past its own max_wait_ms (it counts from when the worker became free), and
+    # the batch went as soon as three were there, not at the end of the wait
+    assert [batch for _, batch in fn.batches][-1] == ["d", "e", "f"]
+    assert time.monotonic() - done < 0.43  # 0.04 s of arrivals + 0.3 s of batch, not + 0.15 s
     await b.stop(1)
 
 
