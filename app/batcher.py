@@ -12,8 +12,9 @@ sentences wait as the previous batch held. The wait only happens while traffic i
 the clients of a batch get their answers together and come back together, spread over the
 time the server takes to read them; waiting for as many as just left keeps them in one full
 batch (starting with the first few would split the load into two half-full batches for good),
-and a few steady clients are not kept waiting for anyone else. Within a batch, sentences are sorted by cost to reduce padding; results go
-back to each sentence's future, so callers get them per request and in order.
+and a few steady clients are not kept waiting for anyone else. Within a batch, sentences are
+sorted by cost to reduce padding; results go back to each sentence's future, so callers get
+them per request and in order.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
