@@ -46,19 +46,14 @@ TINY = [
 ]
 
 
+def train_args(corpus_dir, run) -> list[str]:
+    """mt-train arguments for a tiny en->de run in `run` on the test corpus."""
+    return ["--data", str(corpus_dir), "--source", "en", "--target", "de", "--run", str(run), *TINY]
+
+
 def test_train_resume_export_and_load(corpus_dir, tmp_path, capsys):
     run, export = tmp_path / "run", tmp_path / "export"
-    common = [
-        "--data",
-        str(corpus_dir),
-        "--source",
-        "en",
-        "--target",
-        "de",
-        "--run",
-        str(run),
-        *TINY,
-    ]
+    common = train_args(corpus_dir, run)
     assert train.main([*common, "--max-steps", "30"]) == 0
     assert (run / "state.pt").is_file() and (run / "spm.model").is_file()
     first = capsys.readouterr().err
@@ -179,17 +174,7 @@ def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
 
 def test_resume_keeps_the_runs_batch_size(corpus_dir, tmp_path, capsys):
     run = tmp_path / "run"
-    common = [
-        "--data",
-        str(corpus_dir),
-        "--source",
-        "en",
-        "--target",
-        "de",
-        "--run",
-        str(run),
-        *TINY,
-    ]
+    common = train_args(corpus_dir, run)
     assert train.main([*common, "--max-steps", "5"]) == 0
     changed = [a if a != "600" else "900" for a in common]  # a different --batch-tokens
     assert train.main([*changed, "--max-steps", "6"]) == 0
