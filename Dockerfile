@@ -47,7 +47,7 @@ RUN if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; then \
     fi; \
     rm -rf /tmp/wheels
 
-COPY pyproject.toml constraints.txt README.md ./
+COPY pyproject.toml setup.py constraints.txt README.md ./
 COPY model_core/ model_core/
 COPY app/ app/
 RUN pip install -c constraints.txt . && rm -rf /tmp/docker

@@ -11,7 +11,7 @@ PORT   ?= 8000
 .PHONY: serve test lint format install install-dev bench clean
 
 # The stamp files make a re-run skip the install when nothing it depends on changed.
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml setup.py constraints.txt model_core/_kernels.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $@

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .fused import topk_logsumexp
 from .masks import subsequent_mask
 from .model import Transformer
 
@@ -43,12 +44,6 @@ def _to_hypotheses(out, lps, lengths, ended, alpha) -> list[Hypothesis]:
     return hyps
 
 
-def log_normaliser(logits: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor:
-    """logsumexp over the last dimension, given each row's maximum (N, 1): the search already
-    has it, which saves a pass over the vocabulary. log_softmax(x) = x - log_normaliser(x)."""
-    return (logits - row_max).exp_().sum(dim=-1, keepdim=True).log_().add_(row_max)
-
-
 @torch.inference_mode()
 def greedy_search(
     model: Transformer,
@@ -71,8 +66,8 @@ def greedy_search(
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     for step in range(capacity):
         logits = model.decode_step(tokens, cache)  # (b, V)
-        best_logit, best = logits.max(dim=-1, keepdim=True)  # the argmax of the log-softmax too
-        best_lp = (best_logit - log_normaliser(logits, best_logit))[:, 0]
+        best_logit, best, lse = topk_logsumexp(logits, 1)  # the argmax of the log-softmax too
+        best_lp = (best_logit - lse)[:, 0]
         best = best[:, 0]
         out[rows, step], lps[rows, step] = best, best_lp
         is_eos = best == cfg.eos_id
@@ -161,8 +156,8 @@ def beam_search(
         # The 2K best of a sentence are among the 2K best words of each of its rows: take those
         # first, then normalise only them (log-softmax = logit - logsumexp).
         per_row = min(2 * k, logits.shape[-1])
-        row_logits, row_words = logits.topk(per_row, dim=-1)  # (n * group, per_row)
-        row_lp = row_logits - log_normaliser(logits, row_logits[:, :1])
+        row_logits, row_words, lse = topk_logsumexp(logits, per_row)  # (n * group, per_row)
+        row_lp = row_logits - lse
         cand = (scores[:, :, None] + row_lp.view(n, group, per_row)).view(n, -1)
         width = min(2 * k, cand.shape[1])
         top_s, top_j = cand.topk(width, dim=1)  # (n, 2K), best first
