@@ -50,7 +50,22 @@ RUN if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; then \
 COPY pyproject.toml setup.py constraints.txt README.md ./
 COPY model_core/ model_core/
 COPY app/ app/
-RUN pip install -c constraints.txt . && rm -rf /tmp/docker
+# The optional decoding kernel (model_core/_kernels.c) needs a C compiler and Python's headers
+# at install time only: installed here when missing, removed again in the same layer.
+# hadolint ignore=DL3008,SC2086
+RUN build_deps=""; \
+    command -v cc >/dev/null 2>&1 || build_deps="gcc libc6-dev"; \
+    python3 -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+        || build_deps="$build_deps python3-dev"; \
+    if [ -n "$build_deps" ]; then \
+        apt-get update && apt-get install -y --no-install-recommends $build_deps; \
+    fi; \
+    pip install -c constraints.txt .; \
+    python3 -I -c "import model_core._kernels"; \
+    if [ -n "$build_deps" ]; then \
+        apt-get purge -y --auto-remove $build_deps && rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    rm -rf /tmp/docker
 
 COPY weights/ weights/
 

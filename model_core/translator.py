@@ -64,6 +64,31 @@ class TranslationResult:
         return len(self.hypotheses[0].ids) if self.hypotheses else 0
 
 
+@dataclass(frozen=True)
+class DecodingOptions:
+    """How to decode; `Translator.translate_batch` and `translate_ids` take these as keywords.
+
+    beam_size: 1 is greedy search. n_best: hypotheses returned per sentence (<= beam_size).
+    length_penalty: alpha of score = log-prob / length**alpha. Output limit per sentence, in
+    generated tokens including EOS: min(max_length, max_length_ratio * source tokens +
+    max_length_extra). reference: the reference greedy decoder (whole prefix every step).
+    """
+
+    beam_size: int = 4
+    n_best: int = 1
+    length_penalty: float = 1.0
+    max_length: int = 256
+    max_length_ratio: float = 2.0
+    max_length_extra: int = 10
+    reference: bool = False
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1 or not 1 <= self.n_best <= self.beam_size:
+            raise ValueError("need beam_size >= 1 and 1 <= n_best <= beam_size")
+        if self.reference and self.beam_size != 1:
+            raise ValueError("the reference decoder is greedy: use beam_size=1")
+
+
 class Translator:
     """A loaded model with its tokenizers on one device."""
 
@@ -135,28 +160,15 @@ class Translator:
         return max(1, min(max_length, int(ratio * source_len) + extra, self.config.max_positions))
 
     def translate_batch(
-        self,
-        texts: list[str],
-        *,
-        beam_size: int = 4,
-        n_best: int = 1,
-        length_penalty: float = 1.0,
-        max_length: int = 256,
-        max_length_ratio: float = 2.0,
-        max_length_extra: int = 10,
-        max_batch_size: int = 64,
-        reference: bool = False,
+        self, texts: list[str], *, max_batch_size: int = 64, **options
     ) -> list[TranslationResult]:
-        """Translate `texts` (one sentence each), in order.
+        """Translate `texts` (one sentence each), in order; `options` are DecodingOptions'
+        fields (beam_size=4, n_best=1, length_penalty=1.0, max_length=256, ...).
 
         Sentences are sorted by length and decoded in chunks of `max_batch_size`. Empty or
-        whitespace-only text translates to "" without running the model. `reference=True` uses
-        the reference greedy decoder (whole prefix every step); it requires beam_size == 1.
+        whitespace-only text translates to "" without running the model.
         """
-        if beam_size < 1 or not 1 <= n_best <= beam_size:
-            raise ValueError("need beam_size >= 1 and 1 <= n_best <= beam_size")
-        if reference and beam_size != 1:
-            raise ValueError("the reference decoder is greedy: use beam_size=1")
+        opts = DecodingOptions(**options)
         encoded = [self.encode_source(t) for t in texts]
         for i, ids in enumerate(encoded):
             if len(ids) > self.max_source_tokens:
@@ -172,16 +184,7 @@ class Translator:
         todo.sort(key=lambda i: len(encoded[i]))
         for start in range(0, len(todo), max_batch_size):
             chunk = todo[start : start + max_batch_size]
-            hyps = self.translate_ids(
-                [encoded[i] for i in chunk],
-                beam_size=beam_size,
-                n_best=n_best,
-                length_penalty=length_penalty,
-                max_length=max_length,
-                max_length_ratio=max_length_ratio,
-                max_length_extra=max_length_extra,
-                reference=reference,
-            )
+            hyps = self.decode_ids([encoded[i] for i in chunk], opts)
             for i, sent_hyps in zip(chunk, hyps, strict=True):
                 results[i] = TranslationResult(
                     [self._hypothesis(h) for h in sent_hyps], len(encoded[i]) + 1
@@ -204,30 +207,25 @@ class Translator:
         src = src.to(self.device)
         return src, pad_mask(src, cfg.pad_id)
 
-    def translate_ids(
-        self,
-        sources: list[list[int]],
-        *,
-        beam_size: int = 4,
-        n_best: int = 1,
-        length_penalty: float = 1.0,
-        max_length: int = 256,
-        max_length_ratio: float = 2.0,
-        max_length_extra: int = 10,
-        reference: bool = False,
-    ) -> list[list[Hypothesis]]:
-        """One padded batch of source ids -> n_best hypotheses per sentence."""
+    def translate_ids(self, sources: list[list[int]], **options) -> list[list[Hypothesis]]:
+        """One padded batch of source ids -> n_best hypotheses per sentence; `options` are
+        DecodingOptions' fields."""
+        return self.decode_ids(sources, DecodingOptions(**options))
+
+    def decode_ids(self, sources: list[list[int]], opts: DecodingOptions) -> list[list[Hypothesis]]:
+        """translate_ids with its options already checked."""
         src, mask = self.batch_tensors(sources)
         limits = torch.tensor(
             [
-                self.max_output_length(len(s) + 1, max_length, max_length_ratio, max_length_extra)
+                self.max_output_length(
+                    len(s) + 1, opts.max_length, opts.max_length_ratio, opts.max_length_extra
+                )
                 for s in sources
             ]
         )
-        if reference:
-            return [
-                [h] for h in reference_greedy_search(self.model, src, mask, limits, length_penalty)
-            ]
-        if beam_size == 1:
-            return [[h] for h in greedy_search(self.model, src, mask, limits, length_penalty)]
-        return beam_search(self.model, src, mask, limits, beam_size, length_penalty, n_best)
+        alpha = opts.length_penalty
+        if opts.reference:
+            return [[h] for h in reference_greedy_search(self.model, src, mask, limits, alpha)]
+        if opts.beam_size == 1:
+            return [[h] for h in greedy_search(self.model, src, mask, limits, alpha)]
+        return beam_search(self.model, src, mask, limits, opts.beam_size, alpha, opts.n_best)

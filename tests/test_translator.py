@@ -63,6 +63,10 @@ def test_invalid_options(translator):
         translator.translate_batch(["x"], beam_size=2, n_best=3)
     with pytest.raises(ValueError, match="reference"):
         translator.translate_batch(["x"], beam_size=4, reference=True)
+    with pytest.raises(ValueError, match="n_best"):
+        translator.translate_ids([[5, 6]], beam_size=1, n_best=2)
+    with pytest.raises(TypeError, match="beam_width"):  # a misspelt option is not ignored
+        translator.translate_batch(["x"], beam_width=2)
 
 
 def test_half_precision_on_cpu_matches_float32(random_checkpoint):
