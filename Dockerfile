@@ -63,7 +63,7 @@ RUN build_deps=""; \
     pip install -c constraints.txt .; \
     python3 -I -c "import model_core._kernels"; \
     if [ -n "$build_deps" ]; then \
-        apt-get purge -y --auto-remove $build_deps && rm -rf /var/lib/apt/lists/*; \
+        apt-get purge -y --auto-remove $build_deps && apt-get clean && rm -rf /var/lib/apt/lists/*; \
     fi; \
     rm -rf /tmp/docker
 
