@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from model_core.allocator import keep_freed_memory
 from model_core.checkpoint import CheckpointError
 from model_core.translator import Translator
 
@@ -84,6 +85,8 @@ def start_engine(s: Settings) -> Engine:
     operation several times slower on a 2-core machine (docs/BENCHMARKS.md)."""
     if s.threads:
         torch.set_num_threads(s.threads)
+    if s.tune_malloc:
+        log.info("allocator: freed memory kept for reuse: %s", keep_freed_memory())
     engine = Engine(
         load_translators(
             s.weights_dir,

@@ -23,6 +23,11 @@ class Settings(BaseSettings):
         "auto", description="auto: bfloat16/float16 on GPU, float32 on CPU"
     )
     threads: int = Field(0, ge=0, description="CPU threads for inference (0: all cores)")
+    tune_malloc: bool = Field(
+        True,
+        description="keep freed memory in glibc's heap for reuse instead of page-faulting it in "
+        "again every decoding step (model_core/allocator.py)",
+    )
     quantize: Literal["none", "int8"] = Field(
         "none", description="int8: dynamic int8 quantization of the linear layers (CPU only)"
     )

@@ -72,3 +72,20 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def add_malloc_option(parser) -> None:
+    parser.add_argument(
+        "--malloc",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="tuned: model_core.allocator.keep_freed_memory() in every measuring process, as "
+        "the service does at start-up (default); default: glibc as it comes",
+    )
+
+
+def apply_malloc(choice: str) -> None:
+    if choice == "tuned":
+        from model_core.allocator import keep_freed_memory
+
+        keep_freed_memory()

@@ -24,7 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import DEFAULT_SRC, machine, median, read_sentences, table
+from .common import (
+    DEFAULT_SRC,
+    add_malloc_option,
+    apply_malloc,
+    machine,
+    median,
+    read_sentences,
+    table,
+)
 
 MAX_LEN = 256
 
@@ -33,6 +41,7 @@ def worker(spec: dict) -> dict:
     """Translate in this process; returns timing, outputs and peak RSS."""
     import torch
 
+    apply_malloc(spec["malloc"])  # before the model's first allocations; every system alike
     torch.set_num_threads(spec["threads"])
     sentences = read_sentences(Path(spec["src"]), spec["n"])
     if spec["system"] == "ct2":
@@ -123,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--precisions", default="float32,int8")
     p.add_argument("--threads", type=int, default=2)
+    add_malloc_option(p)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.worker:
@@ -149,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         for system, precision, beam, batch in configs:
             n = args.small_batch_sentences if batch == 1 else args.sentences
             spec = {
+                "malloc": args.malloc,
                 "system": system,
                 "precision": precision,
                 "beam": beam,

@@ -19,7 +19,16 @@ import torch
 
 from model_core.translator import Translator
 
-from .common import DEFAULT_SRC, PeakRSS, machine, median, read_sentences, table
+from .common import (
+    DEFAULT_SRC,
+    PeakRSS,
+    add_malloc_option,
+    apply_malloc,
+    machine,
+    median,
+    read_sentences,
+    table,
+)
 
 
 def run_once(
@@ -52,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-sizes", default="1,16,64")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
+    add_malloc_option(p)
     p.add_argument("--device", default="auto")
     p.add_argument("--json", type=Path, help="write raw results here")
     args = p.parse_args(argv)
+    apply_malloc(args.malloc)
     if args.threads:
         torch.set_num_threads(args.threads)
     tr = Translator.load(args.checkpoint, device=args.device)

@@ -25,7 +25,15 @@ import torch
 
 from model_core.translator import Translator
 
-from .common import DEFAULT_SRC, machine, median, read_sentences, table
+from .common import (
+    DEFAULT_SRC,
+    add_malloc_option,
+    apply_malloc,
+    machine,
+    median,
+    read_sentences,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,9 +144,12 @@ async def level(
     }
 
 
-def start_server(weights: Path, port: int, batch: int, threads: int) -> subprocess.Popen:
+def start_server(
+    weights: Path, port: int, batch: int, threads: int, malloc: str
+) -> subprocess.Popen:
     env = {
         "MT_THREADS": str(threads),
+        "MT_TUNE_MALLOC": str(malloc == "tuned").lower(),
         **os.environ,
         "MT_WEIGHTS_DIR": str(weights),
         "MT_PORT": str(port),
@@ -177,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--threads", type=int, default=0, help="MT_THREADS for the server and the engine baseline"
     )
+    add_malloc_option(p)
     args = p.parse_args(argv)
+    apply_malloc(args.malloc)  # the engine baseline below, like the servers
     sentences = read_sentences(args.src, args.sentences)
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -204,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, results = [], {}
     for mode, batch in (("on", args.batch_size), ("off", 1)):
         url = f"http://127.0.0.1:{args.port}"
-        server = start_server(args.weights, args.port, batch, args.threads)
+        server = start_server(args.weights, args.port, batch, args.threads, args.malloc)
         try:
             wait_ready(url)
             host, port = "127.0.0.1", args.port
