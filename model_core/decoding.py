@@ -57,7 +57,7 @@ def greedy_search(
     b, device = src.shape[0], src.device
     max_lengths = max_lengths.to(device)
     capacity = int(max_lengths.max())
-    cache = model.init_cache(model.encode(src, src_mask), src_mask, capacity)
+    cache = model.init_cache(model.encode_tokens(src, src_mask), src_mask, capacity)
     out = torch.full((b, capacity), cfg.pad_id, dtype=torch.long, device=device)  # (B, L)
     lps = torch.zeros(b, capacity, dtype=torch.float32, device=device)
     lengths = torch.zeros(b, dtype=torch.long, device=device)
@@ -142,7 +142,7 @@ def beam_search(
     k = beam_size
     b, device = src.shape[0], src.device
     limits_all = max_lengths.to(device)
-    cache = model.init_cache(model.encode(src, src_mask), src_mask, int(limits_all.max()))
+    cache = model.init_cache(model.encode_tokens(src, src_mask), src_mask, int(limits_all.max()))
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     group = 1  # rows (beams) per sentence in the cache: 1 before the first step, K after it
     scores = torch.zeros((b, 1), device=device)  # cumulative log-prob of each row

@@ -102,6 +102,29 @@ class EncoderLayer(nn.Module):
         x = self.res_attn(x, lambda y: self.self_attn(y, y, mask))
         return self.res_ffn(x, self.ffn)
 
+    def forward_tokens(
+        self, x: torch.Tensor, index: torch.Tensor, batch: tuple[int, int], mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Inference only, the same computation as `forward` on a batch without its padding:
+        x (T, d) holds the real positions, found at `index` of the flattened (B * S) layout.
+        Projections, norms and the FFN run on the T rows; only attention scatters q|k|v into
+        the padded (B, S) layout and gathers its output back."""
+        attn, pre = self.self_attn, self.res_attn.pre
+        (b, s), d = batch, x.shape[1]
+        h = self.res_attn.norm(x) if pre else x
+        if attn.fused_qkv is not None:
+            qkv = attn.fused_qkv(h)
+        else:
+            qkv = torch.cat([attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)], dim=1)
+        padded = qkv.new_zeros((b * s, 3 * d)).index_copy_(0, index, qkv)
+        q, k, v = padded.view(b, s, 3, attn.n_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, S, hd)
+        a = a.transpose(1, 2).reshape(b * s, d).index_select(0, index)  # (T, d)
+        x = _project_add(attn.out_proj, a, x)
+        if not pre:
+            x = self.res_attn.norm(x)
+        return _ffn_block(self.res_ffn, self.ffn, x)
+
 
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
@@ -152,14 +175,19 @@ class DecoderLayer(nn.Module):
         if not pre:
             x = self.res_cross.norm(x)
 
-        h = self.res_ffn.norm(x) if pre else x
-        ffn = self.ffn
-        if isinstance(ffn.w1, PackedLinear) and ffn.act is F.relu:
-            inner = ffn.w1(h, activation="relu")
-        else:
-            inner = ffn.act(ffn.w1(h))
-        x = _project_add(ffn.w2, inner, x)
-        return x if pre else self.res_ffn.norm(x)
+        return _ffn_block(self.res_ffn, self.ffn, x)
+
+
+def _ffn_block(res: Residual, ffn: FeedForward, x: torch.Tensor) -> torch.Tensor:
+    """Inference only: the residual FFN sub-layer on 2-D rows, ReLU and residual add fused into
+    the projections where the layers are packed."""
+    h = res.norm(x) if res.pre else x
+    if isinstance(ffn.w1, PackedLinear) and ffn.act is F.relu:
+        inner = ffn.w1(h, activation="relu")
+    else:
+        inner = ffn.act(ffn.w1(h))
+    x = _project_add(ffn.w2, inner, x)
+    return x if res.pre else res.norm(x)
 
 
 def _project_add(linear: nn.Module, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -282,6 +310,21 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.encoder_norm(x)
 
+    def encode_tokens(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """Inference only: `encode` without computing the padding. In a batch of mixed lengths
+        every layer's projections and FFN run on the real tokens only (see
+        EncoderLayer.forward_tokens). Same memory at every real position; zeros at padding,
+        which cross-attention masks anyway."""
+        b, s = src.shape
+        index = src_mask.reshape(b * s).nonzero().squeeze(1)
+        x = self.embed(self.src_embed, src)
+        d = x.shape[-1]
+        x = x.reshape(b * s, d).index_select(0, index)  # (T, d)
+        for layer in self.encoder_layers:
+            x = layer.forward_tokens(x, index, (b, s), src_mask)
+        x = self.encoder_norm(x)
+        return x.new_zeros((b * s, d)).index_copy_(0, index, x).view(b, s, d)
+
     def decode(self, memory, src_mask, tgt, tgt_mask) -> torch.Tensor:
         """Whole prefix: (B, T) ids -> hidden states (B, T, d)."""
         x = self.embed(self.tgt_embed, tgt)
@@ -336,11 +379,11 @@ class Transformer(nn.Module):
         return self.generator(self.decoder_norm(x)).float()
 
     def prepare_for_inference(self, packed: bool = False) -> Transformer:
-        """In place, for decoding: fuse each decoder self-attention's q|k|v projections into one
-        linear layer, and with `packed=True` (CPU float32, oneDNN available) swap every linear
+        """In place, for decoding: fuse each self-attention's q|k|v projections into one linear
+        layer, and with `packed=True` (CPU float32, oneDNN available) swap every linear
         layer for a PackedLinear. Outputs are unchanged; the model can no longer be trained."""
         self.eval()
-        for layer in self.decoder_layers:
+        for layer in [*self.encoder_layers, *self.decoder_layers]:
             attn = layer.self_attn
             parts = (attn.q_proj, attn.k_proj, attn.v_proj)
             if attn.fused_qkv is None and all(type(p) is nn.Linear for p in parts):

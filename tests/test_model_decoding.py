@@ -221,6 +221,26 @@ def test_cache_grows_past_its_initial_size_and_stays_exact():
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("prepared", [None, "fused", "packed"])
+def test_encoding_only_real_tokens_gives_the_same_memory(variant, prepared):
+    """encode_tokens (the searches' encoder) skips padding; every real position's memory is
+    the seeds' encode's, and padding rows are zero."""
+    if prepared == "packed" and not packed_linear_available():
+        pytest.skip("this torch build has no oneDNN linear ops")
+    model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=4)
+    src, mask = random_batch(5, batch=7)
+    assert not bool(mask.all())  # the batch has padding
+    with torch.inference_mode():
+        want = model.encode(src, mask)
+        if prepared:
+            model.prepare_for_inference(packed=prepared == "packed")
+        got = model.encode_tokens(src, mask)
+    real = mask[:, 0, 0, :]
+    torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=1e-5)
+    assert bool((got[~real] == 0).all())
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("packed", [False, True])
 def test_prepared_model_decodes_like_the_reference(variant, packed):
     """prepare_for_inference (fused q|k|v, optionally oneDNN-packed linears) changes no output."""
@@ -234,7 +254,8 @@ def test_prepared_model_decodes_like_the_reference(variant, packed):
     ref = reference_greedy_search(model, src, mask, limits)
     beam_before = beam_search(model, src, mask, limits, beam_size=3, n_best=3)
     model.prepare_for_inference(packed=packed)
-    assert all(layer.self_attn.fused_qkv is not None for layer in model.decoder_layers)
+    layers = [*model.encoder_layers, *model.decoder_layers]
+    assert all(layer.self_attn.fused_qkv is not None for layer in layers)
     fast = greedy_search(model, src, mask, limits)
     assert [h.tokens for h in fast] == [h.tokens for h in ref]
     assert any(len(h.tokens) > 32 for h in fast)  # the cache grew past its first allocation
