@@ -6,7 +6,9 @@
 3. cross-attention for a sentence's beams: PyTorch's fused attention vs two small matmuls;
 4. per-step overhead: a decoder step of a tiny model with the same structure (plain / packed);
 5. one sentence translated on the main thread vs on a second thread after the main thread ran
-   torch work (per-thread OpenMP teams; the reason the service keeps all torch work on one).
+   torch work (per-thread OpenMP teams; the reason the service keeps all torch work on one);
+6. the searches' per-row top-k + logsumexp: torch ops vs the fused C kernel;
+7. the encoder on batches of mixed lengths: the seeds' padded `encode` vs `encode_tokens`.
 
     python -m bench.micro_bench --checkpoint weights/en-de
     python -m bench.micro_bench --checkpoint weights/en-de --profile   # torch profiler table
@@ -25,6 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from model_core import fused
 from model_core.config import ModelConfig
 from model_core.decoding import greedy_search
 from model_core.model import PackedLinear, Transformer, packed_linear_available
@@ -152,6 +155,32 @@ def thread_effect(checkpoint: Path, sentences: list[str]) -> list[list]:
              f"{box[0]:.1f} ms", main / box[0]]]  # fmt: skip
 
 
+def topk_logsumexp_rows() -> list[list]:
+    logits = torch.randn(128, 8000) * 3  # 32 sentences x 4 beams, an 8,000-word vocabulary
+    a = timed(lambda: fused.topk_logsumexp(logits, 8, use_kernel=False), inner=20) * 1e3
+    if not fused.kernel_available():
+        return [["top-8 + logsumexp, 128 x 8000: torch vs kernel", f"{a:.2f} ms", "not built", ""]]
+    b = timed(lambda: fused.topk_logsumexp(logits, 8), inner=20) * 1e3
+    return [["top-8 + logsumexp, 128 x 8000: torch vs kernel", f"{a:.2f} ms", f"{b:.2f} ms", a / b]]
+
+
+def encoder_padding(checkpoint: Path, sentences: list[str]) -> list[list]:
+    """8 batches of 64 consecutive sentences (as requests arrive: mixed lengths)."""
+    tr = Translator.load(checkpoint, device="cpu")
+    batches = [
+        tr.batch_tensors([tr.encode_source(s) for s in sentences[i : i + 64]])
+        for i in range(0, len(sentences), 64)
+    ]
+    model = tr.model
+    with torch.inference_mode():
+        a = timed(lambda: [model.encode(src, mask) for src, mask in batches], repeats=5) * 1e3
+        b = timed(lambda: [model.encode_tokens(src, mask) for src, mask in batches], repeats=5)
+    real = sum(int(mask.sum()) for _, mask in batches)
+    padded = sum(src.numel() for src, _ in batches)
+    return [[f"encoder, {len(batches)} x 64 sent. ({1 - real / padded:.0%} padding)",
+             f"{a:.0f} ms", f"{b * 1e3:.0f} ms", a / (b * 1e3)]]  # fmt: skip
+
+
 def profile_batch(checkpoint: Path, sentences: list[str], beam: int) -> None:
     """torch profiler over one batch of 32 sentences: where a decoding step's time goes."""
     from torch.profiler import ProfilerActivity, profile
@@ -184,12 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Translator.load(args.checkpoint, device="cpu", packed=False).config
     rows = cross_attention() + step_matmuls(cfg) + call_overhead() + tiny_step_overhead()
     rows += thread_effect(args.checkpoint, read_sentences(args.src, 40))
+    rows += topk_logsumexp_rows() + encoder_padding(args.checkpoint, read_sentences(args.src, 512))
     print(f"\nmachine: {machine()}; {torch.get_num_threads()} threads; model {args.checkpoint}\n")
     print(table(["measurement", "A", "B", "A / B"], rows))
     print(
         "\nA vs B: cross-attention: fused attention kernel vs two matmuls; matmul, linear and "
-        "tiny-model rows: plain weights vs oneDNN-packed; last row: main thread vs a second "
-        "thread (below 1: the second thread is slower)"
+        "tiny-model rows: plain weights vs oneDNN-packed; one sentence: main thread vs a second "
+        "thread (below 1: the second thread is slower); top-8: torch ops vs the fused kernel; "
+        "encoder: padded encode vs encode_tokens"
     )
     return 0
 
