@@ -33,9 +33,14 @@ def length_normalise(total_log_prob: float, length: int, alpha: float) -> float:
 
 
 def _to_hypotheses(out, lps, lengths, ended, alpha) -> list[Hypothesis]:
+    used = int(lengths.max()) if lengths.numel() else 0  # columns past it were never written
     hyps = []
     for toks, lp, n, end in zip(
-        out.tolist(), lps.tolist(), lengths.tolist(), ended.tolist(), strict=True
+        out[:, :used].tolist(),
+        lps[:, :used].tolist(),
+        lengths.tolist(),
+        ended.tolist(),
+        strict=True,
     ):
         n_out = n - 1 if end else n  # the EOS is scored but not returned
         hyps.append(
