@@ -1,10 +1,10 @@
 """Per-row top-k and logsumexp of decoder logits in one call.
 
 The searches need, for every row of the (rows, vocab) logits, its best few words and its
-log-normaliser (log-softmax = logit - logsumexp). On the CPU, torch spends as long on these
-three passes over the vocabulary (topk, max-shifted exp, sum) as on a third of the decoder's
-matmuls; the optional C kernel (`_kernels.c`, built by `pip install`) does them in two passes
-with no temporaries. Elsewhere (GPU, other dtypes, or no compiled kernel) torch ops compute the
+log-normaliser (log-softmax = logit - logsumexp). On the CPU, torch needs three passes over
+the vocabulary for this (topk, max-shifted exp, sum), each with a temporary: 11% of a beam-4
+batch's time in an earlier profile (docs/BENCHMARKS.md, section 3). The optional C kernel
+(`_kernels.c`, built by `pip install`) does it in two passes with no temporaries. Elsewhere (GPU, other dtypes, or no compiled kernel) torch ops compute the
 same thing.
 """
 
