@@ -14,6 +14,18 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+/* the loop's function has an int `threads` in scope */
+#define PARALLEL_FOR _Pragma("omp parallel for num_threads(threads) schedule(static)")
+#define THREAD_NUM omp_get_thread_num()
+#else
+#define PARALLEL_FOR
+#define THREAD_NUM 0
+#endif
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -158,10 +170,258 @@ static PyObject *topk_logsumexp(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- Attention for one decoding step -------------------------------------------------------
+ *
+ * The decoder's cache keeps each position's keys and values in a "slot" (a beam of a sentence)
+ * and never moves them: when beam search reorders its hypotheses, only a small table of
+ * back-pointers changes (history[slot, p] = the slot that holds the same hypothesis's entry at
+ * position p - 1). A row's prefix is found by walking that chain, so no step copies the cache.
+ * Layouts (float32, contiguous):
+ *   kv      (layers, slots, capacity, 2, d): keys then values, d = heads * head_dim
+ *   history (slots, capacity) int64
+ *   qkv     (rows, 3d) with row stride qkv_stride: the fused q|k|v projection of this step
+ * Cross-attention reads the sentence's keys (pre-scaled) and values, (sentences, heads, S, hd),
+ * with an additive bias (sentences, S) that is -inf at padding. */
+
+static inline float dot_scalar(const float *a, const float *b, int64_t n) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        for (int u = 0; u < 4; ++u) acc[u] += a[j + u] * b[j + u];
+    for (; j < n; ++j) acc[0] += a[j] * b[j];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+static inline void axpy_scalar(float *y, float w, const float *x, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) y[j] += w * x[j];
+}
+
+#ifdef HAVE_X86
+/* n a multiple of 8 */
+__attribute__((target("avx2,fma"))) static inline float dot_avx2(const float *a, const float *b,
+                                                                 int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8), acc1);
+    }
+    if (j < n) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc0);
+    __m256 s = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx2,fma"))) static inline void axpy_avx2(float *y, float w, const float *x,
+                                                                 int64_t n) {
+    __m256 vw = _mm256_set1_ps(w);
+    for (int64_t j = 0; j < n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
+}
+#endif
+
+/* softmax(scores[0..n)) in place; returns 0 when every score is -inf (the row attends nothing). */
+static int softmax_inplace(float *scores, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t p = 0; p < n; ++p) m = scores[p] > m ? scores[p] : m;
+    if (m == -INFINITY) return 0;
+    double sum = 0.0;
+    for (int64_t p = 0; p < n; ++p) {
+        float e = expf(scores[p] - m);
+        scores[p] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t p = 0; p < n; ++p) scores[p] *= inv;
+    return 1;
+}
+
+typedef struct {
+    const float *qkv;
+    int64_t qkv_stride, rows, heads, hd, slots_total, capacity, layer, t;
+    float *kv; /* (layers, slots_total, capacity, 2, d) */
+    const int64_t *slots, *history;
+    float scale;
+    float *out;
+    int64_t out_stride;
+} cached_args;
+
+typedef struct {
+    const float *q;
+    int64_t q_stride, rows, heads, hd, src_len;
+    const float *keys, *values, *bias;
+    const int64_t *sentence;
+    float *out;
+    int64_t out_stride;
+} cross_args;
+
+/* One body for both instruction sets: DOT and AXPY pick the implementation. Rows are spread
+ * over `threads` OpenMP threads (the runtime torch itself loaded, when the extension was built
+ * with OpenMP); scores is a (threads, heads * positions) scratch buffer. */
+#define DEFINE_ATTENTION(SUFFIX, TARGET, DOT, AXPY)                                              \
+    TARGET static void attend_cached_##SUFFIX(const cached_args *a, int64_t *chains,            \
+                                              float *scores, int threads) {                     \
+        const int64_t d = a->heads * a->hd, t = a->t, hd = a->hd;                                \
+        const int64_t slot_size = a->capacity * 2 * d;                                           \
+        float *layer_kv = a->kv + a->layer * a->slots_total * slot_size;                         \
+        PARALLEL_FOR                                                                    \
+        for (int64_t i = 0; i < a->rows; ++i) {                                                  \
+            int64_t *chain = chains + THREAD_NUM * (t + 1);                                      \
+            float *sc = scores + THREAD_NUM * a->heads * (t + 1);                                \
+            const float *q = a->qkv + i * a->qkv_stride;                                         \
+            chain[t] = a->slots[i];                                                              \
+            memcpy(layer_kv + chain[t] * slot_size + t * 2 * d, q + d, 2 * d * sizeof(float));   \
+            for (int64_t p = t; p > 0; --p) chain[p - 1] = a->history[chain[p] * a->capacity + p]; \
+            for (int64_t p = 0; p <= t; ++p) {                                                   \
+                const float *k = layer_kv + chain[p] * slot_size + p * 2 * d;                    \
+                for (int64_t h = 0; h < a->heads; ++h)                                           \
+                    sc[h * (t + 1) + p] = a->scale * DOT(q + h * hd, k + h * hd, hd);            \
+            }                                                                                    \
+            for (int64_t h = 0; h < a->heads; ++h) softmax_inplace(sc + h * (t + 1), t + 1);     \
+            float *o = a->out + i * a->out_stride;                                               \
+            memset(o, 0, d * sizeof(float));                                                     \
+            for (int64_t p = 0; p <= t; ++p) {                                                   \
+                const float *v = layer_kv + chain[p] * slot_size + p * 2 * d + d;                \
+                for (int64_t h = 0; h < a->heads; ++h)                                           \
+                    AXPY(o + h * hd, sc[h * (t + 1) + p], v + h * hd, hd);                       \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    TARGET static void attend_cross_##SUFFIX(const cross_args *a, float *scores, int threads) { \
+        const int64_t s_len = a->src_len, hd = a->hd;                                            \
+        PARALLEL_FOR                                                                    \
+        for (int64_t i = 0; i < a->rows; ++i) {                                                  \
+            float *sc = scores + THREAD_NUM * s_len;                                             \
+            const int64_t s = a->sentence[i];                                                    \
+            const float *bias = a->bias + s * s_len;                                             \
+            for (int64_t h = 0; h < a->heads; ++h) {                                             \
+                const float *qh = a->q + i * a->q_stride + h * hd;                               \
+                const float *k = a->keys + (s * a->heads + h) * s_len * hd;                      \
+                const float *v = a->values + (s * a->heads + h) * s_len * hd;                    \
+                for (int64_t j = 0; j < s_len; ++j) sc[j] = DOT(qh, k + j * hd, hd) + bias[j];   \
+                float *o = a->out + i * a->out_stride + h * hd;                                  \
+                memset(o, 0, hd * sizeof(float));                                                \
+                if (!softmax_inplace(sc, s_len)) continue;                                       \
+                for (int64_t j = 0; j < s_len; ++j)                                              \
+                    if (sc[j] != 0.0f) AXPY(o, sc[j], v + j * hd, hd);                           \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+DEFINE_ATTENTION(scalar, , dot_scalar, axpy_scalar)
+#ifdef HAVE_X86
+DEFINE_ATTENTION(avx2, __attribute__((target("avx2,fma"))), dot_avx2, axpy_avx2)
+#endif
+
+static int use_avx2(int64_t hd) {
+#ifdef HAVE_X86
+    return hd % 8 == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    (void)hd;
+    return 0;
+#endif
+}
+
+static int clamp_threads(int threads) {
+#ifdef _OPENMP
+    return threads < 1 ? 1 : threads;
+#else
+    (void)threads;
+    return 1;
+#endif
+}
+
+static PyObject *attend_cached(PyObject *self, PyObject *args) {
+    unsigned long long qkv, kv, slots, history, out;
+    cached_args a;
+    long long v[9];
+    int threads;
+    if (!PyArg_ParseTuple(args, "KLLLLKLLLLLKKfKi", &qkv, &v[0], &v[1], &v[2], &v[3], &kv, &v[4],
+                          &v[5], &v[6], &v[7], &v[8], &slots, &history, &a.scale, &out, &threads))
+        return NULL;
+    long long layers = v[6];
+    a.qkv_stride = v[0], a.rows = v[1], a.heads = v[2], a.hd = v[3], a.slots_total = v[4];
+    a.capacity = v[5], a.layer = v[7], a.t = v[8];
+    const int64_t d = a.heads * a.hd;
+    if (a.rows < 0 || a.heads < 1 || a.hd < 1 || layers < 1 || a.layer < 0 ||
+        a.layer >= layers || a.t < 0 || a.t >= a.capacity || a.qkv_stride < 3 * d) {
+        PyErr_SetString(PyExc_ValueError, "attend_cached: inconsistent shapes");
+        return NULL;
+    }
+    a.qkv = (const float *)(uintptr_t)qkv, a.kv = (float *)(uintptr_t)kv;
+    a.slots = (const int64_t *)(uintptr_t)slots, a.history = (const int64_t *)(uintptr_t)history;
+    a.out = (float *)(uintptr_t)out, a.out_stride = d;
+    threads = clamp_threads(threads);
+    int64_t *chains = malloc(threads * (a.t + 1) * sizeof(int64_t));
+    float *scores = malloc(threads * a.heads * (a.t + 1) * sizeof(float));
+    if (!chains || !scores) {
+        free(chains), free(scores);
+        return PyErr_NoMemory();
+    }
+    int avx2 = use_avx2(a.hd);
+    Py_BEGIN_ALLOW_THREADS;
+#ifdef HAVE_X86
+    if (avx2)
+        attend_cached_avx2(&a, chains, scores, threads);
+    else
+#endif
+        attend_cached_scalar(&a, chains, scores, threads);
+    Py_END_ALLOW_THREADS;
+    (void)avx2;
+    free(chains), free(scores);
+    Py_RETURN_NONE;
+}
+
+static PyObject *attend_cross(PyObject *self, PyObject *args) {
+    unsigned long long q, keys, values, bias, sentence, out;
+    cross_args a;
+    long long v[5];
+    int threads;
+    if (!PyArg_ParseTuple(args, "KLLLLKKKLKKi", &q, &v[0], &v[1], &v[2], &v[3], &keys, &values,
+                          &bias, &v[4], &sentence, &out, &threads))
+        return NULL;
+    a.q_stride = v[0], a.rows = v[1], a.heads = v[2], a.hd = v[3], a.src_len = v[4];
+    a.out_stride = a.heads * a.hd;
+    if (a.rows < 0 || a.heads < 1 || a.hd < 1 || a.src_len < 1 || a.q_stride < a.heads * a.hd) {
+        PyErr_SetString(PyExc_ValueError, "attend_cross: inconsistent shapes");
+        return NULL;
+    }
+    a.q = (const float *)(uintptr_t)q, a.keys = (const float *)(uintptr_t)keys;
+    a.values = (const float *)(uintptr_t)values, a.bias = (const float *)(uintptr_t)bias;
+    a.sentence = (const int64_t *)(uintptr_t)sentence, a.out = (float *)(uintptr_t)out;
+    threads = clamp_threads(threads);
+    float *scores = malloc(threads * a.src_len * sizeof(float));
+    if (!scores) return PyErr_NoMemory();
+    int avx2 = use_avx2(a.hd);
+    Py_BEGIN_ALLOW_THREADS;
+#ifdef HAVE_X86
+    if (avx2)
+        attend_cross_avx2(&a, scores, threads);
+    else
+#endif
+        attend_cross_scalar(&a, scores, threads);
+    Py_END_ALLOW_THREADS;
+    (void)avx2;
+    free(scores);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
      "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse): raw float32/int64 "
      "pointers; use model_core.fused.topk_logsumexp instead."},
+    {"attend_cached", attend_cached, METH_VARARGS,
+     "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
+     "t, row_slots, history, scale, out, threads): self-attention of one decoding step over "
+     "the slot cache (raw pointers); use "
+     "model_core.fused.attend_cached instead."},
+    {"attend_cross", attend_cross, METH_VARARGS,
+     "attend_cross(q, q_stride, rows, heads, head_dim, keys, values, bias, src_len, sentence, "
+     "out, threads): cross-attention of one decoding step (raw pointers); use "
+     "model_core.fused.attend_cross "
+     "instead."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -147,7 +147,8 @@ def beam_search(
     k = beam_size
     b, device = src.shape[0], src.device
     limits_all = max_lengths.to(device)
-    cache = model.init_cache(model.encode_tokens(src, src_mask), src_mask, int(limits_all.max()))
+    memory = model.encode_tokens(src, src_mask)
+    cache = model.init_cache(memory, src_mask, int(limits_all.max()), beams=k)
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     group = 1  # rows (beams) per sentence in the cache: 1 before the first step, K after it
     scores = torch.zeros((b, 1), device=device)  # cumulative log-prob of each row

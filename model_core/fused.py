@@ -1,4 +1,5 @@
-"""Per-row top-k and logsumexp of decoder logits in one call.
+"""Fused CPU kernels for decoding, each with a torch equivalent: per-row top-k + logsumexp of
+the logits, and the attention of one decoder step over the cache.
 
 The searches need, for every row of the (rows, vocab) logits, its best few words and its
 log-normaliser (log-softmax = logit - logsumexp). On the CPU, torch needs three passes over
@@ -20,6 +21,100 @@ except ImportError:  # built without a C compiler: the torch path below serves
 
 def kernel_available() -> bool:
     return _kernels is not None
+
+
+ATTENTION_KERNELS = True  # tests turn this off to compare with the torch path
+
+
+def attention_kernels_for(x: torch.Tensor) -> bool:
+    """Whether decoding on tensors like `x` (the encoder memory) can use the attention
+    kernels: built, enabled, and float32 on the CPU."""
+    return (
+        ATTENTION_KERNELS
+        and _kernels is not None
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and not x.requires_grad
+    )
+
+
+def _check(t: torch.Tensor, dtype: torch.dtype, contiguous: bool = True) -> None:
+    if t.dtype != dtype or t.device.type != "cpu" or (contiguous and not t.is_contiguous()):
+        raise ValueError(f"kernel input must be a contiguous CPU {dtype} tensor")
+
+
+def attend_cached(
+    qkv: torch.Tensor,
+    kv: torch.Tensor,
+    history: torch.Tensor,
+    slots: torch.Tensor,
+    length: int,
+    layer: int,
+) -> torch.Tensor:
+    """Self-attention of one decoding step over the slot cache (model.DecoderCache).
+
+    qkv (N, 3d): this step's fused q|k|v; its k|v are written to kv[layer, slots, length].
+    kv (layers, slots, capacity, 2, heads, head_dim); history (slots, capacity): the slot of
+    the previous position of the hypothesis stored at (slot, position). Returns (N, d): each
+    row's attention over positions 0..length of its own hypothesis, heads side by side.
+    """
+    n, three_d = qkv.shape
+    d = three_d // 3
+    _check(kv, torch.float32)
+    _check(history, torch.int64)
+    _check(slots, torch.int64)
+    if qkv.dtype != torch.float32 or qkv.stride(1) != 1 or slots.numel() != n:
+        raise ValueError("qkv must be float32 rows with unit column stride, one per slot")
+    layers, n_slots, capacity, two, heads, hd = kv.shape
+    if two != 2 or heads * hd != d or history.shape != (n_slots, capacity) or length >= capacity:
+        raise ValueError(
+            "kv must be (layers, slots, capacity, 2, h, hd), history (slots, capacity)"
+        )
+    out = torch.empty((n, d), dtype=torch.float32)
+    if n:
+        _kernels.attend_cached(
+            qkv.data_ptr(), qkv.stride(0), n, heads, hd,
+            kv.data_ptr(), n_slots, capacity, layers, layer, length,
+            slots.data_ptr(), history.data_ptr(), hd**-0.5, out.data_ptr(),
+            torch.get_num_threads(),
+        )  # fmt: skip
+    return out
+
+
+def attend_cross(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    bias: torch.Tensor,
+    sentence: torch.Tensor,
+) -> torch.Tensor:
+    """Cross-attention of one decoding step: q (N, d) against the memory of each row's sentence.
+
+    keys (already scaled by 1/sqrt(head_dim)) and values (sentences, heads, S, head_dim); bias
+    (sentences, S), -inf at padding; sentence (N,) the sentence of each row. Returns (N, d).
+    """
+    n, d = q.shape
+    for t in (keys, values, bias):
+        _check(t, torch.float32)
+    _check(sentence, torch.int64)
+    sentences, heads, src_len, hd = keys.shape
+    if (
+        q.dtype != torch.float32
+        or q.stride(1) != 1
+        or heads * hd != d
+        or values.shape != keys.shape
+        or bias.shape != (sentences, src_len)
+        or sentence.numel() != n
+    ):
+        raise ValueError("attend_cross: inconsistent shapes")
+    out = torch.empty((n, d), dtype=torch.float32)
+    if n:
+        _kernels.attend_cross(
+            q.data_ptr(), q.stride(0), n, heads, hd,
+            keys.data_ptr(), values.data_ptr(), bias.data_ptr(), src_len,
+            sentence.data_ptr(), out.data_ptr(), torch.get_num_threads(),
+        )  # fmt: skip
+    return out
 
 
 def topk_logsumexp_torch(logits: torch.Tensor, k: int):

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fused
 from .config import ModelConfig
 from .masks import pad_mask, target_mask
 
@@ -154,24 +155,32 @@ class DecoderLayer(nn.Module):
         h = self.res_self.norm(x) if pre else x
         if sa.fused_qkv is not None:  # one matmul for q, k and v; k|v written in one copy
             qkv = sa.fused_qkv(h)
-            q = qkv[:, :d]
-            keys, values = cache.append(layer, qkv[:, d:].view(n_rows, 2, heads, hd))
         else:
-            q = sa.q_proj(h)
-            kv = torch.stack([sa.k_proj(h), sa.v_proj(h)], dim=1)  # (N, 2, d)
-            keys, values = cache.append(layer, kv.view(n_rows, 2, heads, hd))
-        a = F.scaled_dot_product_attention(q.reshape(n_rows, heads, 1, hd), keys, values)
-        x = _project_add(sa.out_proj, a.view(n_rows, d), x)
+            qkv = torch.cat([sa.q_proj(h), sa.k_proj(h), sa.v_proj(h)], dim=1)  # (N, 3d)
+        if cache.slots is not None:  # the fused kernel writes k|v and attends in one call
+            a = fused.attend_cached(qkv, cache.kv, cache.history, cache.slots, cache.length, layer)
+        else:
+            keys, values = cache.append(layer, qkv[:, d:].view(n_rows, 2, heads, hd))
+            q = qkv[:, :d].reshape(n_rows, heads, 1, hd)
+            a = F.scaled_dot_product_attention(q, keys, values).view(n_rows, d)
+        x = _project_add(sa.out_proj, a, x)
         if not pre:
             x = self.res_self.norm(x)
 
         h = self.res_cross.norm(x) if pre else x
-        g = cache.group  # rows per sentence: the beams share their sentence's memory
-        q = ca.q_proj(h).view(n_rows // g, g, heads, hd).transpose(1, 2)  # (n, h, g, hd)
-        # the K beams of a sentence are K queries against its one copy of the memory
-        scores = torch.matmul(q, cache.cross_k[layer]).add_(cache.src_bias)  # (n, h, g, S)
-        a = torch.matmul(scores.softmax(dim=-1), cache.cross_v[layer])  # (n, h, g, hd)
-        x = _project_add(ca.out_proj, a.transpose(1, 2).reshape(n_rows, d), x)
+        q = ca.q_proj(h)
+        if cache.slots is not None:
+            a = fused.attend_cross(
+                q, cache.cross_k[layer], cache.cross_v[layer], cache.src_bias, cache.sentence
+            )
+        else:
+            g = cache.group  # rows per sentence: the beams share their sentence's memory
+            q = q.view(n_rows // g, g, heads, hd).transpose(1, 2)  # (n, h, g, hd)
+            # the K beams of a sentence are K queries against its one copy of the memory
+            scores = torch.matmul(q, cache.cross_k[layer]).add_(cache.src_bias)  # (n, h, g, S)
+            a = torch.matmul(scores.softmax(dim=-1), cache.cross_v[layer])  # (n, h, g, hd)
+            a = a.transpose(1, 2).reshape(n_rows, d)
+        x = _project_add(ca.out_proj, a, x)
         if not pre:
             x = self.res_cross.norm(x)
 
@@ -202,29 +211,58 @@ class DecoderCache:
     """Incremental decoding state for N rows: n sentences times `group` rows (beams) each.
 
     Self-attention keys and values of every layer live in one preallocated buffer that doubles
-    when full: a step writes one position per layer instead of concatenating, a generous output
-    cap costs nothing until it is used, and reordering rows is one gather for all layers.
-    Cross-attention keys/values and the source mask are per sentence, shared by the sentence's
-    rows. `select` keeps or reorders rows and sentences.
+    when full: a step writes one position per layer instead of concatenating, and a generous
+    output cap costs nothing until it is used. `select` keeps or reorders rows and sentences.
+    Two ways to keep it, the same results:
+
+    - slot mode (`slots` set; the fused attention kernels, CPU float32): each sentence owns
+      `beams` slots of the buffer and entries never move. `history` records, for the entry at
+      (slot, position), the slot holding the same hypothesis's previous position, so reordering
+      beams writes N numbers instead of copying every row's prefix; the kernel follows that
+      chain. Cross-attention state stays as it was built and rows index it by `sentence`.
+    - gather mode (torch operations, any device): row i owns kv[i]; `select` gathers the
+      prefixes into the new row order, and drops finished sentences' cross-attention state.
     """
 
-    kv: torch.Tensor  # (N, capacity, layers, 2, h, hd): a row's prefix is one block of memory
-    cross_k: list[torch.Tensor]  # per layer (n, h, hd, S): keys transposed, times 1/sqrt(hd)
-    cross_v: list[torch.Tensor]  # per layer (n, h, S, hd)
-    src_bias: torch.Tensor  # (n, 1, 1, S): 0 for source tokens, -inf for padding
+    kv: (
+        torch.Tensor
+    )  # gather mode (N, capacity, layers, 2, h, hd); slot (layers, slots, capacity, 2, h, hd)
+    # gather mode: per layer keys (n, h, hd, S), transposed, times 1/sqrt(hd); values (n, h, S, hd)
+    # slot mode: both (sentences, h, S, hd), keys times 1/sqrt(hd)
+    cross_k: list[torch.Tensor]
+    cross_v: list[torch.Tensor]
+    src_bias: torch.Tensor  # 0 for source tokens, -inf for padding: (n, 1, 1, S) or (sentences, S)
     length: int = 0  # positions written so far
     group: int = 1  # rows per sentence: N == n * group
-    spare: torch.Tensor | None = None  # a second buffer of kv's shape, for reordering
+    spare: torch.Tensor | None = None  # gather mode: a second buffer of kv's shape, for reordering
+    slots: torch.Tensor | None = None  # slot mode: (N,) the slot of each row
+    history: torch.Tensor | None = None  # slot mode: (slots, capacity) the previous position's slot
+    sentence: torch.Tensor | None = None  # slot mode: (N,) each row's sentence in the cross state
+    active: torch.Tensor | None = None  # slot mode: (n,) the active sentences in the cross state
+    beams: int = 1  # slot mode: slots per sentence
 
-    def append(self, layer: int, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write this position's keys/values (N, 2, h, hd); returns all keys and values so far,
-        each (N, h, t + 1, hd)."""
-        t = self.length
-        if layer == 0 and t >= self.kv.shape[1]:  # full: double the capacity, keep the prefix
-            old = self.kv
+    def reserve(self) -> None:
+        """Make room for position `length`: double the capacity when the buffer is full."""
+        t, old = self.length, self.kv
+        if self.history is None:  # gather mode: (N, capacity, ...)
+            if t < old.shape[1]:
+                return
             self.kv = old.new_empty((old.shape[0], 2 * old.shape[1], *old.shape[2:]))
             self.kv[:, :t] = old[:, :t]
             self.spare = None
+            return
+        if t < old.shape[2]:  # slot mode: (layers, slots, capacity, ...)
+            return
+        self.kv = old.new_empty((*old.shape[:2], 2 * old.shape[2], *old.shape[3:]))
+        self.kv[:, :, :t] = old[:, :, :t]
+        history = identity_history(old.shape[1], self.kv.shape[2], old.device)
+        history[:, :t] = self.history[:, :t]
+        self.history = history
+
+    def append(self, layer: int, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gather mode: write this position's keys/values (N, 2, h, hd) (after `reserve`);
+        returns all keys and values so far, each (N, h, t + 1, hd)."""
+        t = self.length
         self.kv[:, t, layer] = kv
         prefix = self.kv[:, : t + 1, layer]  # (N, t + 1, 2, h, hd)
         return prefix[:, :, 0].transpose(1, 2), prefix[:, :, 1].transpose(1, 2)
@@ -237,6 +275,11 @@ class DecoderCache:
         `sentences`: the sentences still decoding (indices into the current ones), when some
         left; their cross-attention state is kept. `group`: rows per sentence from now on.
         """
+        if group is not None:
+            self.group = group
+        if self.slots is not None:
+            self._select_slots(rows, sentences)
+            return
         t, kv = self.length, self.kv
         if rows.numel() == kv.shape[0]:  # same rows, new order: gather into the spare buffer
             target = self.spare if self.spare is not None else torch.empty_like(kv)
@@ -246,14 +289,32 @@ class DecoderCache:
             self.spare = None
         torch.index_select(kv[:, :t], 0, rows, out=target[:, :t])
         self.kv = target
-        if group is not None:
-            self.group = group
         if sentences is None:
             return
         for tensors in (self.cross_k, self.cross_v):
             for i, cross in enumerate(tensors):
                 tensors[i] = cross.index_select(0, sentences)
         self.src_bias = self.src_bias.index_select(0, sentences)
+
+    def _select_slots(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> None:
+        """Slot mode: row r of sentence s, beam j = r % group, moves to slot s * beams + j and
+        records where its prefix is; nothing in the buffer moves."""
+        if sentences is not None:
+            self.active = self.active.index_select(0, sentences)
+        g = self.group
+        if rows.numel() != self.active.numel() * g or g > self.beams:
+            raise ValueError("select: rows must be `group` rows per active sentence")
+        self.reserve()
+        sentence = self.active.repeat_interleave(g)
+        beam = torch.arange(g, device=rows.device).repeat(self.active.numel())
+        slots = sentence * self.beams + beam
+        self.history[:, self.length].index_copy_(0, slots, self.slots.index_select(0, rows))
+        self.slots, self.sentence = slots, sentence
+
+
+def identity_history(slots: int, capacity: int, device: torch.device) -> torch.Tensor:
+    """(slots, capacity) with row s all s: every entry's previous position in its own slot."""
+    return torch.arange(slots, device=device)[:, None].expand(-1, capacity).contiguous()
 
 
 class Transformer(nn.Module):
@@ -347,22 +408,38 @@ class Transformer(nn.Module):
         return self.logits(hidden)
 
     def init_cache(
-        self, memory: torch.Tensor, src_mask: torch.Tensor, capacity: int
+        self, memory: torch.Tensor, src_mask: torch.Tensor, capacity: int, beams: int = 1
     ) -> DecoderCache:
-        """Cross-attention keys/values once from the memory; empty self-attention buffers."""
+        """Cross-attention keys/values once from the memory; empty self-attention buffers.
+
+        `beams`: the most rows a sentence will have (the beam size). Slot mode (see
+        DecoderCache) where the fused attention kernels run, gather mode elsewhere.
+        """
         b = memory.shape[0]
         h, hd = self.cfg.n_heads, self.cfg.head_dim
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
         scale = 1.0 / math.sqrt(hd)
-
         layers, positions = len(self.decoder_layers), min(capacity, INITIAL_CACHE_POSITIONS)
-        return DecoderCache(  # positions >= length are never read: no zero fill
+        bias = torch.zeros(src_mask.shape, dtype=memory.dtype, device=memory.device)
+        bias = bias.masked_fill(~src_mask, float("-inf"))  # (b, 1, 1, S)
+        if fused.attention_kernels_for(memory):
+            sentences = torch.arange(b, device=memory.device)
+            return DecoderCache(  # positions >= length are never read: no zero fill
+                kv=memory.new_empty((layers, b * beams, positions, 2, h, hd)),
+                cross_k=[(k * scale).contiguous() for k, _ in cross],
+                cross_v=[v.contiguous() for _, v in cross],
+                src_bias=bias.reshape(b, -1).contiguous(),
+                slots=sentences * beams,
+                sentence=sentences,
+                active=sentences,
+                beams=beams,
+                history=identity_history(b * beams, positions, memory.device),
+            )
+        return DecoderCache(
             kv=memory.new_empty((b, positions, layers, 2, h, hd)),
             cross_k=[(k * scale).transpose(2, 3).contiguous() for k, _ in cross],
             cross_v=[v for _, v in cross],
-            src_bias=torch.zeros(
-                src_mask.shape, dtype=memory.dtype, device=memory.device
-            ).masked_fill(~src_mask, float("-inf")),
+            src_bias=bias,
         )
 
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
@@ -371,6 +448,7 @@ class Transformer(nn.Module):
         Inference only (no dropout). The searches normalise the logits themselves, so that
         they can take the top candidates before touching the whole vocabulary twice.
         """
+        cache.reserve()
         table = self.tgt_embed(tokens)  # (N, d); embed() for one position, in one fewer op
         x = torch.add(self.positions[cache.length].to(table.dtype), table, alpha=self.embed_scale)
         for i, layer in enumerate(self.decoder_layers):
