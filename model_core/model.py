@@ -224,9 +224,8 @@ class DecoderCache:
       prefixes into the new row order, and drops finished sentences' cross-attention state.
     """
 
-    kv: (
-        torch.Tensor
-    )  # gather mode (N, capacity, layers, 2, h, hd); slot (layers, slots, capacity, 2, h, hd)
+    # gather mode (N, capacity, layers, 2, h, hd); slot mode (layers, slots, capacity, 2, h, hd)
+    kv: torch.Tensor
     # gather mode: per layer keys (n, h, hd, S), transposed, times 1/sqrt(hd); values (n, h, S, hd)
     # slot mode: both (sentences, h, S, hd), keys times 1/sqrt(hd)
     cross_k: list[torch.Tensor]
