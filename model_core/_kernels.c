@@ -131,9 +131,9 @@ __attribute__((target("avx2,fma"))) static double row_sum_exp_avx2(const float *
 static PyObject *topk_logsumexp(PyObject *self, PyObject *args) {
     unsigned long long src, out_vals, out_idx, out_lse;
     long long rows, vocab, row_stride;
-    int k;
-    if (!PyArg_ParseTuple(args, "KLLLiKKK", &src, &rows, &vocab, &row_stride, &k, &out_vals,
-                          &out_idx, &out_lse))
+    int k, threads = 1;
+    if (!PyArg_ParseTuple(args, "KLLLiKKK|i", &src, &rows, &vocab, &row_stride, &k, &out_vals,
+                          &out_idx, &out_lse, &threads))
         return NULL;
     if (rows < 0 || vocab < 1 || k < 1 || k > vocab || row_stride < vocab) {
         PyErr_SetString(PyExc_ValueError, "need rows >= 0, 1 <= k <= vocab <= row_stride");
@@ -147,7 +147,11 @@ static PyObject *topk_logsumexp(PyObject *self, PyObject *args) {
 #ifdef HAVE_X86
     avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
+#ifdef _OPENMP
+    threads = threads < 1 ? 1 : threads;
+#endif
     Py_BEGIN_ALLOW_THREADS;
+    PARALLEL_FOR
     for (long long r = 0; r < rows; ++r) {
         const float *row = x + r * row_stride;
         float *v = vals + r * k;
@@ -167,6 +171,7 @@ static PyObject *topk_logsumexp(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS;
     (void)avx2;
+    (void)threads;
     Py_RETURN_NONE;
 }
 
@@ -222,6 +227,27 @@ __attribute__((target("avx2,fma"))) static inline void axpy_avx2(float *y, float
 }
 #endif
 
+/* out[u] = a[u] . b[u] for u < 4 */
+static inline void dot4_scalar(const float *const a[4], const float *const b[4], int64_t n,
+                               float out[4]) {
+    for (int u = 0; u < 4; ++u) out[u] = dot_scalar(a[u], b[u], n);
+}
+
+#ifdef HAVE_X86
+/* n a multiple of 8 */
+__attribute__((target("avx2,fma"))) static inline void dot4_avx2(const float *const a[4],
+                                                                 const float *const b[4],
+                                                                 int64_t n, float out[4]) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t j = 0; j < n; j += 8)
+        for (int u = 0; u < 4; ++u)
+            acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(a[u] + j), _mm256_loadu_ps(b[u] + j), acc[u]);
+    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+}
+#endif
+
 /* softmax(scores[0..n)) in place; returns 0 when every score is -inf (the row attends nothing). */
 static int softmax_inplace(float *scores, int64_t n) {
     float m = -INFINITY;
@@ -237,6 +263,43 @@ static int softmax_inplace(float *scores, int64_t n) {
     for (int64_t p = 0; p < n; ++p) scores[p] *= inv;
     return 1;
 }
+
+#ifdef HAVE_X86
+/* softmax_inplace with the vectorised exp; exactly 0 where a score is -inf. */
+__attribute__((target("avx2,fma"))) static int softmax_avx2(float *scores, int64_t n) {
+    const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
+    __m256 vm = minus_inf;
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(scores + p));
+    float lanes[8], m = -INFINITY;
+    _mm256_storeu_ps(lanes, vm);
+    for (int u = 0; u < 8; ++u) m = lanes[u] > m ? lanes[u] : m;
+    for (; p < n; ++p) m = scores[p] > m ? scores[p] : m;
+    if (m == -INFINITY) return 0;
+    const __m256 shift = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    for (p = 0; p + 8 <= n; p += 8) {
+        __m256 x = _mm256_loadu_ps(scores + p);
+        __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(x, minus_inf, _CMP_EQ_OQ),
+                                    exp_nonpositive(_mm256_sub_ps(x, shift)));
+        _mm256_storeu_ps(scores + p, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    _mm256_storeu_ps(lanes, acc);
+    double sum = 0.0;
+    for (int u = 0; u < 8; ++u) sum += lanes[u];
+    for (; p < n; ++p) {
+        float e = expf(scores[p] - m);
+        scores[p] = e;
+        sum += e;
+    }
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (p = 0; p + 8 <= n; p += 8)
+        _mm256_storeu_ps(scores + p, _mm256_mul_ps(_mm256_loadu_ps(scores + p), inv));
+    for (; p < n; ++p) scores[p] *= (float)(1.0 / sum);
+    return 1;
+}
+#endif
 
 typedef struct {
     const float *qkv;
@@ -260,7 +323,7 @@ typedef struct {
 /* One body for both instruction sets: DOT and AXPY pick the implementation. Rows are spread
  * over `threads` OpenMP threads (the runtime torch itself loaded, when the extension was built
  * with OpenMP); scores is a (threads, heads * positions) scratch buffer. */
-#define DEFINE_ATTENTION(SUFFIX, TARGET, DOT, AXPY)                                              \
+#define DEFINE_ATTENTION(SUFFIX, TARGET, DOT, DOT4, SOFTMAX, AXPY)                                              \
     TARGET static void attend_cached_##SUFFIX(const cached_args *a, int64_t *chains,            \
                                               float *scores, int threads) {                     \
         const int64_t d = a->heads * a->hd, t = a->t, hd = a->hd;                                \
@@ -276,10 +339,18 @@ typedef struct {
             for (int64_t p = t; p > 0; --p) chain[p - 1] = a->history[chain[p] * a->capacity + p]; \
             for (int64_t p = 0; p <= t; ++p) {                                                   \
                 const float *k = layer_kv + chain[p] * slot_size + p * 2 * d;                    \
-                for (int64_t h = 0; h < a->heads; ++h)                                           \
+                int64_t h = 0;                                                                   \
+                for (; h + 4 <= a->heads; h += 4) {                                              \
+                    const float *qs[4], *ks[4];                                                  \
+                    float dots[4];                                                               \
+                    for (int u = 0; u < 4; ++u) qs[u] = q + (h + u) * hd, ks[u] = k + (h + u) * hd; \
+                    DOT4(qs, ks, hd, dots);                                                      \
+                    for (int u = 0; u < 4; ++u) sc[(h + u) * (t + 1) + p] = a->scale * dots[u];  \
+                }                                                                                \
+                for (; h < a->heads; ++h)                                                        \
                     sc[h * (t + 1) + p] = a->scale * DOT(q + h * hd, k + h * hd, hd);            \
             }                                                                                    \
-            for (int64_t h = 0; h < a->heads; ++h) softmax_inplace(sc + h * (t + 1), t + 1);     \
+            for (int64_t h = 0; h < a->heads; ++h) SOFTMAX(sc + h * (t + 1), t + 1);             \
             float *o = a->out + i * a->out_stride;                                               \
             memset(o, 0, d * sizeof(float));                                                     \
             for (int64_t p = 0; p <= t; ++p) {                                                   \
@@ -300,19 +371,28 @@ typedef struct {
                 const float *qh = a->q + i * a->q_stride + h * hd;                               \
                 const float *k = a->keys + (s * a->heads + h) * s_len * hd;                      \
                 const float *v = a->values + (s * a->heads + h) * s_len * hd;                    \
-                for (int64_t j = 0; j < s_len; ++j) sc[j] = DOT(qh, k + j * hd, hd) + bias[j];   \
+                int64_t j = 0;                                                                   \
+                for (; j + 4 <= s_len; j += 4) {                                                 \
+                    const float *qs[4] = {qh, qh, qh, qh};                                       \
+                    const float *ks[4] = {k + j * hd, k + (j + 1) * hd, k + (j + 2) * hd,        \
+                                          k + (j + 3) * hd};                                     \
+                    DOT4(qs, ks, hd, sc + j);                                                    \
+                }                                                                                \
+                for (; j < s_len; ++j) sc[j] = DOT(qh, k + j * hd, hd);                          \
+                for (j = 0; j < s_len; ++j) sc[j] += bias[j];                                    \
                 float *o = a->out + i * a->out_stride + h * hd;                                  \
                 memset(o, 0, hd * sizeof(float));                                                \
-                if (!softmax_inplace(sc, s_len)) continue;                                       \
+                if (!SOFTMAX(sc, s_len)) continue;                                               \
                 for (int64_t j = 0; j < s_len; ++j)                                              \
                     if (sc[j] != 0.0f) AXPY(o, sc[j], v + j * hd, hd);                           \
             }                                                                                    \
         }                                                                                        \
     }
 
-DEFINE_ATTENTION(scalar, , dot_scalar, axpy_scalar)
+DEFINE_ATTENTION(scalar, , dot_scalar, dot4_scalar, softmax_inplace, axpy_scalar)
 #ifdef HAVE_X86
-DEFINE_ATTENTION(avx2, __attribute__((target("avx2,fma"))), dot_avx2, axpy_avx2)
+DEFINE_ATTENTION(avx2, __attribute__((target("avx2,fma"))), dot_avx2, dot4_avx2, softmax_avx2,
+                 axpy_avx2)
 #endif
 
 static int use_avx2(int64_t hd) {
@@ -410,7 +490,8 @@ static PyObject *attend_cross(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
-     "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse): raw float32/int64 "
+     "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse, threads=1): raw "
+     "float32/int64 "
      "pointers; use model_core.fused.topk_logsumexp instead."},
     {"attend_cached", attend_cached, METH_VARARGS,
      "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
@@ -429,4 +510,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "model_core._kernels"
                                     "Fused CPU kernels for decoding (see _kernels.c).", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void) {
+    PyObject *m = PyModule_Create(&module);
+#ifdef _OPENMP
+    const int openmp = 1;
+#else
+    const int openmp = 0;
+#endif
+    if (m && PyModule_AddIntConstant(m, "OPENMP", openmp) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

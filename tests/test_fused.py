@@ -1,9 +1,11 @@
-"""The fused top-k + logsumexp kernel against torch ops, and the search with and without it."""
+"""The fused C kernels (top-k + logsumexp, the decoding step's attention) against torch ops, and
+the searches with and without them."""
 
 import shutil
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from model_core import decoding, fused
 from model_core.decoding import beam_search, greedy_search
@@ -87,6 +89,132 @@ def test_searches_give_the_same_output_with_and_without_the_kernel(monkeypatch):
         beam = beam_search(model, src, mask, limits, beam_size=3, n_best=3)
         runs[use] = (greedy, beam)
     (g1, b1), (g0, b0) = runs[True], runs[False]
+    assert [h.tokens for h in g1] == [h.tokens for h in g0]
+    assert [h.score for h in g1] == pytest.approx([h.score for h in g0], rel=1e-5)
+    assert [[h.tokens for h in s] for s in b1] == [[h.tokens for h in s] for s in b0]
+    for s1, s0 in zip(b1, b0, strict=True):
+        assert [h.score for h in s1] == pytest.approx([h.score for h in s0], rel=1e-5)
+
+
+@needs_kernel
+def test_kernels_are_built_with_openmp_where_gcc_is():
+    # without OpenMP the kernels still work, on one thread; with gcc that would be a build bug
+    if shutil.which("gcc"):
+        assert fused._kernels.OPENMP == 1
+
+
+def chain_attention(qkv, kv, history, slots, t, layer):
+    """What attend_cached computes, with torch: follow each row's back-pointers, then SDPA."""
+    n, d = qkv.shape[0], qkv.shape[1] // 3
+    heads, hd = kv.shape[4], kv.shape[5]
+    kv = kv.clone()
+    kv[layer, slots, t] = qkv[:, d:].view(n, 2, heads, hd)
+    outs = []
+    for i in range(n):
+        chain = [int(slots[i])]
+        for p in range(t, 0, -1):
+            chain.append(int(history[chain[-1], p]))
+        chain.reverse()  # chain[p]: the slot holding position p
+        entries = kv[layer, chain, torch.arange(t + 1)]  # (t + 1, 2, heads, hd)
+        q = qkv[i, :d].view(heads, 1, hd)
+        a = F.scaled_dot_product_attention(
+            q, entries[:, 0].transpose(0, 1), entries[:, 1].transpose(0, 1)
+        )
+        outs.append(a.reshape(d))
+    return torch.stack(outs), kv
+
+
+@needs_kernel
+@pytest.mark.parametrize("heads,hd", [(4, 64), (3, 8), (2, 5)])  # AVX2 + 4 heads, remainder, scalar
+@pytest.mark.parametrize("t", [0, 7, 19])
+def test_attend_cached_follows_the_back_pointers(heads, hd, t):
+    torch.manual_seed(t * 10 + heads)
+    layers, sentences, beams, capacity = 2, 3, 4, 24
+    n_slots, d = sentences * beams, heads * hd
+    kv = torch.randn(layers, n_slots, capacity, 2, heads, hd)
+    # each entry's previous position is in some slot of the same sentence, as beam search leaves it
+    owner = torch.arange(n_slots)[:, None] // beams
+    history = (owner * beams + torch.randint(0, beams, (n_slots, capacity))).contiguous()
+    slots = torch.tensor([0, 1, 2, 3, 5, 7, 8, 11])  # rows of a batch where some beams left
+    qkv = torch.randn(len(slots), 3 * d)
+    want, want_kv = chain_attention(qkv, kv, history, slots, t, layer=1)
+    got = fused.attend_cached(qkv, kv, history, slots, t, 1)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert torch.equal(kv, want_kv)  # this step's k|v written at (layer, slot, t), nothing else
+
+
+@needs_kernel
+@pytest.mark.parametrize("heads,hd,src_len", [(4, 64, 13), (4, 64, 1), (3, 8, 9), (2, 5, 6)])
+def test_attend_cross_matches_torch(heads, hd, src_len):
+    torch.manual_seed(src_len)
+    sentences, d = 3, heads * hd
+    keys = torch.randn(sentences, heads, src_len, hd) / hd**0.5
+    values = torch.randn(sentences, heads, src_len, hd)
+    real = torch.ones(sentences, src_len, dtype=torch.bool)
+    real[1, max(1, src_len - 3) :] = False  # a padded sentence
+    bias = torch.zeros(sentences, src_len).masked_fill(~real, float("-inf"))
+    sentence = torch.tensor([0, 0, 2, 1, 1, 1, 2])  # beams of a sentence share its memory
+    q = torch.randn(len(sentence), d)
+    got = fused.attend_cross(q, keys, values, bias, sentence)
+    want = F.scaled_dot_product_attention(
+        q.view(-1, heads, 1, hd),
+        keys[sentence],
+        values[sentence],
+        attn_mask=real[sentence][:, None, None, :],
+        scale=1.0,  # keys are already scaled
+    ).reshape(-1, d)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+@needs_kernel
+def test_attention_kernels_give_the_same_bits_on_one_or_two_threads():
+    torch.manual_seed(0)
+    heads, hd, d = 4, 64, 256
+    kv = torch.randn(1, 40, 16, 2, heads, hd)
+    history = torch.randint(0, 40, (40, 16))
+    slots, qkv = torch.arange(40), torch.randn(40, 3 * d)
+    keys, values = torch.randn(10, heads, 7, hd), torch.randn(10, heads, 7, hd)
+    bias, sentence = torch.zeros(10, 7), torch.arange(40) // 4
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            results.append(
+                (
+                    fused.attend_cached(qkv, kv.clone(), history, slots, 9, 0),
+                    fused.attend_cross(qkv[:, :d].contiguous(), keys, values, bias, sentence),
+                )
+            )
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(results[0], results[1], strict=True))
+
+
+@needs_kernel
+def test_searches_agree_with_the_kernels_and_with_torch_attention(monkeypatch):
+    """Slot cache + C attention vs gather cache + torch attention: same outputs, including
+    beams reordered over many steps and a cache grown past its first allocation."""
+    torch.manual_seed(5)
+    model = random_model(tiny_config(vocab=60), seed=5)
+    with torch.no_grad():
+        model.generator.weight[3] -= 3.0  # rarer EOS: long outputs
+    src = torch.randint(4, 60, (6, 9))
+    src[:, -1] = 3
+    src[2, 5:] = 0
+    mask = pad_mask(src, 0)
+    limits = torch.tensor([40, 3, 12, 37, 20, 9])
+    runs = {}
+    for use in (True, False):
+        monkeypatch.setattr(fused, "ATTENTION_KERNELS", use)
+        with torch.inference_mode():
+            cache = model.init_cache(model.encode_tokens(src, mask), mask, 8, beams=3)
+        assert (cache.slots is not None) == use
+        greedy = greedy_search(model, src, mask, limits)
+        beam = beam_search(model, src, mask, limits, beam_size=3, n_best=3)
+        runs[use] = (greedy, beam)
+    (g1, b1), (g0, b0) = runs[True], runs[False]
+    assert any(len(h.tokens) > 32 for h in g1)
     assert [h.tokens for h in g1] == [h.tokens for h in g0]
     assert [h.score for h in g1] == pytest.approx([h.score for h in g0], rel=1e-5)
     assert [[h.tokens for h in s] for s in b1] == [[h.tokens for h in s] for s in b0]
