@@ -488,11 +488,88 @@ static PyObject *attend_cross(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- Beam search: choose each sentence's next beams -------------------------------------------
+ *
+ * Input per row (n sentences x g rows): its `per_row` best words and their logits (best first,
+ * from topk_logsumexp), the row's logsumexp, and the row's cumulative log-prob. Per sentence:
+ * the `width` = min(2K, g * per_row) best continuations (ties: the earlier row and word first),
+ * of which those that end (EOS, or the sentence is at its length limit) and rank among the first
+ * K are reported as finished, and the K best that do not end become the next beams (padded
+ * with -inf scores when fewer remain). */
+static PyObject *beam_select(PyObject *self, PyObject *args) {
+    unsigned long long pv, pw, plse, pscores, plimit, pns, pnr, pnw, pfc, pfs, pfr, pfw;
+    long long n, g, per_row, k, eos;
+    if (!PyArg_ParseTuple(args, "KKKLLLKKLLKKKKKKK", &pv, &pw, &plse, &n, &g, &per_row, &pscores,
+                          &plimit, &k, &eos, &pns, &pnr, &pnw, &pfc, &pfs, &pfr, &pfw))
+        return NULL;
+    if (n < 0 || g < 1 || per_row < 1 || k < 1 || g * per_row > 4096) {
+        PyErr_SetString(PyExc_ValueError, "beam_select: inconsistent shapes");
+        return NULL;
+    }
+    const float *vals = (const float *)(uintptr_t)pv, *lse = (const float *)(uintptr_t)plse;
+    const float *scores = (const float *)(uintptr_t)pscores;
+    const int64_t *words = (const int64_t *)(uintptr_t)pw;
+    const uint8_t *at_limit = (const uint8_t *)(uintptr_t)plimit;
+    float *next_s = (float *)(uintptr_t)pns, *fin_s = (float *)(uintptr_t)pfs;
+    int64_t *next_r = (int64_t *)(uintptr_t)pnr, *next_w = (int64_t *)(uintptr_t)pnw;
+    int64_t *fin_count = (int64_t *)(uintptr_t)pfc, *fin_r = (int64_t *)(uintptr_t)pfr;
+    int64_t *fin_w = (int64_t *)(uintptr_t)pfw;
+    const int64_t width = 2 * k < g * per_row ? 2 * k : g * per_row;
+    const int64_t keep = k < width ? k : width;
+    float *top_s = malloc(width * sizeof(float));
+    int64_t *top_c = malloc(width * sizeof(int64_t));
+    if (!top_s || !top_c) {
+        free(top_s), free(top_c);
+        return PyErr_NoMemory();
+    }
+    long long total_finished = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        int held = 0;
+        for (int64_t c = 0; c < g * per_row; ++c) {  /* c = row-in-sentence * per_row + rank */
+            const int64_t row = i * g + c / per_row;
+            const float v = scores[row] + (vals[row * per_row + c % per_row] - lse[row]);
+            if (held < width || v > top_s[width - 1]) {
+                insert(top_s, top_c, (int)width, held, v, c);
+                if (held < width) ++held;
+            }
+        }
+        int64_t n_next = 0, n_fin = 0;
+        for (int64_t r = 0; r < held; ++r) {
+            const int64_t c = top_c[r], row = i * g + c / per_row;
+            const int64_t w = words[row * per_row + c % per_row];
+            const int live = top_s[r] > -INFINITY;
+            const int ending = live && (w == eos || at_limit[i]);
+            if (ending) {
+                if (r < k) {
+                    fin_s[i * k + n_fin] = top_s[r], fin_r[i * k + n_fin] = row;
+                    fin_w[i * k + n_fin] = w, ++n_fin;
+                }
+            } else if (live && n_next < keep) {
+                next_s[i * keep + n_next] = top_s[r], next_r[i * keep + n_next] = row;
+                next_w[i * keep + n_next] = w, ++n_next;
+            }
+        }
+        for (int64_t r = 0; r < held && n_next < keep; ++r) {  /* fewer than K left: -inf fill */
+            const int64_t c = top_c[r], row = i * g + c / per_row;
+            const int64_t w = words[row * per_row + c % per_row];
+            if (top_s[r] > -INFINITY && !(w == eos || at_limit[i])) continue; /* already taken */
+            next_s[i * keep + n_next] = -INFINITY, next_r[i * keep + n_next] = row;
+            next_w[i * keep + n_next] = w, ++n_next;
+        }
+        fin_count[i] = n_fin;
+        total_finished += n_fin;
+    }
+    free(top_s), free(top_c);
+    return PyLong_FromLongLong(total_finished);
+}
+
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
      "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse, threads=1): raw "
      "float32/int64 "
      "pointers; use model_core.fused.topk_logsumexp instead."},
+    {"beam_select", beam_select, METH_VARARGS,
+     "beam_select(...): raw pointers; use model_core.fused.beam_select instead."},
     {"attend_cached", attend_cached, METH_VARARGS,
      "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
      "t, row_slots, history, scale, out, threads): self-attention of one decoding step over "

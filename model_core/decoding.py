@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .fused import topk_logsumexp
+from .fused import beam_select, topk_logsumexp
 from .masks import subsequent_mask
 from .model import Transformer
 
@@ -140,8 +140,8 @@ def beam_search(
     ends a hypothesis, the best K others extend the beams. A sentence is done once it holds K
     finished hypotheses (or reaches its length limit) and then leaves the batch. The first step
     runs one row per sentence (all beams would be identical) and then expands to K rows. The
-    selection is done on tensors; only the (rare) finishing candidates are read back into
-    Python.
+    selection is one call (fused.beam_select: a C kernel, or torch operations); only the (rare)
+    finishing candidates are read back into Python.
     """
     cfg = model.cfg
     k = beam_size
@@ -150,57 +150,44 @@ def beam_search(
     memory = model.encode_tokens(src, src_mask)
     cache = model.init_cache(memory, src_mask, int(limits_all.max()), beams=k)
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
-    group = 1  # rows (beams) per sentence in the cache: 1 before the first step, K after it
-    scores = torch.zeros((b, 1), device=device)  # cumulative log-prob of each row
+    scores = torch.zeros((b, 1), device=device)  # (n, rows per sentence): 1 row, then K
     seqs = torch.empty((b, 0), dtype=torch.long, device=device)  # (rows, t)
     active = torch.arange(b, device=device)  # original sentence index of each active sentence
     finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
-    rank = torch.arange(2 * k, device=device)
     for step in range(int(limits_all.max())):
-        n = active.numel()
         logits = model.decode_step(tokens, cache)  # (n * group, V)
         # The 2K best of a sentence are among the 2K best words of each of its rows: take those
         # first, then normalise only them (log-softmax = logit - logsumexp).
         per_row = min(2 * k, logits.shape[-1])
         row_logits, row_words, lse = topk_logsumexp(logits, per_row)  # (n * group, per_row)
-        row_lp = row_logits - lse
-        cand = (scores[:, :, None] + row_lp.view(n, group, per_row)).view(n, -1)
-        width = min(2 * k, cand.shape[1])
-        top_s, top_j = cand.topk(width, dim=1)  # (n, 2K), best first
-        parents = top_j // per_row  # row within the sentence
-        words = row_words.view(n, -1).gather(1, top_j)
-        live = top_s > float("-inf")
-        at_limit = (limits_all[active] <= step + 1)[:, None]  # (n, 1)
-        ending = live & ((words == cfg.eos_id) | at_limit)
-        finishing = ending & (rank[:width] < k)
-        done = at_limit[:, 0].clone()
-        if bool(finishing.any()):
-            rows_i, ranks_i = finishing.nonzero(as_tuple=True)
-            prefix_rows = (rows_i * group + parents[rows_i, ranks_i]).tolist()
+        at_limit = limits_all[active] <= step + 1  # (n,)
+        choice = beam_select(row_logits, row_words, lse, scores, at_limit, k, cfg.eos_id)
+        done = at_limit.clone()
+        if choice.finished:
+            sents = active.tolist()
+            prefix_rows = [row for _, _, row, _ in choice.finished]
             prefixes = seqs[prefix_rows].tolist() if seqs.shape[1] else [[] for _ in prefix_rows]
-            for i, r, prefix in zip(rows_i.tolist(), ranks_i.tolist(), prefixes, strict=True):
-                sent = int(active[i])
-                if len(finished[sent]) >= k:
+            for (i, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
+                hyps = finished[sents[i]]
+                if len(hyps) >= k:
                     continue
-                w = int(words[i, r])
                 is_eos = w == cfg.eos_id
-                score = length_normalise(float(top_s[i, r]), step + 1, length_penalty)
-                finished[sent].append((score, prefix if is_eos else prefix + [w], is_eos))
-                if len(finished[sent]) >= k:
+                score = length_normalise(total, step + 1, length_penalty)
+                hyps.append((score, prefix if is_eos else prefix + [w], is_eos))
+                if len(hyps) >= k:
                     done[i] = True
-        alive_s = top_s.masked_fill(ending | ~live, float("-inf"))
-        next_s, pos = alive_s.topk(min(k, width), dim=1)  # the K best that do not end
-        done |= next_s[:, 0] == float("-inf")
-        keep = (~done).nonzero().squeeze(1)
-        if keep.numel() == 0:
-            break
-        rows = (keep[:, None] * group + parents[keep].gather(1, pos[keep])).flatten()  # (n'*K,)
-        tokens = words[keep].gather(1, pos[keep]).flatten()
-        scores = next_s[keep]
+        done |= choice.scores[:, 0] == float("-inf")
+        if bool(done.any()):
+            keep = (~done).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            rows, tokens = choice.rows[keep].flatten(), choice.words[keep].flatten()
+            scores, sentences, active = choice.scores[keep], keep, active[keep]
+        else:
+            rows, tokens = choice.rows.flatten(), choice.words.flatten()
+            scores, sentences = choice.scores, None
         seqs = torch.cat([seqs.index_select(0, rows), tokens[:, None]], dim=1)
-        cache.select(rows, sentences=None if keep.numel() == n else keep, group=scores.shape[1])
-        group = scores.shape[1]
-        active = active[keep]
+        cache.select(rows, sentences=sentences, group=scores.shape[1])
     results = []
     for hyps in finished:
         hyps.sort(key=lambda h: h[0], reverse=True)

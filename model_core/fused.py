@@ -11,6 +11,8 @@ same thing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 try:
@@ -156,3 +158,95 @@ def topk_logsumexp(
             )
         return values, indices, lse
     return topk_logsumexp_torch(logits, k)
+
+
+@dataclass
+class BeamChoice:
+    """One beam-search step's choice for n sentences (see beam_select)."""
+
+    scores: torch.Tensor  # (n, K') cumulative log-probs of the next beams, best first (-inf: none)
+    rows: torch.Tensor  # (n, K') the row each next beam extends
+    words: torch.Tensor  # (n, K') the word it appends
+    finished: list[tuple[int, float, int, int]]  # (sentence, score, row, word), rank order
+
+
+def beam_select(
+    values: torch.Tensor,
+    words: torch.Tensor,
+    lse: torch.Tensor,
+    scores: torch.Tensor,
+    at_limit: torch.Tensor,
+    k: int,
+    eos_id: int,
+    use_kernel: bool = True,
+) -> BeamChoice:
+    """Beam search's selection for n sentences of g rows each.
+
+    values/words (n * g, P): each row's P best logits and their words, best first (from
+    topk_logsumexp); lse (n * g, 1) the rows' logsumexp; scores (n, g) the rows' cumulative
+    log-probs; at_limit (n,) bool: the sentence reaches its length limit with this word. Of a
+    sentence's min(2K, g * P) best continuations, those that end (EOS, or at the limit) and rank
+    among the first K are `finished`; the K best that do not end are the next beams.
+    """
+    n, g = scores.shape
+    per_row = values.shape[1]
+    if not (
+        use_kernel
+        and _kernels is not None
+        and all(t.device.type == "cpu" and t.is_contiguous() for t in (values, words, lse, scores))
+        and values.dtype == lse.dtype == scores.dtype == torch.float32
+        and words.dtype == torch.int64
+    ):
+        return beam_select_torch(values, words, lse, scores, at_limit, k, eos_id)
+    width = min(2 * k, g * per_row)
+    keep = min(k, width)
+    next_s = torch.empty((n, keep), dtype=torch.float32)
+    next_r = torch.empty((n, keep), dtype=torch.int64)
+    next_w = torch.empty((n, keep), dtype=torch.int64)
+    fin_count = torch.empty(n, dtype=torch.int64)
+    fin_s = torch.empty((n, k), dtype=torch.float32)
+    fin_r = torch.empty((n, k), dtype=torch.int64)
+    fin_w = torch.empty((n, k), dtype=torch.int64)
+    limit = at_limit.to(torch.uint8).contiguous()
+    total = _kernels.beam_select(
+        values.data_ptr(), words.data_ptr(), lse.data_ptr(), n, g, per_row,
+        scores.data_ptr(), limit.data_ptr(), k, eos_id,
+        next_s.data_ptr(), next_r.data_ptr(), next_w.data_ptr(),
+        fin_count.data_ptr(), fin_s.data_ptr(), fin_r.data_ptr(), fin_w.data_ptr(),
+    )  # fmt: skip
+    finished = []
+    if total:
+        counts = fin_count.tolist()
+        fs, fr, fw = fin_s.tolist(), fin_r.tolist(), fin_w.tolist()
+        for i, c in enumerate(counts):
+            finished.extend((i, fs[i][j], fr[i][j], fw[i][j]) for j in range(c))
+    return BeamChoice(next_s, next_r, next_w, finished)
+
+
+def beam_select_torch(values, words, lse, scores, at_limit, k, eos_id) -> BeamChoice:
+    """beam_select with torch operations (any device)."""
+    n, g = scores.shape
+    per_row = values.shape[1]
+    cand = (scores[:, :, None] + (values - lse).view(n, g, per_row)).view(n, -1)
+    width = min(2 * k, cand.shape[1])
+    top_s, top_j = cand.topk(width, dim=1)  # (n, 2K), best first
+    rows = torch.arange(n, device=scores.device)[:, None] * g + top_j // per_row
+    top_w = words.view(n, -1).gather(1, top_j)
+    live = top_s > float("-inf")
+    ending = live & ((top_w == eos_id) | at_limit[:, None])
+    finishing = ending & (torch.arange(width, device=scores.device) < k)
+    finished = []
+    if bool(finishing.any()):
+        sent, rank = finishing.nonzero(as_tuple=True)
+        finished = list(
+            zip(
+                sent.tolist(),
+                top_s[sent, rank].tolist(),
+                rows[sent, rank].tolist(),
+                top_w[sent, rank].tolist(),
+                strict=True,
+            )
+        )
+    alive_s = top_s.masked_fill(ending | ~live, float("-inf"))
+    next_s, pos = alive_s.topk(min(k, width), dim=1)  # the K best that do not end
+    return BeamChoice(next_s, rows.gather(1, pos), top_w.gather(1, pos), finished)

@@ -85,6 +85,11 @@ def test_searches_give_the_same_output_with_and_without_the_kernel(monkeypatch):
             "topk_logsumexp",
             lambda logits, k, use=use: fused.topk_logsumexp(logits, k, use_kernel=use),
         )
+        monkeypatch.setattr(
+            decoding,
+            "beam_select",
+            lambda *args, use=use: fused.beam_select(*args, use_kernel=use),
+        )
         greedy = greedy_search(model, src, mask, limits)
         beam = beam_search(model, src, mask, limits, beam_size=3, n_best=3)
         runs[use] = (greedy, beam)
@@ -220,3 +225,45 @@ def test_searches_agree_with_the_kernels_and_with_torch_attention(monkeypatch):
     assert [[h.tokens for h in s] for s in b1] == [[h.tokens for h in s] for s in b0]
     for s1, s0 in zip(b1, b0, strict=True):
         assert [h.score for h in s1] == pytest.approx([h.score for h in s0], rel=1e-5)
+
+
+def random_beam_inputs(seed: int, n: int, g: int, per_row: int, vocab: int = 30):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n * g, vocab, generator=gen) * 3
+    values, words, lse = fused.topk_logsumexp_torch(logits, per_row)
+    scores = -torch.rand(n, g, generator=gen) * 5
+    scores[1, 1:] = float("-inf")  # a sentence with one live beam left
+    at_limit = torch.zeros(n, dtype=torch.bool)
+    at_limit[2] = True
+    return values, words, lse, scores, at_limit
+
+
+@needs_kernel
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_select_kernel_matches_torch(seed):
+    n, g, k = 5, 4, 4
+    values, words, lse, scores, at_limit = random_beam_inputs(seed, n, g, 2 * k)
+    eos = int(words[seed % (n * g), 0])  # EOS is some row's best word
+    got = fused.beam_select(values, words, lse, scores, at_limit, k, eos)
+    want = fused.beam_select_torch(values, words, lse, scores, at_limit, k, eos)
+    live = want.scores > float("-inf")
+    assert torch.equal(got.scores, want.scores)
+    assert torch.equal(got.rows[live], want.rows[live])  # -inf fillers may be any candidate
+    assert torch.equal(got.words[live], want.words[live])
+    assert [(i, r, w) for i, _, r, w in got.finished] == [(i, r, w) for i, _, r, w in want.finished]
+    assert [s for _, s, _, _ in got.finished] == pytest.approx([s for _, s, _, _ in want.finished])
+    assert {i for i, _, _, _ in got.finished} >= {2}  # at the limit every top-K candidate ends
+    assert bool((got.scores[2] == float("-inf")).all())
+
+
+@needs_kernel
+def test_beam_select_first_step_and_small_vocabulary():
+    # one row per sentence (the first step), and fewer words than 2K
+    values, words, lse, scores, at_limit = random_beam_inputs(9, 4, 1, 3, vocab=3)
+    at_limit[:] = False
+    scores[1] = 0.0
+    got = fused.beam_select(values, words, lse, scores, at_limit, 4, eos_id=99)
+    want = fused.beam_select_torch(values, words, lse, scores, at_limit, 4, eos_id=99)
+    assert got.scores.shape == want.scores.shape == (4, 3)
+    assert torch.equal(got.scores, want.scores) and torch.equal(got.words, want.words)
+    assert torch.equal(got.rows, want.rows) and got.finished == want.finished == []
