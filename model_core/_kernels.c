@@ -185,8 +185,9 @@ static PyObject *topk_logsumexp(PyObject *self, PyObject *args) {
  *   kv      (layers, slots, capacity, 2, d): keys then values, d = heads * head_dim
  *   history (slots, capacity) int64
  *   qkv     (rows, 3d) with row stride qkv_stride: the fused q|k|v projection of this step
- * Cross-attention reads the sentence's keys (pre-scaled) and values, (sentences, heads, S, hd),
- * with an additive bias (sentences, S) that is -inf at padding. */
+ * attend_cross: each row (a decoder beam, or an encoder token) attends over its sentence's keys
+ * and values (any strides, unit stride within a head), with an additive bias (sentences, S)
+ * that is -inf at padding. */
 
 static inline float dot_scalar(const float *a, const float *b, int64_t n) {
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -314,6 +315,8 @@ typedef struct {
 typedef struct {
     const float *q;
     int64_t q_stride, rows, heads, hd, src_len;
+    int64_t sent_stride, head_stride, pos_stride; /* of keys and values, in floats */
+    float scale;
     const float *keys, *values, *bias;
     const int64_t *sentence;
     float *out;
@@ -369,22 +372,22 @@ typedef struct {
             const float *bias = a->bias + s * s_len;                                             \
             for (int64_t h = 0; h < a->heads; ++h) {                                             \
                 const float *qh = a->q + i * a->q_stride + h * hd;                               \
-                const float *k = a->keys + (s * a->heads + h) * s_len * hd;                      \
-                const float *v = a->values + (s * a->heads + h) * s_len * hd;                    \
+                const int64_t base = s * a->sent_stride + h * a->head_stride, ps = a->pos_stride; \
+                const float *k = a->keys + base, *v = a->values + base;                          \
                 int64_t j = 0;                                                                   \
                 for (; j + 4 <= s_len; j += 4) {                                                 \
                     const float *qs[4] = {qh, qh, qh, qh};                                       \
-                    const float *ks[4] = {k + j * hd, k + (j + 1) * hd, k + (j + 2) * hd,        \
-                                          k + (j + 3) * hd};                                     \
+                    const float *ks[4] = {k + j * ps, k + (j + 1) * ps, k + (j + 2) * ps,        \
+                                          k + (j + 3) * ps};                                     \
                     DOT4(qs, ks, hd, sc + j);                                                    \
                 }                                                                                \
-                for (; j < s_len; ++j) sc[j] = DOT(qh, k + j * hd, hd);                          \
-                for (j = 0; j < s_len; ++j) sc[j] += bias[j];                                    \
+                for (; j < s_len; ++j) sc[j] = DOT(qh, k + j * ps, hd);                          \
+                for (j = 0; j < s_len; ++j) sc[j] = a->scale * sc[j] + bias[j];                  \
                 float *o = a->out + i * a->out_stride + h * hd;                                  \
                 memset(o, 0, hd * sizeof(float));                                                \
                 if (!SOFTMAX(sc, s_len)) continue;                                               \
                 for (int64_t j = 0; j < s_len; ++j)                                              \
-                    if (sc[j] != 0.0f) AXPY(o, sc[j], v + j * hd, hd);                           \
+                    if (sc[j] != 0.0f) AXPY(o, sc[j], v + j * ps, hd);                           \
             }                                                                                    \
         }                                                                                        \
     }
@@ -457,14 +460,16 @@ static PyObject *attend_cached(PyObject *self, PyObject *args) {
 static PyObject *attend_cross(PyObject *self, PyObject *args) {
     unsigned long long q, keys, values, bias, sentence, out;
     cross_args a;
-    long long v[5];
+    long long v[8];
     int threads;
-    if (!PyArg_ParseTuple(args, "KLLLLKKKLKKi", &q, &v[0], &v[1], &v[2], &v[3], &keys, &values,
-                          &bias, &v[4], &sentence, &out, &threads))
+    if (!PyArg_ParseTuple(args, "KLLLLKKLLLfKLKKi", &q, &v[0], &v[1], &v[2], &v[3], &keys, &values,
+                          &v[5], &v[6], &v[7], &a.scale, &bias, &v[4], &sentence, &out, &threads))
         return NULL;
     a.q_stride = v[0], a.rows = v[1], a.heads = v[2], a.hd = v[3], a.src_len = v[4];
+    a.sent_stride = v[5], a.head_stride = v[6], a.pos_stride = v[7];
     a.out_stride = a.heads * a.hd;
-    if (a.rows < 0 || a.heads < 1 || a.hd < 1 || a.src_len < 1 || a.q_stride < a.heads * a.hd) {
+    if (a.rows < 0 || a.heads < 1 || a.hd < 1 || a.src_len < 1 || a.q_stride < a.heads * a.hd ||
+        a.sent_stride < 0 || a.head_stride < 0 || a.pos_stride < 0) {
         PyErr_SetString(PyExc_ValueError, "attend_cross: inconsistent shapes");
         return NULL;
     }
@@ -576,8 +581,9 @@ static PyMethodDef methods[] = {
      "the slot cache (raw pointers); use "
      "model_core.fused.attend_cached instead."},
     {"attend_cross", attend_cross, METH_VARARGS,
-     "attend_cross(q, q_stride, rows, heads, head_dim, keys, values, bias, src_len, sentence, "
-     "out, threads): cross-attention of one decoding step (raw pointers); use "
+     "attend_cross(q, q_stride, rows, heads, head_dim, keys, values, sentence_stride, "
+     "head_stride, position_stride, scale, bias, src_len, sentence, out, threads): each row's "
+     "attention over its sentence's keys/values (raw pointers); use "
      "model_core.fused.attend_cross "
      "instead."},
     {NULL, NULL, 0, NULL},

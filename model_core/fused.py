@@ -89,22 +89,29 @@ def attend_cross(
     values: torch.Tensor,
     bias: torch.Tensor,
     sentence: torch.Tensor,
+    scale: float = 1.0,
 ) -> torch.Tensor:
-    """Cross-attention of one decoding step: q (N, d) against the memory of each row's sentence.
+    """Each row of q (N, d) attends over the keys/values of its sentence: decoder beams over
+    the encoder memory, or encoder tokens over their own sentence.
 
-    keys (already scaled by 1/sqrt(head_dim)) and values (sentences, heads, S, head_dim); bias
-    (sentences, S), -inf at padding; sentence (N,) the sentence of each row. Returns (N, d).
+    keys and values (sentences, heads, S, head_dim), views with the same strides and a unit
+    stride within a head; scores are scale * q.k + bias, bias (sentences, S) -inf at padding;
+    sentence (N,) each row's sentence. Returns (N, d).
     """
     n, d = q.shape
-    for t in (keys, values, bias):
-        _check(t, torch.float32)
+    _check(bias, torch.float32)
     _check(sentence, torch.int64)
     sentences, heads, src_len, hd = keys.shape
     if (
         q.dtype != torch.float32
+        or keys.dtype != torch.float32
+        or values.dtype != torch.float32
+        or keys.device.type != "cpu"
         or q.stride(1) != 1
         or heads * hd != d
         or values.shape != keys.shape
+        or values.stride() != keys.stride()
+        or keys.stride(3) != 1
         or bias.shape != (sentences, src_len)
         or sentence.numel() != n
     ):
@@ -113,8 +120,9 @@ def attend_cross(
     if n:
         _kernels.attend_cross(
             q.data_ptr(), q.stride(0), n, heads, hd,
-            keys.data_ptr(), values.data_ptr(), bias.data_ptr(), src_len,
-            sentence.data_ptr(), out.data_ptr(), torch.get_num_threads(),
+            keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1), keys.stride(2),
+            scale, bias.data_ptr(), src_len, sentence.data_ptr(), out.data_ptr(),
+            torch.get_num_threads(),
         )  # fmt: skip
     return out
 

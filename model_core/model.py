@@ -104,23 +104,35 @@ class EncoderLayer(nn.Module):
         return self.res_ffn(x, self.ffn)
 
     def forward_tokens(
-        self, x: torch.Tensor, index: torch.Tensor, batch: tuple[int, int], mask: torch.Tensor
+        self,
+        x: torch.Tensor,
+        index: torch.Tensor,
+        batch: tuple[int, int],
+        mask: torch.Tensor,
+        kernel: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Inference only, the same computation as `forward` on a batch without its padding:
         x (T, d) holds the real positions, found at `index` of the flattened (B * S) layout.
-        Projections, norms and the FFN run on the T rows; only attention scatters q|k|v into
-        the padded (B, S) layout and gathers its output back."""
+        Projections, norms and the FFN run on the T rows; attention scatters k|v (with torch's
+        attention, q|k|v) into the padded (B, S) layout. `kernel`: (bias (B, S), each token's
+        sentence (T,)) to attend with the fused kernel, which writes the T rows directly."""
         attn, pre = self.self_attn, self.res_attn.pre
         (b, s), d = batch, x.shape[1]
+        heads, hd = attn.n_heads, attn.head_dim
         h = self.res_attn.norm(x) if pre else x
         if attn.fused_qkv is not None:
             qkv = attn.fused_qkv(h)
         else:
             qkv = torch.cat([attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)], dim=1)
-        padded = qkv.new_zeros((b * s, 3 * d)).index_copy_(0, index, qkv)
-        q, k, v = padded.view(b, s, 3, attn.n_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, S, hd)
-        a = a.transpose(1, 2).reshape(b * s, d).index_select(0, index)  # (T, d)
+        if kernel is not None:
+            kv = qkv.new_zeros((b * s, 2 * d)).index_copy_(0, index, qkv[:, d:])
+            kv = kv.view(b, s, 2, heads, hd).permute(0, 2, 3, 1, 4)  # (B, 2, h, S, hd) view
+            a = fused.attend_cross(qkv[:, :d], kv[:, 0], kv[:, 1], *kernel, scale=hd**-0.5)
+        else:
+            padded = qkv.new_zeros((b * s, 3 * d)).index_copy_(0, index, qkv)
+            q, k, v = padded.view(b, s, 3, heads, hd).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, S, hd)
+            a = a.transpose(1, 2).reshape(b * s, d).index_select(0, index)  # (T, d)
         x = _project_add(attn.out_proj, a, x)
         if not pre:
             x = self.res_attn.norm(x)
@@ -380,8 +392,12 @@ class Transformer(nn.Module):
         x = self.embed(self.src_embed, src)
         d = x.shape[-1]
         x = x.reshape(b * s, d).index_select(0, index)  # (T, d)
+        kernel = None
+        if fused.attention_kernels_for(x):
+            bias = torch.zeros((b, s), dtype=x.dtype).masked_fill_(~src_mask.view(b, s), -math.inf)
+            kernel = (bias, torch.div(index, s, rounding_mode="floor"))
         for layer in self.encoder_layers:
-            x = layer.forward_tokens(x, index, (b, s), src_mask)
+            x = layer.forward_tokens(x, index, (b, s), src_mask, kernel)
         x = self.encoder_norm(x)
         return x.new_zeros((b * s, d)).index_copy_(0, index, x).view(b, s, d)
 

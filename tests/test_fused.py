@@ -267,3 +267,22 @@ def test_beam_select_first_step_and_small_vocabulary():
     assert got.scores.shape == want.scores.shape == (4, 3)
     assert torch.equal(got.scores, want.scores) and torch.equal(got.words, want.words)
     assert torch.equal(got.rows, want.rows) and got.finished == want.finished == []
+
+
+@needs_kernel
+def test_encoder_gives_the_same_memory_with_and_without_the_attention_kernel(monkeypatch):
+    model = random_model(tiny_config(vocab=60), seed=2).prepare_for_inference()
+    src = torch.randint(4, 60, (5, 11))
+    src[1, 4:] = 0
+    src[3, 9:] = 0
+    mask = pad_mask(src, 0)
+    with torch.inference_mode():
+        want = model.encode(src, mask)  # the seeds' padded encoder
+        got = {}
+        for use in (True, False):
+            monkeypatch.setattr(fused, "ATTENTION_KERNELS", use)
+            got[use] = model.encode_tokens(src, mask)
+    real = mask[:, 0, 0, :]
+    for memory in got.values():
+        torch.testing.assert_close(memory[real], want[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[True], got[False], atol=1e-5, rtol=1e-5)
