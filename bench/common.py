@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import statistics
@@ -89,3 +90,11 @@ def apply_malloc(choice: str) -> None:
         from model_core.allocator import keep_freed_memory
 
         keep_freed_memory()
+
+
+def freeze_gc() -> None:
+    """What the service does once its models are loaded (app/engine.py): move every object
+    alive now out of the garbage collector's full passes. Each measuring process calls it
+    after its warm-up, for every system alike."""
+    gc.collect()
+    gc.freeze()

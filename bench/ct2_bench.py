@@ -28,6 +28,7 @@ from .common import (
     DEFAULT_SRC,
     add_malloc_option,
     apply_malloc,
+    freeze_gc,
     machine,
     median,
     read_sentences,
@@ -87,6 +88,7 @@ def worker(spec: dict) -> dict:
             return [r.text for r in res], [r.output_tokens + 1 for r in res]
 
     run(sentences[:4])  # warm-up
+    freeze_gc()
     start = time.perf_counter()
     texts, lengths = run(sentences)
     seconds = time.perf_counter() - start

@@ -24,6 +24,7 @@ from .common import (
     PeakRSS,
     add_malloc_option,
     apply_malloc,
+    freeze_gc,
     machine,
     median,
     read_sentences,
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = [("reference", 1, 1, True)]
     systems += [("fast", beam, b, False) for beam in (1, 4) for b in batches]
     tr.translate_batch(sentences[:8], beam_size=4)  # warm-up
+    freeze_gc()
     raw: dict[str, list[dict]] = {}
     for rep in range(args.repeats):
         for name, beam, batch, reference in systems:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import shutil
 import threading
@@ -265,6 +266,11 @@ def test_the_thread_that_loaded_the_models_runs_every_batch(server):
         app.state.batcher.fn = inner
     assert threads == {app.state.engine.loaded_on}
     assert app.state.engine.loaded_on != threading.main_thread().ident
+
+
+def test_start_up_objects_are_left_out_of_full_garbage_collections(server):
+    # a full pass over everything torch and the models created took ~0.1 s, mid-batch
+    assert gc.get_freeze_count() > 1000
 
 
 def test_fault_in_one_batch_fails_only_that_batch(weights_dir, caplog):
