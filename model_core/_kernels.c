@@ -568,87 +568,11 @@ static PyObject *beam_select(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(total_finished);
 }
 
-/* ---- LayerNorm over the rows of a (rows, d) matrix ------------------------------------------ */
-
-static void layer_norm_row_scalar(const float *x, int64_t d, float eps, const float *w,
-                                  const float *b, float *y) {
-    double sum = 0.0, sq = 0.0;
-    for (int64_t j = 0; j < d; ++j) sum += x[j];
-    const float mean = (float)(sum / d);
-    for (int64_t j = 0; j < d; ++j) sq += (double)(x[j] - mean) * (x[j] - mean);
-    const float rstd = (float)(1.0 / sqrt(sq / d + eps));
-    for (int64_t j = 0; j < d; ++j) y[j] = (x[j] - mean) * rstd * w[j] + b[j];
-}
-
-#ifdef HAVE_X86
-__attribute__((target("avx2,fma"))) static float hsum_avx2(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
-}
-
-/* d a multiple of 8 */
-__attribute__((target("avx2,fma"))) static void layer_norm_row_avx2(const float *x, int64_t d,
-                                                                    float eps, const float *w,
-                                                                    const float *b, float *y) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t j = 0; j < d; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + j));
-    const float mean = hsum_avx2(acc) / (float)d;
-    const __m256 vm = _mm256_set1_ps(mean);
-    acc = _mm256_setzero_ps();
-    for (int64_t j = 0; j < d; j += 8) {
-        __m256 c = _mm256_sub_ps(_mm256_loadu_ps(x + j), vm);
-        acc = _mm256_fmadd_ps(c, c, acc);
-    }
-    const __m256 rstd = _mm256_set1_ps(1.0f / sqrtf(hsum_avx2(acc) / (float)d + eps));
-    for (int64_t j = 0; j < d; j += 8) {
-        __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), rstd);
-        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(c, _mm256_loadu_ps(w + j), _mm256_loadu_ps(b + j)));
-    }
-}
-#endif
-
-static PyObject *layer_norm(PyObject *self, PyObject *args) {
-    unsigned long long px, pw, pb, py;
-    long long rows, d;
-    float eps;
-    int threads;
-    if (!PyArg_ParseTuple(args, "KLLfKKKi", &px, &rows, &d, &eps, &pw, &pb, &py, &threads))
-        return NULL;
-    if (rows < 0 || d < 1) {
-        PyErr_SetString(PyExc_ValueError, "layer_norm: inconsistent shapes");
-        return NULL;
-    }
-    const float *x = (const float *)(uintptr_t)px, *w = (const float *)(uintptr_t)pw;
-    const float *b = (const float *)(uintptr_t)pb;
-    float *y = (float *)(uintptr_t)py;
-    const int avx2 = use_avx2(d);
-    threads = rows >= 64 ? clamp_threads(threads) : 1;
-    Py_BEGIN_ALLOW_THREADS;
-    PARALLEL_FOR
-    for (long long r = 0; r < rows; ++r) {
-#ifdef HAVE_X86
-        if (avx2)
-            layer_norm_row_avx2(x + r * d, d, eps, w, b, y + r * d);
-        else
-#endif
-            layer_norm_row_scalar(x + r * d, d, eps, w, b, y + r * d);
-    }
-    Py_END_ALLOW_THREADS;
-    (void)avx2;
-    (void)threads;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
      "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse, threads=1): raw "
      "float32/int64 "
      "pointers; use model_core.fused.topk_logsumexp instead."},
-    {"layer_norm", layer_norm, METH_VARARGS,
-     "layer_norm(x, rows, d, eps, weight, bias, out, threads): raw pointers; use "
-     "model_core.fused.layer_norm instead."},
     {"beam_select", beam_select, METH_VARARGS,
      "beam_select(...): raw pointers; use model_core.fused.beam_select instead."},
     {"attend_cached", attend_cached, METH_VARARGS,

@@ -127,30 +127,6 @@ def attend_cross(
     return out
 
 
-def layer_norm(norm: torch.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    """norm(x) for inference: the C kernel on contiguous 2-D CPU float32 rows (when the
-    attention kernels are on), the module itself otherwise."""
-    if not (
-        attention_kernels_for(x)
-        and x.dim() == 2
-        and x.is_contiguous()
-        and isinstance(norm, torch.nn.LayerNorm)
-        and norm.weight is not None
-        and norm.bias is not None
-        and norm.weight.dtype == torch.float32
-        and not torch.is_grad_enabled()
-    ):
-        return norm(x)
-    rows, d = x.shape
-    out = torch.empty_like(x)
-    if rows:
-        _kernels.layer_norm(
-            x.data_ptr(), rows, d, norm.eps, norm.weight.data_ptr(), norm.bias.data_ptr(),
-            out.data_ptr(), torch.get_num_threads(),
-        )  # fmt: skip
-    return out
-
-
 def topk_logsumexp_torch(logits: torch.Tensor, k: int):
     values, indices = logits.topk(k, dim=-1)
     row_max = values[:, :1]

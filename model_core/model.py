@@ -119,7 +119,7 @@ class EncoderLayer(nn.Module):
         attn, pre = self.self_attn, self.res_attn.pre
         (b, s), d = batch, x.shape[1]
         heads, hd = attn.n_heads, attn.head_dim
-        h = fused.layer_norm(self.res_attn.norm, x) if pre else x
+        h = self.res_attn.norm(x) if pre else x
         if attn.fused_qkv is not None:
             qkv = attn.fused_qkv(h)
         else:
@@ -135,7 +135,7 @@ class EncoderLayer(nn.Module):
             a = a.transpose(1, 2).reshape(b * s, d).index_select(0, index)  # (T, d)
         x = _project_add(attn.out_proj, a, x)
         if not pre:
-            x = fused.layer_norm(self.res_attn.norm, x)
+            x = self.res_attn.norm(x)
         return _ffn_block(self.res_ffn, self.ffn, x)
 
 
@@ -164,7 +164,7 @@ class DecoderLayer(nn.Module):
         heads, hd = sa.n_heads, sa.head_dim
         pre = self.res_self.pre
 
-        h = fused.layer_norm(self.res_self.norm, x) if pre else x
+        h = self.res_self.norm(x) if pre else x
         if sa.fused_qkv is not None:  # one matmul for q, k and v; k|v written in one copy
             qkv = sa.fused_qkv(h)
         else:
@@ -177,9 +177,9 @@ class DecoderLayer(nn.Module):
             a = F.scaled_dot_product_attention(q, keys, values).view(n_rows, d)
         x = _project_add(sa.out_proj, a, x)
         if not pre:
-            x = fused.layer_norm(self.res_self.norm, x)
+            x = self.res_self.norm(x)
 
-        h = fused.layer_norm(self.res_cross.norm, x) if pre else x
+        h = self.res_cross.norm(x) if pre else x
         q = ca.q_proj(h)
         if cache.slots is not None:
             a = fused.attend_cross(
@@ -194,7 +194,7 @@ class DecoderLayer(nn.Module):
             a = a.transpose(1, 2).reshape(n_rows, d)
         x = _project_add(ca.out_proj, a, x)
         if not pre:
-            x = fused.layer_norm(self.res_cross.norm, x)
+            x = self.res_cross.norm(x)
 
         return _ffn_block(self.res_ffn, self.ffn, x)
 
@@ -202,13 +202,13 @@ class DecoderLayer(nn.Module):
 def _ffn_block(res: Residual, ffn: FeedForward, x: torch.Tensor) -> torch.Tensor:
     """Inference only: the residual FFN sub-layer on 2-D rows, ReLU and residual add fused into
     the projections where the layers are packed."""
-    h = fused.layer_norm(res.norm, x) if res.pre else x
+    h = res.norm(x) if res.pre else x
     if isinstance(ffn.w1, PackedLinear) and ffn.act is F.relu:
         inner = ffn.w1(h, activation="relu")
     else:
         inner = ffn.act(ffn.w1(h))
     x = _project_add(ffn.w2, inner, x)
-    return x if res.pre else fused.layer_norm(res.norm, x)
+    return x if res.pre else res.norm(x)
 
 
 def _project_add(linear: nn.Module, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -398,7 +398,7 @@ class Transformer(nn.Module):
             kernel = (bias, torch.div(index, s, rounding_mode="floor"))
         for layer in self.encoder_layers:
             x = layer.forward_tokens(x, index, (b, s), src_mask, kernel)
-        x = fused.layer_norm(self.encoder_norm, x)
+        x = self.encoder_norm(x)
         return x.new_zeros((b * s, d)).index_copy_(0, index, x).view(b, s, d)
 
     def decode(self, memory, src_mask, tgt, tgt_mask) -> torch.Tensor:
@@ -469,7 +469,7 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1
-        return self.generator(fused.layer_norm(self.decoder_norm, x)).float()
+        return self.generator(self.decoder_norm(x)).float()
 
     def prepare_for_inference(self, packed: bool = False) -> Transformer:
         """In place, for decoding: fuse each self-attention's q|k|v projections into one linear

@@ -286,26 +286,3 @@ def test_encoder_gives_the_same_memory_with_and_without_the_attention_kernel(mon
     for memory in got.values():
         torch.testing.assert_close(memory[real], want[real], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got[True], got[False], atol=1e-5, rtol=1e-5)
-
-
-@needs_kernel
-@pytest.mark.parametrize("rows,d", [(1, 256), (100, 256), (7, 10), (0, 16)])
-def test_layer_norm_kernel_matches_torch(rows, d):
-    torch.manual_seed(rows + d)
-    norm = torch.nn.LayerNorm(d, eps=1e-6)
-    with torch.no_grad():
-        norm.weight.normal_()
-        norm.bias.normal_()
-    x = torch.randn(rows, d) * 3 + 1
-    with torch.inference_mode():
-        got = fused.layer_norm(norm, x)
-        want = norm(x)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-
-
-def test_layer_norm_uses_the_module_while_training_or_without_kernels(monkeypatch):
-    norm, x = torch.nn.LayerNorm(8), torch.randn(3, 8, requires_grad=True)
-    assert fused.layer_norm(norm, x).grad_fn is not None  # autograd sees the module's op
-    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
-    with torch.inference_mode():
-        assert torch.equal(fused.layer_norm(norm, x.detach()), norm(x.detach()))
