@@ -3,7 +3,9 @@
 1. one decoder step's matmuls with `F.linear` vs oneDNN-packed weights, the cache flushed
    between steps as real decoding does (other work evicts the weights);
 2. the cost of one call: `F.linear` vs a packed call on small shapes (fixed overhead);
-3. cross-attention for a sentence's beams: PyTorch's fused attention vs two small matmuls;
+3. the decoding kernels (model_core/_kernels.c) against the torch operations they replace:
+   cross-attention of a sentence's beams, self-attention over the cache, beam selection, and
+   whole beam-4 translations with every kernel off vs on;
 4. per-step overhead: a decoder step of a tiny model with the same structure (plain / packed);
 5. one sentence translated on the main thread vs on a second thread after the main thread ran
    torch work (per-thread OpenMP teams; the reason the service keeps all torch work on one);
@@ -22,18 +24,21 @@ import argparse
 import statistics
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from model_core import fused
+from model_core import decoding, fused
 from model_core.config import ModelConfig
 from model_core.decoding import greedy_search
 from model_core.model import PackedLinear, Transformer, packed_linear_available
 from model_core.translator import Translator
 
 from .common import DEFAULT_SRC, machine, read_sentences, table
+
+_TOPK, _SELECT = decoding.topk_logsumexp, decoding.beam_select
 
 
 def timed(fn, repeats: int = 30, inner: int = 1) -> float:
@@ -103,16 +108,92 @@ def cross_attention() -> list[list]:
     bias = torch.zeros(n, 1, 1, s).masked_fill(~mask, float("-inf"))
     keys_t = (k / hd**0.5).transpose(2, 3).contiguous()
 
-    def fused():
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-    def matmuls():
+    def matmuls():  # the torch path (gather mode) of DecoderLayer.step
         return torch.matmul(torch.matmul(q, keys_t).add_(bias).softmax(-1), v)
 
+    rows_q = q.transpose(1, 2).reshape(n * g, h * hd).contiguous()
+    keys, sentence, bias2 = (k / hd**0.5).contiguous(), torch.arange(n * g) // g, bias.view(n, s)
+
+    def kernel():
+        return fused.attend_cross(rows_q, keys, v, bias2, sentence)
+
     with torch.inference_mode():
-        torch.testing.assert_close(fused(), matmuls(), atol=1e-5, rtol=1e-5)
-        a, b = timed(fused, inner=100) * 1e6, timed(matmuls, inner=100) * 1e6
+        want = matmuls().transpose(1, 2).reshape(n * g, h * hd)
+        if not fused.kernel_available():
+            return []
+        torch.testing.assert_close(kernel(), want, atol=1e-5, rtol=1e-5)
+        a, b = timed(matmuls, inner=100) * 1e6, timed(kernel, inner=100) * 1e6
     return [["cross-attention 32 sent. x 4 beams", f"{a:.0f} us", f"{b:.0f} us", a / b]]
+
+
+def cached_attention(t: int = 16) -> list[list]:
+    """Self-attention of one step at 128 rows over t cached positions: the torch path's cache
+    write + fused attention vs the slot-cache kernel (no reordering copies in either timing)."""
+    if not fused.kernel_available():
+        return []
+    n, h, hd, layers = 128, 4, 64, 3
+    d = h * hd
+    qkv = torch.randn(n, 3 * d)
+    gather_kv = torch.randn(n, 32, layers, 2, h, hd)
+    slot_kv = torch.randn(layers, n, 32, 2, h, hd)
+    history = torch.arange(n)[:, None].expand(-1, 32).contiguous()
+    slots = torch.arange(n)
+
+    def torch_path():
+        gather_kv[:, t, 1] = qkv[:, d:].view(n, 2, h, hd)
+        prefix = gather_kv[:, : t + 1, 1]
+        q = qkv[:, :d].reshape(n, h, 1, hd)
+        keys, values = prefix[:, :, 0].transpose(1, 2), prefix[:, :, 1].transpose(1, 2)
+        return F.scaled_dot_product_attention(q, keys, values).view(n, d)
+
+    def kernel():
+        return fused.attend_cached(qkv, slot_kv, history, slots, t, 1)
+
+    with torch.inference_mode():
+        a, b = timed(torch_path, inner=50) * 1e6, timed(kernel, inner=50) * 1e6
+    return [[f"self-attention 128 rows, {t + 1} positions", f"{a:.0f} us", f"{b:.0f} us", a / b]]
+
+
+def beam_selection() -> list[list]:
+    if not fused.kernel_available():
+        return []
+    logits = torch.randn(128, 8000) * 3
+    values, words, lse = fused.topk_logsumexp(logits, 8)
+    scores = -torch.rand(32, 4) * 5
+    at_limit = torch.zeros(32, dtype=torch.bool)
+    sel = (values, words, lse, scores, at_limit, 4, 3)
+    with torch.inference_mode():
+        a = timed(lambda: fused.beam_select(*sel, use_kernel=False), inner=100) * 1e6
+        b = timed(lambda: fused.beam_select(*sel), inner=100) * 1e6
+    return [["beam selection, 32 sent. x 4 beams", f"{a:.0f} us", f"{b:.0f} us", a / b]]
+
+
+def search_with_and_without_kernels(checkpoint: Path, sentences: list[str]) -> list[list]:
+    """Whole beam-4 translations: every decoding kernel off (torch operations, gather cache)
+    vs on. Outputs are compared; only the time differs."""
+    if not fused.kernel_available():
+        return []
+    tr = Translator.load(checkpoint, device="cpu")
+    rows = []
+    for batch in (sentences[:1], sentences[:32]):
+        results, times = {}, {}
+        for use in (False, True, False, True):
+            fused.ATTENTION_KERNELS = use
+            decoding.topk_logsumexp = partial(fused.topk_logsumexp, use_kernel=use)
+            decoding.beam_select = partial(fused.beam_select, use_kernel=use)
+            try:
+                results[use] = [r.text for r in tr.translate_batch(batch, beam_size=4)]
+                times.setdefault(use, []).append(
+                    timed(lambda b=batch: tr.translate_batch(b, beam_size=4), repeats=5) * 1e3
+                )
+            finally:
+                fused.ATTENTION_KERNELS = True
+                decoding.topk_logsumexp, decoding.beam_select = _TOPK, _SELECT
+        assert results[False] == results[True], "the kernels changed an output"
+        a, b = statistics.median(times[False]), statistics.median(times[True])
+        rows.append([f"beam 4, {len(batch)} sentence(s): torch ops vs kernels", f"{a:.1f} ms",
+                     f"{b:.1f} ms", a / b])  # fmt: skip
+    return rows
 
 
 def tiny_step_overhead() -> list[list]:
@@ -214,10 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = cross_attention() + step_matmuls(cfg) + call_overhead() + tiny_step_overhead()
     rows += thread_effect(args.checkpoint, read_sentences(args.src, 40))
     rows += topk_logsumexp_rows() + encoder_padding(args.checkpoint, read_sentences(args.src, 512))
+    rows += cached_attention() + beam_selection()
+    by_length = sorted(read_sentences(args.src, 1000), key=len)
+    rows += search_with_and_without_kernels(args.checkpoint, by_length[500:532])
     print(f"\nmachine: {machine()}; {torch.get_num_threads()} threads; model {args.checkpoint}\n")
     print(table(["measurement", "A", "B", "A / B"], rows))
     print(
-        "\nA vs B: cross-attention: fused attention kernel vs two matmuls; matmul, linear and "
+        "\nA vs B: attention, beam selection and whole beam-4 translations: torch "
+        "operations vs model_core's C kernels; matmul, linear and "
         "tiny-model rows: plain weights vs oneDNN-packed; one sentence: main thread vs a second "
         "thread (below 1: the second thread is slower); top-8: torch ops vs the fused kernel; "
         "encoder: padded encode vs encode_tokens"
