@@ -25,6 +25,22 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory since it started (or since its exec: unlike
+    getrusage's ru_maxrss, which Linux carries over from the parent across exec, so that a
+    worker started by a large parent would report at least the parent's size)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class PeakRSS:
     """Samples this process's resident memory every few ms while active; `.peak` in bytes."""
 

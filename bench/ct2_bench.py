@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from .common import (
     freeze_gc,
     machine,
     median,
+    peak_rss_bytes,
     read_sentences,
     table,
 )
@@ -96,7 +96,7 @@ def worker(spec: dict) -> dict:
         "seconds": seconds,
         "tokens": sum(lengths),
         "texts": texts,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_bytes() / 2**20,
     }
 
 
