@@ -14,6 +14,7 @@
 
     python -m bench.micro_bench --checkpoint weights/en-de
     python -m bench.micro_bench --checkpoint weights/en-de --profile   # torch profiler table
+    python -m bench.micro_bench --checkpoint weights/en-de --breakdown # time per part of a run
 
 Medians of repeated timings; it measures and asserts nothing.
 """
@@ -262,6 +263,92 @@ def encoder_padding(checkpoint: Path, sentences: list[str]) -> list[list]:
              f"{a:.0f} ms", f"{b * 1e3:.0f} ms", a / (b * 1e3)]]  # fmt: skip
 
 
+def breakdown(checkpoint: Path, sentences: list[str]) -> None:
+    """Where a beam-4, batch-32 run over `sentences` spends its time: each part timed by a
+    wrapper around its function (matmuls: every PackedLinear call; the encoder includes its own
+    matmuls). Three runs: every kernel off (torch operations, gather cache), kernels on, and
+    kernels on after gc.freeze() as the service runs. The wrappers add a little to the total."""
+    import gc
+    from collections import defaultdict
+
+    from model_core import model as model_module
+
+    tr = Translator.load(checkpoint, device="cpu")
+    spent: dict[str, float] = defaultdict(float)
+    restore = []
+
+    def wrap(owner, name: str, part: str) -> None:
+        original = getattr(owner, name)
+
+        def timed_call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - start
+
+        setattr(owner, name, timed_call)
+        restore.append((owner, name, original))
+
+    gc_start: list[float] = []
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_start.append(time.perf_counter())
+        elif gc_start:
+            spent[f"garbage collection (generation {info['generation']})"] += (
+                time.perf_counter() - gc_start.pop()
+            )
+
+    kw = dict(max_batch_size=32, beam_size=4, max_length=256, max_length_ratio=1e6)
+    tr.translate_batch(sentences[:64], **kw)
+    for owner, name, part in (
+        (model_module.PackedLinear, "forward", "matmuls"),
+        (model_module.PackedLinear, "add_to", "matmuls"),
+        (model_module.Transformer, "encode_tokens", "encoder (all of it)"),
+        (fused, "attend_cached", "attention kernels"),
+        (fused, "attend_cross", "attention kernels"),
+        (decoding, "topk_logsumexp", "top-k + logsumexp"),
+        (decoding, "beam_select", "beam selection"),
+        (model_module.DecoderCache, "select", "cache reorder (select)"),
+        (model_module.Transformer, "decode_step", "decoder steps (all of it)"),
+    ):
+        wrap(owner, name, part)
+    gc.callbacks.append(on_gc)
+    columns = []
+    try:
+        for label, kernels, freeze in (
+            ("kernels off", False, False),
+            ("kernels on", True, False),
+            ("kernels on, gc frozen", True, True),
+        ):
+            if freeze:
+                gc.collect()
+                gc.freeze()
+            fused.ATTENTION_KERNELS = kernels
+            topk, select = decoding.topk_logsumexp, decoding.beam_select
+            decoding.topk_logsumexp = partial(topk, use_kernel=kernels)
+            decoding.beam_select = partial(select, use_kernel=kernels)
+            spent.clear()
+            start = time.perf_counter()
+            try:
+                tr.translate_batch(sentences, **kw)
+            finally:
+                decoding.topk_logsumexp, decoding.beam_select = topk, select
+                fused.ATTENTION_KERNELS = True
+            spent["total"] = time.perf_counter() - start
+            columns.append((label, dict(spent)))
+    finally:
+        gc.callbacks.remove(on_gc)
+        gc.unfreeze()
+        for owner, name, original in reversed(restore):
+            setattr(owner, name, original)
+    parts = sorted({p for _, col in columns for p in col}, key=lambda p: (p == "total", p))
+    rows = [[p] + [f"{col.get(p, 0.0):.3f} s" for _, col in columns] for p in parts]
+    print(f"\nbreakdown: {len(sentences)} sentences, beam 4, batches of 32 (seconds per part)")
+    print(table(["part", *(label for label, _ in columns)], rows))
+
+
 def profile_batch(checkpoint: Path, sentences: list[str], beam: int) -> None:
     """torch profiler over one batch of 32 sentences: where a decoding step's time goes."""
     from torch.profiler import ProfilerActivity, profile
@@ -281,12 +368,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src", type=Path, default=DEFAULT_SRC)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     p.add_argument("--profile", action="store_true", help="only: profile one batch of 32 at beam 4")
+    p.add_argument(
+        "--breakdown", action="store_true", help="only: time split of a beam-4 run, kernels off/on"
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if not packed_linear_available():
         print("this torch build has no oneDNN linear ops; nothing to compare")
         return 1
+    if args.breakdown:
+        breakdown(args.checkpoint, read_sentences(args.src, 1000))
+        return 0
     if args.profile:  # 32 mid-length sentences of the set
         by_length = sorted(read_sentences(args.src, 1000), key=len)
         profile_batch(args.checkpoint, by_length[500:532], beam=4)
