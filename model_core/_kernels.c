@@ -507,7 +507,7 @@ static PyObject *beam_select(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KKKLLLKKLLKKKKKKK", &pv, &pw, &plse, &n, &g, &per_row, &pscores,
                           &plimit, &k, &eos, &pns, &pnr, &pnw, &pfc, &pfs, &pfr, &pfw))
         return NULL;
-    if (n < 0 || g < 1 || per_row < 1 || k < 1 || g * per_row > 4096) {
+    if (n < 0 || g < 1 || per_row < 1 || k < 1 || k > (1 << 20)) {
         PyErr_SetString(PyExc_ValueError, "beam_select: inconsistent shapes");
         return NULL;
     }

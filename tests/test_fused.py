@@ -286,3 +286,16 @@ def test_encoder_gives_the_same_memory_with_and_without_the_attention_kernel(mon
     for memory in got.values():
         torch.testing.assert_close(memory[real], want[real], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got[True], got[False], atol=1e-5, rtol=1e-5)
+
+
+@needs_kernel
+def test_beam_select_with_a_wide_beam():
+    # 40 beams x 80 words per row: far more candidates than the usual 4 x 8
+    values, words, lse, scores, at_limit = random_beam_inputs(4, 3, 40, 80, vocab=200)
+    eos = int(words[0, 0])
+    got = fused.beam_select(values, words, lse, scores, at_limit, 40, eos)
+    want = fused.beam_select_torch(values, words, lse, scores, at_limit, 40, eos)
+    live = want.scores > float("-inf")
+    assert torch.equal(got.scores, want.scores)
+    assert torch.equal(got.rows[live], want.rows[live])
+    assert [(i, r, w) for i, _, r, w in got.finished] == [(i, r, w) for i, _, r, w in want.finished]
