@@ -11,6 +11,7 @@ from model_core import decoding, fused
 from model_core.decoding import beam_search, greedy_search
 from model_core.masks import pad_mask
 from tests.conftest import random_model, tiny_config
+from tests.test_model_decoding import VARIANTS
 
 needs_kernel = pytest.mark.skipif(
     not fused.kernel_available(), reason="model_core._kernels was not built (no C compiler)"
@@ -197,11 +198,12 @@ def test_attention_kernels_give_the_same_bits_on_one_or_two_threads():
 
 
 @needs_kernel
-def test_searches_agree_with_the_kernels_and_with_torch_attention(monkeypatch):
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_searches_agree_with_the_kernels_and_with_torch_attention(monkeypatch, variant):
     """Slot cache + C attention vs gather cache + torch attention: same outputs, including
     beams reordered over many steps and a cache grown past its first allocation."""
     torch.manual_seed(5)
-    model = random_model(tiny_config(vocab=60), seed=5)
+    model = random_model(tiny_config(60, **VARIANTS[variant]), seed=5).prepare_for_inference()
     with torch.no_grad():
         model.generator.weight[3] -= 3.0  # rarer EOS: long outputs
     src = torch.randint(4, 60, (6, 9))
