@@ -1,14 +1,17 @@
-/* Fused per-row kernels for the decoder's search, on float32 CPU tensors.
+/* CPU kernels for the decoding step, on float32 data given as raw pointers (model_core/fused.py
+ * wraps each one and holds the tensors):
  *
  * topk_logsumexp: for each row of a (rows, vocab) matrix of logits, the k largest values (best
  * first, the lower index first among equal values), their indices, and the row's logsumexp.
  * torch needs three passes for this (topk, then max-shifted exp and sum), each with its own
  * allocation; here it is one pass for the top-k and one vectorised pass for the sum.
+ * attend_cached / attend_cross: the attention of one step (see the section below).
+ * beam_select: beam search's choice of finished hypotheses and next beams.
  *
- * Built as an optional extension (setup.py): model_core/fused.py falls back to torch ops when
- * it is missing, and the tests check both give the same results. The GIL is released while a
- * call runs, so the service's event loop keeps going.
- */
+ * Built as an optional extension (setup.py), with OpenMP where the compiler has it (rows are
+ * spread over threads): model_core/fused.py falls back to torch ops when it is missing, and the
+ * tests check both give the same results. The top-k and attention kernels release the GIL while
+ * they compute, so the service's event loop keeps going (beam_select is short and keeps it). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 

@@ -1,12 +1,18 @@
-"""Fused CPU kernels for decoding, each with a torch equivalent: per-row top-k + logsumexp of
-the logits, and the attention of one decoder step over the cache.
+"""The decoding step's CPU kernels (`_kernels.c`, an optional C extension built by
+`pip install`), each beside the torch operations it replaces:
 
-The searches need, for every row of the (rows, vocab) logits, its best few words and its
-log-normaliser (log-softmax = logit - logsumexp). On the CPU, torch needs three passes over
-the vocabulary for this (topk, max-shifted exp, sum), each with a temporary: 11% of a beam-4
-batch's time in an earlier profile (docs/BENCHMARKS.md, section 3). The optional C kernel
-(`_kernels.c`, built by `pip install`) does it in two passes with no temporaries. Elsewhere (GPU, other dtypes, or no compiled kernel) torch ops compute the
-same thing.
+- `topk_logsumexp`: each row's best few words and its log-normaliser (log-softmax = logit -
+  logsumexp) in two passes over the vocabulary, where torch needs three with a temporary each;
+- `attend_cached`: a step's self-attention over the slot cache (model.DecoderCache), following
+  each hypothesis's back-pointers, with this position's keys/values written in the same call;
+- `attend_cross`: each row's attention over its sentence's keys/values (decoder beams over the
+  encoder memory, encoder tokens over their own sentence);
+- `beam_select`: beam search's choice of finished hypotheses and next beams.
+
+They run on float32 CPU tensors; the top-k and attention kernels spread rows over OpenMP
+threads and release the GIL. Where
+the extension is missing, on a GPU or in other dtypes, the torch paths compute the same
+results (tests compare the two; docs/BENCHMARKS.md, section 3, measures them).
 """
 
 from __future__ import annotations
