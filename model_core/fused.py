@@ -10,9 +10,9 @@
 - `beam_select`: beam search's choice of finished hypotheses and next beams.
 
 They run on float32 CPU tensors; the top-k and attention kernels spread rows over OpenMP
-threads and release the GIL. Where
-the extension is missing, on a GPU or in other dtypes, the torch paths compute the same
-results (tests compare the two; docs/BENCHMARKS.md, section 3, measures them).
+threads and release the GIL. Where the extension is missing, on a GPU or in other dtypes, the
+torch paths compute the same results (tests compare the two; docs/BENCHMARKS.md, section 3,
+measures them).
 """
 
 from __future__ import annotations
