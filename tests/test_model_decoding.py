@@ -13,6 +13,7 @@ from model_core.decoding import (
 )
 from model_core.masks import pad_mask
 from model_core.model import (
+    PackedLinear,
     Transformer,
     count_parameters,
     packed_linear_available,
@@ -263,3 +264,18 @@ def test_prepared_model_decodes_like_the_reference(variant, packed):
     assert [[h.tokens for h in b] for b in beam_after] == [
         [h.tokens for h in b] for b in beam_before
     ]
+
+
+@pytest.mark.skipif(not packed_linear_available(), reason="this torch build has no oneDNN ops")
+@pytest.mark.parametrize(
+    "out_features,in_features", [(256, 256), (768, 256), (256, 1024), (8000, 256)]
+)
+def test_packed_linear_gives_each_row_the_same_bits_in_any_batch(out_features, in_features):
+    # what lets a sentence translate the same alone or in a batch of any size
+    torch.manual_seed(out_features)
+    layer = PackedLinear(torch.nn.Linear(in_features, out_features))
+    x = torch.randn(64, in_features)
+    with torch.inference_mode():
+        full = layer(x)
+        for rows in (1, 3, 8, 33):
+            assert torch.equal(layer(x[:rows]), full[:rows])
