@@ -1,7 +1,8 @@
 """Load benchmark of the HTTP service on 127.0.0.1: sentences/s and p50/p95/p99 latency at
 several concurrencies, with batching on (the default max_batch_size) and off (max_batch_size=1),
-same model and sentences, in one run. Also the engine's own latency for one sentence, to show
-what HTTP + the batcher add at concurrency 1.
+same model and sentences, in one run, with the mean batch size the server's metrics recorded at
+each level. Also the engine's own latency for one sentence, to show what HTTP + the batcher add
+at concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
 
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -145,6 +147,13 @@ async def level(
     }
 
 
+def batch_totals(url: str) -> tuple[float, float]:
+    """The server's mt_batch_size histogram: (sum of sentences, number of batches) so far."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = dict(re.findall(r"^mt_batch_size_(sum|count) ([0-9.e+]+)$", text, re.M))
+    return float(found.get("sum", 0.0)), float(found.get("count", 0.0))
+
+
 def start_server(
     weights: Path, port: int, batch: int, threads: int, malloc: str
 ) -> subprocess.Popen:
@@ -225,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             host, port = "127.0.0.1", args.port
             asyncio.run(level(host, port, sentences, 4, 16, 10, args.beam_size))  # warm-up
             for c in levels:
+                before = batch_totals(url)
                 r = asyncio.run(
                     level(
                         host,
@@ -236,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                         args.beam_size,
                     )
                 )
+                after = batch_totals(url)
+                batches = after[1] - before[1]
+                r["mean_batch"] = (after[0] - before[0]) / batches if batches else float("nan")
                 results[(mode, c)] = r
                 rows.append(
                     [
@@ -244,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                         r["requests"],
                         r["errors"],
                         r["sent_s"],
+                        r["mean_batch"],
                         r["p50"],
                         r["p95"],
                         r["p99"],
@@ -269,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 "requests",
                 "errors",
                 "sentences/s",
+                "mean batch",
                 "p50 ms",
                 "p95 ms",
                 "p99 ms",
