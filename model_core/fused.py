@@ -46,8 +46,8 @@ def attention_kernels_for(x: torch.Tensor) -> bool:
     )
 
 
-def _check(t: torch.Tensor, dtype: torch.dtype, contiguous: bool = True) -> None:
-    if t.dtype != dtype or t.device.type != "cpu" or (contiguous and not t.is_contiguous()):
+def _check(t: torch.Tensor, dtype: torch.dtype) -> None:
+    if t.dtype != dtype or t.device.type != "cpu" or not t.is_contiguous():
         raise ValueError(f"kernel input must be a contiguous CPU {dtype} tensor")
 
 
