@@ -571,6 +571,197 @@ static PyObject *beam_select(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(total_finished);
 }
 
+/* ---- Linear layers: out = x W^T (+ bias) (ReLU) (+ residual) ----------------------------------
+ *
+ * W (n, k) is packed once (model_core.fused.pack_linear) into panels of LIN_NR output features:
+ * panel p holds W[LIN_NR * p + j][i] at [p][i][j], zeros past n. A tile of up to LIN_MR rows
+ * by one panel keeps its sums in registers over the whole of k. Every output is one sequential
+ * chain of fused multiply-adds over i = 0..k-1, whatever the number of rows, the row's place
+ * among them or the thread count, so a sentence gets the same bits in any batch (the service
+ * relies on it: docs/DESIGN.md). Threads take contiguous ranges of panels; rows go in blocks
+ * whose slice of x stays in cache while a thread's panels pass over it. */
+#define LIN_NR 16
+#define LIN_MR 6
+
+typedef struct {
+    const float *x;
+    int64_t x_stride, rows, k;
+    const float *w; /* packed panels */
+    int64_t n;
+    const float *bias;     /* (n,) or NULL */
+    const float *residual; /* rows with res_stride, or NULL */
+    int64_t res_stride;
+    int relu;
+    float *out;
+    int64_t out_stride;
+} linear_args;
+
+static inline float linear_finish(const linear_args *a, float v, int64_t r, int64_t j) {
+    if (a->bias) v += a->bias[j];
+    if (a->relu) v = v < 0.0f ? 0.0f : v; /* NaN stays NaN */
+    if (a->residual) v = a->residual[r * a->res_stride + j] + v;
+    return v;
+}
+
+/* Rows [r0, r0 + mr) times panel p, from a tile of sums laid out LIN_MR x LIN_NR. */
+static inline void linear_store(const linear_args *a, const float *sums, int mr, int64_t r0,
+                                int64_t p) {
+    const int64_t j0 = p * LIN_NR, cols = a->n - j0 < LIN_NR ? a->n - j0 : LIN_NR;
+    for (int r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+            a->out[(r0 + r) * a->out_stride + j0 + j] =
+                linear_finish(a, sums[r * LIN_NR + j], r0 + r, j0 + j);
+}
+
+static void linear_tile_scalar(const linear_args *a, int mr, int64_t r0, int64_t p) {
+    float sums[LIN_MR * LIN_NR] = {0};
+    const float *b = a->w + p * a->k * LIN_NR;
+    for (int r = 0; r < mr; ++r) {
+        const float *x = a->x + (r0 + r) * a->x_stride;
+        float *s = sums + r * LIN_NR;
+        for (int64_t i = 0; i < a->k; ++i)
+            for (int j = 0; j < LIN_NR; ++j) s[j] += x[i] * b[i * LIN_NR + j];
+    }
+    linear_store(a, sums, mr, r0, p);
+}
+
+#ifdef HAVE_X86
+/* One row's two accumulators of a tile: declared, updated for column i, and finished. */
+#define LIN_ROW_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+#define LIN_ROW_FMA(r)                                                                       \
+    if (mr > r) {                                                                            \
+        const __m256 t = _mm256_broadcast_ss(x##r + i);                                      \
+        c##r##0 = _mm256_fmadd_ps(t, b0, c##r##0);                                           \
+        c##r##1 = _mm256_fmadd_ps(t, b1, c##r##1);                                           \
+    }
+#define LIN_ROW_STORE(r)                                                                     \
+    if (mr > r) {                                                                            \
+        if (full) {                                                                          \
+            float *o = a->out + (r0 + r) * a->out_stride + j0;                               \
+            if (a->bias) {                                                                   \
+                c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(a->bias + j0));             \
+                c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(a->bias + j0 + 8));         \
+            }                                                                                \
+            if (a->relu) { /* max(0, v) returns v when v is NaN */                           \
+                c##r##0 = _mm256_max_ps(_mm256_setzero_ps(), c##r##0);                       \
+                c##r##1 = _mm256_max_ps(_mm256_setzero_ps(), c##r##1);                       \
+            }                                                                                \
+            if (a->residual) {                                                               \
+                const float *res = a->residual + (r0 + r) * a->res_stride + j0;              \
+                c##r##0 = _mm256_add_ps(_mm256_loadu_ps(res), c##r##0);                      \
+                c##r##1 = _mm256_add_ps(_mm256_loadu_ps(res + 8), c##r##1);                  \
+            }                                                                                \
+            _mm256_storeu_ps(o, c##r##0);                                                    \
+            _mm256_storeu_ps(o + 8, c##r##1);                                                \
+        } else {                                                                             \
+            _mm256_storeu_ps(sums + r * LIN_NR, c##r##0);                                    \
+            _mm256_storeu_ps(sums + r * LIN_NR + 8, c##r##1);                                \
+        }                                                                                    \
+    }
+
+/* mr is a constant at each call site below, so the unused rows compile away. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void linear_tile_avx2(
+    const linear_args *a, const int mr, int64_t r0, int64_t p) {
+    const float *b = a->w + p * a->k * LIN_NR;
+    const float *x0 = a->x + r0 * a->x_stride;
+    const float *x1 = x0 + a->x_stride, *x2 = x1 + a->x_stride, *x3 = x2 + a->x_stride;
+    const float *x4 = x3 + a->x_stride, *x5 = x4 + a->x_stride;
+    LIN_ROW_DECL(0) LIN_ROW_DECL(1) LIN_ROW_DECL(2) LIN_ROW_DECL(3) LIN_ROW_DECL(4) LIN_ROW_DECL(5)
+    for (int64_t i = 0; i < a->k; ++i) {
+        const __m256 b0 = _mm256_loadu_ps(b + i * LIN_NR), b1 = _mm256_loadu_ps(b + i * LIN_NR + 8);
+        LIN_ROW_FMA(0) LIN_ROW_FMA(1) LIN_ROW_FMA(2) LIN_ROW_FMA(3) LIN_ROW_FMA(4) LIN_ROW_FMA(5)
+    }
+    const int64_t j0 = p * LIN_NR;
+    const int full = j0 + LIN_NR <= a->n;
+    float sums[LIN_MR * LIN_NR];
+    LIN_ROW_STORE(0) LIN_ROW_STORE(1) LIN_ROW_STORE(2) LIN_ROW_STORE(3) LIN_ROW_STORE(4)
+    LIN_ROW_STORE(5)
+    if (!full) linear_store(a, sums, mr, r0, p);
+}
+
+__attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_args *a, int64_t r0,
+                                                                 int64_t r1, int64_t p) {
+    int64_t r = r0;
+    for (; r + LIN_MR <= r1; r += LIN_MR) linear_tile_avx2(a, 6, r, p);
+    switch (r1 - r) {
+    case 5: linear_tile_avx2(a, 5, r, p); break;
+    case 4: linear_tile_avx2(a, 4, r, p); break;
+    case 3: linear_tile_avx2(a, 3, r, p); break;
+    case 2: linear_tile_avx2(a, 2, r, p); break;
+    case 1: linear_tile_avx2(a, 1, r, p); break;
+    default: break;
+    }
+}
+#endif
+
+static void linear_rows_scalar(const linear_args *a, int64_t r0, int64_t r1, int64_t p) {
+    for (int64_t r = r0; r < r1; r += LIN_MR)
+        linear_tile_scalar(a, (int)(r1 - r < LIN_MR ? r1 - r : LIN_MR), r, p);
+}
+
+static void linear_run(const linear_args *a, int avx2, int threads) {
+    const int64_t panels = (a->n + LIN_NR - 1) / LIN_NR;
+    /* rows per block: their slice of x within ~192 KB, a whole number of tiles */
+    int64_t block = (192 * 1024 / 4) / (a->k > 0 ? a->k : 1);
+    block = block < LIN_MR ? LIN_MR : block - block % LIN_MR;
+    if (threads > panels) threads = (int)panels;
+    (void)avx2;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+#ifdef _OPENMP
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+        const int t = 0, nt = 1;
+#endif
+        const int64_t p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
+        for (int64_t m = 0; m < a->rows; m += block) {
+            const int64_t m1 = m + block < a->rows ? m + block : a->rows;
+            for (int64_t p = p0; p < p1; ++p) {
+#ifdef HAVE_X86
+                if (avx2)
+                    linear_rows_avx2(a, m, m1, p);
+                else
+#endif
+                    linear_rows_scalar(a, m, m1, p);
+            }
+        }
+    }
+}
+
+static PyObject *linear(PyObject *self, PyObject *args) {
+    unsigned long long x, w, bias, residual, out;
+    long long v[6];
+    linear_args a;
+    int threads;
+    if (!PyArg_ParseTuple(args, "KLLLKLKKLiKLi", &x, &v[0], &v[1], &v[2], &w, &v[3], &bias,
+                          &residual, &v[4], &a.relu, &out, &v[5], &threads))
+        return NULL;
+    a.x_stride = v[0], a.rows = v[1], a.k = v[2], a.n = v[3], a.res_stride = v[4];
+    a.out_stride = v[5];
+    if (a.rows < 0 || a.k < 1 || a.n < 1 || a.x_stride < a.k || a.out_stride < a.n ||
+        (residual && a.res_stride < a.n)) {
+        PyErr_SetString(PyExc_ValueError, "linear: inconsistent shapes");
+        return NULL;
+    }
+    a.x = (const float *)(uintptr_t)x, a.w = (const float *)(uintptr_t)w;
+    a.bias = (const float *)(uintptr_t)bias, a.residual = (const float *)(uintptr_t)residual;
+    a.out = (float *)(uintptr_t)out;
+    threads = clamp_threads(threads);
+#ifdef HAVE_X86
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    const int avx2 = 0;
+#endif
+    if (a.rows) {
+        Py_BEGIN_ALLOW_THREADS;
+        linear_run(&a, avx2, threads);
+        Py_END_ALLOW_THREADS;
+    }
+    return PyBool_FromLong(avx2);
+}
+
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
      "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse, threads=1): raw "
@@ -578,6 +769,10 @@ static PyMethodDef methods[] = {
      "pointers; use model_core.fused.topk_logsumexp instead."},
     {"beam_select", beam_select, METH_VARARGS,
      "beam_select(...): raw pointers; use model_core.fused.beam_select instead."},
+    {"linear", linear, METH_VARARGS,
+     "linear(x, x_stride, rows, k, packed_w, n, bias, residual, residual_stride, relu, out, "
+     "out_stride, threads): out = x W^T (+ bias) (relu) (+ residual) on raw pointers (0 = none); "
+     "use model_core.fused.linear instead. Returns whether the AVX2 path ran."},
     {"attend_cached", attend_cached, METH_VARARGS,
      "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
      "t, row_slots, history, scale, out, threads): self-attention of one decoding step over "

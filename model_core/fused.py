@@ -133,6 +133,64 @@ def attend_cross(
     return out
 
 
+LINEAR_PANEL = 16  # output features per panel of a packed weight (LIN_NR in _kernels.c)
+
+
+def pack_linear(weight: torch.Tensor) -> torch.Tensor:
+    """A linear layer's (out, in) weight in the panel layout of `linear`: (panels, in, 16),
+    panel p holding output features 16p..16p+15 (zeros past `out`)."""
+    out_features, in_features = weight.shape
+    panels = -(-out_features // LINEAR_PANEL)
+    padded = weight.new_zeros((panels * LINEAR_PANEL, in_features), dtype=torch.float32)
+    padded[:out_features] = weight.detach()
+    return padded.view(panels, LINEAR_PANEL, in_features).transpose(1, 2).contiguous()
+
+
+def unpack_linear(packed: torch.Tensor, out_features: int) -> torch.Tensor:
+    """The (out, in) weight back from `pack_linear`'s layout."""
+    panels, in_features, width = packed.shape
+    return packed.transpose(1, 2).reshape(panels * width, in_features)[:out_features].clone()
+
+
+def linear(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    out_features: int,
+    bias: torch.Tensor | None = None,
+    relu: bool = False,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """x W^T (+ bias) (ReLU) (+ residual) in one kernel call, W packed by `pack_linear`;
+    x (..., in) float32 on the CPU, residual shaped like the output. Every output is the same
+    chain of multiply-adds whatever the batch, so a row gets the same bits in any batch."""
+    panels, in_features, _ = packed.shape
+    if x.shape[-1] != in_features or x.dtype != torch.float32 or x.device.type != "cpu":
+        raise ValueError(f"linear: x must be (..., {in_features}) float32 on the CPU")
+    shape = (*x.shape[:-1], out_features)
+    if x.dim() != 2 or x.stride(1) != 1 or x.stride(0) < in_features:
+        x = x.reshape(-1, in_features)
+        if x.stride(1) != 1 or x.stride(0) < in_features:
+            x = x.contiguous()
+    out = torch.empty((x.shape[0], out_features), dtype=torch.float32)
+    res_ptr, res_stride = 0, 0
+    if residual is not None:
+        residual = residual.reshape(-1, out_features)
+        if residual.shape[0] != x.shape[0] or residual.dtype != torch.float32:
+            raise ValueError("linear: residual must be float32 and shaped like the output")
+        if residual.stride(1) != 1:
+            residual = residual.contiguous()
+        res_ptr, res_stride = residual.data_ptr(), residual.stride(0)
+    if bias is not None:
+        _check(bias, torch.float32)
+    _check(packed, torch.float32)
+    _kernels.linear(
+        x.data_ptr(), x.stride(0), x.shape[0], in_features, packed.data_ptr(), out_features,
+        0 if bias is None else bias.data_ptr(), res_ptr, res_stride, int(relu),
+        out.data_ptr(), out_features, torch.get_num_threads(),
+    )  # fmt: skip
+    return out.view(shape)
+
+
 def topk_logsumexp_torch(logits: torch.Tensor, k: int):
     values, indices = logits.topk(k, dim=-1)
     row_max = values[:, :1]

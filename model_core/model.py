@@ -474,7 +474,8 @@ class Transformer(nn.Module):
     def prepare_for_inference(self, packed: bool = False) -> Transformer:
         """In place, for decoding: fuse each self-attention's q|k|v projections into one linear
         layer, and with `packed=True` (CPU float32, oneDNN available) swap every linear
-        layer for a PackedLinear. Outputs are unchanged; the model can no longer be trained."""
+        layer for a PackedLinear. Outputs are unchanged up to float rounding; the model can no
+        longer be trained."""
         self.eval()
         for layer in [*self.encoder_layers, *self.decoder_layers]:
             attn = layer.self_attn
@@ -489,7 +490,9 @@ class Transformer(nn.Module):
                 attn.fused_qkv = fused.to(attn.q_proj.weight.dtype).requires_grad_(False)
         if packed:
             if not packed_linear_available():
-                raise RuntimeError("packed weights need torch built with oneDNN (mkldnn)")
+                raise RuntimeError(
+                    "packed weights need model_core's C kernels or torch built with oneDNN"
+                )
             _swap_linears(self, lambda lin: PackedLinear(lin) if type(lin) is nn.Linear else lin)
         return self
 
@@ -499,55 +502,89 @@ class Transformer(nn.Module):
         return self
 
 
-def packed_linear_available() -> bool:
-    """Whether this torch build has the oneDNN linear ops PackedLinear uses."""
+def packed_linear_backends() -> list[str]:
+    """PackedLinear's backends available here, the default first."""
     ops = torch.ops.mkldnn
-    return (
+    onednn = (
         torch.backends.mkldnn.is_available()
         and hasattr(ops, "_linear_pointwise")
         and hasattr(ops, "_reorder_linear_weight")
     )
+    return ["panels"] * fused.kernel_available() + ["onednn"] * onednn
+
+
+def packed_linear_available() -> bool:
+    """Whether PackedLinear has a backend here: model_core's C kernels, or torch's oneDNN
+    linear ops."""
+    return bool(packed_linear_backends())
 
 
 class PackedLinear(nn.Module):
-    """A frozen float32 linear layer whose weight oneDNN reordered once into its blocked GEMM
-    layout (the CPU GEMM backend CTranslate2 uses too). Inference only, CPU only.
+    """A frozen float32 linear layer with its weight packed once for the CPU's GEMM. Inference
+    only, CPU only. Two backends, same results up to float rounding:
 
-    On small decoding batches the weights are read from memory at every step; the blocked
-    layout makes those matmuls markedly faster than the row-major weight (docs/BENCHMARKS.md).
+    - "panels" (the default where model_core's C kernels are built): panels of 16 output
+      features for `fused.linear`, model_core's own GEMM. Bias, ReLU and the residual add run
+      in the same call, and a row gets the same bits in any batch by construction.
+    - "onednn": oneDNN's blocked layout, through torch's mkldnn linear ops. Also batch
+      invariant (tested), but slower at decoding sizes (docs/BENCHMARKS.md, section 3).
     """
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, backend: str | None = None):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        available = packed_linear_backends()
+        self.backend = backend or (available[0] if available else "onednn")
         weight = linear.weight.detach().float().contiguous()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 32)
+        if self.backend not in available:
+            raise RuntimeError(
+                f"PackedLinear backend {self.backend!r} is not available here (available: "
+                f"{available}; panels needs model_core's C kernels, onednn torch's mkldnn ops)"
+            )
+        if self.backend == "panels":
+            self.packed = fused.pack_linear(weight)
+        else:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 32)
         self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
 
     def forward(self, x: torch.Tensor, activation: str = "none") -> torch.Tensor:
         """`activation`: "none", or "relu" applied in the same call."""
+        if self.backend == "panels":
+            return fused.linear(
+                x, self.packed, self.out_features, self.bias, relu=activation == "relu"
+            )
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, activation, [], "")
 
     def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """residual + self(x) in one call."""
+        if self.backend == "panels":
+            return fused.linear(x, self.packed, self.out_features, self.bias, residual=residual)
         return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
+
+    def dense_weight(self) -> torch.Tensor:
+        if self.backend == "panels":
+            return fused.unpack_linear(self.packed, self.out_features)
+        return self.packed.to_dense()
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
         """Saved like nn.Linear (dense weight, bias), so a prepared model still checkpoints."""
-        destination[prefix + "weight"] = self.packed.to_dense()
+        destination[prefix + "weight"] = self.dense_weight()
         if self.bias is not None:
             destination[prefix + "bias"] = self.bias
 
     def to_linear(self) -> nn.Linear:
         linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
         with torch.no_grad():
-            linear.weight.copy_(self.packed.to_dense())
+            linear.weight.copy_(self.dense_weight())
             if self.bias is not None:
                 linear.bias.copy_(self.bias)
         return linear.requires_grad_(False)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, packed"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"packed={self.backend}"
+        )
 
 
 def _swap_linears(module: nn.Module, convert) -> None:

@@ -99,8 +99,8 @@ class Translator:
         dtype: torch.dtype,
         packed: bool | None = None,
     ):
-        """`packed`: oneDNN-packed weights for the linear layers (None: on CPU float32 when
-        this torch build supports them). Outputs are the same either way."""
+        """`packed`: packed weights for the linear layers (model.PackedLinear; None: on CPU
+        float32 where a backend is available). Outputs are the same up to float rounding."""
         self.checkpoint, self.device, self.dtype = checkpoint, device, dtype
         self.model, self.config = checkpoint.model, checkpoint.config
         self.source_tokenizer = checkpoint.source_tokenizer

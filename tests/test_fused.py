@@ -301,3 +301,78 @@ def test_beam_select_with_a_wide_beam():
     assert torch.equal(got.scores, want.scores)
     assert torch.equal(got.rows[live], want.rows[live])
     assert [(i, r, w) for i, _, r, w in got.finished] == [(i, r, w) for i, _, r, w in want.finished]
+
+
+def assert_near(got: torch.Tensor, want: torch.Tensor) -> None:
+    torch.testing.assert_close(got, want.float(), atol=1e-4, rtol=1e-4)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "rows,k,n",
+    [(1, 256, 256), (4, 256, 768), (7, 100, 37), (13, 1024, 256), (64, 256, 8000), (200, 64, 48)],
+)
+def test_linear_kernel_matches_torch(rows, k, n):
+    torch.manual_seed(rows * k + n)
+    w, b = torch.randn(n, k) / k**0.5, torch.randn(n)
+    x, residual = torch.randn(rows, k), torch.randn(rows, n)
+    packed = fused.pack_linear(w)
+    assert packed.shape == (-(-n // 16), k, 16)
+    assert torch.equal(fused.unpack_linear(packed, n), w)
+    plain = x.double() @ w.double().T
+    assert_near(fused.linear(x, packed, n), plain)
+    assert_near(fused.linear(x, packed, n, b), plain + b)
+    assert_near(fused.linear(x, packed, n, b, relu=True), (plain + b).relu())
+    assert_near(fused.linear(x, packed, n, residual=residual), plain + residual)
+    assert_near(
+        fused.linear(x, packed, n, b, relu=True, residual=residual), (plain + b).relu() + residual
+    )
+
+
+@needs_kernel
+def test_linear_kernel_gives_a_row_the_same_bits_anywhere():
+    # any batch size, any place in the batch, one or two threads, rows read from a wider
+    # buffer or a 3-D tensor: what lets a sentence translate the same in any batch
+    torch.manual_seed(0)
+    k, n = 256, 200
+    w, b, x = torch.randn(n, k), torch.randn(n), torch.randn(50, k)
+    packed = fused.pack_linear(w)
+    full = fused.linear(x, packed, n, b)
+    for rows in (1, 5, 6, 7, 13):
+        assert torch.equal(fused.linear(x[:rows], packed, n, b), full[:rows])
+    perm = torch.randperm(50)
+    assert torch.equal(fused.linear(x[perm], packed, n, b), full[perm])
+    wide = torch.randn(50, k + 40)
+    wide[:, 7 : 7 + k] = x
+    assert torch.equal(fused.linear(wide[:, 7 : 7 + k], packed, n, b), full)
+    assert torch.equal(fused.linear(x.view(5, 10, k), packed, n, b), full.view(5, 10, n))
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            assert torch.equal(fused.linear(x, packed, n, b), full)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_kernel
+def test_linear_kernel_propagates_nan_and_refuses_wrong_inputs():
+    packed = fused.pack_linear(torch.ones(16, 8))
+    x = torch.ones(2, 8)
+    x[1, 3] = float("nan")
+    out = fused.linear(x, packed, 16, relu=True)
+    assert torch.all(out[0] == 8) and torch.all(out[1].isnan())
+    assert fused.linear(torch.ones(0, 8), packed, 16).shape == (0, 16)
+    with pytest.raises(ValueError, match="linear"):
+        fused.linear(torch.ones(2, 9), packed, 16)
+    with pytest.raises(ValueError, match="linear"):
+        fused.linear(torch.ones(2, 8, dtype=torch.float64), packed, 16)
+    with pytest.raises(ValueError, match="residual"):
+        fused.linear(x, packed, 16, residual=torch.ones(3, 16))
+
+
+@needs_kernel
+def test_packed_linear_uses_the_kernel_where_it_is_built():
+    from model_core.model import PackedLinear
+
+    assert PackedLinear(torch.nn.Linear(8, 8)).backend == "panels"

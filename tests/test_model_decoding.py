@@ -17,6 +17,7 @@ from model_core.model import (
     Transformer,
     count_parameters,
     packed_linear_available,
+    packed_linear_backends,
     sinusoidal_table,
 )
 from tests.conftest import random_model, tiny_config
@@ -266,14 +267,18 @@ def test_prepared_model_decodes_like_the_reference(variant, packed):
     ]
 
 
-@pytest.mark.skipif(not packed_linear_available(), reason="this torch build has no oneDNN ops")
+@pytest.mark.parametrize("backend", ["panels", "onednn"])
 @pytest.mark.parametrize(
     "out_features,in_features", [(256, 256), (768, 256), (256, 1024), (8000, 256)]
 )
-def test_packed_linear_gives_each_row_the_same_bits_in_any_batch(out_features, in_features):
+def test_packed_linear_gives_each_row_the_same_bits_in_any_batch(
+    backend, out_features, in_features
+):
     # what lets a sentence translate the same alone or in a batch of any size
+    if backend not in packed_linear_backends():
+        pytest.skip(f"PackedLinear backend {backend} is not available here")
     torch.manual_seed(out_features)
-    layer = PackedLinear(torch.nn.Linear(in_features, out_features))
+    layer = PackedLinear(torch.nn.Linear(in_features, out_features), backend=backend)
     x = torch.randn(64, in_features)
     with torch.inference_mode():
         full = layer(x)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model_core.model import PackedLinear, packed_linear_available
+from model_core.model import PackedLinear, packed_linear_available, packed_linear_backends
 from model_core.translator import Translator, resolve_device, resolve_dtype
 
 
@@ -108,12 +108,12 @@ def test_int8_quantization_keeps_the_model_close(random_checkpoint):
     assert len(results) == 3 and all(r.hypotheses for r in results)
 
 
-needs_onednn = pytest.mark.skipif(
-    not packed_linear_available(), reason="this torch build has no oneDNN linear ops"
+needs_packed = pytest.mark.skipif(
+    not packed_linear_available(), reason="no PackedLinear backend (C kernels or oneDNN) here"
 )
 
 
-@needs_onednn
+@needs_packed
 def test_packed_weights_translate_like_plain_weights(random_checkpoint):
     packed = Translator.load(random_checkpoint, device="cpu")  # auto: packed on CPU float32
     plain = Translator.load(random_checkpoint, device="cpu", packed=False)
@@ -138,11 +138,14 @@ def test_packed_weights_translate_like_plain_weights(random_checkpoint):
         assert torch.equal(p, q), name
 
 
-@needs_onednn
-def test_packed_linear_operations_match_plain_linear_algebra():
+@pytest.mark.parametrize("backend", ["panels", "onednn"])
+def test_packed_linear_operations_match_plain_linear_algebra(backend):
+    if backend not in packed_linear_backends():
+        pytest.skip(f"PackedLinear backend {backend} is not available here")
     torch.manual_seed(0)
     linear = torch.nn.Linear(24, 40)
-    packed = PackedLinear(linear)
+    packed = PackedLinear(linear, backend=backend)
+    assert packed.backend == backend
     x, residual = torch.randn(5, 24), torch.randn(5, 40)
     with torch.no_grad():
         expected = linear(x)
@@ -157,7 +160,7 @@ def test_packed_linear_operations_match_plain_linear_algebra():
         assert torch.equal(back.weight, linear.weight) and torch.equal(back.bias, linear.bias)
 
 
-@needs_onednn
+@needs_packed
 def test_int8_after_packing_starts_from_the_plain_weights(random_checkpoint):
     int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
     assert not int8.packed and int8.precision == "int8"
