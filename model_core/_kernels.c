@@ -661,7 +661,7 @@ static void linear_tile_scalar(const linear_args *a, int mr, int64_t r0, int64_t
 
 /* mr is a constant at each call site below, so the unused rows compile away. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void linear_tile_avx2(
-    const linear_args *a, const int mr, int64_t r0, int64_t p) {
+    const linear_args *a, const int mr, int64_t r0, int64_t p, const float *next) {
     const float *b = a->w + p * a->k * LIN_NR;
     const float *x0 = a->x + r0 * a->x_stride;
     const float *x1 = x0 + a->x_stride, *x2 = x1 + a->x_stride, *x3 = x2 + a->x_stride;
@@ -669,6 +669,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void linear_til
     LIN_ROW_DECL(0) LIN_ROW_DECL(1) LIN_ROW_DECL(2) LIN_ROW_DECL(3) LIN_ROW_DECL(4) LIN_ROW_DECL(5)
     for (int64_t i = 0; i < a->k; ++i) {
         const __m256 b0 = _mm256_loadu_ps(b + i * LIN_NR), b1 = _mm256_loadu_ps(b + i * LIN_NR + 8);
+        _mm_prefetch((const char *)(next + i * LIN_NR), _MM_HINT_T0);
         LIN_ROW_FMA(0) LIN_ROW_FMA(1) LIN_ROW_FMA(2) LIN_ROW_FMA(3) LIN_ROW_FMA(4) LIN_ROW_FMA(5)
     }
     const int64_t j0 = p * LIN_NR;
@@ -679,16 +680,19 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void linear_til
     if (!full) linear_store(a, sums, mr, r0, p);
 }
 
+/* `next`: the panel this thread computes next, fetched into cache while this one computes
+ * (one line per column of k), so that reading weights from memory overlaps the arithmetic. */
 __attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_args *a, int64_t r0,
-                                                                 int64_t r1, int64_t p) {
+                                                                 int64_t r1, int64_t p,
+                                                                 const float *next) {
     int64_t r = r0;
-    for (; r + LIN_MR <= r1; r += LIN_MR) linear_tile_avx2(a, 6, r, p);
+    for (; r + LIN_MR <= r1; r += LIN_MR) linear_tile_avx2(a, 6, r, p, next);
     switch (r1 - r) {
-    case 5: linear_tile_avx2(a, 5, r, p); break;
-    case 4: linear_tile_avx2(a, 4, r, p); break;
-    case 3: linear_tile_avx2(a, 3, r, p); break;
-    case 2: linear_tile_avx2(a, 2, r, p); break;
-    case 1: linear_tile_avx2(a, 1, r, p); break;
+    case 5: linear_tile_avx2(a, 5, r, p, next); break;
+    case 4: linear_tile_avx2(a, 4, r, p, next); break;
+    case 3: linear_tile_avx2(a, 3, r, p, next); break;
+    case 2: linear_tile_avx2(a, 2, r, p, next); break;
+    case 1: linear_tile_avx2(a, 1, r, p, next); break;
     default: break;
     }
 }
@@ -721,7 +725,7 @@ static void linear_run(const linear_args *a, int avx2, int threads) {
             for (int64_t p = p0; p < p1; ++p) {
 #ifdef HAVE_X86
                 if (avx2)
-                    linear_rows_avx2(a, m, m1, p);
+                    linear_rows_avx2(a, m, m1, p, a->w + (p + 1 < p1 ? p + 1 : p) * a->k * LIN_NR);
                 else
 #endif
                     linear_rows_scalar(a, m, m1, p);
