@@ -70,11 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     tr = Translator.load(args.checkpoint, device=args.device)
+    # the reference decoder runs the seeds' modules as they are: plain torch linear layers
+    reference_tr = Translator.load(args.checkpoint, device=args.device, packed=False)
     sentences = read_sentences(args.src, args.sentences)
     batches = [int(b) for b in args.batch_sizes.split(",")]
     systems = [("reference", 1, 1, True)]
     systems += [("fast", beam, b, False) for beam in (1, 4) for b in batches]
     tr.translate_batch(sentences[:8], beam_size=4)  # warm-up
+    reference_tr.translate_batch(sentences[:2], reference=True)
     freeze_gc()
     raw: dict[str, list[dict]] = {}
     for rep in range(args.repeats):
@@ -82,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             subset = sentences[: args.reference_sentences] if reference else sentences
             key = f"{name} beam={beam} batch={batch}"
             raw.setdefault(key, []).append(
-                run_once(tr, subset, beam=beam, batch=batch, reference=reference)
+                run_once(
+                    reference_tr if reference else tr,
+                    subset,
+                    beam=beam,
+                    batch=batch,
+                    reference=reference,
+                )
             )
             print(
                 f"rep {rep + 1}/{args.repeats} {key}: {raw[key][-1]['tok_s']:.1f} tok/s",

@@ -571,7 +571,7 @@ static PyObject *beam_select(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(total_finished);
 }
 
-/* ---- Linear layers: out = x W^T (+ bias) (ReLU) (+ residual) ----------------------------------
+/* ---- Linear layers: out = [LayerNorm](x) W^T (+ bias) (ReLU) (+ residual) ----------------------
  *
  * W (n, k) is packed once (model_core.fused.pack_linear) into panels of LIN_NR output features:
  * panel p holds W[LIN_NR * p + j][i] at [p][i][j], zeros past n. A tile of up to LIN_MR rows
@@ -579,7 +579,10 @@ static PyObject *beam_select(PyObject *self, PyObject *args) {
  * chain of fused multiply-adds over i = 0..k-1, whatever the number of rows, the row's place
  * among them or the thread count, so a sentence gets the same bits in any batch (the service
  * relies on it: docs/DESIGN.md). Threads take contiguous ranges of panels; rows go in blocks
- * whose slice of x stays in cache while a thread's panels pass over it. */
+ * whose slice of x stays in cache while a thread's panels pass over it.
+ *
+ * Optionally each row of x first goes through a LayerNorm (the pre-norm before a projection),
+ * computed once per row into a buffer that every thread then reads. */
 #define LIN_NR 16
 #define LIN_MR 6
 
@@ -594,6 +597,8 @@ typedef struct {
     int relu;
     float *out;
     int64_t out_stride;
+    const float *gamma, *beta; /* LayerNorm of each x row first (gamma != NULL), or none */
+    float eps;
 } linear_args;
 
 static inline float linear_finish(const linear_args *a, float v, int64_t r, int64_t j) {
@@ -703,12 +708,58 @@ static void linear_rows_scalar(const linear_args *a, int64_t r0, int64_t r1, int
         linear_tile_scalar(a, (int)(r1 - r < LIN_MR ? r1 - r : LIN_MR), r, p);
 }
 
-static void linear_run(const linear_args *a, int avx2, int threads) {
+/* One row's LayerNorm, (x - mean) / sqrt(var + eps) * gamma + beta, into y. */
+static void layer_norm_row_scalar(const float *x, int64_t k, const float *gamma, const float *beta,
+                                  float eps, float *y) {
+    float sum = 0.0f, sq = 0.0f;
+    for (int64_t i = 0; i < k; ++i) sum += x[i];
+    const float mean = sum / (float)k;
+    for (int64_t i = 0; i < k; ++i) sq += (x[i] - mean) * (x[i] - mean);
+    const float rstd = 1.0f / sqrtf(sq / (float)k + eps);
+    for (int64_t i = 0; i < k; ++i) y[i] = (x[i] - mean) * rstd * gamma[i] + beta[i];
+}
+
+#ifdef HAVE_X86
+__attribute__((target("avx2,fma"))) static float hsum_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* k % 8 == 0 */
+__attribute__((target("avx2,fma"))) static void layer_norm_row_avx2(const float *x, int64_t k,
+                                                                    const float *gamma,
+                                                                    const float *beta, float eps,
+                                                                    float *y) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+    const float mean = hsum_avx2(acc) / (float)k;
+    const __m256 m = _mm256_set1_ps(mean);
+    acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k; i += 8) {
+        const __m256 c = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+        acc = _mm256_fmadd_ps(c, c, acc);
+    }
+    const __m256 r = _mm256_set1_ps(1.0f / sqrtf(hsum_avx2(acc) / (float)k + eps));
+    for (int64_t i = 0; i < k; i += 8) {
+        const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m), r);
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(c, _mm256_loadu_ps(gamma + i),
+                                                _mm256_loadu_ps(beta + i)));
+    }
+}
+#endif
+
+/* `normed`: room for rows x k floats where a->gamma is set (the normalised rows). */
+static void linear_run(const linear_args *in, int avx2, int threads, float *normed) {
+    linear_args normed_args = *in;
+    const linear_args *a = &normed_args;
+    if (in->gamma) normed_args.x = normed, normed_args.x_stride = in->k;
     const int64_t panels = (a->n + LIN_NR - 1) / LIN_NR;
     /* rows per block: their slice of x within ~192 KB, a whole number of tiles */
     int64_t block = (192 * 1024 / 4) / (a->k > 0 ? a->k : 1);
     block = block < LIN_MR ? LIN_MR : block - block % LIN_MR;
-    if (threads > panels) threads = (int)panels;
+    if (threads > panels && !in->gamma) threads = (int)panels;
     (void)avx2;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
@@ -719,6 +770,21 @@ static void linear_run(const linear_args *a, int avx2, int threads) {
 #else
         const int t = 0, nt = 1;
 #endif
+        if (in->gamma) { /* every thread needs every row: normalise them all first */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (int64_t r = 0; r < in->rows; ++r) {
+                const float *x = in->x + r * in->x_stride;
+#ifdef HAVE_X86
+                if (avx2 && in->k % 8 == 0)
+                    layer_norm_row_avx2(x, in->k, in->gamma, in->beta, in->eps, normed + r * in->k);
+                else
+#endif
+                    layer_norm_row_scalar(x, in->k, in->gamma, in->beta, in->eps,
+                                          normed + r * in->k);
+            }
+        }
         const int64_t p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
         for (int64_t m = 0; m < a->rows; m += block) {
             const int64_t m1 = m + block < a->rows ? m + block : a->rows;
@@ -735,34 +801,42 @@ static void linear_run(const linear_args *a, int avx2, int threads) {
 }
 
 static PyObject *linear(PyObject *self, PyObject *args) {
-    unsigned long long x, w, bias, residual, out;
+    unsigned long long x, w, bias, residual, out, gamma, beta;
     long long v[6];
     linear_args a;
     int threads;
-    if (!PyArg_ParseTuple(args, "KLLLKLKKLiKLi", &x, &v[0], &v[1], &v[2], &w, &v[3], &bias,
-                          &residual, &v[4], &a.relu, &out, &v[5], &threads))
+    if (!PyArg_ParseTuple(args, "KLLLKLKKLiKLiKKf", &x, &v[0], &v[1], &v[2], &w, &v[3], &bias,
+                          &residual, &v[4], &a.relu, &out, &v[5], &threads, &gamma, &beta,
+                          &a.eps))
         return NULL;
     a.x_stride = v[0], a.rows = v[1], a.k = v[2], a.n = v[3], a.res_stride = v[4];
     a.out_stride = v[5];
     if (a.rows < 0 || a.k < 1 || a.n < 1 || a.x_stride < a.k || a.out_stride < a.n ||
-        (residual && a.res_stride < a.n)) {
+        (residual && a.res_stride < a.n) || (gamma && !beta)) {
         PyErr_SetString(PyExc_ValueError, "linear: inconsistent shapes");
         return NULL;
     }
     a.x = (const float *)(uintptr_t)x, a.w = (const float *)(uintptr_t)w;
     a.bias = (const float *)(uintptr_t)bias, a.residual = (const float *)(uintptr_t)residual;
     a.out = (float *)(uintptr_t)out;
+    a.gamma = (const float *)(uintptr_t)gamma, a.beta = (const float *)(uintptr_t)beta;
     threads = clamp_threads(threads);
 #ifdef HAVE_X86
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
     const int avx2 = 0;
 #endif
+    float *normed = NULL;
+    if (a.gamma && a.rows) {
+        normed = malloc(a.rows * a.k * sizeof(float));
+        if (!normed) return PyErr_NoMemory();
+    }
     if (a.rows) {
         Py_BEGIN_ALLOW_THREADS;
-        linear_run(&a, avx2, threads);
+        linear_run(&a, avx2, threads, normed);
         Py_END_ALLOW_THREADS;
     }
+    free(normed);
     return PyBool_FromLong(avx2);
 }
 
@@ -775,8 +849,9 @@ static PyMethodDef methods[] = {
      "beam_select(...): raw pointers; use model_core.fused.beam_select instead."},
     {"linear", linear, METH_VARARGS,
      "linear(x, x_stride, rows, k, packed_w, n, bias, residual, residual_stride, relu, out, "
-     "out_stride, threads): out = x W^T (+ bias) (relu) (+ residual) on raw pointers (0 = none); "
-     "use model_core.fused.linear instead. Returns whether the AVX2 path ran."},
+     "out_stride, threads, gamma, beta, eps): out = LayerNorm?(x) W^T (+ bias) (relu) "
+     "(+ residual) on raw pointers (0 = none); use model_core.fused.PackedWeight instead. "
+     "Returns whether the AVX2 path ran."},
     {"attend_cached", attend_cached, METH_VARARGS,
      "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
      "t, row_slots, history, scale, out, threads): self-attention of one decoding step over "

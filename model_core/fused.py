@@ -7,7 +7,9 @@
   each hypothesis's back-pointers, with this position's keys/values written in the same call;
 - `attend_cross`: each row's attention over its sentence's keys/values (decoder beams over the
   encoder memory, encoder tokens over their own sentence);
-- `beam_select`: beam search's choice of finished hypotheses and next beams.
+- `beam_select`: beam search's choice of finished hypotheses and next beams;
+- `PackedWeight`: a linear layer on model_core's own GEMM, with the LayerNorm before it, the
+  bias, ReLU and the residual add in the same call (model.PackedLinear's default backend).
 
 They run on float32 CPU tensors; the top-k and attention kernels spread rows over OpenMP
 threads and release the GIL. Where the extension is missing, on a GPU or in other dtypes, the
@@ -152,43 +154,72 @@ def unpack_linear(packed: torch.Tensor, out_features: int) -> torch.Tensor:
     return packed.transpose(1, 2).reshape(panels * width, in_features)[:out_features].clone()
 
 
-def linear(
-    x: torch.Tensor,
-    packed: torch.Tensor,
-    out_features: int,
-    bias: torch.Tensor | None = None,
-    relu: bool = False,
-    residual: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """x W^T (+ bias) (ReLU) (+ residual) in one kernel call, W packed by `pack_linear`;
-    x (..., in) float32 on the CPU, residual shaped like the output. Every output is the same
-    chain of multiply-adds whatever the batch, so a row gets the same bits in any batch."""
-    panels, in_features, _ = packed.shape
-    if x.shape[-1] != in_features or x.dtype != torch.float32 or x.device.type != "cpu":
-        raise ValueError(f"linear: x must be (..., {in_features}) float32 on the CPU")
-    shape = (*x.shape[:-1], out_features)
-    if x.dim() != 2 or x.stride(1) != 1 or x.stride(0) < in_features:
-        x = x.reshape(-1, in_features)
-        if x.stride(1) != 1 or x.stride(0) < in_features:
-            x = x.contiguous()
-    out = torch.empty((x.shape[0], out_features), dtype=torch.float32)
-    res_ptr, res_stride = 0, 0
-    if residual is not None:
-        residual = residual.reshape(-1, out_features)
-        if residual.shape[0] != x.shape[0] or residual.dtype != torch.float32:
-            raise ValueError("linear: residual must be float32 and shaped like the output")
-        if residual.stride(1) != 1:
-            residual = residual.contiguous()
-        res_ptr, res_stride = residual.data_ptr(), residual.stride(0)
-    if bias is not None:
-        _check(bias, torch.float32)
-    _check(packed, torch.float32)
-    _kernels.linear(
-        x.data_ptr(), x.stride(0), x.shape[0], in_features, packed.data_ptr(), out_features,
-        0 if bias is None else bias.data_ptr(), res_ptr, res_stride, int(relu),
-        out.data_ptr(), out_features, torch.get_num_threads(),
-    )  # fmt: skip
-    return out.view(shape)
+class PackedWeight:
+    """A linear layer's weight in `pack_linear`'s panels, with its bias, checked once; calling
+    it runs model_core's GEMM kernel (float32, CPU):
+
+        out = [LayerNorm](x) W^T (+ bias) (ReLU) (+ residual)
+
+    in one call. Every output is the same chain of multiply-adds whatever the batch, so a row
+    gets the same bits in any batch, at any place in it, on any number of threads.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        if _kernels is None:
+            raise RuntimeError("PackedWeight needs model_core's C kernels")
+        self.out_features, self.in_features = weight.shape
+        self.panels = pack_linear(weight.detach().float())
+        self.bias = None if bias is None else bias.detach().float().contiguous().clone()
+        if self.bias is not None and self.bias.shape != (self.out_features,):
+            raise ValueError("bias must be (out_features,)")
+        # the tensors above are never replaced or resized, so their addresses stay valid
+        self._w = self.panels.data_ptr()
+        self._b = 0 if self.bias is None else self.bias.data_ptr()
+
+    def dense(self) -> torch.Tensor:
+        """The (out, in) weight."""
+        return unpack_linear(self.panels, self.out_features)
+
+    def __call__(
+        self,
+        x: torch.Tensor,
+        relu: bool = False,
+        residual: torch.Tensor | None = None,
+        norm: torch.nn.LayerNorm | None = None,
+    ) -> torch.Tensor:
+        """x (..., in) float32 on the CPU; residual shaped like the output; `norm` a LayerNorm
+        over `in` features (with its affine weights) applied to x first."""
+        k, n = self.in_features, self.out_features
+        if x.dtype != torch.float32 or x.device.type != "cpu" or x.shape[-1] != k:
+            raise ValueError(f"linear: x must be (..., {k}) float32 on the CPU")
+        shape = (*x.shape[:-1], n)
+        if x.dim() != 2 or x.stride(1) != 1 or x.stride(0) < k:
+            x = x.reshape(-1, k)
+            if x.stride(1) != 1 or x.stride(0) < k:
+                x = x.contiguous()
+        rows = x.shape[0]
+        res_ptr = res_stride = 0
+        if residual is not None:
+            residual = residual.reshape(-1, n)
+            if residual.shape[0] != rows or residual.dtype != torch.float32:
+                raise ValueError("linear: residual must be float32 and shaped like the output")
+            if residual.stride(1) != 1:
+                residual = residual.contiguous()
+            res_ptr, res_stride = residual.data_ptr(), residual.stride(0)
+        gamma = beta = 0
+        eps = 0.0
+        if norm is not None:
+            if norm.normalized_shape != (k,) or norm.weight is None or norm.bias is None:
+                raise ValueError(f"linear: norm must be an affine LayerNorm over {k} features")
+            _check(norm.weight, torch.float32)
+            _check(norm.bias, torch.float32)
+            gamma, beta, eps = norm.weight.data_ptr(), norm.bias.data_ptr(), norm.eps
+        out = torch.empty((rows, n), dtype=torch.float32)
+        _kernels.linear(
+            x.data_ptr(), x.stride(0), rows, k, self._w, n, self._b, res_ptr, res_stride,
+            int(relu), out.data_ptr(), n, torch.get_num_threads(), gamma, beta, eps,
+        )  # fmt: skip
+        return out.view(shape)
 
 
 def topk_logsumexp_torch(logits: torch.Tensor, k: int):

@@ -119,10 +119,11 @@ class EncoderLayer(nn.Module):
         attn, pre = self.self_attn, self.res_attn.pre
         (b, s), d = batch, x.shape[1]
         heads, hd = attn.n_heads, attn.head_dim
-        h = self.res_attn.norm(x) if pre else x
+        norm = self.res_attn.norm if pre else None
         if attn.fused_qkv is not None:
-            qkv = attn.fused_qkv(h)
+            qkv = _norm_project(norm, attn.fused_qkv, x)
         else:
+            h = x if norm is None else norm(x)
             qkv = torch.cat([attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)], dim=1)
         if kernel is not None:
             kv = qkv.new_zeros((b * s, 2 * d)).index_copy_(0, index, qkv[:, d:])
@@ -164,10 +165,11 @@ class DecoderLayer(nn.Module):
         heads, hd = sa.n_heads, sa.head_dim
         pre = self.res_self.pre
 
-        h = self.res_self.norm(x) if pre else x
+        norm = self.res_self.norm if pre else None
         if sa.fused_qkv is not None:  # one matmul for q, k and v; k|v written in one copy
-            qkv = sa.fused_qkv(h)
+            qkv = _norm_project(norm, sa.fused_qkv, x)
         else:
+            h = x if norm is None else norm(x)
             qkv = torch.cat([sa.q_proj(h), sa.k_proj(h), sa.v_proj(h)], dim=1)  # (N, 3d)
         if cache.slots is not None:  # the fused kernel writes k|v and attends in one call
             a = fused.attend_cached(qkv, cache.kv, cache.history, cache.slots, cache.length, layer)
@@ -179,8 +181,7 @@ class DecoderLayer(nn.Module):
         if not pre:
             x = self.res_self.norm(x)
 
-        h = self.res_cross.norm(x) if pre else x
-        q = ca.q_proj(h)
+        q = _norm_project(self.res_cross.norm if pre else None, ca.q_proj, x)
         if cache.slots is not None:
             a = fused.attend_cross(
                 q, cache.cross_k[layer], cache.cross_v[layer], cache.src_bias, cache.sentence
@@ -202,13 +203,23 @@ class DecoderLayer(nn.Module):
 def _ffn_block(res: Residual, ffn: FeedForward, x: torch.Tensor) -> torch.Tensor:
     """Inference only: the residual FFN sub-layer on 2-D rows, ReLU and residual add fused into
     the projections where the layers are packed."""
-    h = res.norm(x) if res.pre else x
-    if isinstance(ffn.w1, PackedLinear) and ffn.act is F.relu:
-        inner = ffn.w1(h, activation="relu")
-    else:
-        inner = ffn.act(ffn.w1(h))
+    relu = ffn.act is F.relu
+    inner = _norm_project(res.norm if res.pre else None, ffn.w1, x, "relu" if relu else "none")
+    if not relu:
+        inner = ffn.act(inner)
     x = _project_add(ffn.w2, inner, x)
     return x if res.pre else res.norm(x)
+
+
+def _norm_project(
+    norm: nn.Module | None, linear: nn.Module, x: torch.Tensor, activation: str = "none"
+) -> torch.Tensor:
+    """Inference only: linear(norm(x)) (linear(x) without a norm), then the activation
+    ("none" or "relu"); one call where the layer is packed."""
+    if isinstance(linear, PackedLinear) and (norm is None or isinstance(norm, nn.LayerNorm)):
+        return linear(x, activation=activation, norm=norm)
+    out = linear(x if norm is None else norm(x))
+    return F.relu(out) if activation == "relu" else out
 
 
 def _project_add(linear: nn.Module, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -469,7 +480,7 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1
-        return self.generator(self.decoder_norm(x)).float()
+        return _norm_project(self.decoder_norm, self.generator, x).float()
 
     def prepare_for_inference(self, packed: bool = False) -> Transformer:
         """In place, for decoding: fuse each self-attention's q|k|v projections into one linear
@@ -524,8 +535,9 @@ class PackedLinear(nn.Module):
     only, CPU only. Two backends, same results up to float rounding:
 
     - "panels" (the default where model_core's C kernels are built): panels of 16 output
-      features for `fused.linear`, model_core's own GEMM. Bias, ReLU and the residual add run
-      in the same call, and a row gets the same bits in any batch by construction.
+      features for `fused.PackedWeight`, model_core's own GEMM. The LayerNorm before the
+      layer, its bias, ReLU and the residual add run in the same call, and a row gets the same
+      bits in any batch by construction.
     - "onednn": oneDNN's blocked layout, through torch's mkldnn linear ops. Also batch
       invariant (tested), but slower at decoding sizes (docs/BENCHMARKS.md, section 3).
     """
@@ -535,35 +547,39 @@ class PackedLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         available = packed_linear_backends()
         self.backend = backend or (available[0] if available else "onednn")
-        weight = linear.weight.detach().float().contiguous()
         if self.backend not in available:
             raise RuntimeError(
                 f"PackedLinear backend {self.backend!r} is not available here (available: "
                 f"{available}; panels needs model_core's C kernels, onednn torch's mkldnn ops)"
             )
+        weight = linear.weight.detach().float().contiguous()
+        bias = None if linear.bias is None else linear.bias.detach().float().clone()
         if self.backend == "panels":
-            self.packed = fused.pack_linear(weight)
+            self.packed = fused.PackedWeight(weight, bias)
         else:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 32)
-        self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
+        self.bias = bias
 
-    def forward(self, x: torch.Tensor, activation: str = "none") -> torch.Tensor:
-        """`activation`: "none", or "relu" applied in the same call."""
+    def forward(
+        self, x: torch.Tensor, activation: str = "none", norm: nn.LayerNorm | None = None
+    ) -> torch.Tensor:
+        """`activation`: "none", or "relu" applied in the same call. `norm`: a LayerNorm
+        applied to x first (in the same call on the panels backend)."""
         if self.backend == "panels":
-            return fused.linear(
-                x, self.packed, self.out_features, self.bias, relu=activation == "relu"
-            )
+            return self.packed(x, relu=activation == "relu", norm=norm)
+        if norm is not None:
+            x = norm(x)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, activation, [], "")
 
     def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """residual + self(x) in one call."""
         if self.backend == "panels":
-            return fused.linear(x, self.packed, self.out_features, self.bias, residual=residual)
+            return self.packed(x, residual=residual)
         return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
 
     def dense_weight(self) -> torch.Tensor:
         if self.backend == "panels":
-            return fused.unpack_linear(self.packed, self.out_features)
+            return self.packed.dense()
         return self.packed.to_dense()
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:

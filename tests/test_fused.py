@@ -315,60 +315,74 @@ def assert_near(got: torch.Tensor, want: torch.Tensor) -> None:
 def test_linear_kernel_matches_torch(rows, k, n):
     torch.manual_seed(rows * k + n)
     w, b = torch.randn(n, k) / k**0.5, torch.randn(n)
-    x, residual = torch.randn(rows, k), torch.randn(rows, n)
+    x, residual = torch.randn(rows, k) * 3 + 1, torch.randn(rows, n)
+    norm = torch.nn.LayerNorm(k, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-0.5, 0.5)
     packed = fused.pack_linear(w)
     assert packed.shape == (-(-n // 16), k, 16)
     assert torch.equal(fused.unpack_linear(packed, n), w)
-    plain = x.double() @ w.double().T
-    assert_near(fused.linear(x, packed, n), plain)
-    assert_near(fused.linear(x, packed, n, b), plain + b)
-    assert_near(fused.linear(x, packed, n, b, relu=True), (plain + b).relu())
-    assert_near(fused.linear(x, packed, n, residual=residual), plain + residual)
-    assert_near(
-        fused.linear(x, packed, n, b, relu=True, residual=residual), (plain + b).relu() + residual
-    )
+    plain, layer = fused.PackedWeight(w), fused.PackedWeight(w, b)
+    assert torch.equal(layer.dense(), w)
+    want = x.double() @ w.double().T
+    normed = norm(x).detach().double() @ w.double().T
+    assert_near(plain(x), want)
+    assert_near(layer(x), want + b)
+    assert_near(layer(x, relu=True), (want + b).relu())
+    assert_near(plain(x, residual=residual), want + residual)
+    assert_near(layer(x, relu=True, residual=residual), (want + b).relu() + residual)
+    assert_near(layer(x, norm=norm), normed + b)
+    assert_near(layer(x, relu=True, residual=residual, norm=norm), (normed + b).relu() + residual)
 
 
 @needs_kernel
 def test_linear_kernel_gives_a_row_the_same_bits_anywhere():
     # any batch size, any place in the batch, one or two threads, rows read from a wider
-    # buffer or a 3-D tensor: what lets a sentence translate the same in any batch
+    # buffer or a 3-D tensor, with or without the LayerNorm: what lets a sentence translate
+    # the same in any batch
     torch.manual_seed(0)
     k, n = 256, 200
-    w, b, x = torch.randn(n, k), torch.randn(n), torch.randn(50, k)
-    packed = fused.pack_linear(w)
-    full = fused.linear(x, packed, n, b)
-    for rows in (1, 5, 6, 7, 13):
-        assert torch.equal(fused.linear(x[:rows], packed, n, b), full[:rows])
-    perm = torch.randperm(50)
-    assert torch.equal(fused.linear(x[perm], packed, n, b), full[perm])
-    wide = torch.randn(50, k + 40)
-    wide[:, 7 : 7 + k] = x
-    assert torch.equal(fused.linear(wide[:, 7 : 7 + k], packed, n, b), full)
-    assert torch.equal(fused.linear(x.view(5, 10, k), packed, n, b), full.view(5, 10, n))
-    threads = torch.get_num_threads()
-    try:
-        for t in (1, 2, 3):
-            torch.set_num_threads(t)
-            assert torch.equal(fused.linear(x, packed, n, b), full)
-    finally:
-        torch.set_num_threads(threads)
+    layer, x = fused.PackedWeight(torch.randn(n, k), torch.randn(n)), torch.randn(50, k)
+    norm = torch.nn.LayerNorm(k)
+    for kw in ({}, {"norm": norm}, {"relu": True, "residual": torch.ones(50, n)}):
+        full = layer(x, **kw)
+        for rows in (1, 5, 6, 7, 13):
+            part = {key: v[:rows] if key == "residual" else v for key, v in kw.items()}
+            assert torch.equal(layer(x[:rows], **part), full[:rows])
+        perm = torch.randperm(50)
+        shuffled = {key: v[perm] if key == "residual" else v for key, v in kw.items()}
+        assert torch.equal(layer(x[perm], **shuffled), full[perm])
+        wide = torch.randn(50, k + 40)
+        wide[:, 7 : 7 + k] = x
+        assert torch.equal(layer(wide[:, 7 : 7 + k], **kw), full)
+        threads = torch.get_num_threads()
+        try:
+            for t in (1, 2, 3):
+                torch.set_num_threads(t)
+                assert torch.equal(layer(x, **kw), full)
+        finally:
+            torch.set_num_threads(threads)
+    assert torch.equal(layer(x.view(5, 10, k)), layer(x).view(5, 10, n))
 
 
 @needs_kernel
 def test_linear_kernel_propagates_nan_and_refuses_wrong_inputs():
-    packed = fused.pack_linear(torch.ones(16, 8))
+    layer = fused.PackedWeight(torch.ones(16, 8))
     x = torch.ones(2, 8)
     x[1, 3] = float("nan")
-    out = fused.linear(x, packed, 16, relu=True)
+    out = layer(x, relu=True)
     assert torch.all(out[0] == 8) and torch.all(out[1].isnan())
-    assert fused.linear(torch.ones(0, 8), packed, 16).shape == (0, 16)
+    assert layer(torch.ones(0, 8)).shape == (0, 16)
     with pytest.raises(ValueError, match="linear"):
-        fused.linear(torch.ones(2, 9), packed, 16)
+        layer(torch.ones(2, 9))
     with pytest.raises(ValueError, match="linear"):
-        fused.linear(torch.ones(2, 8, dtype=torch.float64), packed, 16)
+        layer(torch.ones(2, 8, dtype=torch.float64))
     with pytest.raises(ValueError, match="residual"):
-        fused.linear(x, packed, 16, residual=torch.ones(3, 16))
+        layer(x, residual=torch.ones(3, 16))
+    with pytest.raises(ValueError, match="norm"):
+        layer(x, norm=torch.nn.LayerNorm(9))
+    with pytest.raises(ValueError, match="bias"):
+        fused.PackedWeight(torch.ones(16, 8), torch.ones(15))
 
 
 @needs_kernel
