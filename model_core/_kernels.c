@@ -666,7 +666,7 @@ static void linear_tile_scalar(const linear_args *a, int mr, int64_t r0, int64_t
 
 /* mr is a constant at each call site below, so the unused rows compile away. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void linear_tile_avx2(
-    const linear_args *a, const int mr, int64_t r0, int64_t p, const float *next) {
+    const linear_args *a, const int mr, int64_t r0, int64_t p, const float *next, const int fetch) {
     const float *b = a->w + p * a->k * LIN_NR;
     const float *x0 = a->x + r0 * a->x_stride;
     const float *x1 = x0 + a->x_stride, *x2 = x1 + a->x_stride, *x3 = x2 + a->x_stride;
@@ -674,7 +674,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void linear_til
     LIN_ROW_DECL(0) LIN_ROW_DECL(1) LIN_ROW_DECL(2) LIN_ROW_DECL(3) LIN_ROW_DECL(4) LIN_ROW_DECL(5)
     for (int64_t i = 0; i < a->k; ++i) {
         const __m256 b0 = _mm256_loadu_ps(b + i * LIN_NR), b1 = _mm256_loadu_ps(b + i * LIN_NR + 8);
-        _mm_prefetch((const char *)(next + i * LIN_NR), _MM_HINT_T0);
+        if (fetch) _mm_prefetch((const char *)(next + i * LIN_NR), _MM_HINT_T0);
         LIN_ROW_FMA(0) LIN_ROW_FMA(1) LIN_ROW_FMA(2) LIN_ROW_FMA(3) LIN_ROW_FMA(4) LIN_ROW_FMA(5)
     }
     const int64_t j0 = p * LIN_NR;
@@ -691,13 +691,17 @@ __attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_ar
                                                                  int64_t r1, int64_t p,
                                                                  const float *next) {
     int64_t r = r0;
-    for (; r + LIN_MR <= r1; r += LIN_MR) linear_tile_avx2(a, 6, r, p, next);
+    if (r + LIN_MR <= r1) { /* the first tile fetches the next panel, the others find it cached */
+        linear_tile_avx2(a, 6, r, p, next, 1);
+        for (r += LIN_MR; r + LIN_MR <= r1; r += LIN_MR) linear_tile_avx2(a, 6, r, p, next, 0);
+    }
+    const int fetch = r == r0;
     switch (r1 - r) {
-    case 5: linear_tile_avx2(a, 5, r, p, next); break;
-    case 4: linear_tile_avx2(a, 4, r, p, next); break;
-    case 3: linear_tile_avx2(a, 3, r, p, next); break;
-    case 2: linear_tile_avx2(a, 2, r, p, next); break;
-    case 1: linear_tile_avx2(a, 1, r, p, next); break;
+    case 5: linear_tile_avx2(a, 5, r, p, next, fetch); break;
+    case 4: linear_tile_avx2(a, 4, r, p, next, fetch); break;
+    case 3: linear_tile_avx2(a, 3, r, p, next, fetch); break;
+    case 2: linear_tile_avx2(a, 2, r, p, next, fetch); break;
+    case 1: linear_tile_avx2(a, 1, r, p, next, fetch); break;
     default: break;
     }
 }

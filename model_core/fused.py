@@ -189,23 +189,31 @@ class PackedWeight:
     ) -> torch.Tensor:
         """x (..., in) float32 on the CPU; residual shaped like the output; `norm` a LayerNorm
         over `in` features (with its affine weights) applied to x first."""
+        # a decoding step makes ~20 of these calls: the common case (2-D rows with unit column
+        # stride) takes as few torch calls as possible
         k, n = self.in_features, self.out_features
-        if x.dtype != torch.float32 or x.device.type != "cpu" or x.shape[-1] != k:
+        if x.dtype is not torch.float32 or not x.is_cpu or x.shape[-1] != k:
             raise ValueError(f"linear: x must be (..., {k}) float32 on the CPU")
-        shape = (*x.shape[:-1], n)
-        if x.dim() != 2 or x.stride(1) != 1 or x.stride(0) < k:
+        shape = None
+        if x.dim() != 2:
+            shape = (*x.shape[:-1], n)
             x = x.reshape(-1, k)
-            if x.stride(1) != 1 or x.stride(0) < k:
-                x = x.contiguous()
         rows = x.shape[0]
+        x_stride, col_stride = x.stride()
+        if col_stride != 1 or x_stride < k:
+            x = x.contiguous()
+            x_stride = k
         res_ptr = res_stride = 0
         if residual is not None:
-            residual = residual.reshape(-1, n)
-            if residual.shape[0] != rows or residual.dtype != torch.float32:
+            if residual.dim() != 2:
+                residual = residual.reshape(-1, n)
+            if residual.shape != (rows, n) or residual.dtype is not torch.float32:
                 raise ValueError("linear: residual must be float32 and shaped like the output")
-            if residual.stride(1) != 1:
+            res_stride, col_stride = residual.stride()
+            if col_stride != 1:
                 residual = residual.contiguous()
-            res_ptr, res_stride = residual.data_ptr(), residual.stride(0)
+                res_stride = n
+            res_ptr = residual.data_ptr()
         gamma = beta = 0
         eps = 0.0
         if norm is not None:
@@ -216,10 +224,10 @@ class PackedWeight:
             gamma, beta, eps = norm.weight.data_ptr(), norm.bias.data_ptr(), norm.eps
         out = torch.empty((rows, n), dtype=torch.float32)
         _kernels.linear(
-            x.data_ptr(), x.stride(0), rows, k, self._w, n, self._b, res_ptr, res_stride,
+            x.data_ptr(), x_stride, rows, k, self._w, n, self._b, res_ptr, res_stride,
             int(relu), out.data_ptr(), n, torch.get_num_threads(), gamma, beta, eps,
         )  # fmt: skip
-        return out.view(shape)
+        return out if shape is None else out.view(shape)
 
 
 def topk_logsumexp_torch(logits: torch.Tensor, k: int):
