@@ -175,6 +175,30 @@ class PackedWeight:
         # the tensors above are never replaced or resized, so their addresses stay valid
         self._w = self.panels.data_ptr()
         self._b = 0 if self.bias is None else self.bias.data_ptr()
+        self._norm: tuple | None = None  # the last LayerNorm used: (weight, bias, its args)
+
+    def _norm_args(self, norm: torch.nn.LayerNorm) -> tuple[int, int, float]:
+        """The LayerNorm's (gamma, beta) addresses and eps, checked on first use. The cache
+        holds the parameter tensors themselves, so the addresses stay valid, and a norm whose
+        parameters were replaced since is checked again."""
+        weight, bias = norm.weight, norm.bias
+        cached = self._norm
+        if cached is not None and cached[0] is weight and cached[1] is bias:
+            return cached[2]
+        k = self.in_features
+        if (
+            norm.normalized_shape != (k,)
+            or weight is None
+            or bias is None
+            or weight.shape != (k,)
+            or bias.shape != (k,)
+        ):
+            raise ValueError(f"linear: norm must be an affine LayerNorm over {k} features")
+        _check(weight, torch.float32)
+        _check(bias, torch.float32)
+        args = (weight.data_ptr(), bias.data_ptr(), float(norm.eps))
+        self._norm = (weight, bias, args)
+        return args
 
     def dense(self) -> torch.Tensor:
         """The (out, in) weight."""
@@ -217,11 +241,7 @@ class PackedWeight:
         gamma = beta = 0
         eps = 0.0
         if norm is not None:
-            if norm.normalized_shape != (k,) or norm.weight is None or norm.bias is None:
-                raise ValueError(f"linear: norm must be an affine LayerNorm over {k} features")
-            _check(norm.weight, torch.float32)
-            _check(norm.bias, torch.float32)
-            gamma, beta, eps = norm.weight.data_ptr(), norm.bias.data_ptr(), norm.eps
+            gamma, beta, eps = self._norm_args(norm)
         out = torch.empty((rows, n), dtype=torch.float32)
         _kernels.linear(
             x.data_ptr(), x_stride, rows, k, self._w, n, self._b, res_ptr, res_stride,

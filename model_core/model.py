@@ -217,7 +217,7 @@ def _norm_project(
     """Inference only: linear(norm(x)) (linear(x) without a norm), then the activation
     ("none" or "relu"); one call where the layer is packed."""
     if isinstance(linear, PackedLinear) and (norm is None or isinstance(norm, nn.LayerNorm)):
-        return linear(x, activation=activation, norm=norm)
+        return linear.forward(x, activation=activation, norm=norm)  # no module hooks to run
     out = linear(x if norm is None else norm(x))
     return F.relu(out) if activation == "relu" else out
 

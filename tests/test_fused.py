@@ -386,6 +386,26 @@ def test_linear_kernel_propagates_nan_and_refuses_wrong_inputs():
 
 
 @needs_kernel
+def test_linear_kernel_follows_a_norm_whose_parameters_change():
+    torch.manual_seed(1)
+    layer, norm, x = (
+        fused.PackedWeight(torch.randn(32, 24)),
+        torch.nn.LayerNorm(24),
+        torch.randn(3, 24),
+    )
+    w = layer.dense().double()
+    assert_near(layer(x, norm=norm), norm(x).detach().double() @ w.T)
+    with torch.no_grad():
+        norm.weight.mul_(3.0)  # in place: same tensor
+    assert_near(layer(x, norm=norm), norm(x).detach().double() @ w.T)
+    norm.bias = torch.nn.Parameter(torch.full((24,), 0.5))  # replaced: checked again
+    assert_near(layer(x, norm=norm), norm(x).detach().double() @ w.T)
+    norm.weight = torch.nn.Parameter(torch.ones(25))
+    with pytest.raises(ValueError, match="norm"):
+        layer(x, norm=norm)
+
+
+@needs_kernel
 def test_packed_linear_uses_the_kernel_where_it_is_built():
     from model_core.model import PackedLinear
 
