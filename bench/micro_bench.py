@@ -34,7 +34,12 @@ import torch.nn.functional as F
 from model_core import decoding, fused
 from model_core.config import ModelConfig
 from model_core.decoding import greedy_search
-from model_core.model import PackedLinear, Transformer, packed_linear_available
+from model_core.model import (
+    PackedLinear,
+    Transformer,
+    packed_linear_available,
+    packed_linear_backends,
+)
 from model_core.translator import Translator
 
 from .common import DEFAULT_SRC, machine, read_sentences, table
@@ -56,48 +61,68 @@ def timed(fn, repeats: int = 30, inner: int = 1) -> float:
 
 
 def step_matmuls(cfg: ModelConfig) -> list[list]:
-    """The decoder's per-step matmuls (all layers + generator), plain vs packed, cold cache."""
+    """The decoder's per-step matmuls (all layers + generator), cold cache: plain torch layers
+    and oneDNN-packed ones (A), each against model_core's panels kernel (B)."""
     d, ff, vocab = cfg.d_model, cfg.d_ff, cfg.tgt_vocab_size
     shapes = [(3 * d, d), (d, d), (d, d), (d, d), (ff, d), (d, ff)] * cfg.decoder_layers
     shapes.append((vocab, d))
-    layers = [torch.nn.Linear(i, o) for o, i in shapes]
-    packed = [PackedLinear(layer) for layer in layers]
+    systems = {"plain": [torch.nn.Linear(i, o) for o, i in shapes]}
+    for backend in packed_linear_backends():
+        systems[backend] = [PackedLinear(layer, backend) for layer in systems["plain"]]
+    if "panels" not in systems:
+        return []
     flush = torch.randn(8 * 1024 * 1024)  # 32 MB: as much as this machine's L3 cache
     rows = []
     with torch.inference_mode():
-        for m in (1, 32, 128):
+        for m in (1, 4, 32, 128):
             x = torch.randn(m, max(d, ff))
-
-            def plain(x: torch.Tensor = x) -> None:
-                for layer in layers:
-                    layer(x[:, : layer.in_features])
-
-            def with_packed(x: torch.Tensor = x) -> None:
-                for layer in packed:
-                    layer(x[:, : layer.in_features])
-
-            results = {"plain": [], "packed": []}
+            results = {name: [] for name in systems}
             for _ in range(30):
-                for name, fn in (("plain", plain), ("packed", with_packed)):
+                for name, layers in systems.items():
                     flush.add_(1.0)
                     start = time.perf_counter()
-                    fn()
+                    for layer in layers:
+                        layer(x[:, : layer.in_features])
                     results[name].append(time.perf_counter() - start)
-            a, b = (statistics.median(results[k]) * 1e3 for k in ("plain", "packed"))
-            rows.append([f"step matmuls, {m} rows, cold", f"{a:.2f} ms", f"{b:.2f} ms", a / b])
+            b = statistics.median(results["panels"]) * 1e3
+            for name in ("plain", "onednn"):
+                if name in results:
+                    a = statistics.median(results[name]) * 1e3
+                    rows.append(
+                        [
+                            f"step matmuls, {m} rows, cold: {name}",
+                            f"{a:.2f} ms",
+                            f"{b:.2f} ms",
+                            a / b,
+                        ]
+                    )
     return rows
 
 
 def call_overhead() -> list[list]:
+    """One warm linear layer: plain torch and oneDNN-packed (A) against the panels kernel (B)."""
+    if "panels" not in packed_linear_backends():
+        return []
     rows = []
     with torch.inference_mode():
-        for m, k, n in ((1, 256, 256), (32, 256, 256), (32, 256, 1024)):
-            layer = torch.nn.Linear(k, n)
-            packed = PackedLinear(layer)
+        for m, k, n in ((1, 256, 256), (32, 256, 256), (32, 256, 1024), (128, 256, 8000)):
+            layers = {"plain": torch.nn.Linear(k, n)}
+            for backend in packed_linear_backends():
+                layers[backend] = PackedLinear(layers["plain"], backend)
             x = torch.randn(m, k)
-            a = timed(lambda f=layer, x=x: f(x), inner=200) * 1e6
-            b = timed(lambda f=packed, x=x: f(x), inner=200) * 1e6
-            rows.append([f"one linear {m}x{k} -> {n}, warm", f"{a:.1f} us", f"{b:.1f} us", a / b])
+            inner = max(1, 200 * 32 * 256 // (m * n))
+            b = timed(lambda f=layers["panels"], x=x: f(x), inner=inner) * 1e6
+            for name in ("plain", "onednn"):
+                if name in layers:
+                    a = timed(lambda f=layers[name], x=x: f(x), inner=inner) * 1e6
+                    rows.append(
+                        [
+                            f"one linear {m}x{k} -> {n}, warm: {name}",
+                            f"{a:.1f} us",
+                            f"{b:.1f} us",
+                            a / b,
+                        ]
+                    )
     return rows
 
 
@@ -375,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if not packed_linear_available():
-        print("this torch build has no oneDNN linear ops; nothing to compare")
+        print("no packed linear backend here (C kernels or oneDNN); nothing to compare")
         return 1
     if args.breakdown:
         breakdown(args.checkpoint, read_sentences(args.src, 1000))
@@ -395,8 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["measurement", "A", "B", "A / B"], rows))
     print(
         "\nA vs B: attention, beam selection and whole beam-4 translations: torch "
-        "operations vs model_core's C kernels; matmul, linear and "
-        "tiny-model rows: plain weights vs oneDNN-packed; one sentence: main thread vs a second "
+        "operations vs model_core's C kernels; step matmul and linear rows: plain torch layers or "
+        "oneDNN-packed ones (named in the row) vs the panels GEMM kernel; tiny-model rows: plain "
+        "weights vs packed (the default backend); one sentence: main thread vs a second "
         "thread (below 1: the second thread is slower); top-8: torch ops vs the fused kernel; "
         "encoder: padded encode vs encode_tokens"
     )
