@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = [("reference", 1, 1, True)]
     systems += [("fast", beam, b, False) for beam in (1, 4) for b in batches]
     tr.translate_batch(sentences[:8], beam_size=4)  # warm-up
-    reference_tr.translate_batch(sentences[:2], reference=True)
+    reference_tr.translate_batch(sentences[:2], beam_size=1, reference=True)
     freeze_gc()
     raw: dict[str, list[dict]] = {}
     for rep in range(args.repeats):
