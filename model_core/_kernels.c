@@ -690,6 +690,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void linear_til
 __attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_args *a, int64_t r0,
                                                                  int64_t r1, int64_t p,
                                                                  const float *next) {
+    /* a lone last row goes through linear_row_wide_avx2 instead (see linear_run) */
     int64_t r = r0;
     if (r + LIN_MR <= r1) { /* the first tile fetches the next panel, the others find it cached */
         linear_tile_avx2(a, 6, r, p, next, 1);
@@ -701,9 +702,47 @@ __attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_ar
     case 4: linear_tile_avx2(a, 4, r, p, next, fetch); break;
     case 3: linear_tile_avx2(a, 3, r, p, next, fetch); break;
     case 2: linear_tile_avx2(a, 2, r, p, next, fetch); break;
-    case 1: linear_tile_avx2(a, 1, r, p, next, fetch); break;
     default: break;
     }
+}
+
+/* One row times LIN_WIDE consecutive panels: a lone row in a 6-row tile would keep only two
+ * sums in flight, and each multiply-add would wait for the previous one; across four panels,
+ * eight chains run side by side. Each output's chain is the same as in any other tile. */
+#define LIN_WIDE 4
+__attribute__((target("avx2,fma"))) static void linear_row_wide_avx2(const linear_args *a,
+                                                                     int64_t r, int64_t p) {
+    const int64_t k = a->k, stride = k * LIN_NR;
+    const float *b = a->w + p * stride, *x = a->x + r * a->x_stride;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+    __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    for (int64_t i = 0; i < k; ++i) {
+        const __m256 t = _mm256_broadcast_ss(x + i);
+        const float *bi = b + i * LIN_NR;
+        c00 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi), c00);
+        c01 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + 8), c01);
+        c10 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + stride), c10);
+        c11 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + stride + 8), c11);
+        c20 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + 2 * stride), c20);
+        c21 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + 2 * stride + 8), c21);
+        c30 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + 3 * stride), c30);
+        c31 = _mm256_fmadd_ps(t, _mm256_loadu_ps(bi + 3 * stride + 8), c31);
+    }
+    float sums[LIN_WIDE][LIN_MR * LIN_NR];
+    _mm256_storeu_ps(sums[0], c00), _mm256_storeu_ps(sums[0] + 8, c01);
+    _mm256_storeu_ps(sums[1], c10), _mm256_storeu_ps(sums[1] + 8, c11);
+    _mm256_storeu_ps(sums[2], c20), _mm256_storeu_ps(sums[2] + 8, c21);
+    _mm256_storeu_ps(sums[3], c30), _mm256_storeu_ps(sums[3] + 8, c31);
+    for (int j = 0; j < LIN_WIDE; ++j) linear_store(a, sums[j], 1, r, p + j);
+}
+
+/* Row r times panels [p0, p1): four at a time, then one at a time. */
+__attribute__((target("avx2,fma"))) static void linear_lone_row_avx2(const linear_args *a,
+                                                                     int64_t r, int64_t p0,
+                                                                     int64_t p1) {
+    int64_t p = p0;
+    for (; p + LIN_WIDE <= p1; p += LIN_WIDE) linear_row_wide_avx2(a, r, p);
+    for (; p < p1; ++p) linear_tile_avx2(a, 1, r, p, a->w, 0);
 }
 #endif
 
@@ -800,6 +839,9 @@ static void linear_run(const linear_args *in, int avx2, int threads, float *norm
 #endif
                     linear_rows_scalar(a, m, m1, p);
             }
+#ifdef HAVE_X86
+            if (avx2 && (m1 - m) % LIN_MR == 1) linear_lone_row_avx2(a, m1 - 1, p0, p1);
+#endif
         }
     }
 }
