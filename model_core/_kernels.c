@@ -690,7 +690,6 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void linear_til
 __attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_args *a, int64_t r0,
                                                                  int64_t r1, int64_t p,
                                                                  const float *next) {
-    /* a lone last row goes through linear_row_wide_avx2 instead (see linear_run) */
     int64_t r = r0;
     if (r + LIN_MR <= r1) { /* the first tile fetches the next panel, the others find it cached */
         linear_tile_avx2(a, 6, r, p, next, 1);
@@ -702,13 +701,16 @@ __attribute__((target("avx2,fma"))) static void linear_rows_avx2(const linear_ar
     case 4: linear_tile_avx2(a, 4, r, p, next, fetch); break;
     case 3: linear_tile_avx2(a, 3, r, p, next, fetch); break;
     case 2: linear_tile_avx2(a, 2, r, p, next, fetch); break;
+    case 1: linear_tile_avx2(a, 1, r, p, next, fetch); break;
     default: break;
     }
 }
 
-/* One row times LIN_WIDE consecutive panels: a lone row in a 6-row tile would keep only two
- * sums in flight, and each multiply-add would wait for the previous one; across four panels,
- * eight chains run side by side. Each output's chain is the same as in any other tile. */
+/* One row times LIN_WIDE consecutive panels, for a product of one row (greedy search on one
+ * sentence): a 1-row tile keeps only two sums in flight, and each multiply-add waits for the
+ * previous one; across four panels, eight chains run side by side. Each output's chain is the
+ * same as in any other tile. (A last row after full tiles stays in the panel loop, where its
+ * panel is already in cache.) */
 #define LIN_WIDE 4
 __attribute__((target("avx2,fma"))) static void linear_row_wide_avx2(const linear_args *a,
                                                                      int64_t r, int64_t p) {
@@ -831,6 +833,12 @@ static void linear_run(const linear_args *in, int avx2, int threads, float *norm
         const int64_t p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
         for (int64_t m = 0; m < a->rows; m += block) {
             const int64_t m1 = m + block < a->rows ? m + block : a->rows;
+#ifdef HAVE_X86
+            if (avx2 && m1 - m == 1) { /* one row: four panels at a time */
+                linear_lone_row_avx2(a, m, p0, p1);
+                continue;
+            }
+#endif
             for (int64_t p = p0; p < p1; ++p) {
 #ifdef HAVE_X86
                 if (avx2)
@@ -839,9 +847,6 @@ static void linear_run(const linear_args *in, int avx2, int threads, float *norm
 #endif
                     linear_rows_scalar(a, m, m1, p);
             }
-#ifdef HAVE_X86
-            if (avx2 && (m1 - m) % LIN_MR == 1) linear_lone_row_avx2(a, m1 - 1, p0, p1);
-#endif
         }
     }
 }
