@@ -167,11 +167,15 @@ class PackedWeight:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         if _kernels is None:
             raise RuntimeError("PackedWeight needs model_core's C kernels")
+        if weight.dim() != 2 or weight.device.type != "cpu":
+            raise ValueError("PackedWeight takes a 2-D weight on the CPU (the kernel is CPU only)")
         self.out_features, self.in_features = weight.shape
         self.panels = pack_linear(weight.detach().float())
         self.bias = None if bias is None else bias.detach().float().contiguous().clone()
-        if self.bias is not None and self.bias.shape != (self.out_features,):
-            raise ValueError("bias must be (out_features,)")
+        if self.bias is not None and (
+            self.bias.shape != (self.out_features,) or self.bias.device.type != "cpu"
+        ):
+            raise ValueError("bias must be (out_features,) on the CPU")
         # the tensors above are never replaced or resized, so their addresses stay valid
         self._w = self.panels.data_ptr()
         self._b = 0 if self.bias is None else self.bias.data_ptr()
@@ -231,8 +235,14 @@ class PackedWeight:
         if residual is not None:
             if residual.dim() != 2:
                 residual = residual.reshape(-1, n)
-            if residual.shape != (rows, n) or residual.dtype is not torch.float32:
-                raise ValueError("linear: residual must be float32 and shaped like the output")
+            if (
+                residual.shape != (rows, n)
+                or residual.dtype is not torch.float32
+                or not residual.is_cpu
+            ):
+                raise ValueError(
+                    "linear: residual must be float32 on the CPU and shaped like the output"
+                )
             res_stride, col_stride = residual.stride()
             if col_stride != 1:
                 residual = residual.contiguous()

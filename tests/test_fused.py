@@ -383,6 +383,10 @@ def test_linear_kernel_propagates_nan_and_refuses_wrong_inputs():
         layer(x, norm=torch.nn.LayerNorm(9))
     with pytest.raises(ValueError, match="bias"):
         fused.PackedWeight(torch.ones(16, 8), torch.ones(15))
+    with pytest.raises(ValueError, match="2-D"):
+        fused.PackedWeight(torch.ones(16))
+    with pytest.raises(ValueError, match="residual"):
+        layer(x, residual=torch.ones(2, 16, dtype=torch.float64))
 
 
 @needs_kernel
