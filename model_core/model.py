@@ -484,8 +484,8 @@ class Transformer(nn.Module):
 
     def prepare_for_inference(self, packed: bool = False) -> Transformer:
         """In place, for decoding: fuse each self-attention's q|k|v projections into one linear
-        layer, and with `packed=True` (CPU float32, oneDNN available) swap every linear
-        layer for a PackedLinear. Outputs are unchanged up to float rounding; the model can no
+        layer, and with `packed=True` (CPU float32, a PackedLinear backend available) swap
+        every linear layer for a PackedLinear. Outputs are unchanged up to float rounding; the model can no
         longer be trained."""
         self.eval()
         for layer in [*self.encoder_layers, *self.decoder_layers]:
