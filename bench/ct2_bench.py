@@ -1,8 +1,9 @@
 """Side-by-side engine benchmark on one checkpoint: the reference decoder (the seeds' greedy,
 one sentence at a time, whole prefix each step, on plain torch linear layers; also on our packed
 ones, "reference-packed", which is not the ratios' base), ours (KV cache; float32 and int8 dynamic
-quantization) and CTranslate2 on the exported model (float32 and int8), greedy and beam 4, at
-several batch sizes, same sentences, same output cap, same thread count.
+quantization on the CPU, float16 and bfloat16 on a GPU when there is one) and CTranslate2 on the
+exported model at the same precisions, greedy and beam 4, at several batch sizes, same
+sentences, same output cap, same thread count.
 
 Each measurement runs in a fresh worker process (so peak RSS is per system); systems are
 interleaved within each repetition and medians are reported, with sacreBLEU against the
@@ -37,6 +38,18 @@ from .common import (
 )
 
 MAX_LEN = 256
+GPU_PRECISIONS = ("float16", "bfloat16")  # run on the GPU; float32 and int8 on the CPU
+
+
+def device_for(precision: str) -> str:
+    return "cuda" if precision in GPU_PRECISIONS else "cpu"
+
+
+def default_precisions() -> str:
+    """float32 and int8 on the CPU, plus float16 and bfloat16 on the GPU when there is one."""
+    import torch
+
+    return ",".join(["float32", "int8", *(GPU_PRECISIONS if torch.cuda.is_available() else ())])
 
 
 def worker(spec: dict) -> dict:
@@ -54,7 +67,7 @@ def worker(spec: dict) -> dict:
         tok = Tokenizer(Path(spec["checkpoint"]) / "spm.model")
         ct2 = ctranslate2.Translator(
             spec["ct2_dir"],
-            device="cpu",
+            device=device_for(spec["precision"]),
             compute_type=spec["precision"],
             intra_threads=spec["threads"],
             inter_threads=1,
@@ -76,7 +89,13 @@ def worker(spec: dict) -> dict:
         # the reference runs the seeds' modules as they are (plain nn.Linear); "reference-packed"
         # is the same search on our packed linear layers, to tell the algorithm from the GEMM
         packed = False if spec["system"] == "reference" else None
-        tr = Translator.load(spec["checkpoint"], device="cpu", packed=packed)
+        precision = spec["precision"]
+        tr = Translator.load(
+            spec["checkpoint"],
+            device=device_for(precision),
+            dtype=precision if precision in GPU_PRECISIONS else "float32",
+            packed=packed,
+        )
         if spec["precision"] == "int8":
             tr.quantize_int8()
 
@@ -136,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--batch-sizes", default="1,32,64")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--precisions", default="float32,int8")
+    p.add_argument(
+        "--precisions",
+        help="float32 and int8 run on the CPU, float16 and bfloat16 on the GPU (default: "
+        "float32,int8, and float16,bfloat16 when a GPU is available)",
+    )
     p.add_argument("--threads", type=int, default=2)
     add_malloc_option(p)
     p.add_argument("--json", type=Path)
@@ -144,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
+    args.precisions = args.precisions or default_precisions()
+    unknown = set(args.precisions.split(",")) - {"float32", "int8", *GPU_PRECISIONS}
+    if unknown:
+        p.error(f"unknown precision(s) {sorted(unknown)}: use float32, int8, float16, bfloat16")
+    if any(device_for(x) == "cuda" for x in args.precisions.split(",")):
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("float16 and bfloat16 run on a GPU, and none is available here")
 
     import sacrebleu
 
@@ -245,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"checkpoint: {args.checkpoint}; decoder {fpt / 1e6:.1f} MFLOP per generated token per hypothesis; "
-        f"outputs capped at {MAX_LEN} tokens; medians of {args.repeats} interleaved repetitions\n"
+        f"outputs capped at {MAX_LEN} tokens; medians of {args.repeats} interleaved repetitions; "
+        f"float16/bfloat16 rows run on the GPU (their peak RSS is host memory)\n"
     )
     print(
         table(

@@ -46,3 +46,26 @@ def test_ctranslate2_greedy_tokens_equal_ours(variant, spm_model, tokenizer, tmp
         assert c.hypotheses[0] == m.hypotheses[0].tokens
         # Both report the length-normalised log-probability: equal scores mean equal weights.
         assert c.scores[0] == pytest.approx(m.hypotheses[0].score, abs=1e-4)
+
+
+def test_benchmark_runs_half_precisions_on_a_gpu_and_refuses_them_without_one(capsys):
+    import torch
+
+    from bench import ct2_bench
+
+    assert [ct2_bench.device_for(p) for p in ("float32", "int8", "float16", "bfloat16")] == [
+        "cpu",
+        "cpu",
+        "cuda",
+        "cuda",
+    ]
+    if torch.cuda.is_available():
+        assert ct2_bench.default_precisions() == "float32,int8,float16,bfloat16"
+    else:
+        assert ct2_bench.default_precisions() == "float32,int8"
+        with pytest.raises(SystemExit):
+            ct2_bench.main(["--precisions", "float32,bfloat16"])
+        assert "none is available" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ct2_bench.main(["--precisions", "float8"])
+    assert "unknown precision" in capsys.readouterr().err
