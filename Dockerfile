@@ -52,7 +52,9 @@ COPY model_core/ model_core/
 COPY app/ app/
 # The optional decoding kernel (model_core/_kernels.c) needs a C compiler and Python's headers
 # at install time only: installed here when missing, removed again in the same layer; the
-# kernels then run on the OpenMP runtime torch ships, checked after the removal.
+# kernels then run on the OpenMP runtime torch ships, checked after the removal. The source
+# trees go too: the package lives in the venv, and a copy in the working directory would shadow
+# it (without the compiled kernels) for `python` run from there.
 # hadolint ignore=DL3008,SC2086
 RUN build_deps=""; \
     command -v cc >/dev/null 2>&1 || build_deps="gcc libc6-dev"; \
@@ -66,7 +68,7 @@ RUN build_deps=""; \
         apt-get purge -y --auto-remove $build_deps && apt-get clean && rm -rf /var/lib/apt/lists/*; \
     fi; \
     python3 -I -c "from model_core import fused; assert fused.kernel_available()"; \
-    rm -rf /tmp/docker
+    rm -rf /tmp/docker model_core app build ./*.egg-info
 
 COPY weights/ weights/
 
