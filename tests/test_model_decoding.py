@@ -228,7 +228,7 @@ def test_encoding_only_real_tokens_gives_the_same_memory(variant, prepared):
     """encode_tokens (the searches' encoder) skips padding; every real position's memory is
     the seeds' encode's, and padding rows are zero."""
     if prepared == "packed" and not packed_linear_available():
-        pytest.skip("this torch build has no oneDNN linear ops")
+        pytest.skip("no PackedLinear backend here (C kernels or oneDNN)")
     model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=4)
     src, mask = random_batch(5, batch=7)
     assert not bool(mask.all())  # the batch has padding
@@ -245,9 +245,9 @@ def test_encoding_only_real_tokens_gives_the_same_memory(variant, prepared):
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("packed", [False, True])
 def test_prepared_model_decodes_like_the_reference(variant, packed):
-    """prepare_for_inference (fused q|k|v, optionally oneDNN-packed linears) changes no output."""
+    """prepare_for_inference (fused q|k|v, optionally packed linears) changes no output."""
     if packed and not packed_linear_available():
-        pytest.skip("this torch build has no oneDNN linear ops")
+        pytest.skip("no PackedLinear backend here (C kernels or oneDNN)")
     model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=9)
     with torch.no_grad():
         model.generator.weight[3] -= 3.0  # rarer EOS: longer outputs, past the initial cache
