@@ -7,11 +7,14 @@
  * allocation; here it is one pass for the top-k and one vectorised pass for the sum.
  * attend_cached / attend_cross: the attention of one step (see the section below).
  * beam_select: beam search's choice of finished hypotheses and next beams.
+ * linear: a packed linear layer's GEMM, with the LayerNorm before it, the bias, ReLU and the
+ * residual add in the same call (see its section).
  *
- * Built as an optional extension (setup.py), with OpenMP where the compiler has it (rows are
- * spread over threads): model_core/fused.py falls back to torch ops when it is missing, and the
- * tests check both give the same results. The top-k and attention kernels release the GIL while
- * they compute, so the service's event loop keeps going (beam_select is short and keeps it). */
+ * Built as an optional extension (setup.py), with OpenMP where the compiler has it (rows or
+ * weight panels are spread over threads): model_core/fused.py falls back to torch ops when it
+ * is missing, and the tests check both give the same results. The top-k, attention and linear
+ * kernels release the GIL while they compute, so the service's event loop keeps going
+ * (beam_select is short and keeps it). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 

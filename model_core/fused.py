@@ -11,10 +11,10 @@
 - `PackedWeight`: a linear layer on model_core's own GEMM, with the LayerNorm before it, the
   bias, ReLU and the residual add in the same call (model.PackedLinear's default backend).
 
-They run on float32 CPU tensors; the top-k and attention kernels spread rows over OpenMP
-threads and release the GIL. Where the extension is missing, on a GPU or in other dtypes, the
-torch paths compute the same results (tests compare the two; docs/BENCHMARKS.md, section 3,
-measures them).
+They run on float32 CPU tensors; the top-k, attention and linear kernels spread their work over
+OpenMP threads and release the GIL. Where the extension is missing, on a GPU or in other dtypes,
+the torch paths compute the same results (the linear layers up to float rounding; tests compare
+the two; docs/BENCHMARKS.md, section 3, measures them).
 """
 
 from __future__ import annotations
