@@ -414,3 +414,39 @@ def test_packed_linear_uses_the_kernel_where_it_is_built():
     from model_core.model import PackedLinear
 
     assert PackedLinear(torch.nn.Linear(8, 8)).backend == "panels"
+
+
+@needs_kernel
+def test_linear_kernel_on_many_odd_shapes():
+    # widths that are not multiples of the panel (16) or of the AVX2 width (8), row counts
+    # around the tile (6), every option combination
+    gen = torch.Generator().manual_seed(7)
+    for case in range(48):
+        rows = int(torch.randint(0, 20, (1,), generator=gen))
+        k = int(torch.randint(1, 70, (1,), generator=gen))
+        n = int(torch.randint(1, 50, (1,), generator=gen))
+        w, b = torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
+        x = torch.randn(rows, k + 3, generator=gen)[:, 1 : k + 1]  # a row stride above k
+        residual = torch.randn(rows, n, generator=gen)
+        norm = torch.nn.LayerNorm(k)
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5, generator=gen)
+        use_bias, relu, use_res, use_norm = (
+            (case >> 0) & 1,
+            (case >> 1) & 1,
+            (case >> 2) & 1,
+            (case >> 3) & 1,
+        )
+        layer = fused.PackedWeight(w, b if use_bias else None)
+        got = layer(
+            x,
+            relu=bool(relu),
+            residual=residual if use_res else None,
+            norm=norm if use_norm else None,
+        )
+        h = norm(x).detach().double() if use_norm else x.double()
+        want = h @ w.double().T + (b.double() if use_bias else 0)
+        want = want.relu() if relu else want
+        want = want + residual if use_res else want
+        assert got.shape == (rows, n)
+        torch.testing.assert_close(got, want.float(), atol=2e-4, rtol=2e-4, msg=f"case {case}")
