@@ -805,10 +805,9 @@ static void linear_run(const linear_args *in, int avx2, int threads, float *norm
     if (in->gamma) normed_args.x = normed, normed_args.x_stride = in->k;
     const int64_t panels = (a->n + LIN_NR - 1) / LIN_NR;
     /* rows per block: their slice of x within ~192 KB, a whole number of tiles */
-    int64_t block = (192 * 1024 / 4) / (a->k > 0 ? a->k : 1);
+    int64_t block = (192 * 1024 / 4) / a->k; /* k >= 1: checked by the caller */
     block = block < LIN_MR ? LIN_MR : block - block % LIN_MR;
     if (threads > panels && !in->gamma) threads = (int)panels;
-    (void)avx2;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif

@@ -553,12 +553,12 @@ class PackedLinear(nn.Module):
                 f"{available}; panels needs model_core's C kernels, onednn torch's mkldnn ops)"
             )
         weight = linear.weight.detach().float().contiguous()
-        bias = None if linear.bias is None else linear.bias.detach().float().clone()
         if self.backend == "panels":
-            self.packed = fused.PackedWeight(weight, bias)
+            self.packed = fused.PackedWeight(weight, linear.bias)  # keeps its own bias copy
+            self.bias = self.packed.bias
         else:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 32)
-        self.bias = bias
+            self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
 
     def forward(
         self, x: torch.Tensor, activation: str = "none", norm: nn.LayerNorm | None = None
