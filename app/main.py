@@ -27,9 +27,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .batcher import MicroBatcher
 from .engine import StartupError, start_engine
+from .fastpath import TranslateFastPath
 from .metrics import Metrics
-from .routes import ApiError, router
+from .routes import router
 from .settings import Settings
+from .translate import ApiError
 
 log = logging.getLogger("app")
 
@@ -127,8 +129,8 @@ class MetricsMiddleware:
         finally:
             if translate:
                 self.metrics.in_flight.dec()
-            route = scope.get("route")
-            path = getattr(route, "path", "other")
+            route = scope.get("route")  # set by FastAPI's router; the fast path has none
+            path = getattr(route, "path", "/translate" if translate else "other")
             self.metrics.requests.labels(path, str(status)).inc()
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
 
@@ -146,6 +148,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready, app.state.draining = False, False
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.include_router(router)
+    # the last added runs first: metrics, then the JSON fast path for /translate, then FastAPI
+    app.add_middleware(TranslateFastPath, state=app.state)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     @app.exception_handler(ApiError)

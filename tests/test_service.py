@@ -180,6 +180,66 @@ def test_client_mistakes_get_a_clear_error(server, kwargs, status, message):
     assert message in r.json()["error"]
 
 
+# Requests that a form body can express too: JSON bodies are served by the plain-ASGI fast path,
+# form bodies by the FastAPI route; a client must not be able to tell them apart.
+BOTH_FRONT_ENDS = [
+    ({"q": "The cat is big.", "source": "en", "target": "de"}, 200),
+    (
+        {
+            "q": "The cat. The dog.\n\nWe eat.",
+            "source": "auto",
+            "target": "de",
+            "alternatives": "1",
+        },
+        200,
+    ),
+    ({"q": "The cat.", "source": "en", "target": "de", "beam_size": "1", "max_length": "5"}, 200),
+    ({"q": "", "source": "en", "target": "de"}, 400),
+    ({"q": "x", "source": "en", "target": "fr"}, 400),
+    ({"q": "x", "source": "en", "target": "de", "beam_size": "99"}, 400),
+    ({"q": "x", "source": "en", "target": "de", "beam_size": "wide"}, 400),
+    ({"q": "x", "source": "en", "target": "de", "format": "html"}, 400),
+    ({"source": "en", "target": "de"}, 400),
+    ({"q": "x" * 20_001, "source": "en", "target": "de"}, 413),
+]
+
+
+@pytest.mark.parametrize("fields, status", BOTH_FRONT_ENDS)
+def test_json_fast_path_and_form_route_answer_alike(server, fields, status):
+    url, _ = server
+    as_form = post(url, data=fields)
+    typed = {
+        k: int(v)
+        if k in ("alternatives", "max_length") or (k == "beam_size" and v.isdigit())
+        else v
+        for k, v in fields.items()
+    }
+    as_json = post(url, json=typed)
+    assert as_json.status_code == as_form.status_code == status
+    assert as_json.headers["content-type"] == as_form.headers["content-type"] == "application/json"
+    a, b = as_json.json(), as_form.json()
+    if status == 200:
+        a.pop("timings"), b.pop("timings")
+    assert a == b
+
+
+def test_an_unexpected_error_on_the_fast_path_is_a_json_500_with_an_error_id(weights_dir, caplog):
+    with serve_in_thread(weights_dir) as (url, app):
+        engine = app.state.engine
+        real = engine.translators
+        engine.translators = {}  # a server bug: the pair resolves to a model that is not there
+        try:
+            with caplog.at_level("ERROR"):
+                r = post(url, json={"q": "The cat.", "source": "en", "target": "de"})
+        finally:
+            engine.translators = real
+        assert r.status_code == 500
+        error_id = re.search(r"internal error \(error id ([0-9a-f]{12})\)", r.json()["error"])
+        assert error_id and error_id.group(1) in caplog.text
+        assert "Traceback" not in r.text
+        assert post(url, json={"q": "The cat.", "source": "en", "target": "de"}).status_code == 200
+
+
 def test_unknown_path_and_method_are_json_errors(server):
     url, _ = server
     r = httpx.get(f"{url}/nope")
