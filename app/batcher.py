@@ -25,6 +25,7 @@ also logged. `stop` refuses new work, finishes what was accepted within a timeou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -66,7 +67,8 @@ class _Item:
     key: Hashable
     payload: Any
     cost: int
-    future: asyncio.Future
+    ticket: Ticket
+    index: int  # position in the ticket
     enqueued: float
     queued: bool = True
     batch: int = -1  # number of the batch that computed it
@@ -75,15 +77,44 @@ class _Item:
 
 @dataclass(eq=False)
 class Ticket:
-    """A submitted request: its sentences, in order."""
+    """A submitted request: its sentences, in order, and one future for all their results (a
+    list in order, or the first failure)."""
 
+    future: asyncio.Future
     items: list[_Item] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    pending: int = 0  # sentences without a result yet
 
     @property
     def compute_s(self) -> float:
         """Engine time of the batches that computed this request's sentences (they may have
         shared them with other requests)."""
         return sum({item.batch: item.compute_s for item in self.items if item.batch >= 0}.values())
+
+    def _deliver(self, index: int, result: Any) -> None:
+        self.results[index] = result
+        self.pending -= 1
+        if self.pending == 0 and not self.future.done():
+            self.future.set_result(self.results)
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+@dataclass(eq=False)
+class _Done:
+    """A batch handed to the worker, and what came of it."""
+
+    free: asyncio.Future  # resolved when the worker is free again
+    key: Hashable
+    batch: list[_Item]
+    number: int
+    start: float
+    waits: list[float]
+    results: Sequence[Any] = ()
+    error: Exception | None = None
+    compute_s: float = 0.0
 
 
 @dataclass
@@ -152,12 +183,15 @@ class MicroBatcher:
             raise ShuttingDown("the server is shutting down")
         if self._depth + len(payloads) > self.max_queue_size:
             raise QueueFull(f"{self._depth} sentences are waiting (limit {self.max_queue_size})")
-        loop = asyncio.get_running_loop()
+        ticket = Ticket(asyncio.get_running_loop().create_future())
+        if not payloads:
+            ticket.future.set_result([])
+            return ticket
         now = time.monotonic()
         queue = self._queues.setdefault(key, deque())
-        ticket = Ticket()
-        for payload, cost in zip(payloads, costs, strict=True):
-            item = _Item(key, payload, max(int(cost), 1), loop.create_future(), now)
+        ticket.results, ticket.pending = [None] * len(payloads), len(payloads)
+        for i, (payload, cost) in enumerate(zip(payloads, costs, strict=True)):
+            item = _Item(key, payload, max(int(cost), 1), ticket, i, now)
             queue.append(item)
             ticket.items.append(item)
         self._set_depth(len(payloads))
@@ -166,18 +200,33 @@ class MicroBatcher:
         return ticket
 
     async def wait(self, ticket: Ticket, timeout: float | None = None) -> list[Any]:
-        """Results of a ticket in submission order; on timeout its waiting work is dropped."""
-        gathered = asyncio.gather(*(item.future for item in ticket.items))
+        """Results of a ticket in submission order; on timeout its waiting work is dropped
+        (DeadlineExceeded), and so it is when the waiting task is cancelled. Raises
+        asyncio.CancelledError when the ticket was cancelled (`cancel`)."""
+        expiry = None
+        if timeout is not None and not ticket.future.done():
+            expiry = asyncio.get_running_loop().call_later(timeout, self._expire, ticket)
         try:
-            return await asyncio.wait_for(gathered, timeout)
-        except TimeoutError:
-            raise DeadlineExceeded(self.cancel(ticket)) from None
+            return await ticket.future
         except asyncio.CancelledError:
-            self.cancel(ticket)
+            self._remove_queued(ticket)  # the waiting task was cancelled (or the ticket was)
             raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+
+    def _expire(self, ticket: Ticket) -> None:
+        if not ticket.future.done():
+            ticket._fail(DeadlineExceeded(self._remove_queued(ticket)))
 
     def cancel(self, ticket: Ticket) -> int:
-        """Remove the ticket's sentences that are still waiting; returns how many."""
+        """Remove the ticket's sentences that are still waiting and cancel it; returns how
+        many sentences were removed."""
+        removed = self._remove_queued(ticket)
+        ticket.future.cancel()
+        return removed
+
+    def _remove_queued(self, ticket: Ticket) -> int:
         removed = 0
         for item in ticket.items:
             if item.queued:
@@ -188,8 +237,6 @@ class MicroBatcher:
                         del self._queues[item.key]
                 item.queued = False
                 removed += 1
-            if not item.future.done():
-                item.future.cancel()
         if removed:
             self._set_depth(-removed)
         return removed
@@ -249,50 +296,68 @@ class MicroBatcher:
                 await self._execute(key, self._take(key))
 
     async def _execute(self, key: Hashable, batch: list[_Item]) -> None:
+        """Hands the batch to the worker thread; returns when the worker is free again."""
         batch.sort(key=lambda item: item.cost)
         start = time.monotonic()
         waits = [start - item.enqueued for item in batch]
         loop = asyncio.get_running_loop()
-        failed = False
         self._running, self._last_batch_size = batch, len(batch)
         self._batches += 1
-        compute_s = 0.0
+        done = _Done(loop.create_future(), key, batch, self._batches, start, waits)
+        assert self._executor is not None
+        self._executor.submit(self._work, loop, done)
+        await done.free
+
+    def _work(self, loop: asyncio.AbstractEventLoop, done: _Done) -> None:
+        """Runs on the worker thread: the engine, timed there (the hand-offs between the
+        threads are not engine time), then one call back into the event loop."""
+        started = time.perf_counter()
         try:
-            results, compute_s = await loop.run_in_executor(
-                self._executor, self._timed, key, [i.payload for i in batch]
-            )
-            for item in batch:
-                item.batch, item.compute_s = self._batches, compute_s
-            if len(results) != len(batch):
+            results = self.fn(done.key, [item.payload for item in done.batch])
+            if len(results) != len(done.batch):
                 raise RuntimeError(
-                    f"engine returned {len(results)} results for {len(batch)} inputs"
+                    f"engine returned {len(results)} results for {len(done.batch)} inputs"
                 )
+            done.results = results
         except Exception as exc:
-            failed = True
+            done.error = exc
+        done.compute_s = time.perf_counter() - started
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(self._finish, done)
+
+    def _finish(self, done: _Done) -> None:
+        """On the event loop: the worker is free (the next batch can go first), then every
+        sentence's result, or the batch's failure, goes to its request."""
+        self._running = []
+        self._free_since = time.monotonic()
+        if not done.free.done():
+            done.free.set_result(None)
+        if done.error is None:
+            for item, result in zip(done.batch, done.results, strict=True):
+                item.batch, item.compute_s = done.number, done.compute_s
+                item.ticket._deliver(item.index, result)
+        else:
             error_id = uuid.uuid4().hex[:12]
             log.error(
-                "batch of %d sentence(s) failed, error id %s", len(batch), error_id, exc_info=exc
+                "batch of %d sentence(s) failed, error id %s",
+                len(done.batch),
+                error_id,
+                exc_info=done.error,
             )
-            for item in batch:
-                if not item.future.done():
-                    item.future.set_exception(BatchFailed(error_id))
-        else:
-            for item, result in zip(batch, results, strict=True):
-                if not item.future.done():
-                    item.future.set_result(result)
-        finally:
-            self._running = []
-            self._free_since = time.monotonic()
+            for item in done.batch:
+                item.ticket._fail(BatchFailed(error_id))
         if self.on_batch:
-            padded = max(item.cost for item in batch) * len(batch)
-            elapsed = compute_s or time.monotonic() - start  # a failed batch: its whole time
-            self.on_batch(BatchReport(key, len(batch), padded, elapsed, waits, failed))
-
-    def _timed(self, key: Hashable, payloads: list[Any]) -> tuple[Sequence[Any], float]:
-        """Runs on the worker: the engine's own time, without the hand-offs between threads."""
-        started = time.perf_counter()
-        results = self.fn(key, payloads)
-        return results, time.perf_counter() - started
+            padded = max(item.cost for item in done.batch) * len(done.batch)
+            self.on_batch(
+                BatchReport(
+                    done.key,
+                    len(done.batch),
+                    padded,
+                    done.compute_s,
+                    done.waits,
+                    done.error is not None,
+                )
+            )
 
     async def stop(self, timeout: float) -> int:
         """Refuse new work, finish what was accepted within `timeout` s; returns sentences dropped."""
@@ -307,8 +372,7 @@ class MicroBatcher:
                 waiting = [item for queue in self._queues.values() for item in queue]
                 for item in waiting + self._running:
                     item.queued = False
-                    if not item.future.done():
-                        item.future.set_exception(ShuttingDown("shutdown timeout passed"))
+                    item.ticket._fail(ShuttingDown("shutdown timeout passed"))
                 dropped = len(waiting)
                 self._queues.clear()
                 self._set_depth(-self._depth)

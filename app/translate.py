@@ -133,18 +133,24 @@ async def wait_or_disconnect(
     state: Any, ticket, timeout: float, receive: Callable[[], Awaitable[dict]]
 ) -> list[SentenceResult] | None:
     """Results, or None when the client went away first (its waiting sentences are dropped)."""
-    waiter = asyncio.ensure_future(state.batcher.wait(ticket, timeout))
+    batcher = state.batcher
+    dropped: list[int] = []  # set when the client went away
+
+    def on_gone(watcher: asyncio.Future) -> None:
+        if not watcher.cancelled() and watcher.exception() is None:
+            dropped.append(batcher.cancel(ticket))
+
     watcher = asyncio.ensure_future(client_gone(receive))
+    watcher.add_done_callback(on_gone)
     try:
-        await asyncio.wait({waiter, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        return await batcher.wait(ticket, timeout)
+    except asyncio.CancelledError:
+        if not dropped:  # this request's task itself was cancelled
+            raise
     finally:
         watcher.cancel()
-    if waiter.done():
-        return waiter.result()
-    dropped = state.batcher.cancel(ticket)
-    waiter.cancel()
     state.metrics.cancelled.inc()
-    state.metrics.dropped.labels("client_disconnected").inc(dropped)
+    state.metrics.dropped.labels("client_disconnected").inc(dropped[0])
     return None
 
 

@@ -166,6 +166,25 @@ async def test_cancel_removes_only_that_request():
     await b.stop(1)
 
 
+async def test_cancelling_the_waiting_task_drops_its_queued_sentences():
+    fn = Recorder(delay=0.3)
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    busy = b.submit("k", ["busy"], [1])
+    await asyncio.sleep(0.05)
+    waiter = asyncio.ensure_future(b.wait(b.submit("k", ["x", "y"], [1, 1]), 10))
+    await asyncio.sleep(0.01)
+    assert b.depth == 2
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert b.depth == 0
+    assert await b.wait(busy, 5) == ["ysub"]
+    assert await b.wait(b.submit("k", ["z"], [1]), 5) == ["z"]
+    assert "x" not in fn.seen() and "y" not in fn.seen()
+    assert await b.wait(b.submit("k", [], []), 5) == []  # nothing to translate: answered at once
+    await b.stop(1)
+
+
 async def test_a_failing_batch_fails_only_its_requests():
     fn = Recorder(fail_on="boom")
     b = await started(fn, max_batch_size=8, max_wait_ms=10)
@@ -205,7 +224,7 @@ async def test_event_loop_stays_free_while_a_batch_runs():
     b = await started(fn, max_batch_size=1, max_wait_ms=0)
     t = b.submit("k", ["slow"], [1])
     ticks = 0
-    while not all(i.future.done() for i in t.items):
+    while not t.future.done():
         await asyncio.sleep(0.01)
         ticks += 1
     assert ticks >= 10
