@@ -1,0 +1,60 @@
+"""The load benchmark runs end to end on a tiny checkpoint: it starts its servers on a loopback
+port, sends bounded traffic, and prints its table and summary lines. Nothing here asserts a
+speed; the numbers of a random model on a shared machine mean nothing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import make_parallel, write_lines
+from tests.service_helpers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, tmp_path):
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    src = write_lines(tmp_path / "src.txt", make_parallel(12, seed=3)[0])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.load_bench",
+            "--weights",
+            str(weights),
+            "--src",
+            str(src),
+            "--sentences",
+            "12",
+            "--concurrency",
+            "1,3",
+            "--max-requests",
+            "6",
+            "--max-seconds",
+            "20",
+            "--beam-size",
+            "1",
+            "--batch-size",
+            "4",
+            "--port",
+            str(free_port()),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    rows = [line for line in lines if line.startswith("| o")]
+    assert len(rows) == 4  # batching on and off, two concurrencies each
+    # every request answered: 6 requests, 0 errors on each row
+    assert all(
+        row.split("|")[3].strip() == "6" and row.split("|")[4].strip() == "0" for row in rows
+    )
+    assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
+    assert sum("batching on / off" in line for line in lines) == 2
