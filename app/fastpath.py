@@ -7,7 +7,9 @@ service adds to the engine, and under load it competes with the engine for the s
 (docs/BENCHMARKS.md, section 2). This layer serves the common request, a JSON body, with the
 same code as the FastAPI route (app/translate.py) and the same answers; everything else (form
 bodies, other methods and paths) passes through to FastAPI, which also documents /translate in
-the OpenAPI schema.
+the OpenAPI schema. It reads every /translate body itself, so that a body over
+`max_body_bytes` is refused (413) before it is held in memory, form bodies included (FastAPI
+then gets the body that was read).
 
 It sits inside the metrics middleware, so requests are counted and timed alike, and inside
 Starlette's error middleware: an unexpected exception still becomes a JSON 500 with an error id.
@@ -24,21 +26,38 @@ from .translate import translate as translate_data
 PATH = "/translate"
 
 
-def content_type(scope: dict) -> str:
+def header(scope: dict, wanted: bytes) -> str:
     for name, value in scope["headers"]:
-        if name == b"content-type":
-            return value.decode("latin-1").split(";")[0].strip().lower()
+        if name == wanted:
+            return value.decode("latin-1")
     return ""
 
 
-async def read_all(receive) -> bytes | None:
-    """The whole request body, or None when the client disconnected before sending it."""
-    chunks = []
+def content_type(scope: dict) -> str:
+    return header(scope, b"content-type").split(";")[0].strip().lower()
+
+
+def too_large(size: int | str, limit: int) -> ApiError:
+    return ApiError(413, f"the body is {size} bytes; at most {limit} (send less text per request)")
+
+
+async def read_all(scope: dict, receive, limit: int) -> bytes | None:
+    """The whole request body, or None when the client disconnected before sending it.
+    Raises ApiError 413 as soon as it is known to pass `limit` bytes (by its Content-Length,
+    before reading any of it, or while it arrives in chunks)."""
+    declared = header(scope, b"content-length")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(declared, limit)
+    chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(f"more than {limit}", limit)
+        chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
 
@@ -53,24 +72,32 @@ async def send_json(send, status: int, body: bytes, headers: dict[str, str] | No
     await send({"type": "http.response.body", "body": body})
 
 
+def replay(body: bytes, receive):
+    """An ASGI receive channel that gives the body already read, then the real channel's
+    messages (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive_again() -> dict:
+        return pending.pop() if pending else await receive()
+
+    return receive_again
+
+
 class TranslateFastPath:
     def __init__(self, app, state: Any):
         self.app, self.state = app, state
 
     async def __call__(self, scope, receive, send):
-        if (
-            scope["type"] != "http"
-            or scope["path"] != PATH
-            or scope["method"] != "POST"
-            or content_type(scope) in FORM_TYPES
-        ):
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
         try:
             check_accepting(self.state)
-            raw = await read_all(receive)
+            raw = await read_all(scope, receive, self.state.settings.max_body_bytes)
             if raw is None:  # the client went away before its body arrived
                 return
+            if content_type(scope) in FORM_TYPES:
+                return await self.app(scope, replay(raw, receive), send)
             body = await translate_data(self.state, parse_json(raw), receive, started)
         except ApiError as exc:
             await send_json(send, exc.status, error_body(exc.message), exc.headers)

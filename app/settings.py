@@ -52,6 +52,9 @@ class Settings(BaseSettings):
         20_000, ge=1, description="characters per request at most; beyond: 413"
     )
     max_texts: int = Field(128, ge=1, description="texts in a list `q` at most; beyond: 413")
+    max_body_bytes: int = Field(
+        1_000_000, ge=1, description="bytes of a /translate request body at most; beyond: 413"
+    )
     max_sentence_tokens: int = Field(
         200, ge=8, description="longer sentences are split into pieces"
     )

@@ -240,6 +240,26 @@ def test_an_unexpected_error_on_the_fast_path_is_a_json_500_with_an_error_id(wei
         assert post(url, json={"q": "The cat.", "source": "en", "target": "de"}).status_code == 200
 
 
+def test_a_body_over_the_byte_limit_is_refused_json_form_or_chunked(weights_dir):
+    with serve_in_thread(weights_dir, max_body_bytes=2000) as (url, _):
+        big = {"q": "The cat is big. " * 200, "source": "en", "target": "de"}
+        as_json = post(url, json=big)
+        as_form = post(url, data=big)
+
+        def chunks():  # no Content-Length: the limit is found while reading
+            yield b'{"q": "'
+            for _ in range(100):
+                yield b"The cat is big. " * 10
+            yield b'", "source": "en", "target": "de"}'
+
+        chunked = post(url, content=chunks(), headers={"content-type": "application/json"})
+        for r in (as_json, as_form, chunked):
+            assert r.status_code == 413 and "at most 2000" in r.json()["error"]
+        assert "body is 3" in as_json.json()["error"]  # it says how large the body was
+        small = {"q": "The cat is big.", "source": "en", "target": "de"}
+        assert post(url, json=small).status_code == post(url, data=small).status_code == 200
+
+
 def test_unknown_path_and_method_are_json_errors(server):
     url, _ = server
     r = httpx.get(f"{url}/nope")
