@@ -113,7 +113,7 @@ class _Done:
     start: float
     waits: list[float]
     results: Sequence[Any] = ()
-    error: Exception | None = None
+    error: BaseException | None = None
     compute_s: float = 0.0
 
 
@@ -319,7 +319,7 @@ class MicroBatcher:
                     f"engine returned {len(results)} results for {len(done.batch)} inputs"
                 )
             done.results = results
-        except Exception as exc:
+        except BaseException as exc:  # whatever the engine raised fails this batch only
             done.error = exc
         done.compute_s = time.perf_counter() - started
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more

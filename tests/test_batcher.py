@@ -197,6 +197,19 @@ async def test_a_failing_batch_fails_only_its_requests():
     await b.stop(1)
 
 
+async def test_an_engine_raising_a_base_exception_fails_the_batch_not_the_worker():
+    def engine(key, payloads):
+        if "exit" in payloads:
+            raise SystemExit("engine gave up")
+        return [p.upper() for p in payloads]
+
+    b = await started(engine, max_batch_size=4, max_wait_ms=0)
+    with pytest.raises(BatchFailed):
+        await b.wait(b.submit("k", ["exit"], [1]), 5)
+    assert await b.wait(b.submit("k", ["ok"], [1]), 5) == ["OK"]
+    await b.stop(1)
+
+
 async def test_stop_finishes_accepted_work_and_refuses_new():
     fn = Recorder(delay=0.05)
     b = await started(fn, max_batch_size=2, max_wait_ms=0)
