@@ -140,6 +140,7 @@ async def level(
         "errors": errors,
         "failures": failures,
         "sent_s": len(latencies) / wall,
+        "wall": wall,
         "p50": percentile(latencies, 0.5) * 1e3,
         "p95": percentile(latencies, 0.95) * 1e3,
         "p99": percentile(latencies, 0.99) * 1e3,
@@ -163,11 +164,17 @@ def run(coroutine):
     return uvloop.run(coroutine)
 
 
-def batch_totals(url: str) -> tuple[float, float]:
-    """The server's mt_batch_size histogram: (sum of sentences, number of batches) so far."""
+def batch_totals(url: str) -> tuple[float, float, float]:
+    """From the server's metrics so far: sentences batched, batches, and seconds the engine
+    spent computing them."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    found = dict(re.findall(r"^mt_batch_size_(sum|count) ([0-9.e+]+)$", text, re.M))
-    return float(found.get("sum", 0.0)), float(found.get("count", 0.0))
+    found = dict(
+        re.findall(r"^mt_batch_(size_sum|size_count|compute_seconds_sum) ([0-9.e+]+)$", text, re.M)
+    )
+    sentences, batches, seconds = (
+        float(found.get(k, 0.0)) for k in ("size_sum", "size_count", "compute_seconds_sum")
+    )
+    return sentences, batches, seconds
 
 
 def start_server(
@@ -265,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                 after = batch_totals(url)
                 batches = after[1] - before[1]
                 r["mean_batch"] = (after[0] - before[0]) / batches if batches else float("nan")
+                # the share of the level's time the engine was computing (idle otherwise)
+                r["busy"] = 100 * (after[2] - before[2]) / r["wall"]
                 results[(mode, c)] = r
                 rows.append(
                     [
@@ -274,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                         r["errors"],
                         r["sent_s"],
                         r["mean_batch"],
+                        r["busy"],
                         r["p50"],
                         r["p95"],
                         r["p99"],
@@ -300,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 "errors",
                 "sentences/s",
                 "mean batch",
+                "engine busy %",
                 "p50 ms",
                 "p95 ms",
                 "p99 ms",

@@ -54,7 +54,10 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
     assert len(rows) == 4  # batching on and off, two concurrencies each
     # every request answered: 6 requests, 0 errors on each row
     assert all(
-        row.split("|")[3].strip() == "6" and row.split("|")[4].strip() == "0" for row in rows
+        row.split("|")[3].strip() == "6"
+        and row.split("|")[4].strip() == "0"
+        and float(row.split("|")[7]) > 0
+        for row in rows
     )
     assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
     assert sum("batching on / off" in line for line in lines) == 2
