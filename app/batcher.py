@@ -13,8 +13,9 @@ the clients of a batch get their answers together and come back together, spread
 time the server takes to read them; waiting for as many as just left keeps them in one full
 batch (starting with the first few would split the load into two half-full batches for good),
 and a few steady clients are not kept waiting for anyone else. Within a batch, sentences are
-sorted by cost to reduce padding; results go back to each sentence's future, so callers get
-them per request and in order.
+sorted by cost to reduce padding. The worker hands each batch back with one call into the
+event loop, which gives every sentence's result to its request's single future (`Ticket`), so
+callers get them per request and in order.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
@@ -110,7 +111,6 @@ class _Done:
     key: Hashable
     batch: list[_Item]
     number: int
-    start: float
     waits: list[float]
     results: Sequence[Any] = ()
     error: BaseException | None = None
@@ -303,7 +303,7 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         self._running, self._last_batch_size = batch, len(batch)
         self._batches += 1
-        done = _Done(loop.create_future(), key, batch, self._batches, start, waits)
+        done = _Done(loop.create_future(), key, batch, self._batches, waits)
         assert self._executor is not None
         self._executor.submit(self._work, loop, done)
         await done.free
