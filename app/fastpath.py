@@ -2,9 +2,8 @@
 
 FastAPI's request handling (its middleware layers, routing, Request object and dependency
 resolution) costs a fixed amount of CPU per request that is large next to a short sentence's
-decoding on a small CPU: at one client it showed up as a sizable share of the latency the
-service adds to the engine, and under load it competes with the engine for the same cores
-(docs/BENCHMARKS.md, section 2). This layer serves the common request, a JSON body, with the
+decoding on a small CPU: it adds to every request's latency, and under load it competes with
+the engine for the same cores (docs/BENCHMARKS.md, section 2). This layer serves the common request, a JSON body, with the
 same code as the FastAPI route (app/translate.py) and the same answers; everything else (form
 bodies, other methods and paths) passes through to FastAPI, which also documents /translate in
 the OpenAPI schema. It reads every /translate body itself, so that a body over
