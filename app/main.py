@@ -221,6 +221,7 @@ def main() -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        access_log=settings.access_log,
         timeout_graceful_shutdown=max(int(settings.shutdown_timeout_s), 1),
         workers=1,
     )

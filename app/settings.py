@@ -66,3 +66,6 @@ class Settings(BaseSettings):
     max_output_length: int = Field(256, ge=1, description="cap on generated tokens per sentence")
     retry_after_s: int = Field(2, ge=1, description="Retry-After header on 503 answers")
     log_level: str = Field("info", description="debug, info, warning, error")
+    access_log: bool = Field(
+        True, description="log a line per HTTP request (uvicorn's access log, at info level)"
+    )

@@ -55,6 +55,20 @@ def test_empty_weights_directory_is_an_error(tmp_path):
     assert "no loadable checkpoint" in log.read_text()
 
 
+@pytest.mark.parametrize("access_log", ["true", "false"])
+def test_access_log_can_be_turned_off(weights_dir, tmp_path, access_log):
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, access_log=access_log) as (url, proc):
+        wait_ready(url, process=proc)
+        body = {"q": "The cat.", "source": "en", "target": "de"}
+        assert httpx.post(f"{url}/translate", json=body, timeout=60).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    text = log.read_text()
+    assert "ready:" in text  # the service's own info lines stay
+    assert ('"POST /translate HTTP/1.1" 200' in text) == (access_log == "true")
+
+
 def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
     log = tmp_path / "server.log"
     with serve_in_process(weights_dir, log, max_batch_size=1, max_wait_ms=0) as (url, proc):
