@@ -1,12 +1,13 @@
 """Load benchmark of the HTTP service on 127.0.0.1: sentences/s and p50/p95/p99 latency at
 several concurrencies, with batching on (the default max_batch_size) and off (max_batch_size=1),
-same model and sentences, in one run, with the mean batch size the server's metrics recorded at
-each level. Also the engine's own latency for one sentence, to show what HTTP + the batcher add
-at concurrency 1.
+same model and sentences, in one run: two servers side by side, the levels alternating between
+them, with the mean batch size and the engine's busy time that each server's metrics recorded
+at each level. Also the engine's own rates alone, and what HTTP + the batcher add to each
+request's engine time at concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
 
-Traffic goes only to a server this command starts on a loopback port; every level is bounded
+Traffic goes only to the servers this command starts on loopback ports; every level is bounded
 in requests and seconds. It measures; it asserts nothing about speed.
 """
 
@@ -217,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float, default=40.0, help="per level")
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=64, help="max_batch_size with batching on")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument(
+        "--port", type=int, default=8765, help="batching on; batching off uses the next port"
+    )
     p.add_argument(
         "--threads", type=int, default=0, help="MT_THREADS for the server and the engine baseline"
     )
@@ -248,15 +251,23 @@ def main(argv: list[str] | None = None) -> int:
     engine_batched_rate = len(sentences) / (time.perf_counter() - t0)
     del tr
 
-    rows, results = [], {}
-    for mode, batch in (("on", args.batch_size), ("off", 1)):
-        url = f"http://127.0.0.1:{args.port}"
-        server = start_server(args.weights, args.port, batch, args.threads, args.malloc)
-        try:
-            wait_ready(url)
-            host, port = "127.0.0.1", args.port
+    # Both servers run side by side and the levels alternate between them (on, off, on, ...),
+    # so that each on / off pair is measured within seconds of each other: this machine's
+    # speed drifts over minutes. The idle server only waits; its threads sleep.
+    modes = {"on": (args.batch_size, args.port), "off": (1, args.port + 1)}
+    servers = {
+        mode: start_server(args.weights, port, batch, args.threads, args.malloc)
+        for mode, (batch, port) in modes.items()
+    }
+    results = {}
+    host = "127.0.0.1"
+    try:
+        for _, port in modes.values():
+            wait_ready(f"http://{host}:{port}")
             run(level(host, port, sentences, 4, 16, 10, args.beam_size))  # warm-up
-            for c in levels:
+        for c in levels:
+            for mode, (_, port) in modes.items():
+                url = f"http://{host}:{port}"
                 before = batch_totals(url)
                 r = run(
                     level(
@@ -275,28 +286,33 @@ def main(argv: list[str] | None = None) -> int:
                 # the share of the level's time the engine was computing (idle otherwise)
                 r["busy"] = 100 * (after[2] - before[2]) / r["wall"]
                 results[(mode, c)] = r
-                rows.append(
-                    [
-                        f"{mode} (max_batch_size={batch})",
-                        c,
-                        r["requests"],
-                        r["errors"],
-                        r["sent_s"],
-                        r["mean_batch"],
-                        r["busy"],
-                        r["p50"],
-                        r["p95"],
-                        r["p99"],
-                    ]
-                )
                 print(
                     f"batching {mode}, concurrency {c}: {r['sent_s']:.1f} sentences/s"
                     + (f", failures {r['failures']}" if r["failures"] else ""),
                     file=sys.stderr,
                 )
-        finally:
+    finally:
+        for server in servers.values():
             server.terminate()
+        for server in servers.values():
             server.wait(timeout=60)
+    rows = [
+        [
+            f"{mode} (max_batch_size={modes[mode][0]})",
+            c,
+            r["requests"],
+            r["errors"],
+            r["sent_s"],
+            r["mean_batch"],
+            r["busy"],
+            r["p50"],
+            r["p95"],
+            r["p99"],
+        ]
+        for mode in modes
+        for c in levels
+        for r in [results[(mode, c)]]
+    ]
     print(
         f"\nmachine: {machine()}; beam {args.beam_size}; {len(sentences)} distinct sentences; "
         f"at most {args.max_requests} requests or {args.max_seconds:.0f} s per level\n"

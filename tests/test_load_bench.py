@@ -5,14 +5,29 @@ speed; the numbers of a random model on a shared machine mean nothing."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.conftest import make_parallel, write_lines
-from tests.service_helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def two_free_ports() -> int:
+    """A port p with p + 1 free too (the benchmark's servers take both)."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no two consecutive free ports")
 
 
 def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, tmp_path):
@@ -41,7 +56,7 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
             "--batch-size",
             "4",
             "--port",
-            str(free_port()),
+            str(two_free_ports()),
         ],
         cwd=ROOT,
         capture_output=True,
