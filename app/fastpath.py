@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .translate import FORM_TYPES, ApiError, check_accepting, error_body, json_bytes, parse_json
+from .translate import FORM_TYPES, ApiError, check_accepting, json_bytes, parse_json
 from .translate import translate as translate_data
 
 PATH = "/translate"
@@ -99,7 +99,7 @@ class TranslateFastPath:
                 return await self.app(scope, replay(raw, receive), send)
             body = await translate_data(self.state, parse_json(raw), receive, started)
         except ApiError as exc:
-            await send_json(send, exc.status, error_body(exc.message), exc.headers)
+            await send_json(send, exc.status, json_bytes({"error": exc.message}), exc.headers)
             return
         if body is None:  # the client went away; nobody reads this
             await send_json(send, 499, b"")

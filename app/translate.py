@@ -31,10 +31,6 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-def error_body(message: str) -> bytes:
-    return json_bytes({"error": message})
-
-
 def json_bytes(content: Any) -> bytes:
     """JSON as Starlette's JSONResponse writes it, so both front ends answer alike."""
     return json.dumps(
