@@ -13,9 +13,10 @@ the clients of a batch get their answers together and come back together, spread
 time the server takes to read them; waiting for as many as just left keeps them in one full
 batch (starting with the first few would split the load into two half-full batches for good),
 and a few steady clients are not kept waiting for anyone else. Within a batch, sentences are
-sorted by cost to reduce padding. The worker hands each batch back with one call into the
-event loop, which gives every sentence's result to its request's single future (`Ticket`), so
-callers get them per request and in order.
+sorted by cost to reduce padding. The worker thread (`Worker`) takes batches from a queue and
+hands each one back with one call into the event loop, which gives every sentence's
+result to its request's single future (`Ticket`), so callers get them per request and in order;
+the batch's metrics are reported after that, off the requests' path.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
@@ -28,11 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
+import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +119,55 @@ class _Done:
     compute_s: float = 0.0
 
 
+class Worker:
+    """One thread that runs jobs one after another: every batch, and whatever must run on the
+    same thread before them (the service loads its models there). A job is one put on a queue
+    the thread blocks on. The thread is a daemon: a process that never stopped its batcher
+    still exits."""
+
+    def __init__(self, name: str = "mt-worker"):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, args = job
+            fn(*args)
+
+    def put(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run fn(*args) on the thread after the jobs before it; nothing comes back."""
+        self._jobs.put((fn, args))
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) on the thread, awaited: its result, or what it raised."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():  # the awaiting task was cancelled
+                return
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        def job() -> None:
+            try:
+                outcome = (fn(*args), None)
+            except BaseException as exc:
+                outcome = (None, exc)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, *outcome)
+
+        self.put(job)
+        return await future
+
+    def stop(self) -> None:
+        """The thread ends after the jobs already put."""
+        self._jobs.put(None)
+
+
 @dataclass
 class BatchReport:
     """What a finished batch looked like (for metrics)."""
@@ -140,12 +191,10 @@ class MicroBatcher:
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
-        executor: ThreadPoolExecutor | None = None,
+        worker: Worker | None = None,
     ):
-        """`executor`: the single-thread executor to run `fn` on (the batcher shuts it down on
-        stop); by default the batcher starts its own worker thread."""
-        if executor is not None and executor._max_workers != 1:
-            raise ValueError("the batcher's executor must have exactly one worker thread")
+        """`worker`: the thread to run `fn` on (the batcher stops it on stop); by default the
+        batcher starts its own."""
         self.fn = fn
         self.max_batch_size, self.max_batch_tokens = max_batch_size, max_batch_tokens
         self.max_wait_s, self.max_queue_size = max_wait_ms / 1000.0, max_queue_size
@@ -155,7 +204,7 @@ class MicroBatcher:
         self._closing = False
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._executor: ThreadPoolExecutor | None = executor
+        self._worker: Worker | None = worker
         self._running: list[_Item] = []  # the batch on the worker now
         self._last_batch_size = 0
         self._free_since = 0.0  # when the worker finished its last batch
@@ -173,8 +222,8 @@ class MicroBatcher:
 
     async def start(self) -> None:
         self._wakeup = asyncio.Event()
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-worker")
+        if self._worker is None:
+            self._worker = Worker()
         self._task = asyncio.create_task(self._run(), name="micro-batcher")
 
     def submit(self, key: Hashable, payloads: Sequence[Any], costs: Sequence[int]) -> Ticket:
@@ -304,8 +353,8 @@ class MicroBatcher:
         self._running, self._last_batch_size = batch, len(batch)
         self._batches += 1
         done = _Done(loop.create_future(), key, batch, self._batches, waits)
-        assert self._executor is not None
-        self._executor.submit(self._work, loop, done)
+        assert self._worker is not None
+        self._worker.put(self._work, loop, done)
         await done.free
 
     def _work(self, loop: asyncio.AbstractEventLoop, done: _Done) -> None:
@@ -348,16 +397,16 @@ class MicroBatcher:
                 item.ticket._fail(BatchFailed(error_id))
         if self.on_batch:
             padded = max(item.cost for item in done.batch) * len(done.batch)
-            self.on_batch(
-                BatchReport(
-                    done.key,
-                    len(done.batch),
-                    padded,
-                    done.compute_s,
-                    done.waits,
-                    done.error is not None,
-                )
+            report = BatchReport(
+                done.key,
+                len(done.batch),
+                padded,
+                done.compute_s,
+                done.waits,
+                done.error is not None,
             )
+            # after the requests it answered have run: metrics are on no request's path
+            asyncio.get_running_loop().call_soon(self.on_batch, report)
 
     async def stop(self, timeout: float) -> int:
         """Refuse new work, finish what was accepted within `timeout` s; returns sentences dropped."""
@@ -377,6 +426,6 @@ class MicroBatcher:
                 self._queues.clear()
                 self._set_depth(-self._depth)
                 self._task.cancel()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._worker is not None:
+            self._worker.stop()  # it ends after the batch it may still be running
         return dropped

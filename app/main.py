@@ -15,7 +15,6 @@ import signal
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -25,7 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .batcher import MicroBatcher
+from .batcher import MicroBatcher, Worker
 from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
 from .metrics import Metrics
@@ -40,14 +39,14 @@ async def load_models(app: FastAPI) -> None:
     state, s = app.state, app.state.settings
     started = time.perf_counter()
     # one thread does all the torch work: loading, warm-up, then every batch (see start_engine)
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-worker")
+    worker = Worker()
     try:
-        engine = await asyncio.get_running_loop().run_in_executor(worker, start_engine, s)
+        engine = await worker.run(start_engine, s)
     except asyncio.CancelledError:  # shutdown while loading
-        worker.shutdown(wait=False)
+        worker.stop()
         raise
     except StartupError as exc:
-        worker.shutdown(wait=False)
+        worker.stop()
         state.startup_error = str(exc)
         log.error("startup failed: %s", exc)
         request_exit = getattr(state, "request_exit", None)
@@ -63,7 +62,7 @@ async def load_models(app: FastAPI) -> None:
         max_queue_size=s.max_queue_size,
         on_batch=metrics.observe_batch,
         on_depth=metrics.queue_depth.set,
-        executor=worker,
+        worker=worker,
     )
     await batcher.start()
     translators = engine.translators

@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from app.batcher import BatchFailed, DeadlineExceeded, MicroBatcher, QueueFull, ShuttingDown
+from app.batcher import (
+    BatchFailed,
+    DeadlineExceeded,
+    MicroBatcher,
+    QueueFull,
+    ShuttingDown,
+    Worker,
+)
 
 
 class Recorder:
@@ -244,17 +251,20 @@ async def test_event_loop_stays_free_while_a_batch_runs():
     await b.stop(1)
 
 
-async def test_a_given_executor_runs_every_batch_and_must_have_one_thread():
-    from concurrent.futures import ThreadPoolExecutor
-
-    with pytest.raises(ValueError, match="exactly one worker"):
-        MicroBatcher(Recorder(), executor=ThreadPoolExecutor(max_workers=2))
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-thread")
+async def test_a_given_worker_runs_every_batch_after_the_jobs_given_to_it_first():
+    """The service loads its models on the worker thread, then hands that thread to the batcher:
+    the models must be used from the thread that loaded them."""
+    worker = Worker(name="engine-thread")
+    assert await worker.run(threading.current_thread) is worker.thread
+    with pytest.raises(ValueError, match="bad checkpoint"):
+        await worker.run(int, "bad checkpoint")  # what the job raised reaches the awaiting task
     fn = Recorder()
-    b = await started(fn, max_batch_size=2, executor=worker)
+    b = await started(fn, max_batch_size=2, worker=worker)
     await b.wait(b.submit("k", ["ab", "cd", "ef"], [2, 2, 2]), 5)
-    assert len(fn.batches) == 2 and all(n.startswith("engine-thread") for n in fn.threads)
+    assert len(fn.batches) == 2 and fn.threads == {"engine-thread"}
     await b.stop(1)
+    worker.thread.join(5)
+    assert not worker.thread.is_alive()  # stop ended it
 
 
 async def test_a_ticket_reports_the_engine_time_of_its_batches():
