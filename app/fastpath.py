@@ -10,8 +10,9 @@ the OpenAPI schema. It reads every /translate body itself, so that a body over
 `max_body_bytes` is refused (413) before it is held in memory, form bodies included (FastAPI
 then gets the body that was read).
 
-It sits inside the metrics middleware, so requests are counted and timed alike, and inside
-Starlette's error middleware: an unexpected exception still becomes a JSON 500 with an error id.
+It sits in front of FastAPI's middleware stack, inside the metrics middleware (app/main.py,
+`Service`), so requests are counted and timed alike. An unexpected exception becomes a JSON 500
+whose error id is in the log, as FastAPI's routes answer one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .translate import FORM_TYPES, ApiError, check_accepting, json_bytes, parse_json
+from .translate import (
+    FORM_TYPES,
+    ApiError,
+    check_accepting,
+    internal_error,
+    json_bytes,
+    parse_json,
+)
 from .translate import translate as translate_data
 
 PATH = "/translate"
@@ -71,6 +79,10 @@ async def send_json(send, status: int, body: bytes, headers: dict[str, str] | No
     await send({"type": "http.response.body", "body": body})
 
 
+async def send_error(send, exc: ApiError) -> None:
+    await send_json(send, exc.status, json_bytes({"error": exc.message}), exc.headers)
+
+
 def replay(body: bytes, receive):
     """An ASGI receive channel that gives the body already read, then the real channel's
     messages (a disconnect)."""
@@ -93,14 +105,18 @@ class TranslateFastPath:
         try:
             check_accepting(self.state)
             raw = await read_all(scope, receive, self.state.settings.max_body_bytes)
-            if raw is None:  # the client went away before its body arrived
-                return
-            if content_type(scope) in FORM_TYPES:
-                return await self.app(scope, replay(raw, receive), send)
+        except ApiError as exc:
+            return await send_error(send, exc)
+        if raw is None:  # the client went away before its body arrived
+            return
+        if content_type(scope) in FORM_TYPES:  # FastAPI answers its own errors
+            return await self.app(scope, replay(raw, receive), send)
+        try:
             body = await translate_data(self.state, parse_json(raw), receive, started)
         except ApiError as exc:
-            await send_json(send, exc.status, json_bytes({"error": exc.message}), exc.headers)
-            return
+            return await send_error(send, exc)
+        except Exception as exc:  # a server bug: the client gets an error id, the log the rest
+            return await send_json(send, 500, json_bytes({"error": internal_error(exc)}))
         if body is None:  # the client went away; nobody reads this
             await send_json(send, 499, b"")
             return

@@ -14,7 +14,6 @@ import logging
 import signal
 import sys
 import time
-import uuid
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -30,7 +29,7 @@ from .fastpath import TranslateFastPath
 from .metrics import Metrics
 from .routes import router
 from .settings import Settings
-from .translate import ApiError
+from .translate import ApiError, internal_error
 
 log = logging.getLogger("app")
 
@@ -134,9 +133,27 @@ class MetricsMiddleware:
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+class Service(FastAPI):
+    """FastAPI behind two plain-ASGI layers that every HTTP request passes first: the metrics
+    middleware, then the fast path for POST /translate (app/fastpath.py), which hands everything
+    else to FastAPI. A translation request pays for none of FastAPI's own middleware stack."""
+
+    front = None  # set by create_app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.front is not None:
+            await self.front(scope, receive, send)
+        else:  # lifespan, websockets
+            await super().__call__(scope, receive, send)
+
+    async def fastapi(self, scope, receive, send):
+        """FastAPI's own handling, middleware stack and routes."""
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> Service:
     settings = settings or Settings()
-    app = FastAPI(
+    app = Service(
         title="mt-serve",
         version="0.1.0",
         lifespan=lifespan,
@@ -147,9 +164,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready, app.state.draining = False, False
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.include_router(router)
-    # the last added runs first: metrics, then the JSON fast path for /translate, then FastAPI
-    app.add_middleware(TranslateFastPath, state=app.state)
-    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.front = MetricsMiddleware(TranslateFastPath(app.fastapi, app.state), app.state.metrics)
 
     @app.exception_handler(ApiError)
     async def api_error(request, exc: ApiError):
@@ -174,9 +189,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def unexpected(request, exc: Exception):
-        error_id = uuid.uuid4().hex[:12]
-        log.error("unexpected error, error id %s", error_id, exc_info=exc)
-        return JSONResponse({"error": f"internal error (error id {error_id})"}, status_code=500)
+        return JSONResponse({"error": internal_error(exc)}, status_code=500)
 
     return app
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +22,8 @@ from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
 from .schemas import TranslateRequest
 from .text import split_long, split_text
+
+log = logging.getLogger("app")
 
 #: form bodies go to the FastAPI route (it parses them); everything else is read as JSON
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -36,6 +40,14 @@ def json_bytes(content: Any) -> bytes:
     return json.dumps(
         content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
     ).encode("utf-8")
+
+
+def internal_error(exc: BaseException) -> str:
+    """Logs a server-side failure with a fresh error id and its traceback; returns the message
+    for the client, which names the id and holds no traceback."""
+    error_id = uuid.uuid4().hex[:12]
+    log.error("unexpected error, error id %s", error_id, exc_info=exc)
+    return f"internal error (error id {error_id})"
 
 
 def unavailable(state: Any, why: str) -> ApiError:

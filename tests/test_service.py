@@ -237,6 +237,7 @@ def test_an_unexpected_error_on_the_fast_path_is_a_json_500_with_an_error_id(wei
         error_id = re.search(r"internal error \(error id ([0-9a-f]{12})\)", r.json()["error"])
         assert error_id and error_id.group(1) in caplog.text
         assert "Traceback" not in r.text
+        assert requests_counted(url, "/translate", 500) == 1
         assert post(url, json={"q": "The cat.", "source": "en", "target": "de"}).status_code == 200
 
 
@@ -311,6 +312,41 @@ def test_metrics_exposition(server):
         assert name in text, name
     assert re.search(r'mt_requests_total\{route="/translate",status="200"\} [1-9]', text)
     assert 'dtype="float32"' in text
+
+
+def requests_counted(url: str, route: str, status: int) -> float:
+    found = re.search(
+        rf'^mt_requests_total\{{route="{re.escape(route)}",status="{status}"\}} (\S+)$',
+        httpx.get(f"{url}/metrics").text,
+        re.M,
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+def test_every_request_is_counted_once_by_route_and_status(server):
+    """JSON bodies are answered in front of FastAPI and form bodies by its route: both counted
+    once under /translate, like the requests FastAPI alone serves."""
+    url, _ = server
+    cases = [
+        (
+            "/translate",
+            200,
+            lambda: post(url, json={"q": "The cat.", "source": "en", "target": "de"}),
+        ),
+        (
+            "/translate",
+            200,
+            lambda: post(url, data={"q": "The cat.", "source": "en", "target": "de"}),
+        ),
+        ("/translate", 400, lambda: post(url, json={"q": "", "source": "en", "target": "de"})),
+        ("/translate", 400, lambda: post(url, data={"q": "", "source": "en", "target": "de"})),
+        ("/health", 200, lambda: httpx.get(f"{url}/health")),
+        ("other", 404, lambda: httpx.get(f"{url}/no-such-path")),
+    ]
+    for route, status, send in cases:
+        before = requests_counted(url, route, status)
+        assert send().status_code == status
+        assert requests_counted(url, route, status) == before + 1, (route, status)
 
 
 class SlowEngine:
