@@ -3,7 +3,8 @@ several concurrencies, with batching on (the default max_batch_size) and off (ma
 same model and sentences, in one run: two servers side by side, the levels alternating between
 them, with the mean batch size and the engine's busy time that each server's metrics recorded
 at each level. Also the engine's own rates alone, and what HTTP + the batcher add to each
-request's engine time at concurrency 1.
+request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on
+asyncio streams for concurrent levels, on a blocking socket at concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
 
@@ -18,6 +19,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -49,6 +51,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def request_bytes(host: str, path: str, payload: dict) -> bytes:
+    body = json.dumps(payload).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def parse_head(headers: bytes) -> tuple[int, int]:
+    """(status, content length) of a response head."""
+    status, length = int(headers.split(b" ", 2)[1]), 0
+    for line in headers.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return status, length
+
+
 class Connection:
     """A minimal HTTP/1.1 keep-alive client on asyncio streams. The load generator shares the
     machine with the server, so it spends as little CPU per request as it can (a full client
@@ -63,19 +83,10 @@ class Connection:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
-        body = json.dumps(payload).encode()
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        )
         try:
-            self.writer.write(head.encode() + body)
+            self.writer.write(request_bytes(self.host, path, payload))
             headers = await self.reader.readuntil(b"\r\n\r\n")
-            status = int(headers.split(b" ", 2)[1])
-            length = 0
-            for line in headers.lower().split(b"\r\n"):
-                if line.startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
+            status, length = parse_head(headers)
             data = await self.reader.readexactly(length)
         except (OSError, asyncio.IncompleteReadError, ValueError):
             await self.close()
@@ -90,6 +101,74 @@ class Connection:
             self.reader = self.writer = None
 
 
+class BlockingConnection:
+    """The same client on a blocking socket, for one request at a time: no event loop between
+    the response arriving and its latency being taken, so that at concurrency 1 the latency is
+    as close to the server's own as a client on this machine can measure."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self.sock: socket.socket | None = None
+        self.buffer = b""
+
+    def post_json(self, path: str, payload: dict) -> tuple[int, bytes]:
+        if self.sock is None:
+            self.sock = socket.create_connection((self.host, self.port))
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.buffer = b""
+        try:
+            self.sock.sendall(request_bytes(self.host, path, payload))
+            while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+                self.receive()
+            status, length = parse_head(self.buffer[:end])
+            while len(self.buffer) < end + 4 + length:
+                self.receive()
+        except OSError:
+            self.close()
+            raise
+        headers, data = self.buffer[:end], self.buffer[end + 4 : end + 4 + length]
+        self.buffer = self.buffer[end + 4 + length :]
+        if b"connection: close" in headers.lower():
+            self.close()
+        return status, data
+
+    def receive(self) -> None:
+        assert self.sock is not None
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionResetError("the server closed the connection")
+        self.buffer += chunk
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class Tally:
+    """What one level's requests came to."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.computes: list[float] = []  # the server's engine time for them (worker-timed)
+        self.failures: dict[str, int] = {}
+        self.start = time.perf_counter()
+
+    def fail(self, kind: str) -> None:  # counted, with its kind; never fatal to the run
+        self.failures[kind] = self.failures.get(kind, 0) + 1
+
+    def answered(self, status: int, data: bytes, latency: float) -> None:
+        if status == 200:
+            self.latencies.append(latency)
+            self.computes.append(json.loads(data)["timings"]["compute_ms"] / 1e3)
+        else:
+            self.fail(str(status))
+
+
+def payload(sentences: list[str], i: int, beam: int) -> dict:
+    return {"q": sentences[i % len(sentences)], "source": "en", "target": "de", "beam_size": beam}
+
+
 async def level(
     host: str,
     port: int,
@@ -99,46 +178,55 @@ async def level(
     max_seconds: float,
     beam: int,
 ) -> dict:
-    latencies: list[float] = []
-    computes: list[float] = []  # the server's engine time for the same requests (worker-timed)
-    failures: dict[str, int] = {}
-    errors = 0
+    tally = Tally()
     counter = iter(range(max_requests))
-    start = time.perf_counter()
 
     async def worker() -> None:
-        nonlocal errors
         conn = Connection(host, port)
         for i in counter:
-            if time.perf_counter() - start > max_seconds:
+            if time.perf_counter() - tally.start > max_seconds:
                 break
+            body = payload(sentences, i, beam)
             t0 = time.perf_counter()
-            body = {
-                "q": sentences[i % len(sentences)],
-                "source": "en",
-                "target": "de",
-                "beam_size": beam,
-            }
             try:
                 status, data = await conn.post_json("/translate", body)
             except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-                kind = type(exc).__name__  # counted, with its kind; never fatal to the run
-                failures[kind] = failures.get(kind, 0) + 1
-                errors += 1
+                tally.fail(type(exc).__name__)
                 continue
-            if status == 200:
-                latencies.append(time.perf_counter() - t0)
-                computes.append(json.loads(data)["timings"]["compute_ms"] / 1e3)
-            else:
-                failures[str(status)] = failures.get(str(status), 0) + 1
-                errors += 1
+            tally.answered(status, data, time.perf_counter() - t0)
         await conn.close()
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - start
+    return summary(tally)
+
+
+def sequential(
+    host: str, port: int, sentences: list[str], max_requests: int, max_seconds: float, beam: int
+) -> dict:
+    """Concurrency 1 on a blocking socket (BlockingConnection)."""
+    tally = Tally()
+    conn = BlockingConnection(host, port)
+    for i in range(max_requests):
+        if time.perf_counter() - tally.start > max_seconds:
+            break
+        body = payload(sentences, i, beam)
+        t0 = time.perf_counter()
+        try:
+            status, data = conn.post_json("/translate", body)
+        except (OSError, ValueError) as exc:
+            tally.fail(type(exc).__name__)
+            continue
+        tally.answered(status, data, time.perf_counter() - t0)
+    conn.close()
+    return summary(tally)
+
+
+def summary(tally: Tally) -> dict:
+    wall = time.perf_counter() - tally.start
+    latencies, computes, failures = tally.latencies, tally.computes, tally.failures
     return {
         "requests": len(latencies),
-        "errors": errors,
+        "errors": sum(failures.values()),
         "failures": failures,
         "sent_s": len(latencies) / wall,
         "wall": wall,
@@ -269,17 +357,11 @@ def main(argv: list[str] | None = None) -> int:
             for mode, (_, port) in modes.items():
                 url = f"http://{host}:{port}"
                 before = batch_totals(url)
-                r = run(
-                    level(
-                        host,
-                        port,
-                        sentences,
-                        c,
-                        max(args.max_requests, c),
-                        args.max_seconds,
-                        args.beam_size,
-                    )
-                )
+                budget = (max(args.max_requests, c), args.max_seconds, args.beam_size)
+                if c == 1:
+                    r = sequential(host, port, sentences, *budget)
+                else:
+                    r = run(level(host, port, sentences, c, *budget))
                 after = batch_totals(url)
                 batches = after[1] - before[1]
                 r["mean_batch"] = (after[0] - before[0]) / batches if batches else float("nan")
