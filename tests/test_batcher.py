@@ -267,6 +267,30 @@ async def test_a_given_worker_runs_every_batch_after_the_jobs_given_to_it_first(
     assert not worker.thread.is_alive()  # stop ended it
 
 
+async def test_a_worker_job_whose_caller_gave_up_still_runs_to_its_end_and_the_thread_goes_on():
+    """Shutdown while the models load cancels the task awaiting the load: the job finishes on
+    the thread (nothing is torn down under it), its result goes nowhere, and the thread takes
+    the next job."""
+    worker = Worker()
+    finished = threading.Event()
+
+    def slow_load() -> str:
+        time.sleep(0.3)
+        finished.set()
+        return "loaded"
+
+    task = asyncio.ensure_future(worker.run(slow_load))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await worker.run(str, 42) == "42"  # after the abandoned job, in order
+    assert finished.is_set()
+    worker.stop()
+    worker.thread.join(5)
+    assert not worker.thread.is_alive()
+
+
 async def test_a_ticket_reports_the_engine_time_of_its_batches():
     fn = Recorder(delay=0.05)
     b = await started(fn, max_batch_size=2)
