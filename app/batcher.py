@@ -13,14 +13,19 @@ the clients of a batch get their answers together and come back together, spread
 time the server takes to read them; waiting for as many as just left keeps them in one full
 batch (starting with the first few would split the load into two half-full batches for good),
 and a few steady clients are not kept waiting for anyone else. Within a batch, sentences are
-sorted by cost to reduce padding. The worker thread (`Worker`) takes batches from a queue and
-hands each one back with one call into the event loop, which gives every sentence's
-result to its request's single future (`Ticket`), so callers get them per request and in order;
-the batch's metrics are reported after that, off the requests' path.
+sorted by cost to reduce padding.
+
+The worker thread (`Worker`) takes batches from a queue and hands each one back with one call
+into the event loop, which gives every sentence's result to its request's single future
+(`Ticket`), so callers get them per request and in order; the batch's metrics are reported
+after that, off the requests' path. While the worker computes a batch, a full batch waiting
+(a backlog) is put on its queue at once, so the worker goes on to it without waiting for the
+event loop, which is busy answering the batch that just ended; smaller batches wait for the
+worker to be free, and may grow meanwhile.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
-never computed. An exception in `fn` fails only that batch's sentences, with an error id that is
+never computed, including those of a batch on the worker's queue that it has not started. An exception in `fn` fails only that batch's sentences, with an error id that is
 also logged. `stop` refuses new work, finishes what was accepted within a timeout, then ends.
 """
 
@@ -73,7 +78,9 @@ class _Item:
     ticket: Ticket
     index: int  # position in the ticket
     enqueued: float
-    queued: bool = True
+    queued: bool = True  # waiting in its key's queue
+    handed: _Done | None = None  # the batch it was handed to the worker in
+    dropped: bool = False  # removed from that batch before the worker started it
     batch: int = -1  # number of the batch that computed it
     compute_s: float = 0.0  # that batch's time in the engine function, on the worker
 
@@ -107,13 +114,18 @@ class Ticket:
 
 @dataclass(eq=False)
 class _Done:
-    """A batch handed to the worker, and what came of it."""
+    """A batch handed to the worker, and what came of it. Until the worker starts it, the
+    event loop may still drop sentences from it (`_Item.dropped`); `lock` makes starting and
+    dropping exclusive, so a sentence is either dropped or computed, never both."""
 
-    free: asyncio.Future  # resolved when the worker is free again
     key: Hashable
     batch: list[_Item]
     number: int
-    waits: list[float]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    started: bool = False
+    waiting: bool = False  # handed while the worker was busy: its sentences count as waiting
+    live: list[_Item] = field(default_factory=list)  # the sentences it computed
+    waits: list[float] = field(default_factory=list)  # theirs, from arrival until the start
     results: Sequence[Any] = ()
     error: BaseException | None = None
     compute_s: float = 0.0
@@ -205,14 +217,17 @@ class MicroBatcher:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._worker: Worker | None = worker
-        self._running: list[_Item] = []  # the batch on the worker now
+        # batches handed to the worker and not finished, oldest first: the one it runs, and
+        # at most one more (a full batch, handed over while the worker was busy)
+        self._handed: deque[_Done] = deque()
         self._last_batch_size = 0
         self._free_since = 0.0  # when the worker finished its last batch
         self._batches = 0  # batches started so far
 
     @property
     def depth(self) -> int:
-        """Sentences waiting (not counting the batch being computed)."""
+        """Sentences waiting: in a queue, or in a batch handed to the worker while it was busy
+        (until the batch before it finishes); not counting the batch being computed."""
         return self._depth
 
     def _set_depth(self, delta: int) -> None:
@@ -276,7 +291,10 @@ class MicroBatcher:
         return removed
 
     def _remove_queued(self, ticket: Ticket) -> int:
-        removed = 0
+        """Removes the ticket's sentences that are not computed yet nor being computed: waiting
+        in a queue, or in a batch handed to the worker that it has not started. Returns how
+        many."""
+        removed = waiting = 0  # waiting: those counted in `depth`
         for item in ticket.items:
             if item.queued:
                 queue = self._queues.get(item.key)
@@ -286,8 +304,15 @@ class MicroBatcher:
                         del self._queues[item.key]
                 item.queued = False
                 removed += 1
-        if removed:
-            self._set_depth(-removed)
+                waiting += 1
+            elif item.handed is not None and not item.dropped:
+                with item.handed.lock:
+                    if not item.handed.started:
+                        item.dropped = True
+                        removed += 1
+                        waiting += item.handed.waiting
+        if waiting:
+            self._set_depth(-waiting)
         return removed
 
     def _full(self, queue: deque[_Item]) -> bool:
@@ -310,19 +335,37 @@ class MicroBatcher:
             widest = w
         if not queue:
             del self._queues[key]
-        self._set_depth(-len(batch))
         return batch
+
+    async def _idle(self) -> None:
+        """Until something is submitted or the worker finishes a batch."""
+        assert self._wakeup is not None
+        self._wakeup.clear()
+        await self._wakeup.wait()
+
+    def _oldest(self, keys) -> Hashable:
+        return min(keys, key=lambda k: self._queues[k][0].enqueued)
 
     async def _run(self) -> None:
         assert self._wakeup is not None
         while True:
-            if not self._queues:
-                if self._closing:
+            if not self._queues or len(self._handed) > 1:
+                if self._closing and not self._queues and not self._handed:
                     return
-                self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._idle()
                 continue
-            key = min(self._queues, key=lambda k: self._queues[k][0].enqueued)
+            if self._handed:
+                # The worker is busy. A full batch goes to it now, so that it starts at once
+                # when the current one ends, without waiting for this loop (which may be busy
+                # answering requests then); anything less waits, and may still grow.
+                full = [k for k, queue in self._queues.items() if self._full(queue)]
+                if full:
+                    key = self._oldest(full)
+                    self._hand(key, self._take(key))
+                else:
+                    await self._idle()
+                continue
+            key = self._oldest(self._queues)
             wait = self.max_wait_s if self._last_batch_size > 1 else 0.0
             # The wait counts from when the worker became free, and ends early once as many
             # sentences wait as the last batch answered: those clients tend to come back
@@ -342,32 +385,40 @@ class MicroBatcher:
                 except TimeoutError:
                     break
             if key in self._queues:
-                await self._execute(key, self._take(key))
+                self._hand(key, self._take(key))
 
-    async def _execute(self, key: Hashable, batch: list[_Item]) -> None:
-        """Hands the batch to the worker thread; returns when the worker is free again."""
+    def _hand(self, key: Hashable, batch: list[_Item]) -> None:
+        """Puts the batch on the worker's queue."""
         batch.sort(key=lambda item: item.cost)
-        start = time.monotonic()
-        waits = [start - item.enqueued for item in batch]
-        loop = asyncio.get_running_loop()
-        self._running, self._last_batch_size = batch, len(batch)
+        self._last_batch_size = len(batch)
         self._batches += 1
-        done = _Done(loop.create_future(), key, batch, self._batches, waits)
+        done = _Done(key, batch, self._batches, waiting=bool(self._handed))
+        for item in batch:
+            item.handed = done
+        if not done.waiting:  # the worker starts it now
+            self._set_depth(-len(batch))
+        self._handed.append(done)
         assert self._worker is not None
-        self._worker.put(self._work, loop, done)
-        await done.free
+        self._worker.put(self._work, asyncio.get_running_loop(), done)
 
     def _work(self, loop: asyncio.AbstractEventLoop, done: _Done) -> None:
-        """Runs on the worker thread: the engine, timed there (the hand-offs between the
-        threads are not engine time), then one call back into the event loop."""
+        """Runs on the worker thread: the engine on the batch's sentences not dropped by then,
+        timed there (the hand-offs between the threads are not engine time), then one call
+        back into the event loop."""
+        with done.lock:
+            done.started = True
+            done.live = [item for item in done.batch if not item.dropped]
+        now = time.monotonic()
+        done.waits = [now - item.enqueued for item in done.live]
         started = time.perf_counter()
         try:
-            results = self.fn(done.key, [item.payload for item in done.batch])
-            if len(results) != len(done.batch):
-                raise RuntimeError(
-                    f"engine returned {len(results)} results for {len(done.batch)} inputs"
-                )
-            done.results = results
+            if done.live:
+                results = self.fn(done.key, [item.payload for item in done.live])
+                if len(results) != len(done.live):
+                    raise RuntimeError(
+                        f"engine returned {len(results)} results for {len(done.live)} inputs"
+                    )
+                done.results = results
         except BaseException as exc:  # whatever the engine raised fails this batch only
             done.error = exc
         done.compute_s = time.perf_counter() - started
@@ -375,31 +426,40 @@ class MicroBatcher:
             loop.call_soon_threadsafe(self._finish, done)
 
     def _finish(self, done: _Done) -> None:
-        """On the event loop: the worker is free (the next batch can go first), then every
-        sentence's result, or the batch's failure, goes to its request."""
-        self._running = []
-        self._free_since = time.monotonic()
-        if not done.free.done():
-            done.free.set_result(None)
+        """On the event loop: the scheduler hears first that the worker has room (the next
+        batch can go first), then every sentence's result, or the batch's failure, goes to its
+        request."""
+        assert self._handed[0] is done
+        self._handed.popleft()
+        if not self._handed:
+            self._free_since = time.monotonic()
+        elif self._handed[0].waiting:  # the worker has gone on to the batch handed next
+            following = self._handed[0]
+            following.waiting = False
+            self._set_depth(-sum(not item.dropped for item in following.batch))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        if not done.live:  # every sentence was dropped before the worker started it
+            return
         if done.error is None:
-            for item, result in zip(done.batch, done.results, strict=True):
+            for item, result in zip(done.live, done.results, strict=True):
                 item.batch, item.compute_s = done.number, done.compute_s
                 item.ticket._deliver(item.index, result)
         else:
             error_id = uuid.uuid4().hex[:12]
             log.error(
                 "batch of %d sentence(s) failed, error id %s",
-                len(done.batch),
+                len(done.live),
                 error_id,
                 exc_info=done.error,
             )
-            for item in done.batch:
+            for item in done.live:
                 item.ticket._fail(BatchFailed(error_id))
         if self.on_batch:
-            padded = max(item.cost for item in done.batch) * len(done.batch)
+            padded = max(item.cost for item in done.live) * len(done.live)
             report = BatchReport(
                 done.key,
-                len(done.batch),
+                len(done.live),
                 padded,
                 done.compute_s,
                 done.waits,
@@ -419,10 +479,17 @@ class MicroBatcher:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout)
             except TimeoutError:
                 waiting = [item for queue in self._queues.values() for item in queue]
-                for item in waiting + self._running:
+                handed = [item for done in self._handed for item in done.batch]
+                for done in self._handed:  # a batch the worker has not started is dropped
+                    with done.lock:
+                        if not done.started:
+                            for item in done.batch:
+                                dropped += not item.dropped
+                                item.dropped = True
+                for item in waiting + handed:
                     item.queued = False
                     item.ticket._fail(ShuttingDown("shutdown timeout passed"))
-                dropped = len(waiting)
+                dropped += len(waiting)
                 self._queues.clear()
                 self._set_depth(-self._depth)
                 self._task.cancel()

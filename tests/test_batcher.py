@@ -239,6 +239,45 @@ async def test_stop_timeout_fails_what_is_left():
     assert any(isinstance(o, ShuttingDown) for o in outcomes)
 
 
+async def test_stop_timeout_drops_the_batch_handed_to_the_busy_worker_uncomputed():
+    fn = Recorder(delay=0.5)
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    running = b.submit("k", ["run"], [1])
+    await asyncio.sleep(0.05)
+    handed, queued = b.submit("k", ["next"], [1]), b.submit("k", ["last"], [1])
+    await asyncio.sleep(0.05)  # "next" is on the worker's queue, "last" in the batcher's
+    assert b.depth == 2
+    waits = [asyncio.ensure_future(b.wait(t, 10)) for t in (running, handed, queued)]
+    assert await b.stop(0.1) == 2  # "run" was being computed; the other two never start
+    outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    assert all(isinstance(o, ShuttingDown) for o in outcomes)
+    await asyncio.sleep(0.6)
+    assert fn.seen() == ["run"] and b.depth == 0
+
+
+async def test_a_full_batch_goes_to_the_busy_worker_which_starts_it_without_the_event_loop():
+    """With a backlog, the worker goes from one batch to the next on its own: the next full
+    batch is already on its queue, so a busy event loop (answering the requests of the batch
+    that just ended) does not leave it idle."""
+    starts: dict[str, float] = {}
+
+    def fn(key, payloads):
+        starts[payloads[0]] = time.monotonic()
+        time.sleep(0.2)
+        return [p[::-1] for p in payloads]
+
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    first = b.submit("k", ["one"], [1])
+    await asyncio.sleep(0.05)  # "one" is being computed until ~0.2 s after it started
+    second = b.submit("k", ["two"], [1])
+    await asyncio.sleep(0.01)
+    time.sleep(0.5)  # the event loop is blocked until well after "one" ends
+    unblocked = time.monotonic()
+    assert await b.wait(first, 5) == ["eno"] and await b.wait(second, 5) == ["owt"]
+    assert starts["two"] < unblocked - 0.2  # it started while the loop was still blocked
+    await b.stop(1)
+
+
 async def test_event_loop_stays_free_while_a_batch_runs():
     fn = Recorder(delay=1.0)  # 10 ticks of 10 ms fit ten times over, even on a busy machine
     b = await started(fn, max_batch_size=1, max_wait_ms=0)
