@@ -25,8 +25,9 @@ worker to be free, and may grow meanwhile.
 
 Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull at
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
-never computed, including those of a batch on the worker's queue that it has not started. An exception in `fn` fails only that batch's sentences, with an error id that is
-also logged. `stop` refuses new work, finishes what was accepted within a timeout, then ends.
+never computed, including those of a batch on the worker's queue that it has not started. An
+exception in `fn` fails only that batch's sentences, with an error id that is also logged.
+`stop` refuses new work, finishes what was accepted within a timeout, then ends.
 """
 
 from __future__ import annotations
