@@ -3,10 +3,10 @@
 FastAPI's request handling (its middleware layers, routing, Request object and dependency
 resolution) costs a fixed amount of CPU per request that is large next to a short sentence's
 decoding on a small CPU: it adds to every request's latency, and under load it competes with
-the engine for the same cores (docs/BENCHMARKS.md, section 2). This layer serves the common request, a JSON body, with the
-same code as the FastAPI route (app/translate.py) and the same answers; everything else (form
-bodies, other methods and paths) passes through to FastAPI, which also documents /translate in
-the OpenAPI schema. It reads every /translate body itself, so that a body over
+the engine for the same cores (docs/BENCHMARKS.md, section 2). This layer serves the common
+request, a JSON body, with the same code as the FastAPI route (app/translate.py) and the same
+answers; everything else (form bodies, other methods and paths) passes through to FastAPI,
+which also documents /translate in the OpenAPI schema. It reads every /translate body itself, so that a body over
 `max_body_bytes` is refused (413) before it is held in memory, form bodies included (FastAPI
 then gets the body that was read).
 
