@@ -439,7 +439,8 @@ class MicroBatcher:
             following.waiting = False
             self._set_depth(-sum(not item.dropped for item in following.batch))
         assert self._wakeup is not None
-        self._wakeup.set()
+        if self._queues or self._closing:  # else the scheduler has nothing to do: let it sleep
+            self._wakeup.set()
         if not done.live:  # every sentence was dropped before the worker started it
             return
         if done.error is None:
