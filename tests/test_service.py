@@ -33,13 +33,16 @@ def post(url: str, **kw) -> httpx.Response:
     return httpx.post(f"{url}/translate", timeout=60, **kw)
 
 
-def metric(url: str, name: str) -> float:
+def metric(url: str, name: str, labels: str | None = None) -> float:
+    """The sum of a metric's series, or of the one series with exactly these `labels`
+    (as exported, e.g. 'route="/health",status="200"')."""
     text = httpx.get(f"{url}/metrics").text
     total = 0.0
     for line in text.splitlines():
         if line.startswith(name) and not line.startswith("#"):
             head, value = line.rsplit(" ", 1)
-            if head == name or head.startswith(name + "{"):
+            wanted = head == f"{name}{{{labels}}}" if labels is not None else head == name
+            if wanted or (labels is None and head.startswith(name + "{")):
                 total += float(value)
     return total
 
@@ -315,12 +318,7 @@ def test_metrics_exposition(server):
 
 
 def requests_counted(url: str, route: str, status: int) -> float:
-    found = re.search(
-        rf'^mt_requests_total\{{route="{re.escape(route)}",status="{status}"\}} (\S+)$',
-        httpx.get(f"{url}/metrics").text,
-        re.M,
-    )
-    return float(found.group(1)) if found else 0.0
+    return metric(url, "mt_requests_total", f'route="{route}",status="{status}"')
 
 
 def test_every_request_is_counted_once_by_route_and_status(server):
