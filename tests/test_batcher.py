@@ -278,6 +278,54 @@ async def test_a_full_batch_goes_to_the_busy_worker_which_starts_it_without_the_
     await b.stop(1)
 
 
+async def test_random_traffic_with_cancels_and_deadlines_loses_nothing_and_computes_no_drop():
+    """Many requests, some cancelled and some with short deadlines, against a worker that
+    is often busy: every request ends (results in order, or its error), each sentence is
+    either dropped or computed (once), never both, and nothing is left waiting."""
+    import random
+
+    rng = random.Random(7)
+    computed: list[str] = []
+
+    def fn(key, payloads):
+        computed.extend(payloads)
+        time.sleep(rng.choice([0.0, 0.002, 0.01]))
+        return [p[::-1] for p in payloads]
+
+    b = await started(fn, max_batch_size=4, max_wait_ms=2, max_queue_size=10_000)
+    sent: dict[str, int] = {}  # request -> sentences
+    dropped: dict[str, int] = {}  # request -> sentences the batcher said it removed
+    outcomes: dict[str, str] = {}
+
+    async def request(name: str) -> None:
+        texts = [f"{name}.{i}" for i in range(rng.randint(1, 6))]
+        sent[name] = len(texts)
+        ticket = b.submit(rng.choice(["a", "b"]), texts, [len(t) for t in texts])
+        action = rng.random()
+        if action < 0.2:
+            await asyncio.sleep(rng.random() * 0.01)
+            dropped[name], outcomes[name] = b.cancel(ticket), "cancelled"
+            return
+        try:
+            result = await b.wait(ticket, 0.005 if action < 0.4 else 10)
+        except DeadlineExceeded as exc:
+            dropped[name], outcomes[name] = exc.dropped, "late"
+        else:
+            assert result == [t[::-1] for t in texts]
+            dropped[name], outcomes[name] = 0, "done"
+
+    await asyncio.gather(*(request(f"r{n}") for n in range(300)))
+    assert await b.stop(5) == 0 and b.depth == 0
+    assert len(computed) == len(set(computed))  # no sentence computed twice
+    per_request = {name: 0 for name in sent}
+    for payload in computed:
+        per_request[payload.split(".")[0]] += 1
+    for name, n in sent.items():  # every sentence was computed or dropped, not both
+        assert per_request[name] + dropped[name] == n, (name, outcomes[name])
+    kinds = set(outcomes.values())
+    assert kinds == {"done", "late", "cancelled"} and sum(dropped.values()) > 0
+
+
 async def test_event_loop_stays_free_while_a_batch_runs():
     fn = Recorder(delay=1.0)  # 10 ticks of 10 ms fit ten times over, even on a busy machine
     b = await started(fn, max_batch_size=1, max_wait_ms=0)
