@@ -289,7 +289,7 @@ async def test_random_traffic_with_cancels_and_deadlines_loses_nothing_and_compu
 
     def fn(key, payloads):
         computed.extend(payloads)
-        time.sleep(rng.choice([0.0, 0.002, 0.01]))
+        time.sleep(rng.choice([0.0, 0.002, 0.005]))
         return [p[::-1] for p in payloads]
 
     b = await started(fn, max_batch_size=4, max_wait_ms=2, max_queue_size=10_000)
@@ -298,16 +298,17 @@ async def test_random_traffic_with_cancels_and_deadlines_loses_nothing_and_compu
     outcomes: dict[str, str] = {}
 
     async def request(name: str) -> None:
+        await asyncio.sleep(rng.random() * 0.5)  # arrivals spread over the run
         texts = [f"{name}.{i}" for i in range(rng.randint(1, 6))]
         sent[name] = len(texts)
         ticket = b.submit(rng.choice(["a", "b"]), texts, [len(t) for t in texts])
         action = rng.random()
-        if action < 0.2:
-            await asyncio.sleep(rng.random() * 0.01)
+        if action < 0.25:  # the client goes away at some point, maybe after its answer
+            await asyncio.sleep(rng.random() * 0.03)
             dropped[name], outcomes[name] = b.cancel(ticket), "cancelled"
             return
         try:
-            result = await b.wait(ticket, 0.005 if action < 0.4 else 10)
+            result = await b.wait(ticket, rng.random() * 0.03 if action < 0.5 else 10)
         except DeadlineExceeded as exc:
             dropped[name], outcomes[name] = exc.dropped, "late"
         else:
