@@ -89,16 +89,21 @@ async def load_models(app: FastAPI) -> None:
 async def lifespan(app: FastAPI):
     loader = asyncio.create_task(load_models(app))
     yield
-    app.state.draining = True
-    app.state.metrics.ready.set(0)
+    state = app.state
+    state.draining = True
+    state.draining_since = state.draining_since or time.monotonic()
+    state.metrics.ready.set(0)
     if not loader.done():
         loader.cancel()
-    if app.state.batcher is not None:
-        dropped = await app.state.batcher.stop(app.state.settings.shutdown_timeout_s)
-        if dropped:
-            log.warning(
-                "shutdown timeout passed: %d waiting sentence(s) were not translated", dropped
-            )
+    if state.batcher is not None:
+        # what is left of the shutdown timeout: uvicorn has already waited for the requests
+        budget = state.settings.shutdown_timeout_s - (time.monotonic() - state.draining_since)
+        await state.batcher.stop(max(budget, 0.0))
+    if state.shutdown_untranslated:
+        log.warning(
+            "shutdown timeout passed: %d sentence(s) were not translated (their requests got 503)",
+            state.shutdown_untranslated,
+        )
     log.info("stopped")
 
 
@@ -162,6 +167,7 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.settings = settings
     app.state.metrics = Metrics()
     app.state.ready, app.state.draining = False, False
+    app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.include_router(router)
     app.front = MetricsMiddleware(TranslateFastPath(app.fastapi, app.state), app.state.metrics)
@@ -206,7 +212,9 @@ class Server(uvicorn.Server):
         self.should_exit = True
 
     def handle_exit(self, sig, frame):
-        self.fastapi_app.state.draining = True
+        state = self.fastapi_app.state
+        state.draining = True
+        state.draining_since = state.draining_since or time.monotonic()
         super().handle_exit(sig, frame)
         # uvicorn re-raises a captured SIGTERM after shutting down, so the process would die by
         # the signal; a completed graceful drain is a normal exit (status 0) instead.
@@ -234,7 +242,8 @@ def main() -> int:
         port=settings.port,
         log_level=settings.log_level,
         access_log=settings.access_log,
-        timeout_graceful_shutdown=max(int(settings.shutdown_timeout_s), 1),
+        # uvicorn waits this long for the requests, then cancels those left; they answer 503
+        timeout_graceful_shutdown=settings.shutdown_timeout_s,
         workers=1,
     )
     Server(config, app).run()

@@ -140,7 +140,9 @@ async def client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
 async def wait_or_disconnect(
     state: Any, ticket, timeout: float, receive: Callable[[], Awaitable[dict]]
 ) -> list[SentenceResult] | None:
-    """Results, or None when the client went away first (its waiting sentences are dropped)."""
+    """Results, or None when the client went away first (its waiting sentences are dropped).
+    Raises ShuttingDown when the server's shutdown timeout passed while the request waited:
+    uvicorn then cancels the request's task, and the client gets a 503 instead of no answer."""
     batcher = state.batcher
     dropped: list[int] = []  # set when the client went away
 
@@ -153,7 +155,11 @@ async def wait_or_disconnect(
     try:
         return await batcher.wait(ticket, timeout)
     except asyncio.CancelledError:
-        if not dropped:  # this request's task itself was cancelled
+        if dropped:  # the client went away
+            pass
+        elif state.draining:  # the shutdown timeout passed (the task's queued work is removed)
+            raise ShuttingDown("shutdown timeout passed") from None
+        else:  # this request's task itself was cancelled
             raise
     finally:
         watcher.cancel()
@@ -233,8 +239,12 @@ async def translate(
             500, f"translation failed (error id {exc.error_id}); the server log has the details"
         ) from None
     except ShuttingDown:
+        untranslated = ticket.pending if ticket else 0
+        metrics.dropped.labels("shutdown").inc(untranslated)
+        state.shutdown_untranslated += untranslated
         raise unavailable(
-            state, "the server shut down before this request was translated"
+            state,
+            "the server shut down before this request was translated; retry on another replica",
         ) from None
     if results is None:
         return None

@@ -109,6 +109,46 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
         assert proc.wait(timeout=60) == 0
 
 
+def test_past_the_shutdown_timeout_the_rest_get_503_and_the_process_exits(weights_dir, tmp_path):
+    """SIGTERM with more accepted work than the shutdown timeout allows: what finishes in time
+    is answered, every other request gets a JSON 503 with Retry-After (never a plain 500 or
+    a dropped connection), and the process exits with status 0 without finishing the rest."""
+    log = tmp_path / "server.log"
+    settings = {"max_batch_size": 1, "max_wait_ms": 0, "shutdown_timeout_s": 1}
+    with serve_in_process(weights_dir, log, **settings) as (url, proc):
+        wait_ready(url, process=proc)
+        # 32 requests of 8 sentences at beam 4, one sentence per batch: several seconds of work
+        text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
+
+        async def load():
+            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
+                body = {"q": text, "source": "en", "target": "de", "beam_size": 4}
+                tasks = [
+                    asyncio.ensure_future(c.post(f"{url}/translate", json=body)) for _ in range(32)
+                ]
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:  # wait until all 32 are accepted and in flight
+                    if "mt_in_flight_requests 32.0" in (await c.get(f"{url}/metrics")).text:
+                        break
+                    await asyncio.sleep(0.02)
+                else:
+                    pytest.fail("the requests were never all in flight")
+                proc.send_signal(signal.SIGTERM)
+                return await asyncio.gather(*tasks)
+
+        results = asyncio.run(load())
+        assert proc.wait(timeout=60) == 0
+    refused = [r for r in results if r.status_code == 503]
+    assert all(r.status_code in (200, 503) for r in results)
+    assert refused, "the whole backlog finished within the 1 s timeout; make it larger"
+    for r in refused:
+        assert "shut down before this request was translated" in r.json()["error"]
+        assert r.headers["retry-after"]
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "sentence(s) were not translated (their requests got 503)" in text
+
+
 def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path):
     log = tmp_path / "server.log"
     with serve_in_process(weights_dir, log, max_batch_size="lots") as (_, proc):
