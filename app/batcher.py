@@ -27,7 +27,8 @@ Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that rais
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
 never computed, including those of a batch on the worker's queue that it has not started. An
 exception in `fn` fails only that batch's sentences, with an error id that is also logged.
-`stop` refuses new work, finishes what was accepted within a timeout, then ends.
+`stop` refuses new work, finishes what was accepted within a timeout, fails what is left, and
+returns once the worker thread has ended (after the batch it may still be running).
 """
 
 from __future__ import annotations
@@ -135,8 +136,9 @@ class _Done:
 class Worker:
     """One thread that runs jobs one after another: every batch, and whatever must run on the
     same thread before them (the service loads its models there). A job is one put on a queue
-    the thread blocks on. The thread is a daemon: a process that never stopped its batcher
-    still exits."""
+    the thread blocks on. The thread is a daemon, so a process that never stopped its batcher
+    still exits; but a process must not exit while a job runs (torch, torn down under a
+    running computation, aborts the process): after `stop`, await `join`."""
 
     def __init__(self, name: str = "mt-worker"):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -179,6 +181,10 @@ class Worker:
     def stop(self) -> None:
         """The thread ends after the jobs already put."""
         self._jobs.put(None)
+
+    async def join(self) -> None:
+        """Until the thread has ended (after `stop`), without blocking the event loop."""
+        await asyncio.to_thread(self.thread.join)
 
 
 @dataclass
@@ -497,4 +503,5 @@ class MicroBatcher:
                 self._task.cancel()
         if self._worker is not None:
             self._worker.stop()  # it ends after the batch it may still be running
+            await self._worker.join()
         return dropped

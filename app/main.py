@@ -10,6 +10,7 @@ then exits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -41,8 +42,9 @@ async def load_models(app: FastAPI) -> None:
     worker = Worker()
     try:
         engine = await worker.run(start_engine, s)
-    except asyncio.CancelledError:  # shutdown while loading
+    except asyncio.CancelledError:  # shutdown while loading: the process exits once it ends
         worker.stop()
+        await worker.join()
         raise
     except StartupError as exc:
         worker.stop()
@@ -95,6 +97,8 @@ async def lifespan(app: FastAPI):
     state.metrics.ready.set(0)
     if not loader.done():
         loader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loader
     if state.batcher is not None:
         # what is left of the shutdown timeout: uvicorn has already waited for the requests
         budget = state.settings.shutdown_timeout_s - (time.monotonic() - state.draining_since)
