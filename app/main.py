@@ -87,13 +87,18 @@ async def load_models(app: FastAPI) -> None:
     )
 
 
+def start_draining(state) -> None:
+    """New requests get 503 from now on; the shutdown timeout counts from the first call."""
+    state.draining = True
+    state.draining_since = state.draining_since or time.monotonic()
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     loader = asyncio.create_task(load_models(app))
     yield
     state = app.state
-    state.draining = True
-    state.draining_since = state.draining_since or time.monotonic()
+    start_draining(state)
     state.metrics.ready.set(0)
     if not loader.done():
         loader.cancel()
@@ -216,9 +221,7 @@ class Server(uvicorn.Server):
         self.should_exit = True
 
     def handle_exit(self, sig, frame):
-        state = self.fastapi_app.state
-        state.draining = True
-        state.draining_since = state.draining_since or time.monotonic()
+        start_draining(self.fastapi_app.state)
         super().handle_exit(sig, frame)
         # uvicorn re-raises a captured SIGTERM after shutting down, so the process would die by
         # the signal; a completed graceful drain is a normal exit (status 0) instead.
