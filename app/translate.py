@@ -155,11 +155,9 @@ async def wait_or_disconnect(
     try:
         return await batcher.wait(ticket, timeout)
     except asyncio.CancelledError:
-        if dropped:  # the client went away
-            pass
-        elif state.draining:  # the shutdown timeout passed (the task's queued work is removed)
-            raise ShuttingDown("shutdown timeout passed") from None
-        else:  # this request's task itself was cancelled
+        if not dropped:  # this request's task itself was cancelled, not the client gone
+            if state.draining:  # the shutdown timeout passed (its queued work is removed)
+                raise ShuttingDown("shutdown timeout passed") from None
             raise
     finally:
         watcher.cancel()
