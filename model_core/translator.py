@@ -10,7 +10,6 @@ support it (float16 otherwise) and float32 on the CPU.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import torch
 
 from .checkpoint import Checkpoint, load_checkpoint
 from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
+from .int8 import int8_available, quantize_linears
 from .masks import pad_mask
 from .model import count_parameters, packed_linear_available
 
@@ -127,14 +127,14 @@ class Translator:
         return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt, packed=packed)
 
     def quantize_int8(self) -> Translator:
-        """Dynamic int8 quantization of every linear layer (CPU only); returns self."""
-        if self.device.type != "cpu":
-            raise ValueError("int8 dynamic quantization runs on the CPU only")
-        with warnings.catch_warnings():  # torch marks its quantized-tensor API as deprecated
-            warnings.simplefilter("ignore")
-            self.model = torch.ao.quantization.quantize_dynamic(
-                self.model.unpack(), {torch.nn.Linear}, dtype=torch.qint8
-            )
+        """int8 linear layers (CPU, float32 model only; int8.Int8Linear): weights per output
+        feature, each input row with its own scale, so a sentence translates the same in any
+        batch. Returns self."""
+        if self.device.type != "cpu" or self.dtype != torch.float32:
+            raise ValueError("int8 quantization runs on the CPU, from a float32 model")
+        if not int8_available():
+            raise RuntimeError("this torch build has no quantized CPU linear op (fbgemm/x86)")
+        self.model = quantize_linears(self.model.unpack())
         self.quantized, self.packed = True, False
         return self
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from model_core.int8 import Int8Linear
 from model_core.model import PackedLinear, packed_linear_available, packed_linear_backends
 from model_core.translator import Translator, resolve_device, resolve_dtype
 
@@ -95,7 +96,7 @@ def test_gpu_half_precision_fast_equals_reference(random_checkpoint, dtype):
 def test_int8_quantization_keeps_the_model_close(random_checkpoint):
     fp32 = Translator.load(random_checkpoint, device="cpu")
     int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
-    assert int8.quantized and "quantized" in type(int8.model.generator).__module__
+    assert int8.quantized and isinstance(int8.model.generator, Int8Linear)
     texts = ["The cat is big.", "We eat bread today.", "A red car."]
     src, mask = fp32.batch_tensors([fp32.encode_source(t) for t in texts])
     with torch.no_grad():
@@ -166,3 +167,27 @@ def test_int8_after_packing_starts_from_the_plain_weights(random_checkpoint):
     assert not int8.packed and int8.precision == "int8"
     assert not any(isinstance(m, PackedLinear) for m in int8.model.modules())
     assert int8.translate_batch(["The cat is big."], beam_size=2)[0].text
+
+
+def test_int8_translates_a_sentence_the_same_in_any_batch(random_checkpoint):
+    # Each input row gets its own int8 scale, so what else is in the batch (other requests'
+    # sentences, in the service) cannot change a sentence's translation or its scores.
+    int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
+    texts = [
+        "The cat is big.",
+        "We eat bread today, and tomorrow we will eat rice with the neighbours.",
+        "A red car.",
+        "Is it raining?",
+        "My brother reads a very long book about the history of the old city.",
+        "Yes.",
+        "The children play in the garden while their parents cook dinner.",
+        "I don't know what you mean.",
+    ] * 2
+    for beam in (1, 3):
+        batch = int8.translate_batch(texts, beam_size=beam, n_best=beam)
+        for text, together in zip(texts, batch, strict=True):
+            alone = int8.translate_batch([text], beam_size=beam, n_best=beam)[0]
+            assert [h.ids for h in alone.hypotheses] == [h.ids for h in together.hypotheses]
+            assert [h.score for h in alone.hypotheses] == pytest.approx(
+                [h.score for h in together.hypotheses], abs=1e-5
+            ), text
