@@ -209,21 +209,23 @@ static inline void axpy_scalar(float *y, float w, const float *x, int64_t n) {
 }
 
 #ifdef HAVE_X86
-/* n a multiple of 8 */
+/* The sum of v's lanes as ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)): the order dot4_avx2
+ * reduces each of its four products in, so that a product gets the same bits on either path. */
+__attribute__((target("avx2,fma"))) static inline float hsum_pairs(__m256 v) {
+    __m256 h = _mm256_hadd_ps(v, v);
+    h = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* n a multiple of 8; the same chain of multiply-adds and the same reduction as one product of
+ * dot4_avx2 (attend_cross takes positions four at a time and the last few one by one, so which
+ * path a position takes depends on the padded source length) */
 __attribute__((target("avx2,fma"))) static inline float dot_avx2(const float *a, const float *b,
                                                                  int64_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8), acc1);
-    }
-    if (j < n) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc0);
-    __m256 s = _mm256_add_ps(acc0, acc1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+    return hsum_pairs(acc);
 }
 
 __attribute__((target("avx2,fma"))) static inline void axpy_avx2(float *y, float w, const float *x,
@@ -272,38 +274,39 @@ static int softmax_inplace(float *scores, int64_t n) {
 }
 
 #ifdef HAVE_X86
-/* softmax_inplace with the vectorised exp; exactly 0 where a score is -inf. */
+/* softmax_inplace with the vectorised exp; exactly 0 where a score is -inf. Every position, the
+ * last few included, goes through the same exp, and lane u sums positions u, u + 8, ... in order,
+ * so padding a row with -inf scores (a sentence in a batch of longer ones) changes no bit of its
+ * result. */
 __attribute__((target("avx2,fma"))) static int softmax_avx2(float *scores, int64_t n) {
     const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
-    __m256 vm = minus_inf;
-    int64_t p = 0;
-    for (; p + 8 <= n; p += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(scores + p));
+    const int64_t full = n - n % 8;
+    float tail[8];
+    for (int u = 0; u < 8; ++u) tail[u] = full + u < n ? scores[full + u] : -INFINITY;
+    __m256 vm = _mm256_loadu_ps(tail);
+    for (int64_t p = 0; p < full; p += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(scores + p));
     float lanes[8], m = -INFINITY;
     _mm256_storeu_ps(lanes, vm);
     for (int u = 0; u < 8; ++u) m = lanes[u] > m ? lanes[u] : m;
-    for (; p < n; ++p) m = scores[p] > m ? scores[p] : m;
     if (m == -INFINITY) return 0;
     const __m256 shift = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();
-    for (p = 0; p + 8 <= n; p += 8) {
-        __m256 x = _mm256_loadu_ps(scores + p);
+    for (int64_t p = 0; p <= full; p += 8) {
+        float *at = p < full ? scores + p : tail;
+        __m256 x = _mm256_loadu_ps(at);
         __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(x, minus_inf, _CMP_EQ_OQ),
                                     exp_nonpositive(_mm256_sub_ps(x, shift)));
-        _mm256_storeu_ps(scores + p, e);
+        _mm256_storeu_ps(at, e);
         acc = _mm256_add_ps(acc, e);
     }
     _mm256_storeu_ps(lanes, acc);
     double sum = 0.0;
     for (int u = 0; u < 8; ++u) sum += lanes[u];
-    for (; p < n; ++p) {
-        float e = expf(scores[p] - m);
-        scores[p] = e;
-        sum += e;
-    }
-    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
-    for (p = 0; p + 8 <= n; p += 8)
-        _mm256_storeu_ps(scores + p, _mm256_mul_ps(_mm256_loadu_ps(scores + p), inv));
-    for (; p < n; ++p) scores[p] *= (float)(1.0 / sum);
+    const float inv = (float)(1.0 / sum);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (int64_t p = 0; p < full; p += 8)
+        _mm256_storeu_ps(scores + p, _mm256_mul_ps(_mm256_loadu_ps(scores + p), vinv));
+    for (int64_t p = full; p < n; ++p) scores[p] = tail[p - full] * inv;
     return 1;
 }
 #endif
