@@ -29,7 +29,8 @@ class Settings(BaseSettings):
         "again every decoding step (model_core/allocator.py)",
     )
     quantize: Literal["none", "int8"] = Field(
-        "none", description="int8: dynamic int8 quantization of the linear layers (CPU only)"
+        "none",
+        description="int8: int8 linear layers, each input row with its own scale (CPU only)",
     )
     skip_bad_checkpoints: bool = Field(
         False, description="warn and skip a bad checkpoint instead of stopping"

@@ -1,7 +1,7 @@
 """Side-by-side engine benchmark on one checkpoint: the reference decoder (the seeds' greedy,
 one sentence at a time, whole prefix each step, on plain torch linear layers; also on our packed
-ones, "reference-packed", which is not the ratios' base), ours (KV cache; float32 and int8 dynamic
-quantization on the CPU, float16 and bfloat16 on a GPU when there is one) and CTranslate2 on the
+ones, "reference-packed", which is not the ratios' base), ours (KV cache; float32 and int8 on the
+CPU (model_core.int8), float16 and bfloat16 on a GPU when there is one) and CTranslate2 on the
 exported model at the same precisions, greedy and beam 4, at several batch sizes, same
 sentences, same output cap, same thread count.
 

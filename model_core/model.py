@@ -508,7 +508,7 @@ class Transformer(nn.Module):
         return self
 
     def unpack(self) -> Transformer:
-        """Undo the PackedLinear swap (e.g. before dynamic int8 quantization)."""
+        """Undo the PackedLinear swap (e.g. before int8 quantization)."""
         _swap_linears(self, lambda lin: lin.to_linear() if isinstance(lin, PackedLinear) else lin)
         return self
 
