@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+def _not_a_boolean(value: object) -> object:
+    # pydantic's lax mode reads true/false as 1/0; for a count that is a client's mistake
+    if isinstance(value, bool):
+        raise ValueError("expected a whole number, not true/false")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_a_boolean)]  # numbers, and digit strings from forms
 
 
 class TranslateRequest(BaseModel):
@@ -12,9 +24,9 @@ class TranslateRequest(BaseModel):
     source: str = Field(description="source language code, or 'auto'")
     target: str = Field(description="target language code")
     format: str = Field("text", description="only 'text' is supported")
-    alternatives: int = Field(0, ge=0, description="number of extra translations to return")
-    beam_size: int | None = Field(None, ge=1, description="beam size (extension)")
-    max_length: int | None = Field(
+    alternatives: Count = Field(0, ge=0, description="number of extra translations to return")
+    beam_size: Count | None = Field(None, ge=1, description="beam size (extension)")
+    max_length: Count | None = Field(
         None, ge=1, description="generated tokens per sentence at most (extension)"
     )
     api_key: str | None = Field(

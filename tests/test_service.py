@@ -156,6 +156,12 @@ ERRORS = [
     ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": 0}}, 400, "beam_size"),
     ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": 99}}, 400, "between 1 and 8"),
     ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": "wide"}}, 400, "beam_size"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "beam_size": True}}, 400, "true/false"),
+    (
+        {"json": {"q": "x", "source": "en", "target": "de", "alternatives": False}},
+        400,
+        "true/false",
+    ),
     ({"json": {"q": "x", "source": "en", "target": "de", "format": "html"}}, 400, "format 'html'"),
     ({"json": {"q": "x", "source": "en", "target": "de", "alternatives": 50}}, 400, "alternatives"),
     ({"json": {"q": "x", "source": "en", "target": "de", "max_length": 10**6}}, 400, "max_length"),
