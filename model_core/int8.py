@@ -20,6 +20,8 @@ import warnings
 import torch
 from torch import nn
 
+from .model import swap_linears
+
 ROW_LEVELS = 63  # |quantized input| <= 63: 7 bits with the sign
 ZERO_POINT = 64  # stored unsigned: 1..127
 TINY = 1e-30  # an all-zero row keeps scale TINY (and quantizes to zeros)
@@ -64,9 +66,5 @@ class Int8Linear(nn.Module):
 
 def quantize_linears(module: nn.Module) -> nn.Module:
     """Replace every float nn.Linear inside `module` by an Int8Linear, in place."""
-    for name, child in module.named_children():
-        if type(child) is nn.Linear:
-            setattr(module, name, Int8Linear(child))
-        else:
-            quantize_linears(child)
+    swap_linears(module, lambda m: Int8Linear(m) if type(m) is nn.Linear else m)
     return module

@@ -504,12 +504,12 @@ class Transformer(nn.Module):
                 raise RuntimeError(
                     "packed weights need model_core's C kernels or torch built with oneDNN"
                 )
-            _swap_linears(self, lambda lin: PackedLinear(lin) if type(lin) is nn.Linear else lin)
+            swap_linears(self, lambda lin: PackedLinear(lin) if type(lin) is nn.Linear else lin)
         return self
 
     def unpack(self) -> Transformer:
         """Undo the PackedLinear swap (e.g. before int8 quantization)."""
-        _swap_linears(self, lambda lin: lin.to_linear() if isinstance(lin, PackedLinear) else lin)
+        swap_linears(self, lambda lin: lin.to_linear() if isinstance(lin, PackedLinear) else lin)
         return self
 
 
@@ -603,13 +603,15 @@ class PackedLinear(nn.Module):
         )
 
 
-def _swap_linears(module: nn.Module, convert) -> None:
+def swap_linears(module: nn.Module, convert) -> None:
+    """Replace, in place, each submodule for which `convert` returns a new module (the layers
+    under a replaced one are not visited)."""
     for name, child in module.named_children():
         new = convert(child)
         if new is not child:
             setattr(module, name, new)
         else:
-            _swap_linears(child, convert)
+            swap_linears(child, convert)
 
 
 def count_parameters(model: nn.Module) -> int:
