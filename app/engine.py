@@ -13,7 +13,7 @@ import torch
 
 from model_core.allocator import keep_freed_memory
 from model_core.checkpoint import CheckpointError
-from model_core.translator import Translator
+from model_core.translator import Translator, resolve_device
 
 from .settings import Settings
 
@@ -49,27 +49,33 @@ def load_translators(
     candidates = sorted(
         p for p in weights_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
     )
+    try:
+        dev = resolve_device(device)
+    except ValueError as exc:
+        raise StartupError(f"MT_DEVICE={device}: {exc}") from exc
     translators: dict[str, Translator] = {}
     for path in candidates:
         try:
-            translator = Translator.load(path, device=device, dtype=dtype)
-            translators[path.name] = (
-                translator.quantize_int8() if quantize == "int8" else translator
-            )
+            translator = Translator.load(path, device=dev, dtype=dtype)
         except CheckpointError as exc:
             if not skip_bad:
                 raise StartupError(f"bad checkpoint {path}: {exc}") from exc
             log.warning("skipping bad checkpoint %s: %s", path, exc)
         else:
-            t = translators[path.name]
+            if quantize == "int8":
+                try:
+                    translator.quantize_int8()
+                except (ValueError, RuntimeError) as exc:  # a setting's mistake, not the files'
+                    raise StartupError(f"MT_QUANTIZE=int8 for {path.name}: {exc}") from exc
+            translators[path.name] = translator
             log.info(
                 "loaded %s (%s->%s, %s parameters) on %s as %s",
                 path.name,
-                t.source_language,
-                t.target_language,
-                f"{t.parameters:,}",
-                t.device,
-                t.precision,
+                translator.source_language,
+                translator.target_language,
+                f"{translator.parameters:,}",
+                translator.device,
+                translator.precision,
             )
     if not translators:
         raise StartupError(

@@ -46,10 +46,15 @@ async def load_models(app: FastAPI) -> None:
         worker.stop()
         await worker.join()
         raise
-    except StartupError as exc:
+    except Exception as exc:  # noqa: BLE001 (whatever stops the models loading stops start-up)
         worker.stop()
-        state.startup_error = str(exc)
-        log.error("startup failed: %s", exc)
+        state.startup_error = str(exc) or type(exc).__name__
+        if isinstance(exc, StartupError):  # a setting or a file: the message says which
+            log.error("startup failed: %s", exc)
+        else:  # not foreseen: the traceback is for whoever reports it
+            log.exception(
+                "startup failed: %s while loading the models: %s", type(exc).__name__, exc
+            )
         request_exit = getattr(state, "request_exit", None)
         if request_exit is not None:  # set by mt-serve: stop the server, exit with status 1
             request_exit()

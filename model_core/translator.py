@@ -25,9 +25,26 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """ "auto" (CUDA when present, else the CPU), "cpu", "cuda" or "cuda:N"; ValueError for a
+    device this machine does not have."""
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {str(device)!r}: use auto, cpu, cuda or cuda:N") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device {str(device)!r}: no CUDA GPU is usable here (use auto or cpu)"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
+            )
+    elif dev.type != "cpu":
+        raise ValueError(f"device {str(device)!r}: use auto, cpu, cuda or cuda:N")
+    return dev
 
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:

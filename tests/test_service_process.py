@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import httpx
 import pytest
 
-from tests.service_helpers import serve_in_process, wait_ready
+from tests.service_helpers import ROOT, free_port, serve_in_process, wait_ready
 
 
 @pytest.fixture
@@ -155,3 +158,42 @@ def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path):
         assert proc.wait(timeout=60) == 2
     text = log.read_text()
     assert "MT_MAX_BATCH_SIZE" in text and "Traceback" not in text
+
+
+def test_int8_on_a_non_float32_model_stops_startup_with_one_clear_line(weights_dir, tmp_path):
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, quantize="int8", dtype="bfloat16") as (_, proc):
+        assert proc.wait(timeout=60) == 1
+    lines = [line for line in log.read_text().splitlines() if "startup failed" in line]
+    assert len(lines) == 1 and "MT_QUANTIZE=int8" in lines[0] and "float32" in lines[0]
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_device_this_machine_lacks_stops_startup_with_one_clear_line(weights_dir, tmp_path):
+    # (before: the model loader's exception was never looked at, and the server stayed up,
+    # never ready, with nothing in its log)
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, device="cuda:99") as (_, proc):
+        assert proc.wait(timeout=60) == 1
+    lines = [line for line in log.read_text().splitlines() if "startup failed" in line]
+    assert len(lines) == 1 and "MT_DEVICE=cuda:99" in lines[0]
+    assert "Traceback" not in log.read_text()
+
+
+def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weights_dir, tmp_path):
+    # a failure no check foresaw (here injected into start_engine) still ends the process with
+    # status 1 and says why, instead of leaving a server that never becomes ready
+    code = (
+        "import sys, app.main as m\n"
+        "def start_engine(settings):\n"
+        "    raise OSError('the disk went away')\n"
+        "m.start_engine = start_engine\n"
+        "sys.exit(m.main())\n"
+    )
+    env = {**os.environ, "MT_WEIGHTS_DIR": str(weights_dir), "MT_PORT": str(free_port())}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "startup failed: OSError while loading the models: the disk went away" in done.stderr
+    assert "Traceback" in done.stderr

@@ -191,3 +191,13 @@ def test_int8_translates_a_sentence_the_same_in_any_batch(random_checkpoint):
             assert [h.score for h in alone.hypotheses] == pytest.approx(
                 [h.score for h in together.hypotheses], abs=1e-5
             ), text
+
+
+def test_a_device_this_machine_lacks_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto").type == "cpu"
+    assert resolve_device("cpu").type == "cpu"
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match="use auto, cpu, cuda or cuda:N"):
+        resolve_device("gpu")
