@@ -452,6 +452,20 @@ def test_overload_gets_only_200_and_503_and_recovers(weights_dir):
         assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') >= 1
 
 
+def test_a_request_larger_than_the_whole_queue_is_413_not_503(weights_dir):
+    # a 503 says "retry later", but this request could never be queued: the client must split it
+    with serve_in_thread(weights_dir, max_queue_size=6) as (url, _):
+        seven = {"q": "The cat. " * 7, "source": "en", "target": "de", "beam_size": 1}
+        r = post(url, json=seven)
+        assert r.status_code == 413 and "Retry-After" not in r.headers
+        assert "7 sentences" in r.json()["error"] and "at most 6" in r.json()["error"]
+        as_list = {**seven, "q": ["The cat."] * 7}
+        assert post(url, json=as_list).status_code == post(url, data=as_list).status_code == 413
+        six = {**seven, "q": "The cat. " * 6}
+        assert post(url, json=six).status_code == 200
+        assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 0
+
+
 def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
     with serve_in_thread(weights_dir, request_timeout_s=0.3, max_batch_size=1, max_wait_ms=0) as (
         url,
