@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         translator = Translator.load(args.checkpoint, device=args.device, dtype=args.dtype)
         sources = read_lines(args.src)
         refs = read_lines(args.ref) if args.ref else None
-    except (CheckpointError, DataError) as exc:
+    except (CheckpointError, DataError, ValueError) as exc:  # ValueError: --device, --dtype
         print(f"mt-evaluate: error: {exc}", file=sys.stderr)
         return 2
     if refs is not None and len(refs) != len(sources):

@@ -172,6 +172,18 @@ def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
     assert "config.json: missing file" in capsys.readouterr().err
 
 
+def test_evaluate_command_names_a_device_or_dtype_it_cannot_use(
+    random_checkpoint, corpus_dir, capsys
+):
+    from model_core import evaluate
+
+    src = ["--src", str(corpus_dir / "dev.en")]
+    assert evaluate.main([str(random_checkpoint), *src, "--device", "gpu"]) == 2
+    assert "unknown device 'gpu'" in capsys.readouterr().err
+    assert evaluate.main([str(random_checkpoint), *src, "--dtype", "int3"]) == 2
+    assert "int3" in capsys.readouterr().err
+
+
 def test_resume_keeps_the_runs_batch_size(corpus_dir, tmp_path, capsys):
     run = tmp_path / "run"
     common = train_args(corpus_dir, run)
