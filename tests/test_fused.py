@@ -11,7 +11,7 @@ from model_core import decoding, fused
 from model_core.decoding import beam_search, greedy_search
 from model_core.masks import pad_mask
 from tests.conftest import random_model, tiny_config
-from tests.test_model_decoding import VARIANTS
+from tests.test_model_decoding import VARIANTS, search
 
 needs_kernel = pytest.mark.skipif(
     not fused.kernel_available(), reason="model_core._kernels was not built (no C compiler)"
@@ -471,19 +471,11 @@ def test_a_sentence_gets_the_same_bits_alone_and_padded_in_a_batch(beam_size):
     mask, limits = pad_mask(src, 0), torch.full((len(lengths),), 15)
     with torch.inference_mode():
         memory = model.encode_tokens(src, mask)
-    if beam_size == 1:
-        batched = [[h] for h in greedy_search(model, src, mask, limits)]
-    else:
-        batched = beam_search(model, src, mask, limits, beam_size=beam_size, n_best=beam_size)
+    batched = search(model, src, mask, limits, beam_size)
     for i, n in enumerate(lengths):
         alone_src = src[i : i + 1, : n + 1]
         alone_mask = pad_mask(alone_src, 0)
         with torch.inference_mode():
             assert torch.equal(model.encode_tokens(alone_src, alone_mask)[0], memory[i, : n + 1])
-        if beam_size == 1:
-            alone = [greedy_search(model, alone_src, alone_mask, limits[:1])[0]]
-        else:
-            alone = beam_search(
-                model, alone_src, alone_mask, limits[:1], beam_size=beam_size, n_best=beam_size
-            )[0]
+        alone = search(model, alone_src, alone_mask, limits[:1], beam_size)[0]
         assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in batched[i]]

@@ -112,25 +112,23 @@ def test_fast_greedy_equals_reference_greedy(variant):
             )
 
 
+def search(model, src, mask, limits, beam_size: int) -> list[list]:
+    """Each sentence's hypotheses: greedy's one at beam size 1, else beam search's n-best."""
+    if beam_size == 1:
+        return [[h] for h in greedy_search(model, src, mask, limits)]
+    return beam_search(model, src, mask, limits, beam_size=beam_size, n_best=beam_size)
+
+
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_sentence_alone_equals_sentence_in_padded_batch(beam_size):
     model = random_model(tiny_config(VOCAB), seed=2)
     src, mask = random_batch(5, batch=8)
     limits = torch.full((8,), 20)
-    if beam_size == 1:
-        batched = [[h] for h in greedy_search(model, src, mask, limits)]
-    else:
-        batched = beam_search(model, src, mask, limits, beam_size=beam_size, n_best=beam_size)
+    batched = search(model, src, mask, limits, beam_size)
     for i in range(8):
         n = int(mask[i, 0, 0].sum())
         alone_src = src[i : i + 1, :n]
-        alone_mask = pad_mask(alone_src, 0)
-        if beam_size == 1:
-            alone = [greedy_search(model, alone_src, alone_mask, limits[:1])[0]]
-        else:
-            alone = beam_search(
-                model, alone_src, alone_mask, limits[:1], beam_size=beam_size, n_best=beam_size
-            )[0]
+        alone = search(model, alone_src, pad_mask(alone_src, 0), limits[:1], beam_size)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)
 
