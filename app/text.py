@@ -3,8 +3,10 @@
 `split_text` returns the leading whitespace and a list of (sentence, separator) pairs with
 `prefix + "".join(s + sep for s, sep in pairs) == text`; translating each sentence and joining
 them back with the same separators mirrors paragraphs, line breaks and spacing. Sentences break
-after . ! ? … (and closing quotes) followed by whitespace, except after common abbreviations,
-and at every line break. Nothing is dropped.
+after . ! ? … (and closing quotes) followed by whitespace, and at every line break; a period
+does not end a sentence after a common abbreviation, an initial ("J.", "U.S."), before a word
+in lower case or a digit ("p. 5"), or after a day before a month ("am 3. Mai"). Nothing is
+dropped.
 """
 
 from __future__ import annotations
@@ -40,11 +42,44 @@ _ABBREVIATIONS = {
 }
 
 
-def _ends_sentence(chunk: str) -> bool:
+_INITIALS = re.compile(r"(?:[^\W\d_]\.)+")  # J.  U.S.  z.B.
+_DAY = re.compile(r"\d{1,2}\.")
+_MONTH_LIKE = {  # after "3." these make it a date or an ordinal (German writes "am 3. Mai")
+    "januar",
+    "jänner",
+    "februar",
+    "märz",
+    "april",
+    "mai",
+    "juni",
+    "juli",
+    "august",
+    "september",
+    "oktober",
+    "november",
+    "dezember",
+    "jahrhundert",
+}
+
+
+_NEXT_WORD = re.compile(r"\w*")
+
+
+def _ends_sentence(chunk: str, text: str, at: int) -> bool:
+    """Whether `chunk` (text up to a run of whitespace) ends a sentence; the next word starts
+    at text[at]."""
     if not _END.search(chunk):
         return False
-    last = chunk.rsplit(None, 1)[-1].lower()
-    return last not in _ABBREVIATIONS
+    last = chunk.rsplit(None, 1)[-1]
+    if not last.endswith("."):  # ! ? … or a closing quote
+        return True
+    if last.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(last):
+        return False
+    first = text[at : at + 1]
+    if first.islower() or first.isdigit():
+        return False
+    next_word = _NEXT_WORD.match(text, at).group().lower()
+    return not (_DAY.fullmatch(last) and next_word in _MONTH_LIKE)
 
 
 def split_text(text: str) -> tuple[str, list[tuple[str, str]]]:
@@ -55,7 +90,7 @@ def split_text(text: str) -> tuple[str, list[tuple[str, str]]]:
     pos = lead
     for m in _WHITESPACE.finditer(text, lead):
         chunk = text[pos : m.start()]
-        if "\n" in m.group() or m.end() == len(text) or _ends_sentence(chunk):
+        if "\n" in m.group() or m.end() == len(text) or _ends_sentence(chunk, text, m.end()):
             pairs.append((chunk, m.group()))
             pos = m.end()
     if pos < len(text):

@@ -39,6 +39,27 @@ def test_abbreviations_and_quotes():
     assert [s for s, _ in pairs] == ['Dr. Smith said "Go."', "Then Mr. Jones left."]
 
 
+@pytest.mark.parametrize(
+    "text, sentences",
+    [
+        ("J. R. R. Tolkien wrote it. We read it.", ["J. R. R. Tolkien wrote it.", "We read it."]),
+        ("He saw the U.S. Capitol.", ["He saw the U.S. Capitol."]),
+        ("See p. 5 for more. Thanks.", ["See p. 5 for more.", "Thanks."]),
+        ("Apples, pears etc. and more. Good.", ["Apples, pears etc. and more.", "Good."]),
+        ("Er kam am 3. Mai. Sie nicht.", ["Er kam am 3. Mai.", "Sie nicht."]),
+        ("Im 19. Jahrhundert war es so.", ["Im 19. Jahrhundert war es so."]),
+        # still sentence ends: a number or a word before a capital that is no month
+        ("I was born in 1990. Then I moved.", ["I was born in 1990.", "Then I moved."]),
+        ("He is 5. She is 7.", ["He is 5.", "She is 7."]),
+        ("Wait! what?", ["Wait!", "what?"]),  # only a period waits for the next word
+    ],
+)
+def test_a_period_inside_a_sentence_does_not_split_it(text, sentences):
+    prefix, pairs = split_text(text)
+    assert [s for s, _ in pairs] == sentences
+    assert rejoin(prefix, pairs) == text
+
+
 def test_every_line_break_splits():
     _, pairs = split_text("a line without a stop\nanother one")
     assert [s for s, _ in pairs] == ["a line without a stop", "another one"]
