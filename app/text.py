@@ -65,12 +65,10 @@ _MONTH_LIKE = {  # after "3." these make it a date or an ordinal (German writes 
 _NEXT_WORD = re.compile(r"\w*")
 
 
-def _ends_sentence(chunk: str, text: str, at: int) -> bool:
-    """Whether `chunk` (text up to a run of whitespace) ends a sentence; the next word starts
-    at text[at]."""
-    if not _END.search(chunk):
+def _ends_sentence(last: str, text: str, at: int) -> bool:
+    """Whether the word `last` ends a sentence; the next word starts at text[at]."""
+    if not _END.search(last):
         return False
-    last = chunk.rsplit(None, 1)[-1]
     if not last.endswith("."):  # ! ? … or a closing quote
         return True
     if last.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(last):
@@ -87,12 +85,14 @@ def split_text(text: str) -> tuple[str, list[tuple[str, str]]]:
     stripped = text.lstrip()
     lead = len(text) - len(stripped)
     pairs: list[tuple[str, str]] = []
-    pos = lead
+    pos = word = lead  # where the current sentence and its last word start
     for m in _WHITESPACE.finditer(text, lead):
-        chunk = text[pos : m.start()]
-        if "\n" in m.group() or m.end() == len(text) or _ends_sentence(chunk, text, m.end()):
-            pairs.append((chunk, m.group()))
+        # only the last word decides (linear time: a long text without a stop is not rescanned)
+        last_word = text[word : m.start()]
+        if "\n" in m.group() or m.end() == len(text) or _ends_sentence(last_word, text, m.end()):
+            pairs.append((text[pos : m.start()], m.group()))
             pos = m.end()
+        word = m.end()
     if pos < len(text):
         pairs.append((text[pos:], ""))
     return text[:lead], pairs
@@ -102,30 +102,55 @@ def split_long(words_text: str, count_tokens, max_tokens: int) -> list[str]:
     """Split a sentence whose token count exceeds `max_tokens` into pieces at word boundaries.
 
     A single word longer than the limit is cut into character runs. Pieces are rejoined with a
-    space after translation.
+    space after translation. Each word is counted once and the pieces' counts are taken as the
+    sums of their words' (sentencepiece never joins words into one token); each piece is then
+    counted once more, and one still over the limit is halved. So the time grows with the
+    length of the text, not with its square: this runs on the event loop.
     """
     if count_tokens(words_text) <= max_tokens:
         return [words_text]
     pieces: list[str] = []
     current: list[str] = []
+    total = 0
     for word in words_text.split():
-        candidate = " ".join([*current, word])
-        if current and count_tokens(candidate) > max_tokens:
+        n = count_tokens(word)
+        if current and (total + n > max_tokens or n > max_tokens):
             pieces.append(" ".join(current))
-            current = [word]
+            current, total = [], 0
+        if n > max_tokens:
+            pieces.extend(_cut_word(word, n, count_tokens, max_tokens))
         else:
             current.append(word)
-        while (
-            count_tokens(" ".join(current)) > max_tokens
-            and len(current) == 1
-            and len(current[0]) > 1
-        ):
-            w = current[0]
-            cut = max(1, len(w) // 2)
-            while cut > 1 and count_tokens(w[:cut]) > max_tokens:
-                cut //= 2
-            pieces.append(w[:cut])
-            current = [w[cut:]]
+            total += n
     if current:
         pieces.append(" ".join(current))
+    return [p for piece in pieces for p in _within_limit(piece, count_tokens, max_tokens)]
+
+
+def _within_limit(piece: str, count_tokens, max_tokens: int) -> list[str]:
+    """`piece`, halved at a space (recursively) while a half is over the limit: for counters
+    whose count of a text exceeds the sum of its words' counts."""
+    words = piece.split(" ")
+    if len(words) < 2 or count_tokens(piece) <= max_tokens:
+        return [piece]
+    half = len(words) // 2
+    return [
+        *_within_limit(" ".join(words[:half]), count_tokens, max_tokens),
+        *_within_limit(" ".join(words[half:]), count_tokens, max_tokens),
+    ]
+
+
+def _cut_word(word: str, tokens: int, count_tokens, max_tokens: int) -> list[str]:
+    """Cut a word of `tokens` tokens (more than `max_tokens`) into runs of characters within
+    the limit, each run sized from the word's characters per token and counted once (again
+    only when it has to shrink)."""
+    pieces: list[str] = []
+    size = max(1, int(len(word) * max_tokens / tokens))
+    at = 0
+    while at < len(word):
+        cut = min(size, len(word) - at)
+        while cut > 1 and count_tokens(word[at : at + cut]) > max_tokens:
+            cut = max(1, cut * 3 // 4)
+        pieces.append(word[at : at + cut])
+        at += cut
     return pieces

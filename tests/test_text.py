@@ -81,3 +81,30 @@ def test_split_long_cuts_a_single_overlong_word():
     word = "x" * 50
     pieces = split_long(word, len, 8)
     assert "".join(pieces) == word and all(len(p) <= 8 for p in pieces)
+
+
+def test_split_long_respects_a_counter_that_also_counts_spaces():
+    sentence = " ".join(f"word{i}" for i in range(40))
+    pieces = split_long(sentence, len, 20)  # len("a b") > len("a") + len("b")
+    assert " ".join(pieces) == sentence and all(len(p) <= 20 for p in pieces)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [("word " * 4000).strip(), "x" * 20_000, " ".join(["y" * 300] * 60)],
+    ids=["many words", "one long word", "long words"],
+)
+def test_splitting_reads_each_character_a_bounded_number_of_times(text):
+    # split_text and split_long run on the event loop: a 20,000-character request must not
+    # cost them time that grows with its square (it once took ~1 s, blocking every request)
+    seen = []
+
+    def count(piece: str) -> int:
+        seen.append(len(piece))
+        return len(piece) // 4 + 1  # about 4 characters per token
+
+    _, sentences = split_text(text)
+    pieces = [p for s, _ in sentences for p in split_long(s, count, 50)]
+    assert "".join(pieces).replace(" ", "") == text.replace(" ", "")
+    assert all(count(p) <= 50 for p in pieces)
+    assert sum(seen) <= 4 * len(text)
