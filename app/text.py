@@ -62,7 +62,7 @@ _MONTH_LIKE = {  # after "3." these make it a date or an ordinal (German writes 
 }
 
 
-_NEXT_WORD = re.compile(r"\w*")
+_NEXT_WORD = re.compile(r"\w{0,16}")  # enough for a month name; never a whole long word
 
 
 def _ends_sentence(last: str, text: str, at: int) -> bool:
