@@ -44,6 +44,7 @@ _ABBREVIATIONS = {
 
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)+")  # J.  U.S.  z.B.
 _DAY = re.compile(r"\d{1,2}\.")
+_NEXT_WORD = re.compile(r"\w{0,16}")  # enough for a month name; never a whole long word
 _MONTH_LIKE = {  # after "3." these make it a date or an ordinal (German writes "am 3. Mai")
     "januar",
     "jänner",
@@ -60,9 +61,6 @@ _MONTH_LIKE = {  # after "3." these make it a date or an ordinal (German writes 
     "dezember",
     "jahrhundert",
 }
-
-
-_NEXT_WORD = re.compile(r"\w{0,16}")  # enough for a month name; never a whole long word
 
 
 def _ends_sentence(last: str, text: str, at: int) -> bool:
