@@ -75,6 +75,8 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         data = json.loads(raw) if raw else None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({exc}); send JSON or form data") from None
+    except RecursionError:  # the parser's nesting limit: still the client's body, not a bug
+        raise ApiError(400, "the body's JSON nests too deeply; send q, source and target") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object with q, source and target")
     return data

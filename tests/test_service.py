@@ -174,6 +174,22 @@ ERRORS = [
     ),
     ({"content": b"[1, 2]", "headers": {"content-type": "application/json"}}, 400, "JSON object"),
     (
+        {
+            "content": b"[" * 100_000 + b"]" * 100_000,
+            "headers": {"content-type": "application/json"},
+        },
+        400,
+        "nests too deeply",
+    ),
+    (
+        {
+            "content": b'{"q": ' + b"[" * 100_000 + b"]" * 100_000 + b', "source": "en"}',
+            "headers": {"content-type": "application/json"},
+        },
+        400,
+        "nests too deeply",
+    ),
+    (
         {"content": b"\xff\xfe", "headers": {"content-type": "application/json"}},
         400,
         "not valid JSON",
