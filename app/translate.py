@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -107,6 +108,9 @@ def resolve_model(state: Any, source: str, target: str) -> tuple[str, str]:
     return pairs[(source, target)], source
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, int, int]:
     s = state.settings
     texts = [req.q] if isinstance(req.q, str) else list(req.q)
@@ -119,6 +123,10 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
     chars = sum(len(t) for t in texts)
     if chars > s.max_request_chars:
         raise ApiError(413, f"{chars} characters in `q`; at most {s.max_request_chars} per request")
+    for i, text in enumerate(texts):
+        if _SURROGATE.search(text):  # JSON can escape one (\ud800); no tokenizer can take it
+            where = "`q`" if isinstance(req.q, str) else f"`q[{i}]`"
+            raise ApiError(400, f"{where} holds an unpaired UTF-16 surrogate; send valid Unicode")
     if req.format != "text":
         raise ApiError(400, f"format '{req.format}' is not supported; use 'text'")
     if req.alternatives > s.max_alternatives:

@@ -166,6 +166,22 @@ ERRORS = [
     ({"json": {"q": "x", "source": "en", "target": "de", "alternatives": 50}}, 400, "alternatives"),
     ({"json": {"q": "x", "source": "en", "target": "de", "max_length": 10**6}}, 400, "max_length"),
     ({"json": {"q": "x" * 20_001, "source": "en", "target": "de"}}, 413, "characters"),
+    (
+        {
+            "content": b'{"q": "a\\ud800b", "source": "en", "target": "de"}',
+            "headers": {"content-type": "application/json"},
+        },
+        400,
+        "`q` holds an unpaired UTF-16 surrogate",
+    ),
+    (
+        {
+            "content": b'{"q": ["ok", "\\udfff"], "source": "en", "target": "de"}',
+            "headers": {"content-type": "application/json"},
+        },
+        400,
+        "`q[1]` holds an unpaired UTF-16 surrogate",
+    ),
     ({"json": {"q": ["x"] * 129, "source": "en", "target": "de"}}, 413, "texts"),
     (
         {"content": b"{not json", "headers": {"content-type": "application/json"}},
