@@ -27,23 +27,22 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """ "auto" (CUDA when present, else the CPU), "cpu", "cuda" or "cuda:N"; ValueError for a
     device this machine does not have."""
-    if str(device) == "auto":
+    name = str(device)
+    if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"unknown device {str(device)!r}: use auto, cpu, cuda or cuda:N") from exc
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(
-                f"device {str(device)!r}: no CUDA GPU is usable here (use auto or cpu)"
-            )
+            raise ValueError(f"device {name!r}: no CUDA GPU is usable here (use auto or cpu)")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(
-                f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
+                f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
             )
-    elif dev.type != "cpu":
-        raise ValueError(f"device {str(device)!r}: use auto, cpu, cuda or cuda:N")
     return dev
 
 
