@@ -27,6 +27,9 @@ Backpressure: at most `max_queue_size` sentences wait; `submit` beyond that rais
 once. `cancel` removes a request's waiting sentences (deadline passed, client gone) so they are
 never computed, including those of a batch on the worker's queue that it has not started. An
 exception in `fn` fails only that batch's sentences, with an error id that is also logged.
+Should the scheduler task itself end (a bug), every waiting sentence fails the same way and
+`submit` refuses new work; `problem` says why (also when the worker thread has ended), for the
+service's readiness check.
 `stop` refuses new work, finishes what was accepted within a timeout, fails what is left, and
 returns once the worker thread has ended (after the batch it may still be running).
 """
@@ -247,11 +250,46 @@ class MicroBatcher:
         if self._worker is None:
             self._worker = Worker()
         self._task = asyncio.create_task(self._run(), name="micro-batcher")
+        self._task.add_done_callback(self._scheduler_ended)
+
+    def problem(self) -> str | None:
+        """Why no more batches can be computed (the scheduler task or the worker thread has
+        ended while the batcher was not stopping), or None."""
+        if self._closing or self._task is None:
+            return None
+        if self._task.done():
+            error = None if self._task.cancelled() else self._task.exception()
+            return "the batch scheduler stopped" + (
+                f": {type(error).__name__}: {error}" if error else ""
+            )
+        if self._worker is not None and not self._worker.thread.is_alive():
+            return "the inference worker thread stopped"
+        return None
+
+    def _scheduler_ended(self, task: asyncio.Task) -> None:
+        """The scheduler task ended: expected after `stop`; otherwise every waiting sentence
+        fails (a batch already handed to the worker still finishes)."""
+        if self._closing:
+            return
+        error = None if task.cancelled() else task.exception()
+        error_id = uuid.uuid4().hex[:12]
+        waiting = [item for queue in self._queues.values() for item in queue]
+        log.error(
+            "the batch scheduler stopped, error id %s; %d waiting sentence(s) fail",
+            error_id,
+            len(waiting),
+            exc_info=error,
+        )
+        for item in waiting:
+            item.queued = False
+            item.ticket._fail(BatchFailed(error_id))
+        self._queues.clear()
+        self._set_depth(-len(waiting))
 
     def submit(self, key: Hashable, payloads: Sequence[Any], costs: Sequence[int]) -> Ticket:
         """Queue one request's sentences; raises QueueFull or ShuttingDown at once."""
-        if self._closing or self._task is None:
-            raise ShuttingDown("the server is shutting down")
+        if self._closing or self._task is None or self._task.done():
+            raise ShuttingDown(self.problem() or "the server is shutting down")
         if self._depth + len(payloads) > self.max_queue_size:
             raise QueueFull(f"{self._depth} sentences are waiting (limit {self.max_queue_size})")
         ticket = Ticket(asyncio.get_running_loop().create_future())
@@ -480,7 +518,7 @@ class MicroBatcher:
         """Refuse new work, finish what was accepted within `timeout` s; returns sentences dropped."""
         self._closing = True
         dropped = 0
-        if self._task is not None:
+        if self._task is not None and not self._task.done():  # done: it failed what waited
             assert self._wakeup is not None
             self._wakeup.set()
             try:

@@ -6,9 +6,11 @@ decoding on a small CPU: it adds to every request's latency, and under load it c
 the engine for the same cores (docs/BENCHMARKS.md, section 2). This layer serves the common
 request, a JSON body, with the same code as the FastAPI route (app/translate.py) and the same
 answers; everything else (form bodies, other methods and paths) passes through to FastAPI,
-which also documents /translate in the OpenAPI schema. It reads every /translate body itself, so that a body over
-`max_body_bytes` is refused (413) before it is held in memory, form bodies included (FastAPI
-then gets the body that was read).
+which also documents /translate in the OpenAPI schema. It reads every /translate body itself,
+so that a body over `max_body_bytes` is refused (413) before it is held in memory and one that
+takes longer than `body_timeout_s` to arrive gets a 408, form bodies included (FastAPI then gets
+the body that was read). A client that goes away before its body arrived is answered 499 (nobody
+reads it; the metrics count it as the client's doing, not as a server error).
 
 It sits in front of FastAPI's middleware stack, inside the metrics middleware (app/main.py,
 `Service`), so requests are counted and timed alike. An unexpected exception becomes a JSON 500
@@ -17,6 +19,7 @@ whose error id is in the log, as FastAPI's routes answer one.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -48,25 +51,35 @@ def too_large(size: int | str, limit: int) -> ApiError:
     return ApiError(413, f"the body is {size} bytes; at most {limit} (send less text per request)")
 
 
-async def read_all(scope: dict, receive, limit: int) -> bytes | None:
+async def read_all(scope: dict, receive, limit: int, timeout: float) -> bytes | None:
     """The whole request body, or None when the client disconnected before sending it.
     Raises ApiError 413 as soon as it is known to pass `limit` bytes (by its Content-Length,
-    before reading any of it, or while it arrives in chunks)."""
+    before reading any of it, or while it arrives in chunks), and 408 when all of it has not
+    arrived within `timeout` seconds (a body that trickles in would hold its connection and
+    its place among the requests in progress for as long as the client likes)."""
     declared = header(scope, b"content-length")
     if declared.isdigit() and int(declared) > limit:
         raise too_large(declared, limit)
     chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_large(f"more than {limit}", limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(f"more than {limit}", limit)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the body did not arrive within {timeout:g} s ({size} bytes came); send it at once",
+            {"Connection": "close"},
+        ) from None
 
 
 async def send_json(send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
@@ -102,13 +115,14 @@ class TranslateFastPath:
         if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
+        settings = self.state.settings
         try:
             check_accepting(self.state)
-            raw = await read_all(scope, receive, self.state.settings.max_body_bytes)
+            raw = await read_all(scope, receive, settings.max_body_bytes, settings.body_timeout_s)
         except ApiError as exc:
             return await send_error(send, exc)
-        if raw is None:  # the client went away before its body arrived
-            return
+        if raw is None:  # the client went away before its body arrived: counted as 499
+            return await send_json(send, 499, b"")
         if content_type(scope) in FORM_TYPES:  # FastAPI answers its own errors
             return await self.app(scope, replay(raw, receive), send)
         try:

@@ -20,15 +20,15 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .batcher import MicroBatcher, Worker
 from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
+from .limits import ConcurrencyLimit
 from .metrics import Metrics
-from .routes import router
+from .routes import JSONBody, health_of, router
 from .settings import Settings
 from .translate import ApiError, internal_error
 
@@ -83,7 +83,6 @@ async def load_models(app: FastAPI) -> None:
             }
         )
     state.engine, state.batcher, state.ready = engine, batcher, True
-    metrics.ready.set(1)
     log.info(
         "ready: %d model(s) %s in %.1f s",
         len(translators),
@@ -104,7 +103,6 @@ async def lifespan(app: FastAPI):
     yield
     state = app.state
     start_draining(state)
-    state.metrics.ready.set(0)
     if not loader.done():
         loader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -122,7 +120,8 @@ async def lifespan(app: FastAPI):
 
 
 class MetricsMiddleware:
-    """Counts requests by route template and status, and times them (pure ASGI)."""
+    """Counts requests by route template and status, and times them (pure ASGI). A request the
+    application ends without an answer (it raised) counts as a 500."""
 
     def __init__(self, app, metrics: Metrics):
         self.app, self.metrics = app, metrics
@@ -153,9 +152,10 @@ class MetricsMiddleware:
 
 
 class Service(FastAPI):
-    """FastAPI behind two plain-ASGI layers that every HTTP request passes first: the metrics
-    middleware, then the fast path for POST /translate (app/fastpath.py), which hands everything
-    else to FastAPI. A translation request pays for none of FastAPI's own middleware stack."""
+    """FastAPI behind three plain-ASGI layers that every HTTP request passes first: the metrics
+    middleware, the cap on requests in progress (app/limits.py), then the fast path for POST
+    /translate (app/fastpath.py), which hands everything else to FastAPI. A translation request
+    pays for none of FastAPI's own middleware stack."""
 
     front = None  # set by create_app
 
@@ -184,16 +184,19 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.include_router(router)
-    app.front = MetricsMiddleware(TranslateFastPath(app.fastapi, app.state), app.state.metrics)
+    limited = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state), app.state)
+    app.front = MetricsMiddleware(limited, app.state.metrics)
+    # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
+    app.state.metrics.ready.set_function(lambda: float(health_of(app.state)[0] == 200))
 
     @app.exception_handler(ApiError)
     async def api_error(request, exc: ApiError):
-        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+        return JSONBody({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request, exc: RequestValidationError):
         where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return JSONResponse({"error": f"invalid request: {where}"}, status_code=400)
+        return JSONBody({"error": f"invalid request: {where}"}, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, exc: StarletteHTTPException):
@@ -201,7 +204,7 @@ def create_app(settings: Settings | None = None) -> Service:
             404: f"no such path: {request.url.path}",
             405: f"method {request.method} is not allowed on {request.url.path}",
         }
-        return JSONResponse(
+        return JSONBody(
             {"error": message.get(exc.status_code, str(exc.detail))},
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
@@ -209,7 +212,7 @@ def create_app(settings: Settings | None = None) -> Service:
 
     @app.exception_handler(Exception)
     async def unexpected(request, exc: Exception):
-        return JSONResponse({"error": internal_error(exc)}, status_code=500)
+        return JSONBody({"error": internal_error(exc)}, status_code=500)
 
     return app
 

@@ -10,10 +10,18 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .schemas import LANGUAGE_NAMES, ErrorResponse, Language, TranslateRequest, TranslateResponse
-from .translate import FORM_TYPES, check_accepting, parse_json
+from .translate import FORM_TYPES, check_accepting, json_bytes, parse_json
 from .translate import translate as translate_data
 
 router = APIRouter()
+
+
+class JSONBody(JSONResponse):
+    """Starlette's JSONResponse, written as the fast path writes JSON (never fails on text
+    that UTF-8 cannot hold)."""
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
 
 
 async def read_body(request: Request) -> dict[str, Any]:
@@ -62,7 +70,7 @@ async def translate(request: Request):
     body = await translate_data(state, await read_body(request), request.receive, started)
     if body is None:
         return Response(status_code=499)
-    return JSONResponse(body)
+    return JSONBody(body)
 
 
 @router.get("/languages", response_model=list[Language])
@@ -102,14 +110,17 @@ async def models(request: Request):
     return out
 
 
-def health_body(request: Request) -> tuple[int, dict[str, Any]]:
-    state = request.app.state
+def health_of(state: Any) -> tuple[int, dict[str, Any]]:
+    """Readiness: 200 when requests can be translated; else 503 and why."""
     if state.draining:
         return 503, {"status": "draining"}
     if state.startup_error:
         return 503, {"status": "failed", "error": state.startup_error}
     if not state.ready:
         return 503, {"status": "loading"}
+    problem = state.batcher.problem()
+    if problem:  # the scheduler task or the worker thread ended: nothing would be translated
+        return 503, {"status": "failed", "error": problem}
     engine = state.engine
     devices = sorted({str(t.device) for t in engine.translators.values()})
     return 200, {
@@ -122,16 +133,17 @@ def health_body(request: Request) -> tuple[int, dict[str, Any]]:
 
 @router.get("/health")
 async def health(request: Request):
-    """200 when the models are loaded and requests are taken; 503 while loading or draining."""
-    status, body = health_body(request)
-    return JSONResponse(body, status_code=status)
+    """200 when the models are loaded and requests are taken; 503 while loading or draining,
+    after a failed start, or when the batcher's scheduler or worker thread has ended."""
+    status, body = health_of(request.app.state)
+    return JSONBody(body, status_code=status)
 
 
 @router.get("/health/ready")
 async def ready(request: Request):
     """Readiness (same as /health)."""
-    status, body = health_body(request)
-    return JSONResponse(body, status_code=status)
+    status, body = health_of(request.app.state)
+    return JSONBody(body, status_code=status)
 
 
 @router.get("/health/live")

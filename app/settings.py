@@ -56,6 +56,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="bytes of a /translate request body at most; beyond: 413"
     )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="time for a /translate request's whole body to arrive after its headers; "
+        "beyond: 408 and the connection is closed",
+    )
+    max_concurrency: int = Field(
+        512,
+        ge=1,
+        description="HTTP requests in progress at most (/health, /health/* and /metrics not "
+        "counted); beyond: 503 + Retry-After at once and the connection is closed",
+    )
     max_sentence_tokens: int = Field(
         200, ge=8, description="longer sentences are split into pieces"
     )

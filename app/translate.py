@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,10 +38,16 @@ class ApiError(Exception):
 
 
 def json_bytes(content: Any) -> bytes:
-    """JSON as Starlette's JSONResponse writes it, so both front ends answer alike."""
-    return json.dumps(
+    """JSON as Starlette's JSONResponse writes it, so both front ends answer alike. Text that
+    UTF-8 cannot hold (an unpaired surrogate a client sent, echoed in a message) is written as
+    a \\u escape instead of failing the answer."""
+    text = json.dumps(
         content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
-    ).encode("utf-8")
+    )
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def internal_error(exc: BaseException) -> str:
@@ -56,11 +63,17 @@ def unavailable(state: Any, why: str) -> ApiError:
 
 
 def check_accepting(state: Any) -> None:
-    """503 (with Retry-After) while the models load or the server drains."""
+    """503 (with Retry-After) while the models load, the server drains, or the batcher cannot
+    compute any more (its scheduler task or worker thread ended; /health says so too)."""
     if state.draining:
         raise unavailable(state, "the server is shutting down; retry on another replica")
     if not state.ready:
         raise unavailable(state, "the models are still loading; retry shortly")
+    problem = state.batcher.problem()
+    if problem:
+        raise unavailable(
+            state, f"the server cannot translate ({problem}); retry on another replica"
+        )
 
 
 def describe_validation(exc: ValidationError) -> str:
@@ -78,6 +91,12 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise ApiError(400, f"the body is not valid JSON ({exc}); send JSON or form data") from None
     except RecursionError:  # the parser's nesting limit: still the client's body, not a bug
         raise ApiError(400, "the body's JSON nests too deeply; send q, source and target") from None
+    except ValueError:  # Python's limit on the digits of an integer it converts
+        raise ApiError(
+            400,
+            f"a number in the body has more than {sys.get_int_max_str_digits()} digits; "
+            "alternatives, beam_size and max_length are small whole numbers",
+        ) from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object with q, source and target")
     return data
@@ -109,6 +128,15 @@ def resolve_model(state: Any, source: str, target: str) -> tuple[str, str]:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_MESSAGE = "holds an unpaired UTF-16 surrogate; send valid Unicode"
+_TEXT_FIELDS = ("source", "target", "format", "api_key")
+
+
+def shown(name: str, number: int) -> str:
+    """`name=number` for a message, or the number's length when it is too long to read."""
+    if abs(number) < 10**15:
+        return f"{name}={number}"
+    return f"{name} has {len(str(abs(number)))} digits"
 
 
 def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, int, int]:
@@ -126,17 +154,24 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
     for i, text in enumerate(texts):
         if _SURROGATE.search(text):  # JSON can escape one (\ud800); no tokenizer can take it
             where = "`q`" if isinstance(req.q, str) else f"`q[{i}]`"
-            raise ApiError(400, f"{where} holds an unpaired UTF-16 surrogate; send valid Unicode")
+            raise ApiError(400, f"{where} {_SURROGATE_MESSAGE}")
+    for name in _TEXT_FIELDS:  # UTF-8 cannot hold one, so no answer could even name it
+        if _SURROGATE.search(getattr(req, name) or ""):
+            raise ApiError(400, f"`{name}` {_SURROGATE_MESSAGE}")
     if req.format != "text":
         raise ApiError(400, f"format '{req.format}' is not supported; use 'text'")
     if req.alternatives > s.max_alternatives:
-        raise ApiError(400, f"alternatives={req.alternatives}; at most {s.max_alternatives}")
+        raise ApiError(
+            400, f"{shown('alternatives', req.alternatives)}; at most {s.max_alternatives}"
+        )
     beam = req.beam_size or s.default_beam_size
     if beam > s.max_beam_size:
-        raise ApiError(400, f"beam_size={beam}; it must be between 1 and {s.max_beam_size}")
+        raise ApiError(
+            400, f"{shown('beam_size', beam)}; it must be between 1 and {s.max_beam_size}"
+        )
     max_length = req.max_length or s.max_output_length
     if max_length > s.max_output_length:
-        raise ApiError(400, f"max_length={max_length}; at most {s.max_output_length}")
+        raise ApiError(400, f"{shown('max_length', max_length)}; at most {s.max_output_length}")
     n_best = req.alternatives + 1
     return texts, max(beam, n_best), n_best, max_length
 
@@ -231,6 +266,11 @@ async def translate(
             state, f"the server is busy ({exc}); retry after the Retry-After delay"
         ) from None
     except ShuttingDown:
+        problem = state.batcher.problem()
+        if problem:  # the scheduler ended since check_accepting looked
+            raise unavailable(
+                state, f"the server cannot translate ({problem}); retry on another replica"
+            ) from None
         metrics.rejected.labels("draining").inc()
         raise unavailable(state, "the server is shutting down; retry on another replica") from None
     queued = time.perf_counter()

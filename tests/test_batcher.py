@@ -401,3 +401,36 @@ async def test_engine_time_leaves_out_the_wait_for_the_event_loop():
     await b.wait(ticket, 5)
     assert 0.05 <= ticket.compute_s < 0.4
     await b.stop(1)
+
+
+async def test_a_scheduler_that_dies_fails_what_waits_refuses_more_and_says_why():
+    b = await started(Recorder(), max_batch_size=4)
+    assert b.problem() is None
+
+    def broken(keys):
+        raise RuntimeError("injected scheduler fault")
+
+    b._oldest = broken  # the scheduler raises on the next sentence it looks at
+    ticket = b.submit("k", ["ab", "cd"], [2, 2])
+    with pytest.raises(BatchFailed):
+        await b.wait(ticket, 5)
+    assert b.problem() == "the batch scheduler stopped: RuntimeError: injected scheduler fault"
+    assert b.depth == 0
+    with pytest.raises(ShuttingDown, match="injected scheduler fault"):
+        b.submit("k", ["ef"], [2])
+    assert await b.stop(1) == 0  # stopping a batcher whose scheduler died still works
+
+
+async def test_problem_names_a_cancelled_scheduler_or_an_ended_worker_thread():
+    b = await started(Recorder())
+    b._task.cancel()
+    await asyncio.wait([b._task])
+    assert b.problem() == "the batch scheduler stopped"
+    await b.stop(1)
+
+    b = await started(Recorder())
+    b._worker.stop()
+    await b._worker.join()
+    assert b.problem() == "the inference worker thread stopped"
+    await b.stop(1)
+    assert b.problem() is None  # a batcher stopped on purpose has no problem to report

@@ -1,0 +1,132 @@
+"""Malformed values in every field of /translate, as JSON (the fast path), as a form and as
+multipart form data (the FastAPI route): each is a 400 whose JSON error names the field."""
+
+from __future__ import annotations
+
+import shutil
+
+import httpx
+import pytest
+
+from tests.service_helpers import serve_in_thread
+
+COUNTS = ["alternatives", "beam_size", "max_length"]
+TEXT_FIELDS = ["q", "source", "target", "format", "api_key"]
+BASE = '"q": "The cat.", "source": "en", "target": "de"'
+
+
+@pytest.fixture(scope="module")
+def url(random_checkpoint, tmp_path_factory):
+    d = tmp_path_factory.mktemp("input-weights")
+    shutil.copytree(random_checkpoint, d / "en-de")
+    with serve_in_thread(d) as (base, _):
+        yield base
+
+
+def post_json_text(url: str, members: str) -> httpx.Response:
+    """A JSON body written by hand: Python's json module cannot write these values."""
+    body = ("{" + members + "}").encode()
+    return httpx.post(
+        f"{url}/translate", content=body, headers={"content-type": "application/json"}, timeout=60
+    )
+
+
+def multipart(fields: dict[str, bytes]) -> tuple[bytes, str]:
+    parts = b"".join(
+        b'--XyZ\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (k.encode(), v)
+        for k, v in fields.items()
+    )
+    return parts + b"--XyZ--\r\n", "multipart/form-data; boundary=XyZ"
+
+
+def assert_400(r: httpx.Response, *needles: str) -> None:
+    assert r.status_code == 400, r.text
+    assert r.headers["content-type"] == "application/json"
+    error = r.json()["error"]
+    for needle in needles:
+        assert needle in error, error
+
+
+@pytest.mark.parametrize("field", COUNTS)
+@pytest.mark.parametrize("sign", ["", "-"], ids=["positive", "negative"])
+def test_a_json_number_of_5000_digits_is_a_400(url, field, sign):
+    r = post_json_text(url, f'{BASE}, "{field}": {sign}{"9" * 5000}')
+    assert_400(r, "more than 4300 digits", field)
+
+
+@pytest.mark.parametrize("field", COUNTS)
+def test_a_long_but_parsable_number_is_a_400_that_does_not_echo_it(url, field):
+    r = post_json_text(url, f'{BASE}, "{field}": {"9" * 4000}')
+    assert_400(r, f"{field} has 4000 digits")
+    assert len(r.text) < 200
+
+
+@pytest.mark.parametrize("field", COUNTS)
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "1e300", "2.5"])
+def test_non_finite_huge_or_fractional_json_numbers_are_a_400(url, field, value):
+    assert_400(post_json_text(url, f'{BASE}, "{field}": {value}'), field)
+
+
+@pytest.mark.parametrize("field", COUNTS)
+@pytest.mark.parametrize("value", ["9" * 5000, "9" * 4000, "1e400", "nan", "-" + "9" * 5000])
+def test_huge_or_non_numeric_counts_in_form_bodies_are_a_400(url, field, value):
+    fields = {"q": "The cat.", "source": "en", "target": "de", field: value}
+    assert_400(httpx.post(f"{url}/translate", data=fields, timeout=60), field)
+    body, ctype = multipart({k: v.encode() for k, v in fields.items()})
+    r = httpx.post(f"{url}/translate", content=body, headers={"content-type": ctype}, timeout=60)
+    assert_400(r, field)
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+@pytest.mark.parametrize("surrogate", ["\\ud800", "\\udfff", "a\\udc00b"])
+def test_an_unpaired_surrogate_in_any_text_field_is_a_400(url, field, surrogate):
+    fields = {"q": "The cat.", "source": "en", "target": "de", field: surrogate}
+    members = ", ".join(f'"{k}": "{v}"' for k, v in fields.items())
+    assert_400(post_json_text(url, members), f"`{field}` holds an unpaired UTF-16 surrogate")
+
+
+@pytest.mark.parametrize("field", ["source", "target", "format"])
+def test_nul_and_control_characters_in_a_field_get_a_json_400(url, field):
+    fields = {"q": "The cat.", "source": "en", "target": "de", field: "a\x00\x01\x1b\x7fb"}
+    assert_400(httpx.post(f"{url}/translate", json=fields, timeout=60))
+    assert_400(httpx.post(f"{url}/translate", data=fields, timeout=60))
+
+
+def test_nul_and_control_characters_in_q_are_translated(url):
+    r = httpx.post(
+        f"{url}/translate",
+        json={"q": "The\x00 cat.\x1b", "source": "en", "target": "de"},
+        timeout=60,
+    )
+    assert r.status_code == 200 and isinstance(r.json()["translatedText"], str)
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS)
+def test_a_surrogate_in_utf8_form_in_a_json_body_is_a_400(url, field):
+    # a surrogate written in UTF-8's way (CESU-8): Python's JSON parser decodes bytes with
+    # "surrogatepass", so this arrives as the same unpaired surrogate as a \ud800 escape
+    body = b'{"q": "x", "source": "en", "target": "de", "%s": "\xed\xa0\x80"}' % field.encode()
+    r = httpx.post(
+        f"{url}/translate", content=body, headers={"content-type": "application/json"}, timeout=60
+    )
+    assert_400(r, f"`{field}` holds an unpaired UTF-16 surrogate")
+
+
+@pytest.mark.parametrize("field", ["source", "target", "format"])
+def test_undecodable_bytes_in_form_fields_get_a_json_answer(url, field):
+    # form parsers replace or reinterpret bytes that are not UTF-8: the value is then wrong,
+    # and the answer says so as for any other wrong value
+    fields = {"q": b"The cat.", "source": b"en", "target": b"de", field: b"\xed\xa0\x80\xff"}
+    body, ctype = multipart(fields)
+    r = httpx.post(f"{url}/translate", content=body, headers={"content-type": ctype}, timeout=60)
+    assert_400(r)
+    form = "&".join(
+        f"{k}={'%ED%A0%80%FF' if k == field else v.decode()}" for k, v in fields.items()
+    )
+    r = httpx.post(
+        f"{url}/translate",
+        content=form.encode(),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+        timeout=60,
+    )
+    assert_400(r)
