@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
+from .html_format import HtmlError, extract_all, render_all
 from .schemas import TranslateRequest
 from .text import split_long, split_text
 
@@ -127,8 +128,8 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
         if _SURROGATE.search(text):  # JSON can escape one (\ud800); no tokenizer can take it
             where = "`q`" if isinstance(req.q, str) else f"`q[{i}]`"
             raise ApiError(400, f"{where} holds an unpaired UTF-16 surrogate; send valid Unicode")
-    if req.format != "text":
-        raise ApiError(400, f"format '{req.format}' is not supported; use 'text'")
+    if req.format not in ("text", "html"):
+        raise ApiError(400, f"format '{req.format}' is not supported; use 'text' or 'html'")
     if req.alternatives > s.max_alternatives:
         raise ApiError(400, f"alternatives={req.alternatives}; at most {s.max_alternatives}")
     beam = req.beam_size or s.default_beam_size
@@ -190,6 +191,12 @@ async def translate(
     texts, beam, n_best, max_length = checked_options(state, req)
     model, source = resolve_model(state, req.source, req.target)
     translator = state.engine.translators[model]
+    documents = None
+    if req.format == "html":  # the documents' text, cut into units (app/html_format.py)
+        try:
+            documents, texts = extract_all(texts)
+        except HtmlError as exc:
+            raise ApiError(400, str(exc)) from None
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
 
     encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
@@ -275,6 +282,8 @@ async def translate(
                 parts[k].append(" ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) + sep)
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))
+    if documents is not None:
+        outputs = [render_all(documents, out) for out in outputs]
     single = isinstance(req.q, str)
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
@@ -286,7 +295,7 @@ async def translate(
         },
     }
     if req.alternatives:
-        alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(texts))]
+        alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(outputs[0]))]
         body["alternatives"] = alts[0] if single else alts
     if req.source == "auto":
         body["detectedLanguage"] = {"language": source, "confidence": 100.0}
