@@ -300,6 +300,8 @@ class HtmlDocument:
                 self._item("close", raw, name)
             else:  # block tags, <br>, comments, doctype: unit boundaries
                 self._raw(raw)
+        if atom is not None:  # an inline element kept whole that the document never closed
+            self._item("atom", "".join(atom))
 
     def _item(self, kind: str, raw: str, name: str = "") -> None:
         if kind == "atom":

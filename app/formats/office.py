@@ -275,6 +275,7 @@ def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes
     _, _, patterns, fmt = kind
     parts: dict[str, tuple[etree._Element, bytes]] = {}
     acc = _Paragraphs()
+    part_of: list[str] = []  # the part each unit of `acc` comes from
     for info in archive.infolist():
         if not any(fnmatch.fnmatchcase(info.filename, p) for p in patterns):
             continue
@@ -287,8 +288,9 @@ def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes
         else:
             for p in root.iter(fmt.paragraph):
                 _run_units(p, fmt, acc)
-    units, groups = [], []
-    for unit_groups in acc.units:
+        part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
+    units, groups, touched = [], [], set()
+    for unit_groups, part in zip(acc.units, part_of, strict=True):
         b = UnitBuilder()
         for g in unit_groups:
             b.open("run", g)
@@ -298,9 +300,11 @@ def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes
         if unit is not None:
             units.append(unit)
             groups.append(unit_groups)
+            touched.add(part)
     for unit_groups, tokens in zip(groups, translate_units(units, translate), strict=True):
         _apply(unit_groups, tokens)
-    return _rebuild(archive, {n: _serialize(root, raw) for n, (root, raw) in parts.items()})
+    # a part without text to translate keeps its bytes
+    return _rebuild(archive, {n: _serialize(*parts[n]) for n in sorted(touched)})
 
 
 def _rebuild(archive: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:
