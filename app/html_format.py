@@ -30,7 +30,6 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from html.parser import HTMLParser
-from typing import Any
 
 from .formats.inline import Token, Unit, UnitBuilder, distribute, translate_units
 
@@ -352,6 +351,3 @@ def render_all(documents: list[HtmlDocument], translations: list[str]) -> list[s
 def extract_all(texts: list[str]) -> tuple[list[HtmlDocument], list[str]]:
     documents = [HtmlDocument(t) for t in texts]
     return documents, [r for d in documents for r in d.texts]
-
-
-__all__: list[Any] = ["HtmlDocument", "HtmlError", "translate_html", "extract_all", "render_all"]

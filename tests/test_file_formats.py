@@ -81,9 +81,12 @@ def test_srt_keeps_numbers_timestamps_and_line_count():
     assert blocks[1].endswith("- 42 -") and blocks[2].endswith("BYE NOW.\r\n")
 
 
-def test_srt_without_timestamps_is_refused():
-    with pytest.raises(FormatError, match="not SRT"):
+def test_srt_without_timestamps_is_refused_and_stray_blocks_are_kept():
+    with pytest.raises(FormatError, match="no cue"):
         translate_srt(b"just some text\nno cues\n", upper, LIMITS)
+    src = b"1\n00:00:01,000 --> 00:00:02,000\nHi there.\n\nstray words\n"
+    out = translate_srt(src, upper, LIMITS)
+    assert out == b"1\n00:00:01,000 --> 00:00:02,000\nHI THERE.\n\nstray words\n"
 
 
 MARKDOWN = """# Title with *emphasis* ##

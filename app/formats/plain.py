@@ -5,7 +5,8 @@ written back in the same encoding, byte order mark and line endings.
   leading and trailing spaces are kept.
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
-  and blank lines are copied as they are. Markup in a cue is kept as in format=html.
+  blank lines and blocks without a timestamp line are copied as they are (a file without any
+  cue is refused). Markup in a cue is kept as in format=html.
 - .html: as format=html (app/html_format.py).
 """
 
@@ -93,7 +94,7 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     text, codec = decode(data, ".srt")
     lines = _lines(text)
     cues: list[tuple[int, int]] = []  # [first, end) line indices of each cue's text
-    i = 0
+    i = strays = 0
     while i < len(lines):
         if not lines[i][0].strip():
             i += 1
@@ -104,9 +105,11 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
         timing = next((k for k in range(i, block_end) if "-->" in lines[k][0]), None)
         if timing is not None and timing + 1 < block_end:
             cues.append((timing + 1, block_end))
-        elif timing is None:
-            raise FormatError(f"line {i + 1} starts a block without a timestamp line; not SRT")
+        elif timing is None:  # not a cue (a stray line): copied as it is
+            strays += 1
         i = block_end
+    if strays and not cues:
+        raise FormatError("no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); not SRT")
     documents = []
     for first, end in cues:
         cue = " ".join(lines[k][0].strip() for k in range(first, end))
