@@ -117,9 +117,31 @@ async def read_upload(request: Request, limit: int) -> tuple[bytes, str, str, st
         await form.close()
 
 
+UPLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["file", "source", "target"],
+    "properties": {
+        "file": {"type": "string", "format": "binary", "description": "; ".join(supported())},
+        "source": {"type": "string", "description": "source language code, or 'auto'"},
+        "target": {"type": "string", "description": "target language code"},
+        "api_key": {"type": "string", "description": "accepted for LibreTranslate clients"},
+    },
+}
+
+
 @router.post(
     "/translate_file",
-    responses={400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}},
+    responses={
+        400: {"model": ErrorResponse},
+        413: {"model": ErrorResponse},
+        503: {"model": ErrorResponse},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}},
+        }
+    },
 )
 async def translate_file(request: Request):
     """Translate a file (LibreTranslate-compatible): .txt, .html, .md, .srt, .docx, .pptx, .odt."""
