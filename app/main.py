@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .batcher import MicroBatcher, Worker
 from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
+from .file_routes import router as file_router
 from .limits import ConcurrencyLimit
 from .metrics import Metrics
 from .routes import JSONBody, health_of, router
@@ -184,6 +185,7 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.include_router(router)
+    app.include_router(file_router)
     limited = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state), app.state)
     app.front = MetricsMiddleware(limited, app.state.metrics)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason

@@ -23,7 +23,9 @@ class TranslateRequest(BaseModel):
     q: str | list[str] = Field(description="text to translate, or a list of texts")
     source: str = Field(description="source language code, or 'auto'")
     target: str = Field(description="target language code")
-    format: str = Field("text", description="only 'text' is supported")
+    format: str = Field(
+        "text", description="'text', or 'html': the markup is kept, only the text translated"
+    )
     alternatives: Count = Field(0, ge=0, description="number of extra translations to return")
     beam_size: Count | None = Field(None, ge=1, description="beam size (extension)")
     max_length: Count | None = Field(

@@ -78,6 +78,28 @@ class Settings(BaseSettings):
     )
     max_output_length: int = Field(256, ge=1, description="cap on generated tokens per sentence")
     retry_after_s: int = Field(2, ge=1, description="Retry-After header on 503 answers")
+    files_dir: Path | None = Field(
+        None,
+        description="folder for translated files awaiting download (default: a new folder in "
+        "the system's temporary directory)",
+    )
+    file_ttl_s: float = Field(
+        1800.0, gt=0, description="how long a translated file can be downloaded"
+    )
+    max_file_bytes: int = Field(
+        10_000_000, ge=1, description="bytes of an uploaded file at most; beyond: 413"
+    )
+    files_max_total_bytes: int = Field(
+        500_000_000, ge=1, description="bytes of translated files kept at most; beyond: 503"
+    )
+    max_file_chars: int = Field(
+        200_000, ge=1, description="characters of text in one file at most; beyond: 413"
+    )
+    max_unpacked_bytes: int = Field(
+        50_000_000,
+        ge=1,
+        description="bytes a .docx/.pptx/.odt may unpack to at most; beyond: 413",
+    )
     log_level: str = Field("info", description="debug, info, warning, error")
     access_log: bool = Field(
         True, description="log a line per HTTP request (uvicorn's access log, at info level)"

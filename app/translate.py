@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
+from .html_format import HtmlError, extract_all, render_all
 from .schemas import TranslateRequest
 from .text import split_long, split_text
 
@@ -158,8 +159,8 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
     for name in _TEXT_FIELDS:  # UTF-8 cannot hold one, so no answer could even name it
         if _SURROGATE.search(getattr(req, name) or ""):
             raise ApiError(400, f"`{name}` {_SURROGATE_MESSAGE}")
-    if req.format != "text":
-        raise ApiError(400, f"format '{req.format}' is not supported; use 'text'")
+    if req.format not in ("text", "html"):
+        raise ApiError(400, f"format '{req.format}' is not supported; use 'text' or 'html'")
     if req.alternatives > s.max_alternatives:
         raise ApiError(
             400, f"{shown('alternatives', req.alternatives)}; at most {s.max_alternatives}"
@@ -225,6 +226,12 @@ async def translate(
     texts, beam, n_best, max_length = checked_options(state, req)
     model, source = resolve_model(state, req.source, req.target)
     translator = state.engine.translators[model]
+    documents = None
+    if req.format == "html":  # the documents' text, cut into units (app/html_format.py)
+        try:
+            documents, texts = extract_all(texts)
+        except HtmlError as exc:
+            raise ApiError(400, str(exc)) from None
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
 
     encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
@@ -315,6 +322,8 @@ async def translate(
                 parts[k].append(" ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) + sep)
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))
+    if documents is not None:
+        outputs = [render_all(documents, out) for out in outputs]
     single = isinstance(req.q, str)
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
@@ -326,7 +335,7 @@ async def translate(
         },
     }
     if req.alternatives:
-        alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(texts))]
+        alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(outputs[0]))]
         body["alternatives"] = alts[0] if single else alts
     if req.source == "auto":
         body["detectedLanguage"] = {"language": source, "confidence": 100.0}

@@ -1,0 +1,196 @@
+"""POST /translate_file and GET /download_file/..., as LibreTranslate answers them.
+
+The upload (multipart: `file`, `source`, `target`, optional `api_key`) is refused with 413 as
+soon as it is known to pass `max_file_bytes` (by its Content-Length, or while it arrives). The
+format's handler (app/formats/) runs in a worker thread, off the event loop; its texts are
+translated through the same path as POST /translate (app/translate.py), in requests of at
+most `max_texts` texts and `max_request_chars` characters, one after the other. The result is
+stored (app/files.py) and the answer is `{"translatedFileUrl": ".../download_file/<id>/<name>"}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import UploadFile
+
+from .files import FileStore, StoreFull, safe_name
+from .formats import CONTENT_TYPES, FormatError, Limits, extension, handler_for, supported
+from .schemas import ErrorResponse
+from .translate import ApiError, check_accepting
+from .translate import translate as translate_data
+
+router = APIRouter()
+FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
+
+
+def store(state: Any) -> FileStore:
+    if getattr(state, "files", None) is None:
+        s = state.settings
+        state.files = FileStore(s.files_dir, s.file_ttl_s, s.files_max_total_bytes)
+    return state.files
+
+
+def limited(receive, limit: int):
+    """The request's receive channel, raising 413 once more than `limit` bytes arrived."""
+    seen = 0
+
+    async def receive_limited() -> dict:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise ApiError(413, f"the upload is over {limit} bytes; send a smaller file")
+        return message
+
+    return receive_limited
+
+
+def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
+    out: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        if out[-1] and (len(out[-1]) >= max_texts or size + len(text) > max_chars):
+            out.append([])
+            size = 0
+        out[-1].append(text)
+        size += len(text)
+    return out
+
+
+async def translate_texts(
+    state: Any, texts: list[str], source: str, target: str, receive
+) -> list[str]:
+    s = state.settings
+    total = sum(len(t) for t in texts)
+    if total > s.max_file_chars:
+        raise ApiError(
+            413, f"the file holds {total} characters of text; at most {s.max_file_chars}"
+        )
+    longest = max((len(t) for t in texts), default=0)
+    if longest > s.max_request_chars:
+        raise ApiError(
+            413,
+            f"the file has a paragraph of {longest} characters; at most {s.max_request_chars}",
+        )
+    out: list[str] = []
+    for chunk in chunks(texts, s.max_texts, s.max_request_chars):
+        data = {"q": chunk, "source": source, "target": target}
+        body = await translate_data(state, data, receive, time.perf_counter())
+        if body is None:
+            raise ApiError(499, "the client went away")
+        out.extend(body["translatedText"])
+    return out
+
+
+async def read_upload(request: Request, limit: int) -> tuple[bytes, str, str, str]:
+    """(file bytes, file name, source, target) from the multipart body."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "multipart/form-data":
+        raise ApiError(400, "send multipart/form-data with the fields file, source and target")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit + FORM_OVERHEAD:
+        raise ApiError(413, f"the upload is {declared} bytes; a file may have at most {limit}")
+    reader = Request(request.scope, limited(request.receive, limit + FORM_OVERHEAD))
+    form = await reader.form(max_files=1, max_fields=16)
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ApiError(400, "`file` must be a file upload (multipart/form-data)")
+        fields = {}
+        for name in ("source", "target"):
+            value = form.get(name)
+            if not isinstance(value, str) or not value:
+                raise ApiError(400, f"`{name}` is missing: give a language code")
+            fields[name] = value
+        data = await upload.read(limit + 1)
+        if len(data) > limit:
+            raise ApiError(413, f"the file is over {limit} bytes; send a smaller file")
+        return data, upload.filename or "", fields["source"], fields["target"]
+    finally:
+        await form.close()
+
+
+UPLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["file", "source", "target"],
+    "properties": {
+        "file": {"type": "string", "format": "binary", "description": "; ".join(supported())},
+        "source": {"type": "string", "description": "source language code, or 'auto'"},
+        "target": {"type": "string", "description": "target language code"},
+        "api_key": {"type": "string", "description": "accepted for LibreTranslate clients"},
+    },
+}
+
+
+@router.post(
+    "/translate_file",
+    responses={
+        400: {"model": ErrorResponse},
+        413: {"model": ErrorResponse},
+        503: {"model": ErrorResponse},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}},
+        }
+    },
+)
+async def translate_file(request: Request):
+    """Translate a file (LibreTranslate-compatible): .txt, .html, .md, .srt, .docx, .pptx, .odt."""
+    state = request.app.state
+    check_accepting(state)
+    s = state.settings
+    data, filename, source, target = await read_upload(request, s.max_file_bytes)
+    handler = handler_for(filename)
+    if handler is None:
+        raise ApiError(
+            400,
+            f"files like {filename!r} are not supported; send one of {', '.join(supported())}",
+        )
+    if not data:
+        raise ApiError(400, f"{filename!r} is empty")
+    loop = asyncio.get_running_loop()
+
+    def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
+        job = translate_texts(state, texts, source, target, request.receive)
+        return asyncio.run_coroutine_threadsafe(job, loop).result()
+
+    limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes)
+    try:
+        out = await asyncio.to_thread(handler, data, translate, limits)
+    except FormatError as exc:
+        raise ApiError(exc.status, f"{filename}: {exc}") from None
+    name = safe_name(filename, target)
+    try:
+        file_id = store(state).put(out, name, CONTENT_TYPES[extension(filename)])
+    except StoreFull as exc:
+        raise ApiError(
+            503,
+            "the server keeps too many translated files right now; retry later",
+            {"Retry-After": str(exc.retry_after_s)},
+        ) from None
+    url = f"{str(request.base_url).rstrip('/')}/download_file/{file_id}/{quote(name)}"
+    return JSONResponse({"translatedFileUrl": url})
+
+
+@router.get("/download_file/{file_id}/{name}")
+async def download_file(request: Request, file_id: str, name: str):
+    """A translated file, while it is kept (`file_ttl_s`)."""
+    found = store(request.app.state).get(file_id)
+    if found is None:
+        raise ApiError(404, "no such file: the link is wrong or the file expired")
+    entry, data = found
+    disposition = f"attachment; filename*=utf-8''{quote(entry.name)}"
+    if entry.name.isascii():
+        disposition = f'attachment; filename="{entry.name}"'
+    return Response(
+        data, media_type=entry.content_type, headers={"Content-Disposition": disposition}
+    )

@@ -1,0 +1,107 @@
+"""Translated files waiting to be downloaded: kept for a limited time and total size, in one
+directory, under names the server makes.
+
+A stored file's name on disk is `<id>.mtfile`, where the id is 24 random URL-safe characters
+(`secrets.token_urlsafe`); the client's file name is only ever used, sanitised, in the
+download URL and the Content-Disposition header. A download looks the id up in the in-memory
+index before touching the disk, so no part of a URL ever becomes a path. Files expire after
+`ttl_s`; expired files are removed whenever a file is stored or fetched. When storing a file
+would pass `max_total_bytes`, the request is refused (503 with Retry-After: the time until the
+oldest file expires) rather than dropping files whose URLs were already handed out. Leftover
+`*.mtfile` files of an earlier process in the same directory are removed when the store opens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+SUFFIX = ".mtfile"
+_ID = re.compile(r"[A-Za-z0-9_-]{24}")
+_UNSAFE = re.compile(r"[^\w.-]+")
+
+
+class StoreFull(Exception):
+    def __init__(self, retry_after_s: int):
+        super().__init__(f"retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    name: str
+    content_type: str
+    size: int
+    expires: float  # time.monotonic()
+
+
+def safe_name(filename: str, target: str) -> str:
+    """`report.docx` -> `report_de.docx`: the base name only, characters other than letters,
+    digits, `.`, `-` and `_` replaced, at most 100 characters."""
+    base = PurePath(filename.replace("\\", "/")).name
+    suffix = PurePath(base).suffix.lower()
+    stem = _UNSAFE.sub("_", base[: len(base) - len(suffix)]).strip("._")[:80] or "document"
+    lang = _UNSAFE.sub("_", target)[:12]
+    return f"{stem}_{lang}{suffix}"
+
+
+class FileStore:
+    def __init__(self, directory: Path | None, ttl_s: float, max_total_bytes: int):
+        if directory is None:
+            directory = Path(tempfile.mkdtemp(prefix="mt-serve-files-"))
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.directory = directory.resolve()
+        self.ttl_s, self.max_total_bytes = ttl_s, max_total_bytes
+        self.index: dict[str, StoredFile] = {}
+        for leftover in self.directory.glob("*" + SUFFIX):
+            if _ID.fullmatch(leftover.stem):
+                leftover.unlink(missing_ok=True)
+
+    def _path(self, file_id: str) -> Path:
+        return self.directory / (file_id + SUFFIX)
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(f.size for f in self.index.values())
+
+    def prune(self) -> None:
+        now = time.monotonic()
+        for file_id, f in list(self.index.items()):
+            if f.expires <= now:
+                del self.index[file_id]
+                self._path(file_id).unlink(missing_ok=True)
+
+    def put(self, data: bytes, name: str, content_type: str) -> str:
+        """Stores `data`; returns its id. Raises StoreFull when it does not fit now."""
+        self.prune()
+        if self.used_bytes + len(data) > self.max_total_bytes:
+            oldest = min((f.expires for f in self.index.values()), default=time.monotonic())
+            raise StoreFull(max(1, int(oldest - time.monotonic()) + 1))
+        file_id = secrets.token_urlsafe(18)
+        path = self._path(file_id)
+        partial = path.with_suffix(".partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(partial, path)
+        self.index[file_id] = StoredFile(
+            name, content_type, len(data), time.monotonic() + self.ttl_s
+        )
+        return file_id
+
+    def get(self, file_id: str) -> tuple[StoredFile, bytes] | None:
+        """The file and its bytes, or None for an unknown or expired id."""
+        self.prune()
+        entry = self.index.get(file_id) if _ID.fullmatch(file_id) else None
+        if entry is None:
+            return None
+        try:
+            return entry, self._path(file_id).read_bytes()
+        except FileNotFoundError:  # removed from outside
+            del self.index[file_id]
+            return None

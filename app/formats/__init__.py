@@ -1,0 +1,79 @@
+"""Document formats for POST /translate_file, free of any model and of HTTP.
+
+Each handler is a pure function `(data, translate, limits) -> bytes`: the file's bytes in, the
+translated file's bytes out, where `translate(list[str]) -> list[str]` translates plain texts
+(the service passes one that goes through the batcher; tests pass a fake). A handler calls
+`translate` once for the whole file. A file the handler cannot read raises `FormatError`
+with the HTTP status to answer (400 for a broken file, 413 for one too large once unpacked).
+
+| extension | handler | what is translated |
+|---|---|---|
+| .txt | plain.translate_txt | every line (line endings, encoding and BOM kept) |
+| .html, .htm | plain.translate_html_file | as format=html (app/html_format.py) |
+| .md | markdown.translate_markdown | paragraphs, headings, list items, table cells; code untouched |
+| .srt | plain.translate_srt | cue text; indices and timestamps untouched |
+| .docx, .pptx, .odt | office.translate_office | the text runs of the XML parts; every other part copied |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePath
+
+Translate = Callable[[list[str]], list[str]]
+
+
+class FormatError(ValueError):
+    """The file cannot be read as its extension says; `status` is the HTTP status to answer."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what an archive (.docx, .pptx, .odt) may unpack to, checked before unpacking."""
+
+    max_unpacked_bytes: int = 50_000_000  # all entries together, uncompressed
+    max_entries: int = 2_000
+    max_ratio: int = 100  # uncompressed / compressed, for entries over 1 MiB (Apache POI's bound)
+
+
+Handler = Callable[[bytes, Translate, Limits], bytes]
+
+CONTENT_TYPES = {
+    ".txt": "text/plain; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".htm": "text/html; charset=utf-8",
+    ".md": "text/markdown; charset=utf-8",
+    ".srt": "application/x-subrip",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".odt": "application/vnd.oasis.opendocument.text",
+}
+
+
+def extension(filename: str) -> str:
+    return PurePath(filename.replace("\\", "/")).suffix.lower()
+
+
+def handler_for(filename: str) -> Handler | None:
+    """The handler for a file name's extension, or None when it is not supported."""
+    from . import markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
+
+    return {
+        ".txt": plain.translate_txt,
+        ".html": plain.translate_html_file,
+        ".htm": plain.translate_html_file,
+        ".md": markdown.translate_markdown,
+        ".srt": plain.translate_srt,
+        ".docx": office.translate_office,
+        ".pptx": office.translate_office,
+        ".odt": office.translate_office,
+    }.get(extension(filename))
+
+
+def supported() -> list[str]:
+    return sorted(CONTENT_TYPES)

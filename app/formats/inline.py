@@ -1,0 +1,229 @@
+"""Translating a block of text that holds inline markup (an HTML paragraph with <b> and <a>, a
+Markdown paragraph with **bold** and `code`, a Word paragraph made of differently formatted
+runs), free of any model and of any one format.
+
+A format cuts its document into units (one per block: a paragraph, a heading, a table cell)
+and describes each unit as a sequence of items: text, an inline element's opening and closing
+markup (a pair), and atoms (markup that stays as it is: an inline <code> element, an image, an
+element marked translate="no"). Each item's `ref` is the format's own handle on it (the raw
+markup to write back, or the XML nodes that hold a run's text).
+
+Each unit is translated in one of two ways, both asked for in the same batch:
+
+- whole: the unit's text with its markup replaced by placeholders (`<g1>`...`</g1>` for a pair,
+  `<x2/>` for an atom), so the model sees the whole sentence. Its output is used when every
+  placeholder comes back exactly once and the pairs nest properly; the markup then wraps the
+  words the model placed inside the placeholders.
+- by runs: each stretch of text between two pieces of markup, translated on its own. Every
+  piece of markup stays exactly where it was; a sentence cut by inline markup is translated in
+  pieces. This is the fallback when the model loses or garbles placeholders.
+
+A unit with at most one stretch of text that holds letters is only translated by runs (that is
+the whole sentence already); units whose pairs do not balance (broken markup) too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+#: HTML's inter-element whitespace; U+00A0 (&nbsp;) is not collapsed
+_SPACE = " \t\n\r\f"
+_SPACES = re.compile(f"[{_SPACE}]+")
+#: our own placeholder syntax in the model's output (never used on the document's markup);
+#: tolerant of the spaces and capitals a tokenizer or a model may add
+_MARKER = re.compile(r"<\s*(/?)\s*([gx])\s*(\d+)\s*(/?)\s*>", re.IGNORECASE)
+
+
+def has_letters(text: str) -> bool:
+    return any(c.isalpha() for c in text)
+
+
+def collapse(text: str) -> str:
+    return _SPACES.sub(" ", text).strip(_SPACE)
+
+
+def split_space(text: str) -> tuple[str, str, str]:
+    """(leading whitespace, the rest, trailing whitespace)."""
+    core = text.strip(_SPACE)
+    if not core:
+        return text, "", ""
+    start = text.index(core[0])
+    return text[:start], core, text[start + len(core) :]
+
+
+class Item(NamedTuple):
+    kind: str  # "text", "open", "close", "atom"
+    value: str | int  # the text, or the pair's / atom's number
+    ref: Any  # the format's handle: raw markup, or the nodes to write back into
+
+
+class Token(NamedTuple):
+    """One piece of a unit's translation, in output order."""
+
+    kind: str  # "text", "open", "close", "atom"
+    text: str  # for "text": the text to write (translated, or the original when it held no letters)
+    ref: Any  # the item's ref (for "text": the ref of the item it came from, None when whole)
+    translated: bool  # for "text": whether `text` is a translation
+
+
+@dataclass
+class Unit:
+    items: list[Item]
+    balanced: bool = True
+    _requests: list[str] = field(default_factory=list, init=False)
+    _whole: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        runs = [collapse(str(i.value)) for i in self.items if i.kind == "text"]
+        runs = [r for r in runs if has_letters(r)]
+        self._whole = self.balanced and len(runs) > 1
+        self._requests = ([self.placeholder_text()] if self._whole else []) + runs
+
+    @property
+    def requests(self) -> list[str]:
+        """The strings this unit needs translated (consumed in this order by `tokens`)."""
+        return self._requests
+
+    def placeholder_text(self) -> str:
+        parts = []
+        for item in self.items:
+            if item.kind == "text":
+                parts.append(str(item.value))
+            elif item.kind == "open":
+                parts.append(f"<g{item.value}>")
+            elif item.kind == "close":
+                parts.append(f"</g{item.value}>")
+            else:
+                parts.append(f"<x{item.value}/>")
+        return collapse("".join(parts))
+
+    def tokens(self, translations: list[str]) -> list[Token]:
+        """The unit's translation, given the translations of `requests` in order."""
+        assert len(translations) == len(self._requests)
+        if self._whole:
+            whole = self._parse_whole(translations[0])
+            if whole is not None:
+                return whole
+            translations = translations[1:]
+        return self._by_runs(iter(translations))
+
+    def _by_runs(self, translations) -> list[Token]:
+        out = []
+        for item in self.items:
+            if item.kind != "text":
+                out.append(Token(item.kind, "", item.ref, False))
+                continue
+            text = str(item.value)
+            lead, core, trail = split_space(text)
+            if has_letters(collapse(core)):
+                out.append(Token("text", lead + next(translations) + trail, item.ref, True))
+            else:
+                out.append(Token("text", text, item.ref, False))
+        return out
+
+    def _parse_whole(self, output: str) -> list[Token] | None:
+        """The tokens of a placeholder translation, or None unless every pair and atom comes
+        back exactly once, each pair opened before it is closed and pairs properly nested."""
+        refs = {(i.kind, i.value): i.ref for i in self.items if i.kind != "text"}
+        pairs = {i.value for i in self.items if i.kind == "open"}
+        atoms = {i.value for i in self.items if i.kind == "atom"}
+        seen_open: set[int] = set()
+        seen_atoms: set[int] = set()
+        stack: list[int] = []
+        out: list[Token] = []
+        at = 0
+        for m in _MARKER.finditer(output):
+            if m.start() > at:
+                out.append(Token("text", output[at : m.start()], None, True))
+            at = m.end()
+            closing, kind, number = m.group(1), m.group(2).lower(), int(m.group(3))
+            if kind == "x":
+                if number not in atoms or number in seen_atoms or closing:
+                    return None
+                seen_atoms.add(number)
+                out.append(Token("atom", "", refs[("atom", number)], False))
+            elif not closing:
+                if number not in pairs or number in seen_open:
+                    return None
+                seen_open.add(number)
+                stack.append(number)
+                out.append(Token("open", "", refs[("open", number)], False))
+            else:
+                if not stack or stack[-1] != number:
+                    return None
+                stack.pop()
+                out.append(Token("close", "", refs[("close", number)], False))
+        if stack or seen_open != pairs or seen_atoms != atoms:
+            return None
+        if at < len(output):
+            out.append(Token("text", output[at:], None, True))
+        # the whitespace around the unit, as written (the model saw it collapsed)
+        first, last = str(self.items[0].value), str(self.items[-1].value)
+        if self.items[0].kind == "text" and (
+            lead := first[: len(first) - len(first.lstrip(_SPACE))]
+        ):
+            out.insert(0, Token("text", lead, None, False))
+        if self.items[-1].kind == "text" and (trail := last[len(last.rstrip(_SPACE)) :]):
+            out.append(Token("text", trail, None, False))
+        return out
+
+
+class UnitBuilder:
+    """Collects one unit's items in document order; `build` returns the Unit, or None when
+    it holds no letters to translate."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self._open: list[tuple[str, int]] = []  # (name, pair number) of pairs not closed yet
+        self._count = 0
+        self.balanced = True
+
+    def text(self, text: str, ref: Any = None) -> None:
+        self.items.append(Item("text", text, ref))
+
+    def open(self, name: str, ref: Any) -> None:
+        self._count += 1
+        self._open.append((name, self._count))
+        self.items.append(Item("open", self._count, ref))
+
+    def close(self, name: str, ref: Any) -> None:
+        if self._open and self._open[-1][0] == name:
+            self.items.append(Item("close", self._open.pop()[1], ref))
+        else:  # a closing tag whose opening is not in this unit: kept where it is
+            self.balanced = False
+            self.atom(ref)
+
+    def atom(self, ref: Any) -> None:
+        self._count += 1
+        self.items.append(Item("atom", self._count, ref))
+
+    def empty(self) -> bool:
+        return not self.items
+
+    def build(self) -> Unit | None:
+        if not any(i.kind == "text" and has_letters(str(i.value)) for i in self.items):
+            return None
+        return Unit(self.items, balanced=self.balanced and not self._open)
+
+
+def translate_units(
+    units: list[Unit], translate_texts: Callable[[list[str]], list[str]]
+) -> list[list[Token]]:
+    """Every unit's tokens, with one call of `translate_texts` for the whole document."""
+    requests = [r for u in units for r in u.requests]
+    translations = translate_texts(requests) if requests else []
+    if len(translations) != len(requests):
+        raise ValueError(f"{len(requests)} texts sent, {len(translations)} translations received")
+    return distribute(units, translations)
+
+
+def distribute(units: list[Unit], translations: list[str]) -> list[list[Token]]:
+    out, at = [], 0
+    for unit in units:
+        n = len(unit.requests)
+        out.append(unit.tokens(translations[at : at + n]))
+        at += n
+    return out

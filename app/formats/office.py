@@ -1,0 +1,319 @@
+"""Word (.docx), PowerPoint (.pptx) and OpenDocument text (.odt) files: zip archives of XML.
+
+The archive is checked before anything is unpacked (`open_archive`): a corrupt zip, an
+encrypted entry or an unknown compression method is a 400; more than `max_entries` entries,
+more than `max_unpacked_bytes` declared uncompressed in all, or an entry over 1 MiB that
+inflates more than `max_ratio` times (a zip bomb) is a 413. zipfile stops every entry at its
+declared size and checks its CRC, so the declared sizes bound what is unpacked.
+
+Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
+access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes and
+endnotes of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
+(headers and footers) of an .odt. Every other entry is copied with its bytes, name, order,
+dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
+
+Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks,
+drawings and fields; inside a unit, each run of text with its own formatting (a `w:r`/`a:r`
+with its properties; an .odt span or link) is a pair for app/formats/inline.py. Consecutive
+runs with the same formatting (Word splits runs for spell checking and revisions) are one. A
+run's translation goes into its first text node, the run's other text nodes are emptied; the
+formatting, every other element and every attribute stay as they were.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import zipfile
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from . import FormatError, Limits, Translate
+from .inline import UnitBuilder, translate_units
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
+MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+BIG_ENTRY = 1 << 20
+
+
+@dataclass(frozen=True)
+class RunFormat:
+    """Where a format keeps its text runs (.docx, .pptx)."""
+
+    paragraph: str
+    text: str
+    properties: str
+    breaks: frozenset[str]  # end a unit; not looked into
+    ignored: frozenset[str]  # hold no text to translate
+
+
+DOCX = RunFormat(
+    paragraph=W + "p",
+    text=W + "t",
+    properties=W + "rPr",
+    breaks=frozenset(
+        W + t
+        for t in [
+            "tab",
+            "br",
+            "cr",
+            "drawing",
+            "pict",
+            "object",
+            "sym",
+            "ptab",
+            "footnoteReference",
+            "endnoteReference",
+        ]
+    )
+    | {MC + "AlternateContent"},
+    ignored=frozenset(W + t for t in ["rPr", "pPr", "instrText", "delText", "delInstrText"]),
+)
+PPTX = RunFormat(
+    paragraph=A + "p",
+    text=A + "t",
+    properties=A + "rPr",
+    breaks=frozenset({A + "br", A + "fld"}),
+    ignored=frozenset({A + "rPr", A + "pPr", A + "endParaRPr"}),
+)
+ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
+ODT_BREAKS = frozenset(
+    {TEXT + "tab", TEXT + "line-break", TEXT + "s", TEXT + "note", OFFICE + "annotation"}
+    | {DRAW + "frame", DRAW + "a", DRAW + "custom-shape"}
+)
+#: (kind, required entry, parts translated, run format or None for .odt)
+KINDS = [
+    ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
+                                   "word/footnotes.xml", "word/endnotes.xml"], DOCX),
+    ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
+                                      "ppt/notesSlides/notesSlide*.xml"], PPTX),
+    ("odt", "content.xml", ["content.xml", "styles.xml"], None),
+]  # fmt: skip
+
+
+@dataclass(eq=False)
+class Group:
+    """A run of text with one formatting: the text nodes (element, "text" or "tail") it fills."""
+
+    key: object
+    slots: list[tuple[etree._Element, str]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(getattr(el, attr) or "" for el, attr in self.slots)
+
+    def write(self, text: str) -> None:
+        for i, (el, attr) in enumerate(self.slots):
+            value = text if i == 0 else ""
+            if attr == "tail":
+                el.tail = value or None
+            elif el.tag == W + "t":
+                el.text = value
+                if value != value.strip() and el.get(XML_SPACE) is None:
+                    el.set(XML_SPACE, "preserve")
+            else:
+                el.text = value or None
+
+
+class _Paragraphs:
+    """Collects units of groups; a unit ends at `flush`."""
+
+    def __init__(self) -> None:
+        self.units: list[list[Group]] = []
+        self.groups: list[Group] = []
+
+    def add(self, slot: tuple[etree._Element, str], key: object) -> None:
+        if self.groups and self.groups[-1].key == key:
+            self.groups[-1].slots.append(slot)
+        else:
+            self.groups.append(Group(key, [slot]))
+
+    def flush(self) -> None:
+        if self.groups:
+            self.units.append(self.groups)
+            self.groups = []
+
+
+def _run_key(run: etree._Element, fmt: RunFormat) -> object:
+    props = run.find(fmt.properties)
+    if props is None:
+        return (run.getparent(), b"")
+    # PowerPoint marks runs for spell checking (err) and editing (dirty): not formatting
+    attrs = sorted((k, v) for k, v in props.attrib.items() if k not in ("dirty", "err"))
+    return (run.getparent(), tuple(attrs), tuple(etree.tostring(c) for c in props))
+
+
+def _run_units(paragraph: etree._Element, fmt: RunFormat, acc: _Paragraphs) -> None:
+    def visit(el: etree._Element) -> None:
+        for child in el:
+            tag = child.tag
+            if not isinstance(tag, str) or tag in fmt.ignored:
+                continue
+            if tag == fmt.paragraph or tag in fmt.breaks:
+                acc.flush()
+            elif tag == fmt.text:
+                acc.add((child, "text"), _run_key(child.getparent(), fmt))
+            else:
+                visit(child)
+
+    visit(paragraph)
+    acc.flush()
+
+
+def _odt_units(paragraph: etree._Element, acc: _Paragraphs) -> None:
+    def visit(el: etree._Element) -> None:
+        if el.text:
+            acc.add((el, "text"), el)
+        for child in el:
+            if isinstance(child.tag, str):
+                if child.tag in ODT_PARAGRAPHS or child.tag in ODT_BREAKS:
+                    acc.flush()
+                else:
+                    visit(child)
+            if child.tail:
+                acc.add((child, "tail"), el)
+
+    visit(paragraph)
+    acc.flush()
+
+
+def _apply(groups: list[Group], tokens) -> None:
+    """Writes a unit's translation into its groups (see app/formats/inline.py's tokens)."""
+    assigned: dict[int, list[str]] = {id(g): [] for g in groups}
+    stack: list[Group] = []
+    last = groups[0]
+    for tok in tokens:
+        if tok.kind == "open":
+            stack.append(tok.ref)
+        elif tok.kind == "close" and stack:
+            last = stack.pop()
+        elif tok.kind == "text":
+            assigned[id(stack[-1] if stack else last)].append(tok.text)
+    for g in groups:
+        g.write("".join(assigned[id(g)]))
+
+
+def open_archive(data: bytes, limits: Limits) -> zipfile.ZipFile:
+    """The archive, after checking what it would unpack to (see the module docstring)."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
+        raise FormatError(f"the file is not a valid zip archive ({exc})") from None
+    if len(infos) > limits.max_entries:
+        raise FormatError(
+            f"the archive has {len(infos)} entries; at most {limits.max_entries}", 413
+        )
+    total = sum(i.file_size for i in infos)
+    if total > limits.max_unpacked_bytes:
+        raise FormatError(
+            f"the archive unpacks to {total} bytes; at most {limits.max_unpacked_bytes}", 413
+        )
+    for info in infos:
+        if info.flag_bits & 0x1:
+            raise FormatError(f"the archive entry {info.filename!r} is encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise FormatError(f"the archive entry {info.filename!r} uses an unknown compression")
+        if info.file_size > BIG_ENTRY and info.file_size > limits.max_ratio * max(
+            info.compress_size, 1
+        ):
+            raise FormatError(
+                f"the archive entry {info.filename!r} inflates {info.compress_size} bytes to "
+                f"{info.file_size} (more than {limits.max_ratio} times): refused as a zip bomb",
+                413,
+            )
+    return archive
+
+
+def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    try:
+        return archive.read(info)
+    except Exception as exc:  # noqa: BLE001 (zlib, CRC and truncation errors alike: a broken file)
+        raise FormatError(f"the archive entry {info.filename!r} is corrupt ({exc})") from None
+
+
+def _parse(name: str, raw: bytes) -> etree._Element:
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
+    )
+    try:
+        root = etree.fromstring(raw, parser)
+    except etree.XMLSyntaxError as exc:
+        raise FormatError(f"{name} is not well-formed XML ({exc})") from None
+    if root.getroottree().docinfo.doctype:
+        raise FormatError(f"{name} has a DOCTYPE, which office files never have")
+    return root
+
+
+def _serialize(root: etree._Element, raw: bytes) -> bytes:
+    info = root.getroottree().docinfo
+    if not raw.lstrip().startswith(b"<?xml"):
+        return etree.tostring(root, encoding="UTF-8", xml_declaration=False)
+    return etree.tostring(
+        root.getroottree(),
+        encoding=info.encoding or "UTF-8",
+        xml_declaration=True,
+        standalone=info.standalone,
+    )
+
+
+def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes:
+    archive = open_archive(data, limits)
+    names = set(archive.namelist())
+    kind = next((k for k in KINDS if k[1] in names), None)
+    if kind is None:
+        raise FormatError(
+            "the archive is not a Word, PowerPoint or OpenDocument text file "
+            "(no word/document.xml, ppt/presentation.xml or content.xml)"
+        )
+    _, _, patterns, fmt = kind
+    parts: dict[str, tuple[etree._Element, bytes]] = {}
+    acc = _Paragraphs()
+    part_of: list[str] = []  # the part each unit of `acc` comes from
+    for info in archive.infolist():
+        if not any(fnmatch.fnmatchcase(info.filename, p) for p in patterns):
+            continue
+        raw = _read(archive, info)
+        root = _parse(info.filename, raw)
+        parts[info.filename] = (root, raw)
+        if fmt is None:
+            for p in root.iter(*ODT_PARAGRAPHS):
+                _odt_units(p, acc)
+        else:
+            for p in root.iter(fmt.paragraph):
+                _run_units(p, fmt, acc)
+        part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
+    units, groups, touched = [], [], set()
+    for unit_groups, part in zip(acc.units, part_of, strict=True):
+        b = UnitBuilder()
+        for g in unit_groups:
+            b.open("run", g)
+            b.text(g.text, g)
+            b.close("run", g)
+        unit = b.build()
+        if unit is not None:
+            units.append(unit)
+            groups.append(unit_groups)
+            touched.add(part)
+    for unit_groups, tokens in zip(groups, translate_units(units, translate), strict=True):
+        _apply(unit_groups, tokens)
+    # a part without text to translate keeps its bytes
+    return _rebuild(archive, {n: _serialize(*parts[n]) for n in sorted(touched)})
+
+
+def _rebuild(archive: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in archive.infolist():
+            data = replaced.get(info.filename)
+            if data is None:
+                data = _read(archive, info)
+            dst.writestr(info, data, compress_type=info.compress_type)
+        dst.comment = archive.comment
+    return out.getvalue()

@@ -1,0 +1,127 @@
+"""Text files: .txt, .srt and .html, read as UTF-8 (or UTF-16 with a byte order mark) and
+written back in the same encoding, byte order mark and line endings.
+
+- .txt: each line with letters is one text (the service splits it into sentences); its
+  leading and trailing spaces are kept.
+- .srt: each cue's text lines are translated together as one text, then spread over as many
+  lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
+  blank lines and blocks without a timestamp line are copied as they are (a file without any
+  cue is refused). Markup in a cue is kept as in format=html.
+- .html: as format=html (app/html_format.py).
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from ..html_format import HtmlDocument, HtmlError
+from . import FormatError, Limits, Translate
+from .inline import has_letters, split_space, translate_units
+
+_LINE_END = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def decode(data: bytes, kind: str) -> tuple[str, str]:
+    """(text, codec to write it back with)."""
+    if data.startswith(codecs.BOM_UTF8):
+        codec = "utf-8-sig"
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        codec = "utf-16"
+    else:
+        codec = "utf-8"
+    try:
+        return data.decode(codec), codec
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            f"the {kind} file is not valid {codec.upper()} text (at byte {exc.start}); "
+            "save it as UTF-8"
+        ) from None
+
+
+def _lines(text: str) -> list[tuple[str, str]]:
+    """(content, line ending) for each line."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        content = line.rstrip(_LINE_END)
+        out.append((content, line[len(content) :]))
+    return out
+
+
+def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
+    text, codec = decode(data, ".txt")
+    lines = _lines(text)
+    wanted = [i for i, (content, _) in enumerate(lines) if has_letters(content)]
+    cores = [split_space(lines[i][0]) for i in wanted]
+    translated = translate([core for _, core, _ in cores]) if wanted else []
+    for i, (lead, _, trail), new in zip(wanted, cores, translated, strict=True):
+        lines[i] = (lead + new + trail, lines[i][1])
+    return "".join(c + e for c, e in lines).encode(codec)
+
+
+def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> bytes:
+    text, codec = decode(data, ".html")
+    try:
+        doc = HtmlDocument(text)
+    except HtmlError as exc:
+        raise FormatError(str(exc)) from None
+    return doc.render_tokens(translate_units(doc.units, translate)).encode(codec)
+
+
+def _split_into(text: str, n: int) -> list[str]:
+    """`text` cut at spaces outside markup into at most `n` lines of similar length."""
+    cuts, depth = [], 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == " " and depth == 0:
+            cuts.append(i)
+    lines, start = [], 0
+    for k in range(1, n):
+        target = len(text) * k / n
+        options = [c for c in cuts if c > start]
+        if not options:
+            break
+        cut = min(options, key=lambda c: abs(c - target))
+        lines.append(text[start:cut])
+        start = cut + 1
+    lines.append(text[start:])
+    return [line for line in lines if line.strip()] or [text]
+
+
+def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
+    text, codec = decode(data, ".srt")
+    lines = _lines(text)
+    cues: list[tuple[int, int]] = []  # [first, end) line indices of each cue's text
+    i = strays = 0
+    while i < len(lines):
+        if not lines[i][0].strip():
+            i += 1
+            continue
+        block_end = i
+        while block_end < len(lines) and lines[block_end][0].strip():
+            block_end += 1
+        timing = next((k for k in range(i, block_end) if "-->" in lines[k][0]), None)
+        if timing is not None and timing + 1 < block_end:
+            cues.append((timing + 1, block_end))
+        elif timing is None:  # not a cue (a stray line): copied as it is
+            strays += 1
+        i = block_end
+    if strays and not cues:
+        raise FormatError("no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); not SRT")
+    documents = []
+    for first, end in cues:
+        cue = " ".join(lines[k][0].strip() for k in range(first, end))
+        try:
+            documents.append(HtmlDocument(cue))
+        except HtmlError as exc:
+            raise FormatError(f"line {first + 1}: {exc}") from None
+    tokens = iter(translate_units([u for d in documents for u in d.units], translate))
+    rendered = [d.render_tokens([next(tokens) for _ in d.units], plain=True) for d in documents]
+    out = list(lines)
+    for (first, end), cue in reversed(list(zip(cues, rendered, strict=True))):
+        new = _split_into(cue, end - first)
+        endings = [lines[k][1] for k in range(first, first + len(new) - 1)] + [lines[end - 1][1]]
+        out[first:end] = list(zip(new, endings, strict=True))
+    return "".join(c + e for c, e in out).encode(codec)

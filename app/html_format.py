@@ -1,0 +1,353 @@
+"""Translating an HTML document or fragment while keeping its markup exactly, free of any model.
+
+The document is read with the standard library's tokenizer (html.parser, which never fails on
+broken markup), with character references reported as they are written. Every token's source
+text is recorded (from the tokenizer's positions), so everything that is not translated is
+written back byte for byte: tags with their attributes and quoting, comments, doctype,
+whitespace, entities, and the content of elements that are never translated:
+
+- `<script>`, `<style>`, `<code>`, `<pre>`, `<textarea>`, `<svg>`, `<math>`;
+- every element marked `translate="no"`, with its descendants (HTML's translate attribute is
+  inherited; a block inside it marked `translate="yes"` is translated again, as the standard
+  says, but not inside the never-translated elements above, nor inside an inline element kept
+  whole).
+
+Text is cut into units at block boundaries: any tag that is not an inline (phrasing) element,
+comments, and `<br>`. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
+are pairs and inline elements that are not translated (`<code>`, `<img>`, `<span
+translate="no">`) are atoms; app/formats/inline.py translates the unit whole with placeholders
+when the model keeps them, else text run by text run (see there). Whitespace inside a unit is
+collapsed to one space for the model (HTML displays it so); whitespace before and after a unit
+or a run is kept as written.
+
+Translated text is escaped for HTML: a character the unit wrote as an entity (`&copy;`,
+`&nbsp;`, `&#169;`) is written with that same entity when it comes back, `<` is written `&lt;`,
+and `&` is written `&amp;` unless a space follows it.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from html.parser import HTMLParser
+
+from .formats.inline import Token, Unit, UnitBuilder, distribute, translate_units
+
+#: content never translated
+SKIPPED = frozenset({"script", "style", "code", "pre", "textarea", "svg", "math"})
+#: phrasing elements that may sit inside a sentence
+INLINE = frozenset(
+    [
+        "a",
+        "abbr",
+        "acronym",
+        "b",
+        "bdi",
+        "bdo",
+        "big",
+        "cite",
+        "data",
+        "del",
+        "dfn",
+        "em",
+        "font",
+        "i",
+        "ins",
+        "kbd",
+        "label",
+        "mark",
+        "q",
+        "s",
+        "samp",
+        "small",
+        "span",
+        "strike",
+        "strong",
+        "sub",
+        "sup",
+        "time",
+        "tt",
+        "u",
+        "var",
+        "code",
+    ]
+)
+#: inline elements without content: atoms inside a sentence
+INLINE_VOID = frozenset({"img", "wbr", "input"})
+VOID = frozenset(
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+        "keygen",
+    ]
+)
+
+
+class HtmlError(ValueError):
+    """The document could not be read at all (never for merely broken markup)."""
+
+
+class _Tokenizer(HTMLParser):
+    """Records (kind, name, attrs, start offset) for every token, character references as
+    they are written."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=False)
+        starts, at = [0], 0
+        while (at := text.find("\n", at) + 1) > 0:
+            starts.append(at)
+        self._line_starts = starts
+        self.events: list[tuple[str, str, list, int]] = []
+
+    def _add(self, kind: str, name: str = "", attrs: list | None = None) -> None:
+        line, col = self.getpos()
+        self.events.append((kind, name, attrs or [], self._line_starts[line - 1] + col))
+
+    def handle_starttag(self, tag, attrs):
+        self._add("start", tag, attrs)
+
+    def handle_startendtag(self, tag, attrs):
+        self._add("startend", tag, attrs)
+
+    def handle_endtag(self, tag):
+        self._add("end", tag)
+
+    def handle_data(self, data):
+        self._add("data", data)
+
+    def handle_entityref(self, name):
+        self._add("ref")
+
+    def handle_charref(self, name):
+        self._add("ref")
+
+    def handle_comment(self, data):
+        self._add("other")
+
+    def handle_decl(self, decl):
+        self._add("other")
+
+    def handle_pi(self, data):
+        self._add("other")
+
+    def unknown_decl(self, data):
+        self._add("other")
+
+
+def _translate_attr(attrs: list, inherited: bool) -> bool:
+    for name, value in attrs:
+        if name == "translate":
+            value = (value or "").strip().lower()
+            if value == "no":
+                return False
+            if value in ("", "yes"):
+                return True
+    return inherited
+
+
+class _HtmlUnit:
+    """A unit plus the entity spellings its text used."""
+
+    def __init__(self, unit: Unit, spellings: dict[str, str]):
+        self.unit, self.spellings = unit, spellings
+
+
+class HtmlDocument:
+    """`texts` to translate, then `render(translations)` gives the translated document."""
+
+    def __init__(self, text: str):
+        self.pieces: list[str | _HtmlUnit] = []
+        self._builder = UnitBuilder()
+        self._raw_items: list[str] = []  # the raw text of the unit being built, in order
+        self._spellings: dict[str, str] = {}
+        try:
+            tokenizer = _Tokenizer(text)
+            tokenizer.feed(text)
+            tokenizer.close()
+        except Exception as exc:  # noqa: BLE001 (html.parser raises little, but anything here is "cannot read")
+            raise HtmlError(f"the HTML could not be read ({type(exc).__name__}: {exc})") from None
+        events = tokenizer.events
+        offsets = [e[3] for e in events] + [len(text)]
+        if offsets != sorted(offsets) or (events and offsets[0] != 0):
+            raise HtmlError("the HTML could not be read (tokenizer positions out of order)")
+        self._walk(text, events, offsets)
+        self._flush()
+
+    @property
+    def units(self) -> list[Unit]:
+        return [p.unit for p in self.pieces if isinstance(p, _HtmlUnit)]
+
+    @property
+    def texts(self) -> list[str]:
+        return [r for u in self.units for r in u.requests]
+
+    def render(self, translations: list[str]) -> str:
+        return self.render_tokens(distribute(self.units, translations))
+
+    def render_tokens(self, all_tokens: list[list[Token]], plain: bool = False) -> str:
+        """The document with each unit's tokens; `plain` writes translated text unescaped
+        (for markup inside text files, such as subtitles' <i>)."""
+        it = iter(all_tokens)
+        out = []
+        for piece in self.pieces:
+            if isinstance(piece, str):
+                out.append(piece)
+                continue
+            for tok in next(it):
+                if tok.kind != "text":
+                    out.append(tok.ref)
+                elif tok.translated:
+                    out.append(tok.text if plain else escape(tok.text, piece.spellings))
+                else:  # the original, as written (whitespace around a unit has no ref)
+                    out.append(tok.text if tok.ref is None else tok.ref)
+        return "".join(out)
+
+    # -- building ----------------------------------------------------------------------------
+    def _flush(self) -> None:
+        builder = self._builder
+        if builder.empty():
+            return
+        unit = builder.build()
+        if unit is None:
+            self.pieces.append("".join(self._raw_items))
+        else:
+            self.pieces.append(_HtmlUnit(unit, self._spellings))
+        self._builder, self._raw_items, self._spellings = UnitBuilder(), [], {}
+
+    def _raw(self, raw: str) -> None:
+        self._flush()
+        self.pieces.append(raw)
+
+    def _text(self, text: str, raw: str) -> None:
+        items = self._builder.items
+        if items and items[-1].kind == "text":  # one text item per run between markup
+            prev = items.pop()
+            self._builder.text(str(prev.value) + text, prev.ref + raw)
+        else:
+            self._builder.text(text, raw)
+        self._raw_items.append(raw)
+
+    def _walk(self, text: str, events: list, offsets: list[int]) -> None:
+        # open elements: (name, translated, inside an element that is never translated)
+        stack: list[tuple[str, bool, bool]] = []
+        atom: list[str] | None = None  # raw text of an inline element kept whole
+        atom_depth = 0
+        # after the last tag, the last "<" given as text starts a tag cut off by the end of the
+        # input: from there on everything is copied as it is
+        last_tag = max((i for i, e in enumerate(events) if e[0] != "data"), default=-1)
+        cut_off = max(
+            (i for i, e in enumerate(events) if i > last_tag and text.startswith("<", e[3])),
+            default=len(events),
+        )
+        for index, ((kind, name, attrs, start), end) in enumerate(
+            zip(events, offsets[1:], strict=True)
+        ):
+            raw = text[start:end]
+            translating = stack[-1][1] if stack else True
+            if kind == "start" and name not in VOID:
+                hard = (stack[-1][2] if stack else False) or name in SKIPPED
+                stack.append((name, not hard and _translate_attr(attrs, translating), hard))
+            elif kind == "end":
+                for i in range(len(stack) - 1, -1, -1):
+                    if stack[i][0] == name:
+                        del stack[i:]
+                        break
+            if atom is not None:  # inside an inline element kept whole
+                atom.append(raw)
+                if len(stack) < atom_depth:
+                    self._item("atom", "".join(atom))
+                    atom = None
+                continue
+            if not translating:
+                # the element that stops translation began with a boundary or an atom
+                self.pieces.append(raw)
+                continue
+            if kind == "data":
+                if index >= cut_off or raw != name:
+                    self._raw(raw)
+                else:
+                    self._text(raw, raw)
+                continue
+            if kind == "ref":
+                decoded = html.unescape(raw)
+                if decoded == raw:  # not a known reference: kept as written
+                    self._item("atom", raw)
+                    continue
+                if not decoded.isascii() or decoded in "&<>\"'":
+                    self._spellings.setdefault(decoded, raw)
+                self._text(decoded, raw)
+            elif kind == "start" and name in INLINE:
+                if stack[-1][1]:
+                    self._item("open", raw, name)
+                else:  # <code>, <span translate="no">: the whole element is one atom
+                    atom, atom_depth = [raw], len(stack)
+            elif kind in ("start", "startend") and name in INLINE_VOID | INLINE:
+                self._item("atom", raw)
+            elif kind == "end" and name in INLINE:
+                self._item("close", raw, name)
+            else:  # block tags, <br>, comments, doctype: unit boundaries
+                self._raw(raw)
+        if atom is not None:  # an inline element kept whole that the document never closed
+            self._item("atom", "".join(atom))
+
+    def _item(self, kind: str, raw: str, name: str = "") -> None:
+        if kind == "atom":
+            self._builder.atom(raw)
+        else:
+            getattr(self._builder, kind)(name, raw)
+        self._raw_items.append(raw)
+
+
+def escape(text: str, spellings: dict[str, str]) -> str:
+    """Translated text as HTML; see the module docstring."""
+    keys = sorted(spellings, key=len, reverse=True)
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        key = next((k for k in keys if text.startswith(k, i)), None)
+        if key is not None:
+            out.append(spellings[key])
+            i += len(key)
+            continue
+        ch = text[i]
+        if ch == "<":
+            out.append("&lt;")
+        elif ch == "&":
+            out.append("&" if i + 1 < n and text[i + 1] in " \t\n" else "&amp;")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def translate_html(text: str, translate_texts: Callable[[list[str]], list[str]]) -> str:
+    """`text` translated with `translate_texts` (one call for the whole document)."""
+    doc = HtmlDocument(text)
+    return doc.render_tokens(translate_units(doc.units, translate_texts))
+
+
+def render_all(documents: list[HtmlDocument], translations: list[str]) -> list[str]:
+    """Each document rendered from its share of `translations` (texts of all, in order)."""
+    out, at = [], 0
+    for doc in documents:
+        n = len(doc.texts)
+        out.append(doc.render(translations[at : at + n]))
+        at += n
+    return out
+
+
+def extract_all(texts: list[str]) -> tuple[list[HtmlDocument], list[str]]:
+    documents = [HtmlDocument(t) for t in texts]
+    return documents, [r for d in documents for r in d.texts]

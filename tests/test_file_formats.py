@@ -1,0 +1,296 @@
+"""File formats without a model: each handler with a fake translation keeps the file's layout
+and formatting, and refuses broken or hostile files with a FormatError."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+import zipfile
+
+import docx
+import pptx
+import pytest
+from odf import teletype
+from odf.opendocument import OpenDocumentText, load
+from odf.style import Style, TextProperties
+from odf.text import H, P, Span, Tab
+
+from app.files import FileStore, StoreFull, safe_name
+from app.formats import FormatError, Limits, handler_for
+from app.formats.markdown import translate_markdown
+from app.formats.office import translate_office
+from app.formats.plain import translate_srt, translate_txt
+
+LIMITS = Limits()
+
+
+def upper(texts: list[str]) -> list[str]:
+    return [t.upper() for t in texts]
+
+
+def drop_placeholders(texts: list[str]) -> list[str]:
+    return [re.sub(r"</?[gx]\d+/?>", "", t).upper() for t in texts]
+
+
+def entries(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return {i.filename: z.read(i) for i in z.infolist()}
+
+
+def assert_only_changed(before: bytes, after: bytes, changed: set[str]) -> None:
+    a, b = entries(before), entries(after)
+    assert list(a) == list(b)  # same entries, same order
+    assert {n for n in a if a[n] != b[n]} == changed
+
+
+def test_txt_keeps_lines_spacing_encoding_and_bom():
+    src = "Hello world.\r\n  indented line  \r\n\r\n2024\nlast".encode("utf-8-sig")
+    out = translate_txt(src, upper, LIMITS)
+    assert out == "HELLO WORLD.\r\n  INDENTED LINE  \r\n\r\n2024\nLAST".encode("utf-8-sig")
+    utf16 = "Grüße\n".encode("utf-16")
+    assert translate_txt(utf16, upper, LIMITS) == "GRÜSSE\n".encode("utf-16")
+
+
+def test_txt_that_is_not_utf8_is_refused():
+    with pytest.raises(FormatError, match="not valid UTF-8"):
+        translate_txt(b"caf\xe9 au lait", upper, LIMITS)
+
+
+SRT = (
+    "1\r\n00:00:01,000 --> 00:00:02,500\r\nHello there,\r\nmy <i>good</i> friend.\r\n\r\n"
+    "2\r\n00:00:03,000 --> 00:00:04,000\r\n- 42 -\r\n\r\n"
+    "3\r\n00:01:05,250 --> 00:01:07,000 X1:10\r\nBye now.\r\n"
+)
+
+
+def test_srt_keeps_numbers_timestamps_and_line_count():
+    sent = []
+    out = translate_srt(SRT.encode(), lambda ts: sent.extend(ts) or upper(ts), LIMITS).decode()
+    # the cue whole (placeholders for its markup), its runs for the fallback, the next cue
+    assert sent == [
+        "Hello there, my <g1>good</g1> friend.",
+        *["Hello there, my", "good", "friend."],
+        "Bye now.",
+    ]
+    blocks = out.split("\r\n\r\n")
+    assert [b.split("\r\n")[:2] for b in blocks] == [
+        b.split("\r\n")[:2] for b in SRT.split("\r\n\r\n")
+    ]
+    assert blocks[0].split("\r\n")[2:] == ["HELLO THERE, MY", "<i>GOOD</i> FRIEND."]
+    assert blocks[1].endswith("- 42 -") and blocks[2].endswith("BYE NOW.\r\n")
+
+
+def test_srt_without_timestamps_is_refused_and_stray_blocks_are_kept():
+    with pytest.raises(FormatError, match="no cue"):
+        translate_srt(b"just some text\nno cues\n", upper, LIMITS)
+    src = b"1\n00:00:01,000 --> 00:00:02,000\nHi there.\n\nstray words\n"
+    out = translate_srt(src, upper, LIMITS)
+    assert out == b"1\n00:00:01,000 --> 00:00:02,000\nHI THERE.\n\nstray words\n"
+
+
+MARKDOWN = """# Title with *emphasis* ##
+
+Some **bold** text and `inline code` with a [link](https://example.com "T").
+A second line of the same paragraph.
+
+```python
+print("not translated")
+```
+
+    indented code stays
+
+| name | value |
+|------|-------|
+| first | `x = 1` |
+
+- item one
+- item two
+
+> quoted text
+"""
+
+
+def test_markdown_keeps_syntax_and_code():
+    out = translate_markdown(MARKDOWN.encode(), upper, LIMITS).decode()
+    assert out.startswith("# TITLE WITH *EMPHASIS* ##\n\n")
+    assert (
+        'SOME **BOLD** TEXT AND `inline code` WITH A [LINK](https://example.com "T").'
+        " A SECOND LINE OF THE SAME PARAGRAPH.\n" in out
+    )
+    assert '```python\nprint("not translated")\n```\n' in out
+    assert "    indented code stays\n" in out
+    assert "| NAME | VALUE |\n|------|-------|\n| FIRST | `x = 1` |\n" in out
+    assert "- ITEM ONE\n- ITEM TWO\n\n> QUOTED TEXT\n" in out
+
+
+def make_docx() -> bytes:
+    d = docx.Document()
+    p = d.add_paragraph("Hello ")
+    run = p.add_run("bold words")
+    run.bold = True
+    p.add_run(" and more.")
+    d.add_paragraph("Before a tab\tafter it.")
+    table = d.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "cell text"
+    table.cell(0, 1).text = "42"
+    d.sections[0].header.paragraphs[0].text = "Header text"
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fake", [upper, drop_placeholders])
+def test_docx_translates_runs_and_keeps_every_other_part(fake):
+    src = make_docx()
+    out = translate_office(src, fake, LIMITS)
+    assert_only_changed(src, out, {"word/document.xml", "word/header1.xml"})
+    d = docx.Document(io.BytesIO(out))
+    runs = [(r.text, r.bold) for r in d.paragraphs[0].runs]
+    assert runs == [("HELLO ", None), ("BOLD WORDS", True), (" AND MORE.", None)]
+    assert d.paragraphs[1].text == "BEFORE A TAB\tAFTER IT."
+    assert [c.text for c in d.tables[0].rows[0].cells] == ["CELL TEXT", "42"]
+    assert d.sections[0].header.paragraphs[0].text == "HEADER TEXT"
+    # the XML differs only in text: same elements, attributes and order
+    before, after = entries(src)["word/document.xml"], entries(out)["word/document.xml"]
+    strip = re.compile(rb">[^<]*<")
+    assert strip.sub(b"><", before.split(b"?>", 1)[1]) == strip.sub(b"><", after.split(b"?>", 1)[1])
+
+
+def test_pptx_translates_slides_and_notes():
+    prs = pptx.Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[1])
+    slide.shapes.title.text = "Slide title"
+    frame = slide.placeholders[1].text_frame
+    frame.text = "First point"
+    para = frame.add_paragraph()
+    para.add_run().text = "Mixed "
+    italic = para.add_run()
+    italic.text = "italic part"
+    italic.font.italic = True
+    slide.notes_slide.notes_text_frame.text = "Speaker notes"
+    buf = io.BytesIO()
+    prs.save(buf)
+    src = buf.getvalue()
+    out = translate_office(src, upper, LIMITS)
+    assert_only_changed(src, out, {"ppt/slides/slide1.xml", "ppt/notesSlides/notesSlide1.xml"})
+    got = pptx.Presentation(io.BytesIO(out)).slides[0]
+    texts = [s.text_frame.text for s in got.shapes if s.has_text_frame]
+    assert texts == ["SLIDE TITLE", "FIRST POINT\nMIXED ITALIC PART"]
+    runs = got.placeholders[1].text_frame.paragraphs[1].runs
+    assert [(r.text, r.font.italic) for r in runs] == [("MIXED ", None), ("ITALIC PART", True)]
+    assert got.notes_slide.notes_text_frame.text == "SPEAKER NOTES"
+
+
+def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
+    doc = OpenDocumentText()
+    bold = Style(name="Bold", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    doc.text.addElement(H(outlinelevel=1, text="A heading"))
+    p = P(text="Hello ")
+    p.addElement(Span(stylename=bold, text="bold words"))
+    p.addText(" and more.")
+    doc.text.addElement(p)
+    p2 = P(text="Before a tab")
+    p2.addElement(Tab())
+    p2.addText("after it")
+    doc.text.addElement(p2)
+    buf = io.BytesIO()
+    doc.save(buf)
+    src = buf.getvalue()
+    out = translate_office(src, upper, LIMITS)
+    assert_only_changed(src, out, {"content.xml"})
+    first = zipfile.ZipFile(io.BytesIO(out)).infolist()[0]
+    assert first.filename == "mimetype" and first.compress_type == zipfile.ZIP_STORED
+    got = load(io.BytesIO(out))
+    assert [teletype.extractText(e) for e in got.text.childNodes] == [
+        "A HEADING",
+        "HELLO BOLD WORDS AND MORE.",
+        "BEFORE A TAB\tAFTER IT",
+    ]
+    assert (
+        b'<text:span text:style-name="Bold">BOLD WORDS</text:span>' in entries(out)["content.xml"]
+    )
+
+
+def zip_of(files: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_a_zip_bomb_is_refused_before_it_is_unpacked():
+    bomb = zip_of({"word/document.xml": b"<a/>", "word/media/big.bin": b"\0" * (8 << 20)})
+    with pytest.raises(FormatError, match="zip bomb") as caught:
+        translate_office(bomb, upper, LIMITS)
+    assert caught.value.status == 413
+    with pytest.raises(FormatError, match="unpacks to") as caught:
+        translate_office(bomb, upper, Limits(max_unpacked_bytes=1 << 20))
+    assert caught.value.status == 413
+    many = zip_of({f"f{i}": b"" for i in range(30)})
+    with pytest.raises(FormatError, match="30 entries"):
+        translate_office(many, upper, Limits(max_entries=20))
+
+
+def test_a_lying_size_in_the_zip_directory_is_caught_while_reading():
+    src = bytearray(make_docx())
+    # the central directory says word/document.xml is 10 bytes long; it inflates to more
+    name = b"word/document.xml"
+    at = src.rfind(b"PK\x01\x02", 0, src.rfind(name))
+    src[at + 24 : at + 28] = (10).to_bytes(4, "little")
+    with pytest.raises(FormatError):
+        translate_office(bytes(src), upper, LIMITS)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"not a zip at all", "not a valid zip"),
+        (make_docx()[:2000], "not a valid zip"),
+        (zip_of({"word/document.xml": b"<w:document><w:p>broken"}), "not well-formed XML"),
+        (zip_of({"other.xml": b"<a/>"}), "not a Word, PowerPoint or OpenDocument"),
+        (
+            zip_of({"content.xml": b'<!DOCTYPE x [<!ENTITY e "boom">]><x>&e;</x>'}),
+            "DOCTYPE",
+        ),
+    ],
+)
+def test_broken_office_files_are_refused(data, message):
+    with pytest.raises(FormatError, match=message) as caught:
+        translate_office(data, upper, LIMITS)
+    assert caught.value.status == 400
+
+
+def test_handlers_by_extension():
+    assert handler_for("a/b/Report.DOCX") is translate_office
+    assert handler_for("notes.md") is translate_markdown
+    assert handler_for("x.exe") is None and handler_for("noextension") is None
+
+
+def test_safe_names_drop_folders_and_odd_characters():
+    assert safe_name("../../etc/passwd.txt", "de") == "passwd_de.txt"
+    assert safe_name("C:\\Users\\me\\Bericht über.docx", "en") == "Bericht_über_en.docx"
+    assert safe_name('"; rm -rf.html', "de") == "rm_-rf_de.html"
+    assert safe_name(".hidden.md", "de/../x") == "hidden_de_.._x.md"
+
+
+def test_file_store_ids_expiry_and_total_size(tmp_path):
+    store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    file_id = store.put(b"12345", "a.txt", "text/plain")
+    assert [p.name for p in (tmp_path / "files").iterdir()] == [f"{file_id}.mtfile"]
+    assert store.get(file_id)[1] == b"12345"
+    assert store.get("../../etc/passwd") is None and store.get("x" * 24) is None
+    with pytest.raises(StoreFull):
+        store.put(b"123456", "b.txt", "text/plain")
+    store.index[file_id] = store.index[file_id].__class__(
+        "a.txt", "text/plain", 5, time.monotonic()
+    )
+    assert store.get(file_id) is None  # expired: gone from the index and the disk
+    assert list((tmp_path / "files").iterdir()) == []
+    store.put(b"123456", "b.txt", "text/plain")  # fits again
+    # a new store in the same folder removes what an earlier process left
+    FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    assert list((tmp_path / "files").iterdir()) == []

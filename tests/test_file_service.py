@@ -1,0 +1,204 @@
+"""format=html, /translate_file and /download_file against a real uvicorn server on a loopback
+port serving a real checkpoint (a random tiny model with a real sentencepiece tokenizer)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import socket
+import zipfile
+
+import docx
+import httpx
+import pytest
+
+from tests.service_helpers import serve_in_thread
+from tests.test_file_formats import make_docx, zip_of
+from tests.test_html_format import Tags
+
+MAX_FILE = 200_000
+
+
+@pytest.fixture(scope="module")
+def server(random_checkpoint, tmp_path_factory):
+    weights = tmp_path_factory.mktemp("weights")
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    files = tmp_path_factory.mktemp("files")
+    with serve_in_thread(
+        weights, files_dir=files, max_file_bytes=MAX_FILE, max_unpacked_bytes=4_000_000
+    ) as (url, _):
+        yield url, files
+
+
+def text(url: str, q, **extra) -> httpx.Response:
+    body = {"q": q, "source": "en", "target": "de", **extra}
+    return httpx.post(f"{url}/translate", json=body, timeout=60)
+
+
+def upload(url: str, name: str, data: bytes, **fields) -> httpx.Response:
+    fields = {"source": "en", "target": "de", **fields}
+    return httpx.post(
+        f"{url}/translate_file", files={"file": (name, data)}, data=fields, timeout=60
+    )
+
+
+def healthy(url: str) -> bool:
+    return httpx.get(f"{url}/health").status_code == 200
+
+
+HTML = (
+    '<div class="card"><h2 id="t">The cat is big.</h2>'
+    '<p>We see <a href="/a?x=1&amp;y=2">a red car</a> today.</p>'
+    '<pre>the dog is slow</pre><p translate="no">The house.</p>'
+    "<script>let a = '<p>water</p>';</script></div>"
+)
+
+
+def test_html_is_translated_with_its_markup_kept(server):
+    url, _ = server
+    r = text(url, HTML, format="html")
+    assert r.status_code == 200, r.text
+    out = r.json()["translatedText"]
+    assert Tags(out).markup == Tags(HTML).markup
+    for kept in ["<pre>the dog is slow</pre>", '<p translate="no">The house.</p>'] + [
+        "<script>let a = '<p>water</p>';</script>"
+    ]:
+        assert kept in out
+    # a block's text is what format=text gives for it
+    heading = text(url, "The cat is big.").json()["translatedText"]
+    assert f'<h2 id="t">{heading}</h2>' in out.replace("&amp;", "&").replace("&lt;", "<")
+
+
+def test_html_in_a_form_body_and_a_list(server):
+    url, _ = server
+    form = httpx.post(
+        f"{url}/translate",
+        data={"q": "<b>The dog.</b>", "source": "en", "target": "de", "format": "html"},
+        timeout=60,
+    )
+    listed = text(url, ["<i>The dog.</i>", "<p>2024 - 42</p>"], format="html", alternatives=1)
+    assert form.status_code == listed.status_code == 200
+    assert form.json()["translatedText"].startswith("<b>")
+    out = listed.json()
+    assert out["translatedText"][0].startswith("<i>") and out["translatedText"][0].endswith("</i>")
+    assert out["translatedText"][1] == "<p>2024 - 42</p>"
+    assert [len(a) for a in out["alternatives"]] == [1, 1]
+    assert out["alternatives"][0][0].startswith("<i>")
+
+
+def test_broken_html_is_answered_and_unknown_formats_are_400(server):
+    url, _ = server
+    r = text(url, '<p>The cat <b>is <div class="x', format="html")
+    assert r.status_code == 200 and r.json()["translatedText"].endswith('<div class="x')
+    r = text(url, "The cat.", format="pdf")
+    assert r.status_code == 400 and "use 'text' or 'html'" in r.json()["error"]
+
+
+def download(url: str, answer: httpx.Response) -> httpx.Response:
+    assert answer.status_code == 200, answer.text
+    link = answer.json()["translatedFileUrl"]
+    assert link.startswith(f"{url}/download_file/")
+    return httpx.get(link, timeout=30)
+
+
+@pytest.mark.parametrize(
+    "name, data, content_type",
+    [
+        ("notes.txt", b"The cat is big.\r\n\r\nWe eat bread.\r\n", "text/plain; charset=utf-8"),
+        ("page.html", HTML.encode(), "text/html; charset=utf-8"),
+        ("read me.md", b"# The dog\n\n```\nthe cat\n```\n", "text/markdown; charset=utf-8"),
+        ("film.srt", b"1\n00:00:01,000 --> 00:00:02,000\nThe cat.\n", "application/x-subrip"),
+    ],
+)
+def test_text_files_round_trip(server, name, data, content_type):
+    url, files = server
+    answer = upload(url, name, data)
+    got = download(url, answer)
+    assert got.status_code == 200
+    assert got.headers["content-type"] == content_type
+    expected = name.replace(" ", "_").replace(".", "_de.")
+    assert got.headers["content-disposition"] == f'attachment; filename="{expected}"'
+    assert answer.json()["translatedFileUrl"].endswith("/" + expected)
+    assert got.content != data
+    if name.endswith(".txt"):
+        lines = got.content.split(b"\r\n")
+        assert len(lines) == 4 and lines[1] == b"" and lines[3] == b""
+    if name.endswith(".md"):
+        assert got.content.startswith(b"# ") and got.content.endswith(b"\n```\nthe cat\n```\n")
+    if name.endswith(".srt"):
+        assert got.content.startswith(b"1\n00:00:01,000 --> 00:00:02,000\n")
+    stored = [p.name for p in files.iterdir()]
+    assert all(p.endswith(".mtfile") and len(p) == 24 + 7 for p in stored)
+
+
+def test_docx_round_trip(server):
+    url, _ = server
+    src = make_docx()
+    got = download(url, upload(url, "report.docx", src))
+    assert got.headers["content-type"].endswith("wordprocessingml.document")
+    before, after = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got.content))
+    changed = {n for n in before.namelist() if before.read(n) != after.read(n)}
+    assert changed == {"word/document.xml", "word/header1.xml"}
+    d = docx.Document(io.BytesIO(got.content))
+    assert [r.bold for r in d.paragraphs[0].runs] == [None, True, None]
+    assert d.paragraphs[0].text != "Hello bold words and more."
+
+
+def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
+    url, _ = server
+    bomb = zip_of({"word/document.xml": b"<a/>", "word/media/x.bin": b"\0" * (3 << 20)})
+    cases = [
+        (upload(url, "tool.exe", b"MZ"), 400, "not supported"),
+        (upload(url, "empty.txt", b""), 400, "is empty"),
+        (upload(url, "bomb.docx", bomb), 413, "zip bomb"),
+        (upload(url, "corrupt.docx", make_docx()[:3000]), 400, "not a valid zip"),
+        (upload(url, "bad.odt", zip_of({"content.xml": b"<a><b></a>"})), 400, "well-formed"),
+        (upload(url, "latin1.txt", b"caf\xe9"), 400, "UTF-8"),
+        (upload(url, "a.txt", b"The cat.", target="xx"), 400, "no model translates"),
+        (upload(url, "a.txt", b"The cat.", source=""), 400, "`source` is missing"),
+        (upload(url, "big.txt", b"a" * (MAX_FILE + 100_000)), 413, "bytes"),
+    ]
+    as_field = httpx.post(
+        f"{url}/translate_file",
+        files={"x": ("x.txt", b"")},
+        data={"file": "not a file", "source": "en", "target": "de"},
+    )
+    cases.append((as_field, 400, "must be a file upload"))
+    as_json = httpx.post(f"{url}/translate_file", json={"file": "x", "source": "en"})
+    cases.append((as_json, 400, "multipart/form-data"))
+    for response, status, message in cases:
+        assert response.status_code == status, response.text
+        assert message in response.json()["error"]
+    assert healthy(url)
+
+
+def test_an_upload_without_length_is_refused_before_it_ends(server):
+    """A chunked upload passing the limit gets 413 while the client still holds the rest of
+    its body back: the server answers without waiting for the end."""
+    url, _ = server
+    host, port = url.removeprefix("http://").split(":")
+    boundary = "b0undary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.txt"\r\n'
+        "Content-Type: text/plain\r\n\r\n"
+    ).encode()
+    payload = head + b"a" * (MAX_FILE + 100_000)
+    request = (
+        f"POST /translate_file HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n"
+        f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n"
+    ).encode()
+    request += f"{len(payload):x}\r\n".encode() + payload + b"\r\n"  # no final chunk: never ends
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert healthy(url)
+
+
+def test_unknown_downloads_are_404(server):
+    url, _ = server
+    for path in ["x" * 24 + "/a.txt", "..%2F..%2Fetc%2Fpasswd/x", "short/a.txt"]:
+        r = httpx.get(f"{url}/download_file/{path}")
+        assert r.status_code == 404 and "error" in r.json()

@@ -1,0 +1,180 @@
+"""format=html without a model: markup kept byte for byte, only the text translated."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.formats.inline import UnitBuilder
+from app.html_format import HtmlDocument, translate_html
+
+
+def upper(texts: list[str]) -> list[str]:
+    return [t.upper() for t in texts]
+
+
+def reverse_words(texts: list[str]) -> list[str]:
+    return [" ".join(reversed(t.split(" "))) for t in texts]
+
+
+def lose_placeholders(texts: list[str]) -> list[str]:
+    """A model that drops the placeholders it does not know."""
+    return [re.sub(r"</?[gx]\d+/?>", "", t).upper() for t in texts]
+
+
+class Tags(HTMLParser):
+    """Every tag, comment and declaration as written, in order."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=False)
+        self.markup: list[str] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.markup.append(self.get_starttag_text())
+
+    handle_startendtag = handle_starttag
+
+    def handle_endtag(self, tag):
+        self.markup.append(f"</{tag}>")
+
+    def handle_comment(self, data):
+        self.markup.append(f"<!--{data}-->")
+
+    def handle_decl(self, decl):
+        self.markup.append(f"<!{decl}>")
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>My page &amp; more</title>
+<style>p { color: red }</style></head>
+<body class='main' data-x="1">
+<h1 id=top>Welcome home</h1>
+<p>Click <a href="/next?a=1&amp;b=2" title="Go on">here</a> to continue &copy; now.</p>
+<p>Run <code>ls -l</code> in the shell &nbsp;please.</p>
+<pre>keep   this
+  as it is</pre>
+<div translate="no">Brand <b>Name</b><p translate="yes">inner text</p></div>
+<p>Our <span translate="no">ACME Widget</span> works.</p>
+<script>var s = "<p>hello</p>";</script>
+<!-- a comment --><p>Tom & Jerry <img src="a.png" alt="a picture"> go<br>second line</p>
+</body></html>
+"""
+
+
+def test_markup_attributes_and_untranslated_elements_are_kept_exactly():
+    out = translate_html(PAGE, upper)
+    assert Tags(out).markup == Tags(PAGE).markup
+    for kept in [
+        "<style>p { color: red }</style>",
+        "<code>ls -l</code>",
+        "<pre>keep   this\n  as it is</pre>",
+        '<div translate="no">Brand <b>Name</b>',
+        '<span translate="no">ACME Widget</span>',
+        '<script>var s = "<p>hello</p>";</script>',
+        '<a href="/next?a=1&amp;b=2" title="Go on">',
+        '<img src="a.png" alt="a picture">',
+    ]:
+        assert kept in out
+    assert "<title>MY PAGE &amp; MORE</title>" in out
+    assert "<h1 id=top>WELCOME HOME</h1>" in out
+    assert '<p translate="yes">INNER TEXT</p>' in out  # translate="yes" inside "no"
+    assert "TO CONTINUE &copy; NOW." in out  # the entity comes back as written
+    assert "&nbsp;PLEASE." in out
+    assert "TOM & JERRY" in out and "<br>SECOND LINE</p>" in out
+
+
+def test_a_sentence_is_translated_whole_with_its_inline_tags_around_the_same_words():
+    sent = []
+
+    def record(texts):
+        sent.extend(texts)
+        return reverse_words(texts)
+
+    out = translate_html("<p>Click <b>here</b> to <i>go</i> on.</p>", record)
+    assert sent[0] == "Click <g1>here</g1> to <g2>go</g2> on."  # the whole sentence first
+    assert out == "<p>on. <i>go</i> to <b>here</b> Click</p>"
+
+
+def test_runs_are_translated_separately_when_the_model_loses_placeholders():
+    out = translate_html('<p>Click <a href="/x">here</a> to go.</p>', lose_placeholders)
+    assert out == '<p>CLICK <a href="/x">HERE</a> TO GO.</p>'
+
+
+def test_an_inline_code_element_is_one_placeholder_in_the_sentence():
+    doc = HtmlDocument("<p>Run <code>make test</code> before you push.</p>")
+    assert doc.texts[0] == "Run <x1/> before you push."
+    out = translate_html("<p>Run <code>make test</code> before you push.</p>", reverse_words)
+    assert out == "<p>push. you before <code>make test</code> Run</p>"
+
+
+def test_whitespace_around_units_is_kept_and_inside_collapsed_for_the_model():
+    doc = HtmlDocument("<li>\n   one\n   two  </li>")
+    assert doc.texts == ["one two"]
+    assert translate_html("<li>\n   one\n   two  </li>", upper) == "<li>\n   ONE TWO  </li>"
+
+
+def test_translated_text_is_escaped():
+    out = translate_html("<p>a &lt; b</p>", lambda ts: ["x < y & z &c" for _ in ts])
+    assert out == "<p>x &lt; y & z &amp;c</p>"
+
+
+def test_text_without_letters_is_not_sent():
+    sent = []
+    translate_html("<p>2024 &mdash; 42</p><td> - </td>", lambda ts: sent.extend(ts) or ts)
+    assert sent == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        '<p class="x',
+        "<p>open <b>bold <i>both</p> after",
+        "</b></i>stray closing tags",
+        "<div><p>no end",
+        "text < with a lone lt and <",
+        "<a href=x>t</a",
+        "<![CDATA[x]]> then text",
+        "<p>ok</p><!-- never closed",
+        "&unknown; entity &#xZZ; text",
+        "<b><i>misnested</b></i> words",
+        "<<<>>> <p <p> x",
+    ],
+)
+def test_broken_html_is_translated_best_effort_and_keeps_its_markup(broken):
+    out = translate_html(broken, upper)
+    assert Tags(out).markup == Tags(broken).markup
+    assert out.lower().replace("&lt;", "<").replace("&amp;", "&") == broken.lower().replace(
+        "&lt;", "<"
+    ).replace("&amp;", "&")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<p>", "</p>", "<b>", "</b>", "<a href='x'>", "</a>", "<code>", "</code>", "<br>"]
+            + ["<div translate=no>", "</div>", "<!--c-->", "&amp;", "&nbsp;", "<", ">", "&"]
+            + ["Hello", " world", "\n", ".", "x", "<script>", "</script>", '<p class="']
+        ),
+        max_size=30,
+    ).map("".join)
+)
+def test_any_document_survives_an_identity_translation(doc):
+    out = translate_html(doc, lambda ts: ts)
+    assert Tags(out).markup == Tags(doc).markup
+
+
+def test_unbalanced_units_never_use_placeholders():
+    b = UnitBuilder()
+    b.text("a word ")
+    b.close("b", "</b>")
+    b.text("and more")
+    unit = b.build()
+    assert unit is not None and not unit.balanced
+    assert unit.requests == ["a word", "and more"]
