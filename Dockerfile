@@ -5,71 +5,78 @@
 # GPU:            docker build -t mt-serve:gpu \
 #                   --build-arg BASE_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04 \
 #                   --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 .
-# Offline builds: put a torch wheel in docker/wheels/ and it is installed instead of the index.
+# Offline torch: a torch wheel in docker/wheels/ is installed instead of the index's.
+# Behind a TLS-intercepting proxy: a CA bundle in docker/certs/ and
+#                 --build-arg PIP_CERT=/tmp/certs/<file> (used by the build stage only).
+#
+# Two stages: `build` holds the compiler, the wheels, the CA bundle and pip's work; the final
+# image gets only its virtual environment (/opt/venv), the weights and a non-root user.
+# Every Python package comes at the version requirements.lock pins (torch included: the build,
+# CPU or CUDA, comes from the wheel or the index, the version from the lock).
 ARG BASE_IMAGE=python:3.11-slim
-FROM ${BASE_IMAGE}
 
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-ARG TORCH_VERSION=2.13.0
-# Only for builds behind a TLS-intercepting proxy: a CA bundle path inside docker/ (build-time only).
-ARG PIP_CERT=
-
+FROM ${BASE_IMAGE} AS python
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:$PATH \
-    MT_HOST=0.0.0.0 \
-    MT_PORT=8000 \
-    MT_WEIGHTS_DIR=/app/weights
-
+    PATH=/opt/venv/bin:$PATH
 SHELL ["/bin/sh", "-eu", "-c"]
-WORKDIR /app
-
-# Python images ship python3 + venv; on a bare CUDA base, install them first (the base
-# image pins the distribution, so apt versions are left to it).
+# Python images ship python3; on a bare CUDA base, install it (the base image pins the
+# distribution, so apt versions are left to it).
 # hadolint ignore=DL3008
-RUN if ! python3 -m venv --help >/dev/null 2>&1; then \
-        apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
+RUN if ! command -v python3 >/dev/null 2>&1; then \
+        apt-get update && apt-get install -y --no-install-recommends python3 \
         && rm -rf /var/lib/apt/lists/*; \
-    fi; \
-    python3 -m venv "$VIRTUAL_ENV"; \
-    useradd --create-home --uid 10001 --shell /usr/sbin/nologin mt
+    fi
 
+FROM python AS build
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG PIP_CERT=
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+# The C kernels (model_core/_kernels.c) need a C compiler and Python's headers; venv needs
+# ensurepip. Whatever the base lacks is installed here, in the build stage only.
+# hadolint ignore=DL3008,SC2086
+RUN deps=""; \
+    command -v cc >/dev/null 2>&1 || deps="gcc libc6-dev"; \
+    python3 -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+        || deps="$deps python3-dev"; \
+    python3 -m venv /tmp/probe-venv >/dev/null 2>&1 || deps="$deps python3-venv"; \
+    rm -rf /tmp/probe-venv; \
+    if [ -n "$deps" ]; then \
+        apt-get update && apt-get install -y --no-install-recommends $deps; \
+    fi; \
+    python3 -m venv "$VIRTUAL_ENV"
+
+WORKDIR /src
+COPY requirements.lock ./
 COPY docker/wheels/ /tmp/wheels/
-COPY docker/ /tmp/docker/
+COPY docker/certs/ /tmp/certs/
+# torch first, in its own layer: it is most of the image and changes least.
 RUN if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; then \
-        pip install /tmp/wheels/torch-*.whl; \
+        pip install -c requirements.lock /tmp/wheels/torch-*.whl; \
     else \
-        pip install --index-url "$TORCH_INDEX_URL" --extra-index-url https://pypi.org/simple \
-            "torch==${TORCH_VERSION}"; \
-    fi; \
-    rm -rf /tmp/wheels
+        pip install -c requirements.lock --index-url "$TORCH_INDEX_URL" \
+            --extra-index-url https://pypi.org/simple torch; \
+    fi
 
-COPY pyproject.toml setup.py constraints.txt README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY model_core/ model_core/
 COPY app/ app/
-# The optional decoding kernel (model_core/_kernels.c) needs a C compiler and Python's headers
-# at install time only: installed here when missing, removed again in the same layer; the
-# kernels then run on the OpenMP runtime torch ships, checked after the removal. The source
-# trees go too: the package lives in the venv, and a copy in the working directory would shadow
-# it (without the compiled kernels) for `python` run from there.
-# hadolint ignore=DL3008,SC2086
-RUN build_deps=""; \
-    command -v cc >/dev/null 2>&1 || build_deps="gcc libc6-dev"; \
-    python3 -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
-        || build_deps="$build_deps python3-dev"; \
-    if [ -n "$build_deps" ]; then \
-        apt-get update && apt-get install -y --no-install-recommends $build_deps; \
-    fi; \
-    pip install -c constraints.txt .; \
-    if [ -n "$build_deps" ]; then \
-        apt-get purge -y --auto-remove $build_deps && apt-get clean && rm -rf /var/lib/apt/lists/*; \
-    fi; \
-    python3 -I -c "from model_core import fused; assert fused.kernel_available()"; \
-    rm -rf /tmp/docker model_core app build ./*.egg-info
+# Built with the locked setuptools (no isolated build environment fetching another).
+RUN pip install -c requirements.lock setuptools; \
+    pip install -c requirements.lock --no-build-isolation .; \
+    python -I -c "from model_core import fused; assert fused.kernel_available()"
 
+FROM python
+ENV MT_HOST=0.0.0.0 \
+    MT_PORT=8000 \
+    MT_WEIGHTS_DIR=/app/weights
+WORKDIR /app
+COPY --from=build /opt/venv /opt/venv
+# The kernels run here without a compiler, on the OpenMP runtime torch ships: checked.
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin mt; \
+    python -I -c "from model_core import fused; assert fused.kernel_available()"
 COPY weights/ weights/
 
 USER 10001:10001

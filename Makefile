@@ -1,23 +1,31 @@
 # Two commands set everything up on a fresh machine with Python >= 3.11:
 #   make serve   install (once) and serve the models in weights/ on port 8000
 #   make test    install (once, with the dev extra) and run ruff + the whole test suite
+# Every install takes the versions pinned in requirements.lock; `make lock` refreshes it.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
+LOCK   := requirements.lock
 HOST   ?= 0.0.0.0
 PORT   ?= 8000
+UV_VERSION ?= 0.13.8
+# Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.
+LOCK_ARGS ?=
 
-.PHONY: serve test lint format install install-dev bench clean
+.PHONY: serve test lint format install install-dev bench lock clean
 
 # The stamp files make a re-run skip the install when nothing it depends on changed.
-$(VENV)/.installed: pyproject.toml setup.py constraints.txt model_core/_kernels.c
+# The lock is a constraints file: each install takes its pinned versions of what it needs.
+# The C kernels are built with the locked setuptools (no isolated build environment).
+$(VENV)/.installed: pyproject.toml setup.py $(LOCK) model_core/_kernels.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt -e .
+	$(PIP) install -q -c $(LOCK) setuptools
+	$(PIP) install -q -c $(LOCK) --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	$(PIP) install -q -c $(LOCK) --no-build-isolation -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -39,8 +47,17 @@ test: lint
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed-dev
-	$(PIP) install -q -c constraints.txt -e '.[bench]'
+	$(PIP) install -q -c $(LOCK) --no-build-isolation -e '.[bench]'
 	$(PY) -m bench.engine_bench
+
+# Re-resolve requirements.lock from pyproject.toml (every extra) and constraints.txt, for every
+# platform and Python >= 3.11, from PyPI. Versions already in the lock are kept unless
+# pyproject.toml or constraints.txt rule them out (LOCK_ARGS=--upgrade takes the newest).
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip compile pyproject.toml --all-extras --universal --python-version 3.11 \
+		-c constraints.txt --custom-compile-command 'make lock' --quiet -o $(LOCK) $(LOCK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
