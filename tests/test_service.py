@@ -162,7 +162,7 @@ ERRORS = [
         400,
         "true/false",
     ),
-    ({"json": {"q": "x", "source": "en", "target": "de", "format": "html"}}, 400, "format 'html'"),
+    ({"json": {"q": "x", "source": "en", "target": "de", "format": "pdf"}}, 400, "format 'pdf'"),
     ({"json": {"q": "x", "source": "en", "target": "de", "alternatives": 50}}, 400, "alternatives"),
     ({"json": {"q": "x", "source": "en", "target": "de", "max_length": 10**6}}, 400, "max_length"),
     ({"json": {"q": "x" * 20_001, "source": "en", "target": "de"}}, 413, "characters"),
@@ -239,7 +239,7 @@ BOTH_FRONT_ENDS = [
     ({"q": "x", "source": "en", "target": "fr"}, 400),
     ({"q": "x", "source": "en", "target": "de", "beam_size": "99"}, 400),
     ({"q": "x", "source": "en", "target": "de", "beam_size": "wide"}, 400),
-    ({"q": "x", "source": "en", "target": "de", "format": "html"}, 400),
+    ({"q": "x", "source": "en", "target": "de", "format": "pdf"}, 400),
     ({"source": "en", "target": "de"}, 400),
     ({"q": "x" * 20_001, "source": "en", "target": "de"}, 413),
 ]
