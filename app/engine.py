@@ -13,6 +13,7 @@ import torch
 
 from model_core.allocator import keep_freed_memory
 from model_core.checkpoint import CheckpointError
+from model_core.threads import available_cpus
 from model_core.translator import Translator, resolve_device
 
 from .settings import Settings
@@ -90,8 +91,9 @@ def start_engine(s: Settings) -> Engine:
     threads per calling thread; a second thread that once ran torch work leaves more threads
     than cores, and OpenMP then stops spinning between parallel regions, which made each small
     operation several times slower on a 2-core machine (docs/BENCHMARKS.md)."""
-    if s.threads:
-        torch.set_num_threads(s.threads)
+    threads = s.threads or available_cpus()
+    torch.set_num_threads(threads)
+    log.info("threads: %d%s", threads, "" if s.threads else " (the CPUs this process may use)")
     if s.tune_malloc:
         log.info("allocator: freed memory kept for reuse: %s", keep_freed_memory())
     engine = Engine(
