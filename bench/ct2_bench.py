@@ -95,6 +95,7 @@ def worker(spec: dict) -> dict:
             device=device_for(precision),
             dtype=precision if precision in GPU_PRECISIONS else "float32",
             packed=packed,
+            linear_backend=None if packed is False else spec.get("linear_backend", "auto"),
         )
         if spec["precision"] == "int8":
             tr.quantize_int8()
@@ -161,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         "float32,int8, and float16,bfloat16 when a GPU is available)",
     )
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--linear-backend",
+        choices=["auto", "panels", "onednn"],
+        default="auto",
+        help="our float32 linear layers, as MT_LINEAR_BACKEND (default: auto, as the service)",
+    )
     add_malloc_option(p)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
@@ -204,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 "batch": batch,
                 "n": n,
                 "threads": args.threads,
+                "linear_backend": args.linear_backend,
                 "src": str(args.src),
                 "checkpoint": str(args.checkpoint),
                 "ct2_dir": str(ct2_dir),
