@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from app.engine import StartupError, load_translators
+from model_core import fused
 from model_core import linear_backend as lb
 from model_core.linear_backend import available_backends, cache_key, choose_linear_backend
 from model_core.model import PackedLinear
@@ -208,3 +209,71 @@ def test_the_service_refuses_a_backend_not_built_here(monkeypatch):
         load_translators(
             WEIGHTS, device="cpu", dtype="float32", skip_bad=False, linear_backend="onednn"
         )
+
+
+@pytest.mark.skipif(not fused.kernel_available(), reason="model_core's C kernels are not built")
+@pytest.mark.parametrize("k,n", [(256, 1024), (1024, 256), (64, 40), (24, 8000)])
+def test_the_linear_kernels_avx512_and_avx2_tiles_give_the_same_bits(monkeypatch, k, n):
+    # both levels run where the CPU has AVX-512; on a CPU without it both run AVX2 (and the
+    # test compares a path with itself), which the returned level tells apart below
+    torch.manual_seed(n)
+    weight = fused.PackedWeight(torch.randn(n, k), torch.randn(n))
+    norm = torch.nn.LayerNorm(k)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.5, 0.5)
+    x, residual = torch.randn(157, k), torch.randn(157, n)
+    outputs = {}
+    for isa in (1, 2):
+        monkeypatch.setattr(fused, "LINEAR_MAX_ISA", isa)
+        with torch.inference_mode():
+            outputs[isa] = [
+                weight(x[:rows], relu=relu, residual=None if res is None else res[:rows], norm=nm)
+                for rows in (1, 5, 12, 13, 24, 30, 157)
+                for relu, res, nm in (
+                    (False, None, None),
+                    (True, None, norm),
+                    (False, residual, None),
+                )
+            ]
+    for a, b in zip(outputs[1], outputs[2], strict=True):
+        assert torch.equal(a, b)
+    # a row in a batch of 157 (12-row AVX-512 tiles) equals the row alone (1-row path)
+    monkeypatch.setattr(fused, "LINEAR_MAX_ISA", 2)
+    with torch.inference_mode():
+        full = weight(x, norm=norm)
+        for r in (0, 11, 12, 150, 156):
+            assert torch.equal(weight(x[r : r + 1], norm=norm), full[r : r + 1])
+
+
+@pytest.mark.skipif(not fused.kernel_available(), reason="model_core's C kernels are not built")
+def test_the_linear_kernel_reports_the_level_it_ran():
+    w = fused.PackedWeight(torch.randn(32, 16))
+    x, out = torch.randn(24, 16), torch.empty(24, 32)
+    levels = []
+    for isa in (0, 1, 2):
+        levels.append(
+            fused._kernels.linear(
+                x.data_ptr(),
+                16,
+                24,
+                16,
+                w.panels.data_ptr(),
+                32,
+                0,
+                0,
+                0,
+                0,
+                out.data_ptr(),
+                32,
+                1,
+                0,
+                0,
+                0.0,
+                isa,
+            )  # fmt: skip
+        )
+        torch.testing.assert_close(out, x @ w.dense().T, atol=1e-5, rtol=1e-5)
+    assert levels[0] == 0 and levels[1] <= 1 and levels[2] <= 2
+    if "avx512f" in Path("/proc/cpuinfo").read_text():
+        assert levels == [0, 1, 2]
