@@ -13,6 +13,8 @@ import torch
 
 from model_core.allocator import keep_freed_memory
 from model_core.checkpoint import CheckpointError
+from model_core.linear_backend import available_backends
+from model_core.threads import available_cpus
 from model_core.translator import Translator, resolve_device
 
 from .settings import Settings
@@ -41,7 +43,13 @@ class SentenceResult:
 
 
 def load_translators(
-    weights_dir: Path, *, device: str, dtype: str, skip_bad: bool, quantize: str = "none"
+    weights_dir: Path,
+    *,
+    device: str,
+    dtype: str,
+    skip_bad: bool,
+    quantize: str = "none",
+    linear_backend: str = "auto",
 ) -> dict[str, Translator]:
     """Every checkpoint directory under `weights_dir`, keyed by directory name."""
     if not weights_dir.is_dir():
@@ -53,10 +61,17 @@ def load_translators(
         dev = resolve_device(device)
     except ValueError as exc:
         raise StartupError(f"MT_DEVICE={device}: {exc}") from exc
+    if linear_backend != "auto" and linear_backend not in available_backends():
+        raise StartupError(
+            f"MT_LINEAR_BACKEND={linear_backend}: not built here "
+            f"(available: {', '.join(available_backends()) or 'none'})"
+        )
     translators: dict[str, Translator] = {}
     for path in candidates:
         try:
-            translator = Translator.load(path, device=dev, dtype=dtype)
+            translator = Translator.load(
+                path, device=dev, dtype=dtype, linear_backend=linear_backend
+            )
         except CheckpointError as exc:
             if not skip_bad:
                 raise StartupError(f"bad checkpoint {path}: {exc}") from exc
@@ -69,13 +84,14 @@ def load_translators(
                     raise StartupError(f"MT_QUANTIZE=int8 for {path.name}: {exc}") from exc
             translators[path.name] = translator
             log.info(
-                "loaded %s (%s->%s, %s parameters) on %s as %s",
+                "loaded %s (%s->%s, %s parameters) on %s as %s, linear layers: %s",
                 path.name,
                 translator.source_language,
                 translator.target_language,
                 f"{translator.parameters:,}",
                 translator.device,
                 translator.precision,
+                translator.linear_backend or "torch",
             )
     if not translators:
         raise StartupError(
@@ -90,8 +106,9 @@ def start_engine(s: Settings) -> Engine:
     threads per calling thread; a second thread that once ran torch work leaves more threads
     than cores, and OpenMP then stops spinning between parallel regions, which made each small
     operation several times slower on a 2-core machine (docs/BENCHMARKS.md)."""
-    if s.threads:
-        torch.set_num_threads(s.threads)
+    threads = s.threads or available_cpus()
+    torch.set_num_threads(threads)
+    log.info("threads: %d%s", threads, "" if s.threads else " (the CPUs this process may use)")
     if s.tune_malloc:
         log.info("allocator: freed memory kept for reuse: %s", keep_freed_memory())
     engine = Engine(
@@ -101,6 +118,7 @@ def start_engine(s: Settings) -> Engine:
             dtype=s.dtype,
             skip_bad=s.skip_bad_checkpoints,
             quantize=s.quantize,
+            linear_backend=s.linear_backend,
         )
     )
     if s.warmup:

@@ -22,7 +22,17 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
         "auto", description="auto: bfloat16/float16 on GPU, float32 on CPU"
     )
-    threads: int = Field(0, ge=0, description="CPU threads for inference (0: all cores)")
+    threads: int = Field(
+        0,
+        ge=0,
+        description="CPU threads for inference (0: the CPUs this process may use: its affinity mask and cgroup CPU quota)",
+    )
+    linear_backend: Literal["auto", "panels", "onednn"] = Field(
+        "auto",
+        description="float32 CPU linear layers: panels (model_core's own AVX2 kernel), onednn "
+        "(torch's oneDNN), or auto: chosen for this CPU, by instruction set and a start-up "
+        "micro-benchmark cached per machine (model_core/linear_backend.py)",
+    )
     tune_malloc: bool = Field(
         True,
         description="keep freed memory in glibc's heap for reuse instead of page-faulting it in "

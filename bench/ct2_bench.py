@@ -95,6 +95,7 @@ def worker(spec: dict) -> dict:
             device=device_for(precision),
             dtype=precision if precision in GPU_PRECISIONS else "float32",
             packed=packed,
+            linear_backend=None if packed is False else spec.get("linear_backend", "auto"),
         )
         if spec["precision"] == "int8":
             tr.quantize_int8()
@@ -161,6 +162,18 @@ def main(argv: list[str] | None = None) -> int:
         "float32,int8, and float16,bfloat16 when a GPU is available)",
     )
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run each configuration's repetitions of ours and CTranslate2 back to back, and "
+        "print the paired ratios (for a machine shared with other work)",
+    )
+    p.add_argument(
+        "--linear-backend",
+        choices=["auto", "panels", "onednn"],
+        default="auto",
+        help="our float32 linear layers, as MT_LINEAR_BACKEND (default: auto, as the service)",
+    )
     add_malloc_option(p)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
@@ -192,41 +205,53 @@ def main(argv: list[str] | None = None) -> int:
         for precision in args.precisions.split(","):
             for beam in (1, 4):
                 configs += [(system, precision, beam, b) for b in batches]
+    if args.side_by_side:
+        # each configuration's repetitions back to back, ours then CTranslate2's: on a machine
+        # shared with other work the two of a pair see about the same load
+        jobs = [(rep, key) for key in configs[:2] for rep in range(args.repeats)]
+        for precision in args.precisions.split(","):
+            for beam in (1, 4):
+                for b in batches:
+                    for rep in range(args.repeats):
+                        jobs += [
+                            (rep, ("ours", precision, beam, b)),
+                            (rep, ("ct2", precision, beam, b)),
+                        ]
+    else:
+        jobs = [(rep, key) for rep in range(args.repeats) for key in configs]
     raw: dict[tuple, list[dict]] = {}
-    for rep in range(args.repeats):
-        for system, precision, beam, batch in configs:
-            n = args.small_batch_sentences if batch == 1 else args.sentences
-            spec = {
-                "malloc": args.malloc,
-                "system": system,
-                "precision": precision,
-                "beam": beam,
-                "batch": batch,
-                "n": n,
-                "threads": args.threads,
-                "src": str(args.src),
-                "checkpoint": str(args.checkpoint),
-                "ct2_dir": str(ct2_dir),
-            }
-            out = subprocess.run(
-                [sys.executable, "-m", "bench.ct2_bench", "--worker", json.dumps(spec)],
-                capture_output=True,
-                text=True,
-            )
-            if out.returncode != 0:
-                print(out.stderr[-2000:], file=sys.stderr)
-                raw.setdefault((system, precision, beam, batch), []).append(
-                    {"error": out.returncode}
-                )
-                continue
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            result["n"] = n
-            raw.setdefault((system, precision, beam, batch), []).append(result)
-            print(
-                f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
-                f"{result['tokens'] / result['seconds']:.1f} tok/s",
-                file=sys.stderr,
-            )
+    for rep, (system, precision, beam, batch) in jobs:
+        n = args.small_batch_sentences if batch == 1 else args.sentences
+        spec = {
+            "malloc": args.malloc,
+            "system": system,
+            "precision": precision,
+            "beam": beam,
+            "batch": batch,
+            "n": n,
+            "threads": args.threads,
+            "linear_backend": args.linear_backend,
+            "src": str(args.src),
+            "checkpoint": str(args.checkpoint),
+            "ct2_dir": str(ct2_dir),
+        }
+        out = subprocess.run(
+            [sys.executable, "-m", "bench.ct2_bench", "--worker", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            print(out.stderr[-2000:], file=sys.stderr)
+            raw.setdefault((system, precision, beam, batch), []).append({"error": out.returncode})
+            continue
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result["n"] = n
+        raw.setdefault((system, precision, beam, batch), []).append(result)
+        print(
+            f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
+            f"{result['tokens'] / result['seconds']:.1f} tok/s",
+            file=sys.stderr,
+        )
     missing = [
         k for k, runs in raw.items() if any("error" in r or len(r["texts"]) != r["n"] for r in runs)
     ]
@@ -299,6 +324,30 @@ def main(argv: list[str] | None = None) -> int:
             rows,
         )
     )
+    pairs = []
+    for precision in args.precisions.split(","):
+        for beam in (1, 4):
+            for b in batches:
+                ours = raw.get(("ours", precision, beam, b), [])
+                ct2 = raw.get(("ct2", precision, beam, b), [])
+                ratios = [
+                    (o["tokens"] / o["seconds"]) / (c["tokens"] / c["seconds"])
+                    for o, c in zip(ours, ct2, strict=False)
+                    if "texts" in o and "texts" in c
+                ]
+                if ratios:
+                    search = "greedy" if beam == 1 else f"beam {beam}"
+                    pairs.append(
+                        [
+                            precision,
+                            search,
+                            b,
+                            f"{median(ratios):.2f}x",
+                            " ".join(f"{r:.2f}" for r in ratios),
+                        ]
+                    )
+    print("\nours / CTranslate2, target tok/s, each repetition's pair (median, then each):\n")
+    print(table(["precision", "search", "batch", "ratio", "pairs"], pairs))
     if args.json:
         args.json.write_text(json.dumps({" ".join(map(str, k)): v for k, v in raw.items()}))
     if missing:

@@ -138,6 +138,20 @@ def attend_cross(
 LINEAR_PANEL = 16  # output features per panel of a packed weight (LIN_NR in _kernels.c)
 
 
+def _linear_max_isa() -> int:
+    """The widest code the linear kernel may use: 2 (AVX-512 tiles as well as AVX2) where torch
+    itself runs AVX-512, else 1 (AVX2/FMA where the CPU has them, scalar code elsewhere);
+    `ATEN_CPU_CAPABILITY=avx2` thus narrows both. Every level gives the same bits except the
+    scalar code."""
+    try:
+        return 2 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 1
+    except (AttributeError, RuntimeError):
+        return 1
+
+
+LINEAR_MAX_ISA = _linear_max_isa()  # tests lower it to compare the code paths
+
+
 def pack_linear(weight: torch.Tensor) -> torch.Tensor:
     """A linear layer's (out, in) weight in the panel layout of `linear`: (panels, in, 16),
     panel p holding output features 16p..16p+15 (zeros past `out`)."""
@@ -256,6 +270,7 @@ class PackedWeight:
         _kernels.linear(
             x.data_ptr(), x_stride, rows, k, self._w, n, self._b, res_ptr, res_stride,
             int(relu), out.data_ptr(), n, torch.get_num_threads(), gamma, beta, eps,
+            LINEAR_MAX_ISA,
         )  # fmt: skip
         return out if shape is None else out.view(shape)
 

@@ -19,6 +19,7 @@ from torch import nn
 
 from . import fused
 from .config import ModelConfig
+from .linear_backend import available_backends
 from .masks import pad_mask, target_mask
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
@@ -482,10 +483,12 @@ class Transformer(nn.Module):
         cache.length += 1
         return _norm_project(self.decoder_norm, self.generator, x).float()
 
-    def prepare_for_inference(self, packed: bool = False) -> Transformer:
+    def prepare_for_inference(
+        self, packed: bool = False, backend: str | None = None
+    ) -> Transformer:
         """In place, for decoding: fuse each self-attention's q|k|v projections into one linear
         layer, and with `packed=True` (CPU float32, a PackedLinear backend available) swap
-        every linear layer for a PackedLinear. Outputs are unchanged up to float rounding; the model can no
+        every linear layer for a PackedLinear on `backend` (None: the first available). Outputs are unchanged up to float rounding; the model can no
         longer be trained."""
         self.eval()
         for layer in [*self.encoder_layers, *self.decoder_layers]:
@@ -504,7 +507,10 @@ class Transformer(nn.Module):
                 raise RuntimeError(
                     "packed weights need model_core's C kernels or torch built with oneDNN"
                 )
-            swap_linears(self, lambda lin: PackedLinear(lin) if type(lin) is nn.Linear else lin)
+            swap_linears(
+                self,
+                lambda lin: PackedLinear(lin, backend) if type(lin) is nn.Linear else lin,
+            )
         return self
 
     def unpack(self) -> Transformer:
@@ -514,14 +520,8 @@ class Transformer(nn.Module):
 
 
 def packed_linear_backends() -> list[str]:
-    """PackedLinear's backends available here, the default first."""
-    ops = torch.ops.mkldnn
-    onednn = (
-        torch.backends.mkldnn.is_available()
-        and hasattr(ops, "_linear_pointwise")
-        and hasattr(ops, "_reorder_linear_weight")
-    )
-    return ["panels"] * fused.kernel_available() + ["onednn"] * onednn
+    """PackedLinear's backends available here, the default first (linear_backend.py)."""
+    return available_backends()
 
 
 def packed_linear_available() -> bool:
@@ -539,7 +539,8 @@ class PackedLinear(nn.Module):
       layer, its bias, ReLU and the residual add run in the same call, and a row gets the same
       bits in any batch by construction.
     - "onednn": oneDNN's blocked layout, through torch's mkldnn linear ops. Also batch
-      invariant (tested), but slower at decoding sizes (docs/BENCHMARKS.md, section 3).
+      invariant (tested), and picked by `linear_backend.choose_linear_backend` where it is
+      faster on the CPU at hand (arm64, or where a start-up micro-benchmark says so).
     """
 
     def __init__(self, linear: nn.Linear, backend: str | None = None):

@@ -18,7 +18,6 @@ import argparse
 import copy
 import json
 import math
-import os
 import platform
 import signal
 import sys
@@ -33,6 +32,7 @@ from .checkpoint import Checkpoint, save_checkpoint
 from .config import ModelConfig
 from .data import Batch, DataError, count_batches, iterate_batches, read_parallel
 from .model import Transformer, count_parameters
+from .threads import available_cpus
 from .tokenizer import Tokenizer, train_sentencepiece
 from .translator import Translator, resolve_device
 
@@ -88,7 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="export the run's saved state without training further (needs --export)",
     )
     g.add_argument("--export-beam-size", type=int, default=4, help="beam for the final dev BLEU")
-    g.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    g.add_argument(
+        "--threads", type=int, default=0, help="CPU threads (0: the CPUs this process may use)"
+    )
     g.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
     args = p.parse_args(argv)
     if not args.data and not (args.train_src and args.train_tgt):
@@ -137,7 +139,7 @@ class Run:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.device = resolve_device("auto")
         if self.device.type == "cpu":
-            torch.set_num_threads(args.threads or os.cpu_count() or 1)
+            torch.set_num_threads(args.threads or available_cpus())
         torch.manual_seed(args.seed)
         self.files = data_files(args)
         self.state_path = args.run / STATE_FILE
@@ -160,7 +162,7 @@ class Run:
                 [self.files["train_src"], self.files["train_tgt"]],
                 self.run_dir / "spm",
                 args.vocab_size,
-                num_threads=args.threads or os.cpu_count() or 1,
+                num_threads=args.threads or available_cpus(),
             )
         self.tok = Tokenizer(self.spm_path)
         limit = args.max_tokens_per_sentence

@@ -18,6 +18,7 @@ import torch
 from .checkpoint import Checkpoint, load_checkpoint
 from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
 from .int8 import int8_available, quantize_linears
+from .linear_backend import choose_linear_backend
 from .masks import pad_mask
 from .model import count_parameters, packed_linear_available
 
@@ -114,9 +115,12 @@ class Translator:
         device: torch.device,
         dtype: torch.dtype,
         packed: bool | None = None,
+        linear_backend: str | None = None,
     ):
         """`packed`: packed weights for the linear layers (model.PackedLinear; None: on CPU
-        float32 where a backend is available). Outputs are the same up to float rounding."""
+        float32 where a backend is available). Outputs are the same up to float rounding.
+        `linear_backend`: "auto" (chosen for this CPU, linear_backend.py), "panels", "onednn",
+        or None: the first available (panels where the C kernels are built)."""
         self.checkpoint, self.device, self.dtype = checkpoint, device, dtype
         self.model, self.config = checkpoint.model, checkpoint.config
         self.source_tokenizer = checkpoint.source_tokenizer
@@ -128,7 +132,14 @@ class Translator:
         if packed is None:
             packed = device.type == "cpu" and dtype == torch.float32 and packed_linear_available()
         self.packed = packed
-        self.model.prepare_for_inference(packed=packed)
+        backend = None
+        if packed and linear_backend is not None:
+            cfg = self.config
+            d, ff = cfg.d_model, cfg.d_ff
+            shapes = ((3 * d, d), (d, d), (ff, d), (d, ff), (cfg.tgt_vocab_size, d))
+            backend = choose_linear_backend(linear_backend, shapes)
+        self.linear_backend = backend
+        self.model.prepare_for_inference(packed=packed, backend=backend)
 
     @classmethod
     def load(
@@ -137,10 +148,12 @@ class Translator:
         device: str | torch.device = "auto",
         dtype: str | torch.dtype = "auto",
         packed: bool | None = None,
+        linear_backend: str | None = None,
     ) -> Translator:
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
-        return cls(load_checkpoint(path, device=dev, dtype=dt), dev, dt, packed=packed)
+        checkpoint = load_checkpoint(path, device=dev, dtype=dt)
+        return cls(checkpoint, dev, dt, packed=packed, linear_backend=linear_backend)
 
     def quantize_int8(self) -> Translator:
         """int8 linear layers (CPU, float32 model only; int8.Int8Linear): weights per output
@@ -151,7 +164,7 @@ class Translator:
         if not int8_available():
             raise RuntimeError("this torch build has no quantized CPU linear op (fbgemm/x86)")
         self.model = quantize_linears(self.model.unpack())
-        self.quantized, self.packed = True, False
+        self.quantized, self.packed, self.linear_backend = True, False, None
         return self
 
     @property

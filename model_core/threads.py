@@ -1,0 +1,112 @@
+"""How many CPUs this process may really use, for "threads = 0" settings.
+
+`os.cpu_count()` is the host's core count: a container limited to 2 CPUs on a 64-core host sees
+64, and 64 threads sharing 2 CPUs' worth of time wait on each other at every parallel region.
+Two limits apply, and the smaller one wins:
+
+- the CPU affinity mask (`taskset`, `docker --cpuset-cpus`): `os.sched_getaffinity`;
+- the cgroup CPU quota (`docker --cpus`, Kubernetes CPU limits): cgroup v2 `cpu.max`
+  ("max 100000" or "200000 100000"), cgroup v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`
+  (-1: no limit). A quota of 1.5 CPUs counts as 2 (rounded up; never less than 1).
+
+The quota is read for the process's own cgroup (from /proc/self/cgroup) and every ancestor
+up to the root, since a parent's limit also applies; inside a container the cgroup namespace
+makes the root itself the container's cgroup.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def affinity_cpus() -> int:
+    """CPUs in this process's affinity mask (the host's count where the OS has no masks)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _own_paths(proc_cgroup: Path) -> tuple[str | None, str | None]:
+    """This process's cgroup path in the v2 hierarchy and in the v1 `cpu` controller's."""
+    v2 = v1 = None
+    for line in (_read(proc_cgroup) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1 = path
+    return v2, v1
+
+
+def _dirs(base: Path, own: str | None) -> list[Path]:
+    """`base` joined with `own` and each of its ancestors, existing ones only, deepest first."""
+    rel = Path((own or "/").lstrip("/"))
+    chain = [base / rel, *(base / p for p in rel.parents)]
+    return [d for d in chain if d.is_dir()]
+
+
+def _v2_limit(directory: Path) -> float | None:
+    text = _read(directory / "cpu.max")
+    if not text:
+        return None
+    fields = text.split()
+    if len(fields) != 2 or fields[0] == "max":
+        return None
+    try:
+        quota, period = int(fields[0]), int(fields[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _v1_limit(directory: Path) -> float | None:
+    quota, period = _read(directory / "cpu.cfs_quota_us"), _read(directory / "cpu.cfs_period_us")
+    try:
+        q, p = int(quota or ""), int(period or "")
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def cgroup_cpu_limit(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> float | None:
+    """The tightest cgroup CPU quota over this process's cgroup and its ancestors, in CPUs
+    (1.5 = one and a half CPUs' time per period); None when no quota is set or readable."""
+    root, proc_cgroup = Path(root), Path(proc_cgroup)
+    v2_own, v1_own = _own_paths(proc_cgroup)
+    limits: list[float] = []
+    if (root / "cgroup.controllers").exists():  # the v2 (unified) hierarchy is mounted here
+        limits += [lim for d in _dirs(root, v2_own) if (lim := _v2_limit(d)) is not None]
+    else:
+        for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
+            base = root / name
+            if base.is_dir():
+                dirs = _dirs(base, v1_own)
+                limits += [lim for d in dirs if (lim := _v1_limit(d)) is not None]
+                break
+    return min(limits) if limits else None
+
+
+def available_cpus(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
+    """The CPUs this process may use: the affinity mask, capped by the cgroup quota rounded up;
+    at least 1."""
+    cpus = affinity_cpus()
+    limit = cgroup_cpu_limit(root, proc_cgroup)
+    if limit is not None:
+        cpus = min(cpus, math.ceil(limit))
+    return max(1, cpus)
