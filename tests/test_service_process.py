@@ -74,7 +74,10 @@ def test_access_log_can_be_turned_off(weights_dir, tmp_path, access_log):
 
 def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
     log = tmp_path / "server.log"
-    with serve_in_process(weights_dir, log, max_batch_size=1, max_wait_ms=0) as (url, proc):
+    # The shutdown timeout is far beyond what the work needs on any machine, however loaded:
+    # the verdict is "every accepted request answered", not how fast the drain was.
+    settings = {"max_batch_size": 1, "max_wait_ms": 0, "shutdown_timeout_s": 600}
+    with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
         text = " ".join(["A big red car is very fast today. The dog is slow."] * 2)
 
@@ -84,12 +87,18 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
                     asyncio.ensure_future(
                         c.post(
                             f"{url}/translate",
-                            json={"q": text, "source": "en", "target": "de", "beam_size": 4},
+                            json={
+                                "q": text,
+                                "source": "en",
+                                "target": "de",
+                                "beam_size": 4,
+                                "max_length": 20,
+                            },
                         )
                     )
                     for _ in range(16)
                 ]
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + 120
                 while time.monotonic() < deadline:  # wait until all 16 are accepted and in flight
                     metrics = (await c.get(f"{url}/metrics")).text
                     if "mt_in_flight_requests 16.0" in metrics:
