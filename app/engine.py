@@ -125,6 +125,7 @@ def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
     # collector's full passes, which otherwise walk it all (~0.1 s each) in the middle of batches.
     gc.collect()
     gc.freeze()
+    engine.freeze_loads = True
     return engine
 
 
@@ -135,6 +136,7 @@ class Engine:
     def __init__(self, registry: Registry, *, device: torch.device, warmup: bool = True):
         self.registry, self.device, self.warmup = registry, device, warmup
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
+        self.freeze_loads = False  # set once started: see `load`
 
     @property
     def translators(self) -> dict[str, Translator]:
@@ -153,6 +155,11 @@ class Engine:
         if self.warmup:
             ids = translator.encode_source("Hello world.")
             self.run(DecodeKey(name, 2, 1, 16), [ids])
+        if self.freeze_loads:  # as start_engine does for the models loaded at start-up. A
+            # model holds no reference cycles, so once unloaded it is freed by reference
+            # counting, frozen or not.
+            gc.collect()
+            gc.freeze()
         return translator
 
     def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
