@@ -260,3 +260,22 @@ def test_twenty_models_served_under_a_budget_release_their_memory(spm_model, tmp
         assert grown < 8 * size, f"resident memory grew by {grown / 1e6:.1f} MB"
     log = (tmp_path / "log").read_text()
     assert "unloaded en-x00" in log and "memory budget" in log
+
+
+def test_a_model_that_fails_to_load_on_first_use_is_a_clear_500(weights_dir, tmp_path, caplog):
+    weights = tmp_path / "w"
+    for name in ("en-de", "de-en"):
+        (weights / name).mkdir(parents=True)
+        for f in (weights_dir / name).iterdir():
+            (weights / name / f.name).write_bytes(f.read_bytes())
+    (weights / "de-en" / "model.safetensors").write_bytes(b"truncated")
+    with caplog.at_level("ERROR"), serve_in_thread(weights, preload="none") as (url, _):
+        assert [x["code"] for x in httpx.get(f"{url}/languages").json()] == ["de", "en"]
+        r = translate(url, "de", "en")
+        assert r.status_code == 500
+        assert r.json()["error"] == (
+            "the model 'de-en' could not be loaded; the server log has the details"
+        )
+        assert "unreadable safetensors file" in caplog.text and "Traceback" not in r.text
+        assert translate(url, "en", "de").status_code == 200  # the others are still served
+        assert loaded(url) == {"de-en": False, "en-de": True}
