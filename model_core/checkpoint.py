@@ -27,7 +27,7 @@ from .tokenizer import Tokenizer
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-#: files that hold weights, in the layouts this module reads (counted by `weights_bytes`)
+#: files that hold a checkpoint's weights, in order of preference (sized by `weights_bytes`)
 WEIGHT_FILES = (WEIGHTS_FILE, "pytorch_model.bin")
 _TOP_KEYS = {
     "format",
@@ -162,12 +162,14 @@ def describe(directory: str | Path) -> list[tuple[str, str]]:
 
 
 def weights_bytes(directory: str | Path) -> int:
-    """Bytes of the weight files in a checkpoint directory: an estimate of the memory the
-    model takes once loaded at the precision it was stored in (sizes only; nothing is read)."""
+    """Bytes of a checkpoint directory's weight file (the first of WEIGHT_FILES present): an
+    estimate of the memory the model takes once loaded at the precision it was stored in
+    (file sizes only; nothing is read)."""
     directory = Path(directory)
-    return sum(
-        (directory / name).stat().st_size for name in WEIGHT_FILES if (directory / name).is_file()
-    )
+    for name in WEIGHT_FILES:
+        if (directory / name).is_file():
+            return (directory / name).stat().st_size
+    return 0
 
 
 def _load_tokenizer(
