@@ -1,5 +1,5 @@
-"""The bridge between the batcher and model_core: load the models, tokenize, and the function
-the batcher's worker thread calls for each batch."""
+"""The bridge between the batcher and model_core: list and load the models (app/registry.py),
+and the function the batcher's worker thread calls for each batch."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from pathlib import Path
 import torch
 
 from model_core.allocator import keep_freed_memory
-from model_core.checkpoint import CheckpointError
 from model_core.linear_backend import available_backends
 from model_core.threads import available_cpus
 from model_core.translator import Translator, resolve_device
 
+from .metrics import Metrics
+from .registry import ModelLoadError, Registry, RegistryError, discover, parse_names
 from .settings import Settings
 
 log = logging.getLogger("app.engine")
@@ -42,106 +43,147 @@ class SentenceResult:
     generated_tokens: int
 
 
-def load_translators(
-    weights_dir: Path,
+def load_translator(
+    path: Path,
     *,
-    device: str,
+    device: torch.device,
     dtype: str,
-    skip_bad: bool,
     quantize: str = "none",
     linear_backend: str = "auto",
-) -> dict[str, Translator]:
-    """Every checkpoint directory under `weights_dir`, keyed by directory name."""
-    if not weights_dir.is_dir():
-        raise StartupError(f"{weights_dir}: weights directory not found")
-    candidates = sorted(
-        p for p in weights_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
-    )
-    try:
-        dev = resolve_device(device)
-    except ValueError as exc:
-        raise StartupError(f"MT_DEVICE={device}: {exc}") from exc
-    if linear_backend != "auto" and linear_backend not in available_backends():
-        raise StartupError(
-            f"MT_LINEAR_BACKEND={linear_backend}: not built here "
-            f"(available: {', '.join(available_backends()) or 'none'})"
-        )
-    translators: dict[str, Translator] = {}
-    for path in candidates:
+) -> Translator:
+    """One checkpoint directory on the device, int8 when asked."""
+    translator = Translator.load(path, device=device, dtype=dtype, linear_backend=linear_backend)
+    if quantize == "int8":
         try:
-            translator = Translator.load(
-                path, device=dev, dtype=dtype, linear_backend=linear_backend
-            )
-        except CheckpointError as exc:
-            if not skip_bad:
-                raise StartupError(f"bad checkpoint {path}: {exc}") from exc
-            log.warning("skipping bad checkpoint %s: %s", path, exc)
-        else:
-            if quantize == "int8":
-                try:
-                    translator.quantize_int8()
-                except (ValueError, RuntimeError) as exc:  # a setting's mistake, not the files'
-                    raise StartupError(f"MT_QUANTIZE=int8 for {path.name}: {exc}") from exc
-            translators[path.name] = translator
-            log.info(
-                "loaded %s (%s->%s, %s parameters) on %s as %s, linear layers: %s",
-                path.name,
-                translator.source_language,
-                translator.target_language,
-                f"{translator.parameters:,}",
-                translator.device,
-                translator.precision,
-                translator.linear_backend or "torch",
-            )
-    if not translators:
+            translator.quantize_int8()
+        except (ValueError, RuntimeError) as exc:  # a setting's mistake, not the files'
+            raise StartupError(f"MT_QUANTIZE=int8 for {path.name}: {exc}") from exc
+    return translator
+
+
+def preload_names(s: Settings, registry: Registry) -> list[str]:
+    """The models MT_PRELOAD names ("all", "none", or a comma list of served models)."""
+    value = s.preload.strip()
+    if value == "all":
+        return list(registry.entries)
+    if value == "none":
+        return []
+    names = parse_names(value)
+    unknown = [n for n in names if n not in registry.entries]
+    if unknown:
         raise StartupError(
-            f"{weights_dir}: no loadable checkpoint directory (config.json + model.safetensors)"
+            f"MT_PRELOAD names {', '.join(unknown)}, not a served model "
+            f"(served: {', '.join(registry.entries)})"
         )
-    return translators
+    return names
 
 
-def start_engine(s: Settings) -> Engine:
-    """Set the thread count, load every model, warm up: all of it on the calling thread, which
-    must be the thread that then runs every batch. torch's OpenMP runtime keeps a team of
-    threads per calling thread; a second thread that once ran torch work leaves more threads
-    than cores, and OpenMP then stops spinning between parallel regions, which made each small
-    operation several times slower on a 2-core machine (docs/BENCHMARKS.md)."""
+def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
+    """Set the thread count, list the served models, load those to preload, warm up: all of it
+    on the calling thread, which must be the thread that then runs every batch and every later
+    load. torch's OpenMP runtime keeps a team of threads per calling thread; a second thread
+    that once ran torch work leaves more threads than cores, and OpenMP then stops spinning
+    between parallel regions, which made each small operation several times slower on a
+    2-core machine (docs/BENCHMARKS.md)."""
     threads = s.threads or available_cpus()
     torch.set_num_threads(threads)
     log.info("threads: %d%s", threads, "" if s.threads else " (the CPUs this process may use)")
     if s.tune_malloc:
         log.info("allocator: freed memory kept for reuse: %s", keep_freed_memory())
-    engine = Engine(
-        load_translators(
-            s.weights_dir,
-            device=s.device,
-            dtype=s.dtype,
-            skip_bad=s.skip_bad_checkpoints,
-            quantize=s.quantize,
-            linear_backend=s.linear_backend,
+    try:
+        dev = resolve_device(s.device)
+    except ValueError as exc:
+        raise StartupError(f"MT_DEVICE={s.device}: {exc}") from exc
+    if s.linear_backend != "auto" and s.linear_backend not in available_backends():
+        raise StartupError(
+            f"MT_LINEAR_BACKEND={s.linear_backend}: not built here "
+            f"(available: {', '.join(available_backends()) or 'none'})"
         )
+    try:
+        entries = discover(s.weights_dir, s.models, skip_bad=s.skip_bad_checkpoints)
+    except RegistryError as exc:
+        raise StartupError(str(exc)) from exc
+    engine = Engine(
+        Registry(
+            entries,
+            load=lambda path: load_translator(
+                path,
+                device=dev,
+                dtype=s.dtype,
+                quantize=s.quantize,
+                linear_backend=s.linear_backend,
+            ),
+            budget_bytes=int(s.model_memory_budget_mb * 1_000_000),
+            pivot=s.pivot_language,
+            on_load=metrics.model_loaded if metrics else None,
+            on_unload=metrics.model_unloaded if metrics else None,
+        ),
+        device=dev,
+        warmup=s.warmup,
     )
-    if s.warmup:
-        engine.warm_up()
+    budget = engine.registry.budget_bytes
+    used = 0
+    for name in preload_names(s, engine.registry):
+        size = engine.registry.entries[name].size_bytes
+        if budget and used + size > budget:
+            log.warning(
+                "MT_PRELOAD: %s left to load on first use: it would exceed the memory budget", name
+            )
+            continue
+        try:
+            engine.load(name, "MT_PRELOAD")
+        except ModelLoadError as exc:
+            if not s.skip_bad_checkpoints:
+                raise StartupError(f"bad checkpoint {exc}") from exc
+            log.warning("skipping bad checkpoint %s", exc)
+            engine.registry.drop(name)
+        used += size
+    if not engine.registry.entries:
+        raise StartupError(f"{s.weights_dir}: no loadable checkpoint directory")
     # Everything loaded so far lives as long as the process: keep it out of the cyclic garbage
     # collector's full passes, which otherwise walk it all (~0.1 s each) in the middle of batches.
     gc.collect()
     gc.freeze()
+    engine.freeze_loads = True
     return engine
 
 
 class Engine:
-    """Holds the translators; `run` is the batcher's function (called on the worker thread)."""
+    """The served models (a Registry); `run` is the batcher's function and `load` loads a
+    model: both are called on the worker thread only."""
 
-    def __init__(self, translators: dict[str, Translator]):
-        self.translators = translators
+    def __init__(self, registry: Registry, *, device: torch.device, warmup: bool = True):
+        self.registry, self.device, self.warmup = registry, device, warmup
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
-        self.pairs = {
-            (t.source_language, t.target_language): name for name, t in translators.items()
-        }
+        self.freeze_loads = False  # set once started: see `load`
+
+    @property
+    def translators(self) -> dict[str, Translator]:
+        """The loaded models by name."""
+        return self.registry.loaded
+
+    @property
+    def pairs(self) -> dict[tuple[str, str], str]:
+        """(source, target) -> the model that translates it directly."""
+        return self.registry.pairs
+
+    def load(self, name: str, reason: str) -> Translator:
+        """Load a model (unloading others beyond the budget) and warm it up."""
+        assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
+        translator = self.registry.load(name, reason)
+        if self.warmup:
+            ids = translator.encode_source("Hello world.")
+            self.run(DecodeKey(name, 2, 1, 16), [ids])
+        if self.freeze_loads:  # as start_engine does for the models loaded at start-up. A
+            # model holds no reference cycles, so once unloaded it is freed by reference
+            # counting, frozen or not.
+            gc.collect()
+            gc.freeze()
+        return translator
 
     def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
-        translator = self.translators[key.model]
+        translator = self.registry.entries[key.model].translator
+        assert translator is not None, f"{key.model} is held by its requests, so it is loaded"
         hyps = translator.translate_ids(
             payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
         )
@@ -150,8 +192,3 @@ class Engine:
             SentenceResult([decode(h.tokens) for h in sent], len(sent[0].tokens) + 1)
             for sent in hyps
         ]
-
-    def warm_up(self) -> None:
-        for name, translator in self.translators.items():
-            ids = translator.encode_source("Hello world.")
-            self.run(DecodeKey(name, 2, 1, 16), [ids])

@@ -42,7 +42,7 @@ async def load_models(app: FastAPI) -> None:
     # one thread does all the torch work: loading, warm-up, then every batch (see start_engine)
     worker = Worker()
     try:
-        engine = await worker.run(start_engine, s)
+        engine = await worker.run(start_engine, s, state.metrics)
     except asyncio.CancelledError:  # shutdown while loading: the process exits once it ends
         worker.stop()
         await worker.join()
@@ -72,23 +72,14 @@ async def load_models(app: FastAPI) -> None:
         worker=worker,
     )
     await batcher.start()
-    translators = engine.translators
-    for name, t in translators.items():
-        metrics.model_info.labels(name).info(
-            {
-                "source": t.source_language,
-                "target": t.target_language,
-                "device": str(t.device),
-                "dtype": t.precision,
-                "parameters": str(t.parameters),
-            }
-        )
+    engine.registry.worker_run = worker.run  # later loads run on the same thread
     state.engine, state.batcher, state.ready = engine, batcher, True
     log.info(
-        "ready: %d model(s) %s in %.1f s",
-        len(translators),
-        ", ".join(sorted(translators)),
+        "ready: %d model(s) served, in %.1f s, %d loaded (%s)",
+        len(engine.registry.entries),
         time.perf_counter() - started,
+        len(engine.translators),
+        ", ".join(engine.translators) or "none",
     )
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from .batcher import BatchReport
+
+if TYPE_CHECKING:
+    from .registry import ModelEntry
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -76,6 +81,24 @@ class Metrics:
             "mt_cancelled_requests_total", "requests whose client went away", registry=r
         )
         self.model_info = Info("mt_model", "a loaded model", ["model"], registry=r)
+        self.model_loads = Counter(
+            "mt_model_loads_total", "models loaded (at start-up or on first use)", registry=r
+        )
+        self.model_unloads = Counter(
+            "mt_model_unloads_total", "models unloaded, by reason", ["reason"], registry=r
+        )
+        self.model_load_seconds = Histogram(
+            "mt_model_load_seconds",
+            "time to load one model (read, move to the device, prepare)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.models_loaded = Gauge("mt_models_loaded", "models loaded now", registry=r)
+        self.models_loaded_bytes = Gauge(
+            "mt_models_loaded_bytes",
+            "weight-file bytes of the models loaded now (what MT_MODEL_MEMORY_BUDGET_MB counts)",
+            registry=r,
+        )
         self.ready = Gauge(
             "mt_ready", "1 when the models are loaded and the server takes requests", registry=r
         )
@@ -88,3 +111,26 @@ class Metrics:
             self.queue_wait.observe(wait)
         if report.failed:
             self.batch_failures.inc()
+
+    def model_loaded(self, entry: ModelEntry, seconds: float) -> None:
+        t = entry.translator
+        assert t is not None
+        self.model_loads.inc()
+        self.model_load_seconds.observe(seconds)
+        self.models_loaded.inc()
+        self.models_loaded_bytes.inc(entry.size_bytes)
+        self.model_info.labels(entry.name).info(
+            {
+                "source": t.source_language,
+                "target": t.target_language,
+                "device": str(t.device),
+                "dtype": t.precision,
+                "parameters": str(t.parameters),
+            }
+        )
+
+    def model_unloaded(self, entry: ModelEntry, reason: str) -> None:
+        self.model_unloads.labels(reason).inc()
+        self.models_loaded.dec()
+        self.models_loaded_bytes.dec(entry.size_bytes)
+        self.model_info.remove(entry.name)

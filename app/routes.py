@@ -75,38 +75,46 @@ async def translate(request: Request):
 
 @router.get("/languages", response_model=list[Language])
 async def languages(request: Request):
-    """LibreTranslate's language list, from the loaded models."""
+    """LibreTranslate's language list: every served model's languages (loaded or not), with
+    the targets each source reaches directly or through the pivot language."""
     engine = getattr(request.app.state, "engine", None)
-    pairs = engine.pairs if engine else {}
-    sources = sorted({s for s, _ in pairs})
+    reachable = engine.registry.reachable() if engine else {}
     return [
-        Language(
-            code=s, name=LANGUAGE_NAMES.get(s, s), targets=sorted(t for x, t in pairs if x == s)
-        )
-        for s in sources
+        Language(code=s, name=LANGUAGE_NAMES.get(s, s), targets=targets)
+        for s, targets in reachable.items()
     ]
 
 
 @router.get("/models")
 async def models(request: Request):
-    """Each loaded model: name, languages, parameters, device, dtype, training summary."""
+    """Each served model: name, languages, whether it is loaded, its weight bytes; once loaded
+    also parameters, device, dtype, config and training summary."""
     engine = getattr(request.app.state, "engine", None)
     out = []
-    for name, t in engine.translators.items() if engine else []:
-        training = t.checkpoint.training
-        out.append(
-            {
-                "name": name,
-                "source": t.source_language,
-                "target": t.target_language,
-                "parameters": t.parameters,
-                "device": str(t.device),
-                "dtype": t.precision,
-                "config": t.config.to_dict(),
-                "dev_bleu": training.get("dev_bleu"),
-                "trained_steps": training.get("steps"),
-            }
-        )
+    for name, entry in engine.registry.entries.items() if engine else []:
+        source, target = entry.pairs[0]
+        item: dict[str, Any] = {
+            "name": name,
+            "source": source,
+            "target": target,
+            "pairs": [{"source": s, "target": t} for s, t in entry.pairs],
+            "loaded": entry.loaded,
+            "weights_bytes": entry.size_bytes,
+        }
+        t = entry.translator
+        if t is not None:
+            training = t.checkpoint.training
+            item.update(
+                {
+                    "parameters": t.parameters,
+                    "device": str(t.device),
+                    "dtype": t.precision,
+                    "config": t.config.to_dict(),
+                    "dev_bleu": training.get("dev_bleu"),
+                    "trained_steps": training.get("steps"),
+                }
+            )
+        out.append(item)
     return out
 
 
@@ -122,11 +130,11 @@ def health_of(state: Any) -> tuple[int, dict[str, Any]]:
     if problem:  # the scheduler task or the worker thread ended: nothing would be translated
         return 503, {"status": "failed", "error": problem}
     engine = state.engine
-    devices = sorted({str(t.device) for t in engine.translators.values()})
     return 200, {
         "status": "ok",
-        "models": sorted(engine.translators),
-        "device": ", ".join(devices),
+        "models": sorted(engine.registry.entries),
+        "loaded_models": sorted(engine.translators),
+        "device": str(engine.device),
         "queue_depth": state.batcher.depth,
     }
 

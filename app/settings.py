@@ -42,6 +42,26 @@ class Settings(BaseSettings):
         "none",
         description="int8: int8 linear layers, each input row with its own scale (CPU only)",
     )
+    models: str | None = Field(
+        None,
+        description="comma list of the directories in MT_WEIGHTS_DIR to serve (unset: all)",
+    )
+    preload: str = Field(
+        "all",
+        description="models loaded at start-up: all, none, or a comma list of served models; "
+        "the others load on first use (all: as many as the memory budget holds)",
+    )
+    model_memory_budget_mb: float = Field(
+        0,
+        ge=0,
+        description="weight-file megabytes of loaded models at most; beyond, the least recently "
+        "used model no request is using is unloaded before another loads (0: no limit)",
+    )
+    pivot_language: str = Field(
+        "en",
+        description="language to translate through when no model translates a pair directly "
+        "but two models do via this language (empty: never pivot)",
+    )
     skip_bad_checkpoints: bool = Field(
         False, description="warn and skip a bad checkpoint instead of stopping"
     )

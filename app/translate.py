@@ -20,9 +20,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from model_core.translator import Translator
+
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
 from .html_format import HtmlError, extract_all, render_all
+from .registry import ModelLoadError
 from .schemas import TranslateRequest
 from .text import split_long, split_text
 
@@ -107,8 +110,9 @@ def available_pairs(state: Any) -> str:
     return ", ".join(f"{s}->{t}" for s, t in sorted(state.engine.pairs))
 
 
-def resolve_model(state: Any, source: str, target: str) -> tuple[str, str]:
-    """(model name, source language); 'auto' works when one source can reach the target."""
+def resolve_model(state: Any, source: str, target: str) -> tuple[list[str], str]:
+    """(the models to run in turn, source language): one model, or two through the pivot
+    language (app/registry.py); 'auto' works when one source can reach the target directly."""
     pairs = state.engine.pairs
     if source == "auto":
         sources = [s for s, t in pairs if t == target]
@@ -119,13 +123,16 @@ def resolve_model(state: Any, source: str, target: str) -> tuple[str, str]:
                 f"give `source` explicitly (available pairs: {available_pairs(state)})",
             )
         source = sources[0]
-    if (source, target) not in pairs:
+    models = state.engine.registry.route(source, target)
+    if models is None:
+        pivot = state.engine.registry.pivot
         raise ApiError(
             400,
-            f"no model translates '{source}' to '{target}'; available pairs: "
-            f"{available_pairs(state)}",
+            f"no model translates '{source}' to '{target}'"
+            + (f", directly or through '{pivot}'" if pivot else "")
+            + f"; available pairs: {available_pairs(state)}",
         )
-    return pairs[(source, target)], source
+    return models, source
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -212,26 +219,40 @@ async def wait_or_disconnect(
     return None
 
 
-async def translate(
-    state: Any, data: dict[str, Any], receive: Callable[[], Awaitable[dict]], started: float
-) -> dict[str, Any] | None:
-    """The response body for a parsed request, or None when the client went away first.
-    Raises ApiError for anything the client should change or retry. `receive` is the request's
-    ASGI receive channel (the body already read from it: only a disconnect can come), `started`
-    when the request arrived (time.perf_counter), for the timings it reports."""
+async def translate_leg(
+    state: Any,
+    model: str,
+    texts: list[str],
+    beam: int,
+    n_best: int,
+    max_length: int,
+    receive: Callable[[], Awaitable[dict]],
+) -> tuple[list[list[str]], float] | None:
+    """Translate `texts` with one model through the batcher (loading the model first if it is
+    not loaded): n_best lists of translations, one per text, and the batches' compute seconds;
+    None when the client went away first."""
     try:
-        req = TranslateRequest.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(400, describe_validation(exc)) from None
-    texts, beam, n_best, max_length = checked_options(state, req)
-    model, source = resolve_model(state, req.source, req.target)
-    translator = state.engine.translators[model]
-    documents = None
-    if req.format == "html":  # the documents' text, cut into units (app/html_format.py)
-        try:
-            documents, texts = extract_all(texts)
-        except HtmlError as exc:
-            raise ApiError(400, str(exc)) from None
+        async with state.engine.registry.hold(model) as translator:
+            return await _translate_with(
+                state, model, translator, texts, beam, n_best, max_length, receive
+            )
+    except ModelLoadError as exc:
+        log.error("model %s could not be loaded: %s", model, exc)
+        raise ApiError(
+            500, f"the model '{model}' could not be loaded; the server log has the details"
+        ) from None
+
+
+async def _translate_with(
+    state: Any,
+    model: str,
+    translator: Translator,
+    texts: list[str],
+    beam: int,
+    n_best: int,
+    max_length: int,
+    receive: Callable[[], Awaitable[dict]],
+) -> tuple[list[list[str]], float] | None:
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
 
     encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
@@ -280,7 +301,6 @@ async def translate(
             ) from None
         metrics.rejected.labels("draining").inc()
         raise unavailable(state, "the server is shutting down; retry on another replica") from None
-    queued = time.perf_counter()
     try:
         results = (
             await wait_or_disconnect(state, ticket, state.settings.request_timeout_s, receive)
@@ -312,7 +332,7 @@ async def translate(
     metrics.sentences.inc(len(results))
     metrics.input_tokens.inc(sum(len(p) + 1 for p in payloads))
     metrics.generated_tokens.inc(sum(r.generated_tokens for r in results))
-    outputs: list[list[str]] = [[] for _ in range(n_best)]
+    outputs: list[list[str]] = [[] for _ in range(n_best)]  # per alternative, per text
     it = iter(results)
     for prefix, layout in layouts:
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
@@ -322,16 +342,50 @@ async def translate(
                 parts[k].append(" ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) + sep)
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))
+    return outputs, ticket.compute_s if ticket else 0.0
+
+
+async def translate(
+    state: Any, data: dict[str, Any], receive: Callable[[], Awaitable[dict]], started: float
+) -> dict[str, Any] | None:
+    """The response body for a parsed request, or None when the client went away first.
+    Raises ApiError for anything the client should change or retry. `receive` is the request's
+    ASGI receive channel (the body already read from it: only a disconnect can come), `started`
+    when the request arrived (time.perf_counter), for the timings it reports."""
+    try:
+        req = TranslateRequest.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, describe_validation(exc)) from None
+    texts, beam, n_best, max_length = checked_options(state, req)
+    models, source = resolve_model(state, req.source, req.target)
+    documents = None
+    if req.format == "html":  # the documents' text, cut into units (app/html_format.py)
+        try:
+            documents, texts = extract_all(texts)
+        except HtmlError as exc:
+            raise ApiError(400, str(exc)) from None
+    queued, compute_s = time.perf_counter(), 0.0
+    outputs: list[list[str]] = [texts]
+    for i, model in enumerate(models):  # through the pivot language: the best text goes on
+        last = i == len(models) - 1
+        leg = await translate_leg(
+            state, model, outputs[0], beam, n_best if last else 1, max_length, receive
+        )
+        if leg is None:
+            return None
+        outputs, seconds = leg
+        compute_s += seconds
     if documents is not None:
         outputs = [render_all(documents, out) for out in outputs]
     single = isinstance(req.q, str)
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
-        "model": model,
+        "model": "+".join(models),
+        "models": models,
         "timings": {
             "total_ms": round((time.perf_counter() - started) * 1000, 2),
             "queue_and_compute_ms": round((time.perf_counter() - queued) * 1000, 2),
-            "compute_ms": round(ticket.compute_s * 1000, 2) if ticket else 0.0,
+            "compute_ms": round(compute_s * 1000, 2),
         },
     }
     if req.alternatives:

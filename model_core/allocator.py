@@ -42,3 +42,17 @@ def keep_freed_memory(
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     ok = bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold))
     return bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold)) and ok
+
+
+def release_freed_memory() -> bool:
+    """Hand the C heap's free pages back to the kernel (glibc's malloc_trim), so that resident
+    memory shrinks after large objects (an unloaded model) are freed even while
+    `keep_freed_memory` holds freed memory for reuse. Returns False where there is no
+    malloc_trim or nothing was released."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        malloc_trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes, malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return bool(malloc_trim(0))

@@ -27,6 +27,8 @@ from .tokenizer import Tokenizer
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+#: files that hold a checkpoint's weights, in order of preference (sized by `weights_bytes`)
+WEIGHT_FILES = (WEIGHTS_FILE, "pytorch_model.bin")
 _TOP_KEYS = {
     "format",
     "model",
@@ -142,6 +144,32 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{path}: model config: {exc}") from exc
     return meta
+
+
+def describe(directory: str | Path) -> list[tuple[str, str]]:
+    """The (source, target) language pairs a checkpoint directory translates, read from its
+    metadata alone (no weights, no tokenizer): what a service lists before loading anything.
+    A list, since one directory may serve several pairs (a multi-target model)."""
+    meta = read_metadata(directory)
+    pair = (meta["source_language"], meta["target_language"])
+    for lang in pair:
+        if not isinstance(lang, str) or not lang:
+            raise CheckpointError(
+                f"{Path(directory) / CONFIG_FILE}: language codes must be non-empty strings, "
+                f"got {lang!r}"
+            )
+    return [pair]
+
+
+def weights_bytes(directory: str | Path) -> int:
+    """Bytes of a checkpoint directory's weight file (the first of WEIGHT_FILES present): an
+    estimate of the memory the model takes once loaded at the precision it was stored in
+    (file sizes only; nothing is read)."""
+    directory = Path(directory)
+    for name in WEIGHT_FILES:
+        if (directory / name).is_file():
+            return (directory / name).stat().st_size
+    return 0
 
 
 def _load_tokenizer(

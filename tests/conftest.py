@@ -119,3 +119,19 @@ def random_checkpoint(spm_model, tokenizer, tmp_path_factory) -> Path:
         source_language="en",
         target_language="de",
     )
+
+
+def save_random_checkpoint(
+    out: Path, spm: Path, source: str, target: str, seed: int, **config
+) -> Path:
+    """A checkpoint directory `out` holding a random model (tiny_config + `config`) that
+    translates source->target with the real tokenizer `spm`."""
+    vocab = Tokenizer(spm).vocab_size
+    return save_checkpoint(
+        out,
+        random_model(tiny_config(vocab, **config), seed=seed),
+        source_tokenizer=spm,
+        target_tokenizer=spm,
+        source_language=source,
+        target_language=target,
+    )

@@ -266,14 +266,14 @@ def test_json_fast_path_and_form_route_answer_alike(server, fields, status):
 
 def test_an_unexpected_error_on_the_fast_path_is_a_json_500_with_an_error_id(weights_dir, caplog):
     with serve_in_thread(weights_dir) as (url, app):
-        engine = app.state.engine
-        real = engine.translators
-        engine.translators = {}  # a server bug: the pair resolves to a model that is not there
+        registry = app.state.engine.registry
+        real = registry.route
+        registry.route = lambda s, t: ["gone"]  # a server bug: a route to a model not served
         try:
             with caplog.at_level("ERROR"):
                 r = post(url, json={"q": "The cat.", "source": "en", "target": "de"})
         finally:
-            engine.translators = real
+            registry.route = real
         assert r.status_code == 500
         error_id = re.search(r"internal error \(error id ([0-9a-f]{12})\)", r.json()["error"])
         assert error_id and error_id.group(1) in caplog.text

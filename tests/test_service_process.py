@@ -194,7 +194,7 @@ def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weig
     # status 1 and says why, instead of leaving a server that never becomes ready
     code = (
         "import sys, app.main as m\n"
-        "def start_engine(settings):\n"
+        "def start_engine(settings, metrics=None):\n"
         "    raise OSError('the disk went away')\n"
         "m.start_engine = start_engine\n"
         "sys.exit(m.main())\n"

@@ -1,0 +1,280 @@
+"""Which checkpoint directories the service serves, which of them are loaded, and routing a
+language pair to one model or, through a pivot language, to two.
+
+Every directory under MT_WEIGHTS_DIR (or those named in MT_MODELS) is *served*: its language
+pairs come from `model_core.checkpoint.describe`, which reads metadata only, so /languages and
+/models list it before its weights are read. MT_PRELOAD names those loaded at start-up; the
+others load on first use. Beyond MT_MODEL_MEMORY_BUDGET_MB (weight-file bytes of the loaded
+models) the least recently used models are unloaded before another loads; a model that a
+request holds (`hold`) is never unloaded.
+
+Threads: loading and unloading run on the worker thread that runs every batch (see
+app/engine.py, start_engine); `hold`, `route` and the in-use counts live on the event loop. The
+one lock guards what both sides touch: the in-use counts and the set of loaded models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_core.allocator import release_freed_memory
+from model_core.checkpoint import CheckpointError, describe, weights_bytes
+from model_core.translator import Translator
+
+log = logging.getLogger("app.registry")
+
+
+class RegistryError(Exception):
+    """A setting or a directory that stops the service from starting; the message says which."""
+
+
+class ModelLoadError(Exception):
+    """A served model failed to load on first use (its directory changed or is broken)."""
+
+
+@dataclass
+class ModelEntry:
+    """One served checkpoint directory."""
+
+    name: str
+    path: Path
+    pairs: list[tuple[str, str]]
+    size_bytes: int  # weight-file bytes: the model's share of the memory budget
+    translator: Translator | None = None
+    in_use: int = 0  # requests holding the model (never unloaded while > 0)
+    last_used: float = 0.0  # time.monotonic() of the last hold, for least-recently-used
+
+    @property
+    def loaded(self) -> bool:
+        return self.translator is not None
+
+
+def parse_names(value: str) -> list[str]:
+    """'a, b,c' -> ['a', 'b', 'c']."""
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+def discover(
+    weights_dir: Path, selected: str | None = None, *, skip_bad: bool = False
+) -> list[ModelEntry]:
+    """The served directories: all under `weights_dir`, or those named in `selected` (comma
+    list), each with its language pairs and size, read without loading weights."""
+    if not weights_dir.is_dir():
+        raise RegistryError(f"{weights_dir}: weights directory not found")
+    found = sorted(p for p in weights_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    names = parse_names(selected or "")
+    if names:
+        by_name = {p.name: p for p in found}
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise RegistryError(
+                f"MT_MODELS names {', '.join(unknown)}, not a directory in {weights_dir} "
+                f"(there: {', '.join(sorted(by_name)) or 'none'})"
+            )
+        found = [by_name[n] for n in dict.fromkeys(names)]
+    entries = []
+    for path in found:
+        try:
+            pairs = describe(path)
+        except CheckpointError as exc:
+            if not skip_bad:
+                raise RegistryError(f"bad checkpoint {path}: {exc}") from exc
+            log.warning("skipping bad checkpoint %s: %s", path, exc)
+            continue
+        entries.append(ModelEntry(path.name, path, pairs, weights_bytes(path)))
+    if not entries:
+        raise RegistryError(
+            f"{weights_dir}: no loadable checkpoint directory (config.json + model.safetensors)"
+        )
+    return entries
+
+
+class Registry:
+    """The served models, the loaded ones among them, and the routes between languages."""
+
+    def __init__(
+        self,
+        entries: list[ModelEntry],
+        *,
+        load: Callable[[Path], Translator],
+        budget_bytes: int = 0,
+        pivot: str = "en",
+        on_load: Callable[[ModelEntry, float], None] | None = None,
+        on_unload: Callable[[ModelEntry, str], None] | None = None,
+    ):
+        """`load`: path -> Translator (called on the worker thread); `budget_bytes`: 0 for no
+        limit; `on_load(entry, seconds)` / `on_unload(entry, reason)`: for metrics."""
+        self.entries = {e.name: e for e in entries}
+        self._load, self.budget_bytes, self.pivot = load, budget_bytes, pivot
+        self.on_load, self.on_unload = on_load, on_unload
+        self.pairs: dict[tuple[str, str], str] = {}  # the direct routes
+        for e in entries:
+            for pair in e.pairs:
+                if pair in self.pairs:
+                    log.warning(
+                        "%s and %s both translate %s->%s; %s serves it",
+                        self.pairs[pair],
+                        e.name,
+                        *pair,
+                        self.pairs[pair],
+                    )
+                else:
+                    self.pairs[pair] = e.name
+        self._lock = threading.Lock()
+        self._loading: dict[str, asyncio.Future] = {}  # event loop side: loads under way
+        self.worker_run: Callable | None = None  # set by the service: awaits fn on the worker
+
+    def drop(self, name: str) -> None:
+        """Stop serving a model (one that failed to load at start-up)."""
+        self.entries.pop(name)
+        self.pairs = {pair: n for pair, n in self.pairs.items() if n != name}
+
+    # --- routing (event loop) -------------------------------------------------------------
+
+    def route(self, source: str, target: str) -> list[str] | None:
+        """The model names that translate source->target: one, or two through the pivot
+        language; None when there is no way."""
+        if (source, target) in self.pairs:
+            return [self.pairs[(source, target)]]
+        x = self.pivot
+        if x not in (source, target) and (source, x) in self.pairs and (x, target) in self.pairs:
+            return [self.pairs[(source, x)], self.pairs[(x, target)]]
+        return None
+
+    def reachable(self) -> dict[str, list[str]]:
+        """Every source language -> the targets it can reach, directly or through the pivot."""
+        sources = sorted({s for s, _ in self.pairs})
+        targets = sorted({t for _, t in self.pairs})
+        return {s: [t for t in targets if t != s and self.route(s, t) is not None] for s in sources}
+
+    # --- holding and lazy loading (event loop) -------------------------------------------
+
+    @property
+    def loaded(self) -> dict[str, Translator]:
+        """The loaded models by name."""
+        return {n: e.translator for n, e in self.entries.items() if e.translator is not None}
+
+    def loaded_bytes(self) -> int:
+        return sum(e.size_bytes for e in self.entries.values() if e.loaded)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[Translator]:
+        """The model, loaded if it is not (on the worker thread), and kept loaded until the
+        block ends."""
+        entry = self.entries[name]
+        with self._lock:
+            entry.in_use += 1
+            entry.last_used = time.monotonic()
+        try:
+            translator = entry.translator
+            if translator is None:
+                translator = await self._load_once(name)
+            yield translator
+        finally:
+            with self._lock:
+                entry.in_use -= 1
+
+    async def _load_once(self, name: str) -> Translator:
+        """One load per model however many requests wait for it; a request that goes away
+        does not cancel the load the others wait for."""
+        future = self._loading.get(name)
+        if future is None:
+            assert self.worker_run is not None, "the service sets worker_run before serving"
+            future = asyncio.ensure_future(self.worker_run(self.load, name, "first request"))
+            self._loading[name] = future
+            future.add_done_callback(lambda _: self._loading.pop(name, None))
+        return await asyncio.shield(future)
+
+    # --- loading and unloading (worker thread) -------------------------------------------
+
+    def load(self, name: str, reason: str) -> Translator:
+        """Load `name` (if it is not), first unloading the least recently used models that no
+        request holds while the budget would be exceeded."""
+        entry = self.entries[name]
+        if entry.translator is not None:
+            return entry.translator
+        victims = self._make_room(entry)
+        while victims:
+            victim, translator = victims.pop(0)
+            del translator  # the last reference: the model's memory is freed here
+            self._free(victim, f"memory budget: {name} needed room")
+        started = time.perf_counter()
+        try:
+            translator = self._load(entry.path)
+        except CheckpointError as exc:
+            raise ModelLoadError(f"{name}: {exc}") from exc
+        seconds = time.perf_counter() - started
+        entry.translator = translator
+        if self.on_load:
+            self.on_load(entry, seconds)
+        log.info(
+            "loaded %s (%s, %.1f MB of weights) in %.2f s on %s as %s, linear layers: %s: %s; "
+            "%d model(s), %.1f MB loaded%s",
+            name,
+            ", ".join(f"{s}->{t}" for s, t in entry.pairs),
+            entry.size_bytes / 1e6,
+            seconds,
+            translator.device,
+            translator.precision,
+            translator.linear_backend or "torch",
+            reason,
+            len(self.loaded),
+            self.loaded_bytes() / 1e6,
+            f" of a {self.budget_bytes / 1e6:.1f} MB budget" if self.budget_bytes else "",
+        )
+        return translator
+
+    def _make_room(self, entry: ModelEntry) -> list[tuple[ModelEntry, Translator]]:
+        """Detach the models to unload so that `entry` fits the budget (least recently used
+        first, never one in use); the caller frees them."""
+        if not self.budget_bytes:
+            return []
+        victims = []
+        with self._lock:
+            total = self.loaded_bytes()
+            candidates = sorted(
+                (e for e in self.entries.values() if e.loaded and e is not entry),
+                key=lambda e: e.last_used,
+            )
+            for other in candidates:
+                if total + entry.size_bytes <= self.budget_bytes:
+                    break
+                if other.in_use:
+                    continue
+                victims.append((other, other.translator))
+                other.translator = None  # from here on a request loads it afresh
+                total -= other.size_bytes
+        if total + entry.size_bytes > self.budget_bytes:
+            log.warning(
+                "loading %s exceeds the memory budget (%.1f MB needed, %.1f MB of %.1f MB "
+                "held by models in use or too large a model)",
+                entry.name,
+                entry.size_bytes / 1e6,
+                total / 1e6,
+                self.budget_bytes / 1e6,
+            )
+        return victims
+
+    def _free(self, entry: ModelEntry, reason: str) -> None:
+        """After the last reference to an unloaded model is gone: collect, hand the memory
+        back to the kernel, count and log."""
+        gc.collect()
+        release_freed_memory()
+        if self.on_unload:
+            self.on_unload(entry, "memory_budget")
+        log.info(
+            "unloaded %s (%.1f MB of weights): %s; %d model(s), %.1f MB loaded",
+            entry.name,
+            entry.size_bytes / 1e6,
+            reason,
+            len(self.loaded),
+            self.loaded_bytes() / 1e6,
+        )

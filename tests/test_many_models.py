@@ -1,0 +1,281 @@
+"""Many models on one server (app/registry.py): every directory listed before it loads, lazy
+loading on first use, least-recently-used unloading beyond the memory budget, pivoting through
+a third language, MT_MODELS selection, and the metrics. Real uvicorn servers, real checkpoints
+(random weights) and a real sentencepiece model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.batcher import Worker
+from app.engine import load_translator
+from app.registry import Registry, discover
+from model_core.checkpoint import describe, weights_bytes
+from model_core.translator import Translator
+from tests.conftest import save_random_checkpoint
+from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
+from tests.test_service import metric, post
+
+PAIRS = [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")]
+SENTENCE = "The big red car is very fast today."
+
+
+@pytest.fixture(scope="module")
+def weights_dir(spm_model, tmp_path_factory) -> Path:
+    """Four directories: en-de, de-en, en-fr, fr-en, each a different random model."""
+    d = tmp_path_factory.mktemp("many")
+    for seed, (s, t) in enumerate(PAIRS):
+        save_random_checkpoint(d / f"{s}-{t}", spm_model, s, t, seed=seed + 1)
+    return d
+
+
+def translate(url: str, source: str, target: str, text: str = SENTENCE, **kw) -> httpx.Response:
+    return post(url, json={"q": text, "source": source, "target": target, "beam_size": 2, **kw})
+
+
+def loaded(url: str) -> dict[str, bool]:
+    return {m["name"]: m["loaded"] for m in httpx.get(f"{url}/models", timeout=30).json()}
+
+
+def test_describe_reads_pairs_without_weights(weights_dir, tmp_path):
+    assert describe(weights_dir / "de-en") == [("de", "en")]
+    size = weights_bytes(weights_dir / "de-en")
+    assert size == (weights_dir / "de-en" / "model.safetensors").stat().st_size > 0
+    # the weights are not read: a directory whose weights are unreadable still describes itself
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_bytes((weights_dir / "de-en" / "config.json").read_bytes())
+    (broken / "model.safetensors").write_bytes(b"not safetensors")
+    assert describe(broken) == [("de", "en")]
+
+
+def test_lazy_load_on_first_request(weights_dir):
+    with serve_in_thread(weights_dir, preload="none") as (url, _):
+        assert loaded(url) == {"de-en": False, "en-de": False, "en-fr": False, "fr-en": False}
+        models = httpx.get(f"{url}/models").json()
+        assert all("parameters" not in m and m["weights_bytes"] > 0 for m in models)
+        assert metric(url, "mt_model_loads_total") == 0
+        r = translate(url, "en", "de")
+        assert r.status_code == 200, r.text
+        assert r.json()["models"] == ["en-de"] and r.json()["model"] == "en-de"
+        assert loaded(url) == {"de-en": False, "en-de": True, "en-fr": False, "fr-en": False}
+        entry = next(m for m in httpx.get(f"{url}/models").json() if m["name"] == "en-de")
+        assert entry["parameters"] > 0 and entry["device"] == "cpu"
+        assert metric(url, "mt_model_loads_total") == 1
+        assert metric(url, "mt_models_loaded") == 1
+        # the same answer as the checkpoint loaded by hand (beam 2, same length limits)
+        direct = Translator.load(weights_dir / "en-de", device="cpu", dtype="float32")
+        assert r.json()["translatedText"] == direct.translate_batch([SENTENCE], beam_size=2)[0].text
+
+        # several requests at once for a model not loaded yet: one load, all answered alike
+        async def many() -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=60) as ac:
+                body = {"q": SENTENCE, "source": "en", "target": "fr", "beam_size": 2}
+                return await asyncio.gather(
+                    *(ac.post(f"{url}/translate", json=body) for _ in range(6))
+                )
+
+        answers = asyncio.run(many())
+        assert {a.status_code for a in answers} == {200}
+        assert len({a.json()["translatedText"] for a in answers}) == 1
+        assert metric(url, "mt_model_loads_total") == 2
+
+
+def test_least_recently_used_model_is_unloaded_beyond_the_budget(weights_dir, caplog):
+    size = weights_bytes(weights_dir / "en-de")
+    with (
+        caplog.at_level("INFO", logger="app.registry"),
+        serve_in_thread(  # room for two models, not three
+            weights_dir, preload="none", model_memory_budget_mb=2.5 * size / 1e6
+        ) as (url, _),
+    ):
+        first = {}
+        for s, t in [("en", "de"), ("de", "en")]:
+            first[(s, t)] = translate(url, s, t).json()["translatedText"]
+        assert loaded(url) == {"de-en": True, "en-de": True, "en-fr": False, "fr-en": False}
+        translate(url, "en", "fr")  # en-de is the least recently used
+        assert loaded(url) == {"de-en": True, "en-de": False, "en-fr": True, "fr-en": False}
+        assert metric(url, "mt_model_unloads_total", 'reason="memory_budget"') == 1
+        assert "unloaded en-de" in caplog.text and "memory budget: en-fr needed room" in caplog.text
+        # reloaded on demand, with the same answer; de-en is now the least recently used
+        assert translate(url, "en", "de").json()["translatedText"] == first[("en", "de")]
+        assert loaded(url) == {"de-en": False, "en-de": True, "en-fr": True, "fr-en": False}
+        assert metric(url, "mt_model_loads_total") == 4
+        assert metric(url, "mt_model_unloads_total") == 2
+        assert metric(url, "mt_models_loaded") == 2
+        assert metric(url, "mt_models_loaded_bytes") == 2 * size
+        assert metric(url, "mt_model_load_seconds_count") == 4
+
+
+def test_a_model_in_use_is_never_unloaded(weights_dir):
+    """While a request holds a model, loading others unloads the next least recently used one
+    instead, even when the held one is the oldest."""
+    size = weights_bytes(weights_dir / "en-de")
+
+    async def scenario() -> list[list[str]]:
+        worker = Worker()
+        registry = Registry(
+            discover(weights_dir),
+            load=lambda p: load_translator(p, device="cpu", dtype="float32"),
+            budget_bytes=int(2.5 * size),
+        )
+        registry.worker_run = worker.run
+        states = []
+        try:
+            async with registry.hold("en-de") as held:
+                async with registry.hold("de-en"):
+                    pass
+                async with registry.hold("en-fr"):  # room for two: de-en goes, not en-de
+                    states.append(sorted(registry.loaded))
+                async with registry.hold("fr-en"):  # en-fr goes
+                    states.append(sorted(registry.loaded))
+                assert registry.loaded["en-de"] is held
+            async with registry.hold("de-en"):  # en-de is free again and the oldest
+                states.append(sorted(registry.loaded))
+        finally:
+            worker.stop()
+            await worker.join()
+        return states
+
+    assert asyncio.run(scenario()) == [
+        ["en-de", "en-fr"],
+        ["en-de", "fr-en"],
+        ["de-en", "fr-en"],
+    ]
+
+
+def test_pivot_equals_translating_through_both_legs_by_hand(weights_dir):
+    with serve_in_thread(weights_dir) as (url, _):
+        languages = {x["code"]: x["targets"] for x in httpx.get(f"{url}/languages").json()}
+        assert languages == {"de": ["en", "fr"], "en": ["de", "fr"], "fr": ["de", "en"]}
+        texts = [SENTENCE, "I see a small green tree.\n\nWe eat bread. The dog is slow."]
+        r = translate(url, "de", "fr", text=texts, alternatives=1)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["models"] == ["de-en", "en-fr"] and body["model"] == "de-en+en-fr"
+        leg1 = translate(url, "de", "en", text=texts).json()
+        leg2 = translate(url, "en", "fr", text=leg1["translatedText"], alternatives=1).json()
+        assert body["translatedText"] == leg2["translatedText"]
+        assert body["alternatives"] == leg2["alternatives"]
+        direct = translate(url, "en", "fr", text=texts).json()["translatedText"]
+        assert body["translatedText"] != direct  # the first leg did something
+        # html: the markup is kept; the text pieces go through both legs
+        pivoted = translate(url, "de", "fr", text="<p>The <b>cat</b> is big.</p>", format="html")
+        out = pivoted.json()["translatedText"]
+        assert pivoted.json()["models"] == ["de-en", "en-fr"]
+        assert out.startswith("<p>") and out.endswith("</p>") and out.count("<b>") == 1
+    with serve_in_thread(weights_dir, pivot_language="") as (url, _):
+        r = translate(url, "de", "fr")
+        assert r.status_code == 400 and "no model translates 'de' to 'fr'" in r.json()["error"]
+
+
+def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):
+    with serve_in_thread(weights_dir, preload="none") as (url, _):
+        r = translate(url, "fr", "xx")
+        assert r.status_code == 400
+        assert r.json()["error"] == (
+            "no model translates 'fr' to 'xx', directly or through 'en'; available pairs: "
+            "de->en, en->de, en->fr, fr->en"
+        )
+        assert not any(loaded(url).values())  # nothing was loaded for it
+
+
+def test_mt_models_selects_what_is_served(weights_dir, tmp_path):
+    with serve_in_thread(weights_dir, models="en-de, de-en") as (url, _):
+        assert loaded(url) == {"en-de": True, "de-en": True}
+        assert httpx.get(f"{url}/health").json()["models"] == ["de-en", "en-de"]
+        assert [x["code"] for x in httpx.get(f"{url}/languages").json()] == ["de", "en"]
+        r = translate(url, "en", "fr")
+        assert r.status_code == 400 and "available pairs: de->en, en->de" in r.json()["error"]
+    with serve_in_process(weights_dir, tmp_path / "log", models="en-de,nope") as (url, proc):
+        assert proc.wait(timeout=120) == 1
+    log = (tmp_path / "log").read_text()
+    assert "MT_MODELS names nope, not a directory in" in log and "de-en, en-de" in log
+    with serve_in_process(weights_dir, tmp_path / "log2", preload="fr-en,gone") as (url, proc):
+        assert proc.wait(timeout=120) == 1
+    assert "MT_PRELOAD names gone, not a served model" in (tmp_path / "log2").read_text()
+
+
+def test_preload_stops_at_the_budget(weights_dir, caplog):
+    size = weights_bytes(weights_dir / "en-de")
+    with (
+        caplog.at_level("WARNING"),
+        serve_in_thread(weights_dir, model_memory_budget_mb=2.5 * size / 1e6) as (url, _),
+    ):
+        assert loaded(url) == {"de-en": True, "en-de": True, "en-fr": False, "fr-en": False}
+        assert "en-fr left to load on first use" in caplog.text
+        assert translate(url, "en", "fr").status_code == 200
+
+
+def test_twenty_models_served_under_a_budget_release_their_memory(spm_model, tmp_path):
+    """20 directories, a budget that holds 3 of them: every model answers as it did the first
+    time it was asked, and the server's resident memory stays far below what 20 loaded models
+    take (unloaded models give their memory back)."""
+    weights = tmp_path / "w"
+    config = dict(d_model=192, d_ff=768, encoder_layers=2, decoder_layers=2, tie_output=False)
+    for i in range(20):
+        save_random_checkpoint(weights / f"en-x{i:02d}", spm_model, "en", f"x{i:02d}", i, **config)
+    size = weights_bytes(weights / "en-x00")
+    budget_mb = 3.5 * size / 1e6
+    with serve_in_process(
+        weights,
+        tmp_path / "log",
+        preload="none",
+        model_memory_budget_mb=budget_mb,
+        threads=1,
+        warmup="false",
+    ) as (url, proc):
+        wait_ready(url, timeout=120, process=proc)
+
+        def rss() -> int:
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+            raise AssertionError("no VmRSS")
+
+        translate(url, "en", "x00")
+        baseline = rss()  # one model loaded, torch and the server warmed up
+        answers = {}
+        peak = baseline
+        for round_ in range(2):
+            for i in range(20):
+                r = translate(url, "en", f"x{i:02d}")
+                assert r.status_code == 200, r.text
+                text = r.json()["translatedText"]
+                if round_ == 0:
+                    answers[i] = text
+                else:
+                    assert text == answers[i], f"en-x{i:02d} answered differently after a reload"
+                peak = max(peak, rss())
+        assert len(set(answers.values())) > 10  # twenty different models, not one
+        assert sum(loaded(url).values()) <= 3
+        assert metric(url, "mt_model_unloads_total") >= 37
+        grown = peak - baseline
+        # 20 loaded models would take at least 20 x size; under the budget the growth stays
+        # within a few models' worth
+        assert grown < 8 * size, f"resident memory grew by {grown / 1e6:.1f} MB"
+    log = (tmp_path / "log").read_text()
+    assert "unloaded en-x00" in log and "memory budget" in log
+
+
+def test_a_model_that_fails_to_load_on_first_use_is_a_clear_500(weights_dir, tmp_path, caplog):
+    weights = tmp_path / "w"
+    for name in ("en-de", "de-en"):
+        (weights / name).mkdir(parents=True)
+        for f in (weights_dir / name).iterdir():
+            (weights / name / f.name).write_bytes(f.read_bytes())
+    (weights / "de-en" / "model.safetensors").write_bytes(b"truncated")
+    with caplog.at_level("ERROR"), serve_in_thread(weights, preload="none") as (url, _):
+        assert [x["code"] for x in httpx.get(f"{url}/languages").json()] == ["de", "en"]
+        r = translate(url, "de", "en")
+        assert r.status_code == 500
+        assert r.json()["error"] == (
+            "the model 'de-en' could not be loaded; the server log has the details"
+        )
+        assert "unreadable safetensors file" in caplog.text and "Traceback" not in r.text
+        assert translate(url, "en", "de").status_code == 200  # the others are still served
+        assert loaded(url) == {"de-en": False, "en-de": True}
