@@ -76,7 +76,12 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
     log = tmp_path / "server.log"
     # The shutdown timeout is far beyond what the work needs on any machine, however loaded:
     # the verdict is "every accepted request answered", not how fast the drain was.
-    settings = {"max_batch_size": 1, "max_wait_ms": 0, "shutdown_timeout_s": 600}
+    settings = {
+        "max_batch_size": 1,
+        "max_wait_ms": 0,
+        "shutdown_timeout_s": 600,
+        "request_timeout_s": 600,
+    }
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
         text = " ".join(["A big red car is very fast today. The dog is slow."] * 2)
