@@ -24,6 +24,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .batcher import MicroBatcher, Worker
+from .detect import Detector
+from .endpoints import HANDLERS
 from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
 from .file_routes import router as file_router
@@ -72,6 +74,13 @@ async def load_models(app: FastAPI) -> None:
         worker=worker,
     )
     await batcher.start()
+    languages = {lang for pair in engine.pairs for lang in pair}
+    state.detector = await asyncio.to_thread(Detector, languages)
+    if state.detector.unknown:
+        log.warning(
+            "language detection cannot name %s: source 'auto' never picks them",
+            ", ".join(state.detector.unknown),
+        )
     translators = engine.translators
     for name, t in translators.items():
         metrics.model_info.labels(name).info(
@@ -155,8 +164,8 @@ class MetricsMiddleware:
 class Service(FastAPI):
     """FastAPI behind three plain-ASGI layers that every HTTP request passes first: the metrics
     middleware, the cap on requests in progress (app/limits.py), then the fast path for POST
-    /translate (app/fastpath.py), which hands everything else to FastAPI. A translation request
-    pays for none of FastAPI's own middleware stack."""
+    /translate and /detect (app/fastpath.py), which hands everything else to FastAPI. A
+    translation request pays for none of FastAPI's own middleware stack."""
 
     front = None  # set by create_app
 
@@ -184,9 +193,10 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.ready, app.state.draining = False, False
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
+    app.state.detector = None
     app.include_router(router)
     app.include_router(file_router)
-    limited = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state), app.state)
+    limited = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state, HANDLERS), app.state)
     app.front = MetricsMiddleware(limited, app.state.metrics)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
     app.state.metrics.ready.set_function(lambda: float(health_of(app.state)[0] == 200))

@@ -39,9 +39,19 @@ class TranslateRequest(BaseModel):
 class TranslateResponse(BaseModel):
     translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
     alternatives: list[str] | list[list[str]] | None = None
-    detectedLanguage: dict | None = None  # noqa: N815
+    detectedLanguage: dict | list[dict] | None = None  # noqa: N815
     model: str
     timings: dict[str, float]
+
+
+class DetectRequest(BaseModel):
+    q: str | list[str] = Field(description="text whose language to detect, or a list of texts")
+    api_key: str | None = Field(None, description="API key (when the server has keys)")
+
+
+class Detection(BaseModel):
+    language: str
+    confidence: float = Field(description="in percent")
 
 
 class Language(BaseModel):

@@ -108,17 +108,8 @@ def available_pairs(state: Any) -> str:
 
 
 def resolve_model(state: Any, source: str, target: str) -> tuple[str, str]:
-    """(model name, source language); 'auto' works when one source can reach the target."""
+    """(model name, source language) of an explicit source."""
     pairs = state.engine.pairs
-    if source == "auto":
-        sources = [s for s, t in pairs if t == target]
-        if len(sources) != 1:
-            raise ApiError(
-                400,
-                f"cannot pick a source language for target '{target}'; "
-                f"give `source` explicitly (available pairs: {available_pairs(state)})",
-            )
-        source = sources[0]
     if (source, target) not in pairs:
         raise ApiError(
             400,
@@ -212,22 +203,54 @@ async def wait_or_disconnect(
     return None
 
 
-async def translate(
-    state: Any, data: dict[str, Any], receive: Callable[[], Awaitable[dict]], started: float
-) -> dict[str, Any] | None:
-    """The response body for a parsed request, or None when the client went away first.
-    Raises ApiError for anything the client should change or retry. `receive` is the request's
-    ASGI receive channel (the body already read from it: only a disconnect can come), `started`
-    when the request arrived (time.perf_counter), for the timings it reports."""
-    try:
-        req = TranslateRequest.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(400, describe_validation(exc)) from None
-    texts, beam, n_best, max_length = checked_options(state, req)
-    model, source = resolve_model(state, req.source, req.target)
+async def detect_sources(state: Any, texts: list[str], target: str) -> list[tuple[str, float]]:
+    """(language, confidence) of each text, among the languages that have a model to `target`
+    and `target` itself (a text already in it is returned as it is)."""
+    candidates = sorted({s for s, t in state.engine.pairs if t == target})
+    if not candidates:
+        raise ApiError(
+            400,
+            f"no model translates to '{target}'; available pairs: {available_pairs(state)}",
+        )
+    among = [*candidates, target]
+    detector = state.detector
+    ranked = await asyncio.to_thread(detector.detect_all, texts, among)
+    out = []
+    for text_ranked in ranked:
+        if text_ranked:
+            out.append(text_ranked[0])
+        else:  # the detector knows none of the candidates: the only choice, if there is one
+            if len(candidates) != 1:
+                raise ApiError(
+                    400,
+                    f"cannot detect the source language among {', '.join(candidates)}; "
+                    "give `source` explicitly",
+                )
+            out.append((candidates[0], 0.0))
+    return out
+
+
+class Outputs:
+    """What one model's share of a request produced: per alternative, per text."""
+
+    def __init__(self, texts: list[list[str]], compute_s: float, queued: float):
+        self.texts, self.compute_s, self.queued = texts, compute_s, queued
+
+
+async def run_model(
+    state: Any,
+    model: str,
+    texts: list[str],
+    fmt: str,
+    options: tuple[int, int, int],
+    receive: Callable[[], Awaitable[dict]],
+) -> Outputs | None:
+    """Translates `texts` with one model: split into sentences, queued in the batcher,
+    reassembled. None when the client went away first."""
+    beam, n_best, max_length = options
     translator = state.engine.translators[model]
     documents = None
-    if req.format == "html":  # the documents' text, cut into units (app/html_format.py)
+    if fmt == "html":  # the documents' text, cut into units (app/html_format.py)
         try:
             documents, texts = extract_all(texts)
         except HtmlError as exc:
@@ -324,19 +347,69 @@ async def translate(
             outputs[k].append("".join(parts[k]))
     if documents is not None:
         outputs = [render_all(documents, out) for out in outputs]
+    return Outputs(outputs, ticket.compute_s if ticket else 0.0, queued)
+
+
+async def translate(
+    state: Any, data: dict[str, Any], receive: Callable[[], Awaitable[dict]], started: float
+) -> dict[str, Any] | None:
+    """The response body for a parsed request, or None when the client went away first.
+    Raises ApiError for anything the client should change or retry. `receive` is the request's
+    ASGI receive channel (the body already read from it: only a disconnect can come), `started`
+    when the request arrived (time.perf_counter), for the timings it reports.
+
+    With `source: "auto"` each text's language is detected (app/detect.py) and each text goes
+    to the model from its language; a text already in the target language is returned as it is."""
+    try:
+        req = TranslateRequest.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, describe_validation(exc)) from None
+    texts, beam, n_best, max_length = checked_options(state, req)
+    detected: list[tuple[str, float]] | None = None
+    if req.source == "auto":
+        detected = await detect_sources(state, texts, req.target)
+        sources = [lang for lang, _ in detected]
+    else:
+        sources = [resolve_model(state, req.source, req.target)[1]] * len(texts)
+    groups: dict[str, list[int]] = {}  # model -> indices of its texts
+    for i, source in enumerate(sources):
+        if source != req.target:
+            groups.setdefault(state.engine.pairs[(source, req.target)], []).append(i)
+    options = (beam, n_best, max_length)
+    tasks = [
+        asyncio.ensure_future(
+            run_model(state, model, [texts[i] for i in idx], req.format, options, receive)
+        )
+        for model, idx in groups.items()
+    ]
+    try:
+        results = await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    if any(r is None for r in results):
+        return None
+    outputs: list[list[str]] = [list(texts) for _ in range(n_best)]  # untouched: in the target
+    for idx, result in zip(groups.values(), results, strict=True):
+        for k in range(n_best):
+            for j, i in enumerate(idx):
+                outputs[k][i] = result.texts[k][j]
+    now = time.perf_counter()
+    queued = min((r.queued for r in results), default=now)
     single = isinstance(req.q, str)
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
-        "model": model,
+        "model": ", ".join(groups) or "none (the text is in the target language)",
         "timings": {
-            "total_ms": round((time.perf_counter() - started) * 1000, 2),
-            "queue_and_compute_ms": round((time.perf_counter() - queued) * 1000, 2),
-            "compute_ms": round(ticket.compute_s * 1000, 2) if ticket else 0.0,
+            "total_ms": round((now - started) * 1000, 2),
+            "queue_and_compute_ms": round((now - queued) * 1000, 2),
+            "compute_ms": round(sum(r.compute_s for r in results) * 1000, 2),
         },
     }
     if req.alternatives:
         alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(outputs[0]))]
         body["alternatives"] = alts[0] if single else alts
-    if req.source == "auto":
-        body["detectedLanguage"] = {"language": source, "confidence": 100.0}
+    if detected is not None:
+        found = [{"language": lang, "confidence": conf} for lang, conf in detected]
+        body["detectedLanguage"] = found[0] if single else found
     return body
