@@ -140,7 +140,7 @@ def test_detect_takes_its_parameters_in_every_style(server, style):
             400,
             "",
         ),
-        ({"params": [("p%d" % i, "1") for i in range(100)]}, 400, "parameters"),
+        ({"params": [(f"p{i}", "1") for i in range(100)]}, 400, "parameters"),
         (
             {"content": b"q=%ff", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
             400,
