@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .access import text_chars
 from .params import request_params
 from .translate import _SURROGATE, ApiError
 from .translate import translate as translate_data
@@ -23,6 +24,8 @@ async def translate_endpoint(
     state: Any, scope: dict, raw: bytes, receive: Receive, started: float
 ) -> dict[str, Any] | None:
     data = await request_params(scope, raw)
+    access = state.access
+    access.charge(access.admit(data, scope), text_chars(data.get("q")))
     return await translate_data(state, data, receive, started)
 
 
@@ -39,10 +42,6 @@ def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
     chars = sum(len(t) for t in texts)
     if chars > s.max_request_chars:
         raise ApiError(413, f"{chars} characters in `q`; at most {s.max_request_chars} per request")
-    for name in ("api_key",):
-        value = data.get(name)
-        if value is not None and not isinstance(value, str):
-            raise ApiError(400, f"`{name}` must be a text")
     if any(_SURROGATE.search(t) for t in texts):
         raise ApiError(400, "`q` holds an unpaired UTF-16 surrogate; send valid Unicode")
     return texts
@@ -55,7 +54,10 @@ async def detect_endpoint(
     in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts
     together (each language's confidence averaged over the texts)."""
     data = await request_params(scope, raw)
+    access = state.access
+    grant = access.admit(data, scope)
     texts = detect_texts(state, data)
+    access.charge(grant, text_chars(texts))
     ranked = await asyncio.to_thread(state.detector.detect_all, texts)
     total: dict[str, float] = {}
     for text_ranked in ranked:

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .endpoints import detect_endpoint, translate_endpoint
+from .formats import CONTENT_TYPES as FILE_EXTENSIONS
 from .schemas import (
     LANGUAGE_NAMES,
     Detection,
@@ -109,6 +110,33 @@ async def languages(request: Request):
         )
         for s in sources
     ]
+
+
+@router.get("/frontend/settings")
+async def frontend_settings(request: Request):
+    """LibreTranslate's settings for web pages: limits, keys, file formats, default languages
+    (and this server's per-minute and per-day limits, which LibreTranslate does not report)."""
+    state = request.app.state
+    s = state.settings
+    engine = getattr(state, "engine", None)
+    targets = sorted({t for _, t in engine.pairs}) if engine else []
+    target = next((t for t in targets if t != "en"), targets[0] if targets else "")
+    return {
+        "charLimit": s.max_request_chars,
+        "frontendTimeout": s.frontend_timeout_ms,
+        "apiKeys": state.access.keys is not None,
+        "keyRequired": s.api_keys_required,
+        "suggestions": False,
+        "filesTranslation": True,
+        "supportedFilesFormat": list(FILE_EXTENSIONS),
+        "language": {
+            "source": {"code": "auto", "name": "Auto Detect"},
+            "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
+        },
+        "reqLimitPerMinute": s.req_limit_per_minute,
+        "charLimitPerDay": s.char_limit_per_day,
+        "batchLimit": s.max_texts,
+    }
 
 
 @router.get("/models")

@@ -32,7 +32,7 @@ class TranslateRequest(BaseModel):
         None, ge=1, description="generated tokens per sentence at most (extension)"
     )
     api_key: str | None = Field(
-        None, description="accepted for LibreTranslate clients; not checked"
+        None, description="API key (checked when the server has a keys database)"
     )
 
 
