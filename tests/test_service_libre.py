@@ -231,3 +231,23 @@ def test_auto_with_alternatives_and_html_keeps_the_order(server):
     assert body["translatedText"][1] == q[1]
     assert body["alternatives"][1] == [q[1]]
     assert body["translatedText"][0].startswith("<p>")
+
+
+def test_translate_file_with_auto_and_the_query_string(server):
+    data = f"{DE}\n\n{EN}\n".encode()
+    r = post(
+        server,
+        "/translate_file",
+        params={"source": "auto", "target": "en"},
+        files={"file": ("mixed.txt", data)},
+    )
+    assert r.status_code == 200, r.text
+    got = httpx.get(r.json()["translatedFileUrl"]).content.decode()
+    assert got == f"{explicit(server, DE, 'de', 'en')}\n\n{EN}\n"
+
+
+@pytest.mark.parametrize("method, path", [("POST", "/suggest"), ("GET", "/spec")])
+def test_libretranslate_endpoints_not_served_are_json_404s(server, method, path):
+    r = httpx.request(method, f"{server}{path}")
+    assert r.status_code == 404
+    assert r.json()["error"]
