@@ -1,13 +1,15 @@
 """Language identification for POST /detect and `source: "auto"`, with py3langid.
 
 py3langid (BSD-3-Clause; a maintained fork of langid.py) was chosen over lingua-language-detector
-for its size and load time: its one model (97 languages, 4.5 MB installed, numpy only, stored as
-an .npz read with allow_pickle=False) loads in well under a second, where lingua's wheels carry
-hundreds of megabytes of n-gram models. lingua is more accurate on very short texts; here the
-choice is only between the few languages the loaded models serve, which py3langid tells apart
-well once a text has a few words. The identifier is restricted to the languages the models
-serve (as sources or targets) and its probabilities are renormalised over them; a request can
-restrict it further (the sources that have a model to its target, and the target itself).
+(Apache-2.0) for its size and its plain dependencies: the whole package is 4.5 MB installed,
+needs only numpy, and its one model is an .npz read with allow_pickle=False (nothing is
+unpickled); it loaded in 1.1 s on the 2-core test machine (2026-11-24), once, at start-up.
+lingua is more accurate on very short texts, but carries a compiled extension and its n-gram
+models for every language it knows. Here the choice is only between the few languages the
+loaded models serve, which py3langid tells apart well once a text has a few words. The
+identifier is restricted to the languages the models serve (as sources or targets) and its
+probabilities are renormalised over them; a request can restrict it further (the sources that
+have a model to its target, and the target itself).
 """
 
 from __future__ import annotations
