@@ -25,8 +25,12 @@ async def translate_endpoint(
 ) -> dict[str, Any] | None:
     data = await request_params(scope, raw)
     access = state.access
-    access.charge(access.admit(data, scope), text_chars(data.get("q")))
-    return await translate_data(state, data, receive, started)
+    grant = access.admit(data, scope)  # the key, and the request counted against its rate
+
+    def charge(texts: list[str]) -> None:  # a valid request's characters count
+        access.charge(grant, text_chars(texts))
+
+    return await translate_data(state, data, receive, started, charge)
 
 
 def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:

@@ -160,7 +160,8 @@ class MetricsMiddleware:
             if translate:
                 self.metrics.in_flight.dec()
             route = scope.get("route")  # set by FastAPI's router; the fast path has none
-            path = getattr(route, "path", "/translate" if translate else "other")
+            # the fast path's endpoints have no route object: their path is their template
+            path = getattr(route, "path", scope["path"] if scope["path"] in HANDLERS else "other")
             self.metrics.requests.labels(path, str(status)).inc()
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
 

@@ -351,12 +351,17 @@ async def run_model(
 
 
 async def translate(
-    state: Any, data: dict[str, Any], receive: Callable[[], Awaitable[dict]], started: float
+    state: Any,
+    data: dict[str, Any],
+    receive: Callable[[], Awaitable[dict]],
+    started: float,
+    on_valid: Callable[[list[str]], None] | None = None,
 ) -> dict[str, Any] | None:
     """The response body for a parsed request, or None when the client went away first.
     Raises ApiError for anything the client should change or retry. `receive` is the request's
     ASGI receive channel (the body already read from it: only a disconnect can come), `started`
-    when the request arrived (time.perf_counter), for the timings it reports.
+    when the request arrived (time.perf_counter), for the timings it reports; `on_valid` is
+    called with the texts once the request is found valid, before any work (it may raise).
 
     With `source: "auto"` each text's language is detected (app/detect.py) and each text goes
     to the model from its language; a text already in the target language is returned as it is."""
@@ -365,6 +370,10 @@ async def translate(
     except ValidationError as exc:
         raise ApiError(400, describe_validation(exc)) from None
     texts, beam, n_best, max_length = checked_options(state, req)
+    if req.source != "auto":
+        resolve_model(state, req.source, req.target)  # an unknown pair is a 400 before on_valid
+    if on_valid is not None:
+        on_valid(texts)
     detected: list[tuple[str, float]] | None = None
     if req.source == "auto":
         detected = await detect_sources(state, texts, req.target)

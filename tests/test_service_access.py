@@ -204,6 +204,8 @@ def test_requests_per_minute_per_address_and_per_key(limited):
 @pytest.mark.parametrize("limited", [{"char_limit_per_day": 100}], indirect=True)
 def test_characters_per_day_and_per_request(limited):
     url, store = limited
+    invalid = with_key(None, "x" * 90) | {"target": "xx"}
+    assert translate(url, json=invalid).status_code == 400  # refused: its characters not counted
     assert translate(url, json=with_key(None, "x" * 60)).status_code == 200
     assert_slow_down(translate(url, json=with_key(None, "x" * 60)), "100 characters per day")
     assert translate(url, json=with_key(None, "x" * 30)).status_code == 200  # 90 of 100

@@ -251,3 +251,9 @@ def test_libretranslate_endpoints_not_served_are_json_404s(server, method, path)
     r = httpx.request(method, f"{server}{path}")
     assert r.status_code == 404
     assert r.json()["error"]
+
+
+def test_detect_is_counted_under_its_own_path(server):
+    assert post(server, "/detect", json={"q": EN}).status_code == 200
+    metrics = httpx.get(f"{server}/metrics").text
+    assert 'mt_requests_total{route="/detect",status="200"}' in metrics
