@@ -1,16 +1,17 @@
-"""POST /translate with a JSON body in plain ASGI, in front of the FastAPI application.
+"""POST /translate and POST /detect in plain ASGI, in front of the FastAPI application.
 
 FastAPI's request handling (its middleware layers, routing, Request object and dependency
 resolution) costs a fixed amount of CPU per request that is large next to a short sentence's
 decoding on a small CPU: it adds to every request's latency, and under load it competes with
-the engine for the same cores (docs/BENCHMARKS.md, section 2). This layer serves the common
-request, a JSON body, with the same code as the FastAPI route (app/translate.py) and the same
-answers; everything else (form bodies, other methods and paths) passes through to FastAPI,
-which also documents /translate in the OpenAPI schema. It reads every /translate body itself,
-so that a body over `max_body_bytes` is refused (413) before it is held in memory and one that
-takes longer than `body_timeout_s` to arrive gets a 408, form bodies included (FastAPI then gets
-the body that was read). A client that goes away before its body arrived is answered 499 (nobody
-reads it; the metrics count it as the client's doing, not as a server error).
+the engine for the same cores (docs/BENCHMARKS.md, section 2). This layer serves POST /translate
+and POST /detect in every form a client sends them (JSON, form data, multipart, the query
+string: app/params.py) with the same code as the FastAPI routes (app/translate.py, app/detect.py)
+and the same answers; other methods and paths pass through to FastAPI, which also documents
+both endpoints in the OpenAPI schema. It reads the body itself, so that a body over
+`max_body_bytes` is refused (413) before it is held in memory and one that takes longer than
+`body_timeout_s` to arrive gets a 408. A client that goes away before its body arrived is
+answered 499 (nobody reads it; the metrics count it as the client's doing, not as a server
+error).
 
 It sits in front of FastAPI's middleware stack, inside the metrics middleware (app/main.py,
 `Service`), so requests are counted and timed alike. An unexpected exception becomes a JSON 500
@@ -23,17 +24,7 @@ import asyncio
 import time
 from typing import Any
 
-from .translate import (
-    FORM_TYPES,
-    ApiError,
-    check_accepting,
-    internal_error,
-    json_bytes,
-    parse_json,
-)
-from .translate import translate as translate_data
-
-PATH = "/translate"
+from .translate import ApiError, check_accepting, internal_error, json_bytes
 
 
 def header(scope: dict, wanted: bytes) -> str:
@@ -108,11 +99,16 @@ def replay(body: bytes, receive):
 
 
 class TranslateFastPath:
-    def __init__(self, app, state: Any):
-        self.app, self.state = app, state
+    """Serves POST requests to the paths of `handlers` (app/endpoints.py: path -> async
+    function(state, params, scope, receive, started) returning the answer's JSON body, or
+    None when the client went away); hands everything else to `app`."""
+
+    def __init__(self, app, state: Any, handlers: dict):
+        self.app, self.state, self.handlers = app, state, handlers
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+        handler = self.handlers.get(scope["path"]) if scope["type"] == "http" else None
+        if handler is None or scope["method"] != "POST":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
         settings = self.state.settings
@@ -123,10 +119,8 @@ class TranslateFastPath:
             return await send_error(send, exc)
         if raw is None:  # the client went away before its body arrived: counted as 499
             return await send_json(send, 499, b"")
-        if content_type(scope) in FORM_TYPES:  # FastAPI answers its own errors
-            return await self.app(scope, replay(raw, receive), send)
         try:
-            body = await translate_data(self.state, parse_json(raw), receive, started)
+            body = await handler(self.state, scope, raw, receive, started)
         except ApiError as exc:
             return await send_error(send, exc)
         except Exception as exc:  # a server bug: the client gets an error id, the log the rest

@@ -19,8 +19,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
+from .access import Grant
 from .files import FileStore, StoreFull, safe_name
 from .formats import CONTENT_TYPES, FormatError, Limits, extension, handler_for, supported
+from .params import query_params
 from .schemas import ErrorResponse
 from .translate import ApiError, check_accepting
 from .translate import translate as translate_data
@@ -65,7 +67,7 @@ def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
 
 
 async def translate_texts(
-    state: Any, texts: list[str], source: str, target: str, receive
+    state: Any, texts: list[str], source: str, target: str, receive, grant: Grant
 ) -> list[str]:
     s = state.settings
     total = sum(len(t) for t in texts)
@@ -73,6 +75,7 @@ async def translate_texts(
         raise ApiError(
             413, f"the file holds {total} characters of text; at most {s.max_file_chars}"
         )
+    state.access.charge(grant, total)
     longest = max((len(t) for t in texts), default=0)
     if longest > s.max_request_chars:
         raise ApiError(
@@ -89,8 +92,9 @@ async def translate_texts(
     return out
 
 
-async def read_upload(request: Request, limit: int) -> tuple[bytes, str, str, str]:
-    """(file bytes, file name, source, target) from the multipart body."""
+async def read_upload(request: Request, limit: int) -> tuple[bytes, str, dict[str, str]]:
+    """(file bytes, file name, the other fields) from the multipart body; `source`, `target`
+    and `api_key` may also come in the query string (the form's fields win)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "multipart/form-data":
         raise ApiError(400, "send multipart/form-data with the fields file, source and target")
@@ -103,16 +107,16 @@ async def read_upload(request: Request, limit: int) -> tuple[bytes, str, str, st
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise ApiError(400, "`file` must be a file upload (multipart/form-data)")
-        fields = {}
+        fields = query_params(request.scope)
+        fields.update((k, v) for k, v in form.multi_items() if isinstance(v, str))
         for name in ("source", "target"):
-            value = form.get(name)
+            value = fields.get(name)
             if not isinstance(value, str) or not value:
                 raise ApiError(400, f"`{name}` is missing: give a language code")
-            fields[name] = value
         data = await upload.read(limit + 1)
         if len(data) > limit:
             raise ApiError(413, f"the file is over {limit} bytes; send a smaller file")
-        return data, upload.filename or "", fields["source"], fields["target"]
+        return data, upload.filename or "", fields
     finally:
         await form.close()
 
@@ -124,7 +128,7 @@ UPLOAD_SCHEMA = {
         "file": {"type": "string", "format": "binary", "description": "; ".join(supported())},
         "source": {"type": "string", "description": "source language code, or 'auto'"},
         "target": {"type": "string", "description": "target language code"},
-        "api_key": {"type": "string", "description": "accepted for LibreTranslate clients"},
+        "api_key": {"type": "string", "description": "API key (when the server has keys)"},
     },
 }
 
@@ -148,7 +152,9 @@ async def translate_file(request: Request):
     state = request.app.state
     check_accepting(state)
     s = state.settings
-    data, filename, source, target = await read_upload(request, s.max_file_bytes)
+    data, filename, fields = await read_upload(request, s.max_file_bytes)
+    grant = state.access.admit(fields, request.scope)
+    source, target = fields["source"], fields["target"]
     handler = handler_for(filename)
     if handler is None:
         raise ApiError(
@@ -160,7 +166,7 @@ async def translate_file(request: Request):
     loop = asyncio.get_running_loop()
 
     def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
-        job = translate_texts(state, texts, source, target, request.receive)
+        job = translate_texts(state, texts, source, target, request.receive, grant)
         return asyncio.run_coroutine_threadsafe(job, loop).result()
 
     limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes)

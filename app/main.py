@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -22,11 +23,16 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 
+from .access import Access
 from .batcher import MicroBatcher, Worker
+from .detect import Detector
+from .endpoints import HANDLERS
 from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
 from .file_routes import router as file_router
+from .keys import install_log_redaction
 from .limits import ConcurrencyLimit
 from .metrics import Metrics
 from .routes import JSONBody, health_of, router
@@ -73,6 +79,13 @@ async def load_models(app: FastAPI) -> None:
     )
     await batcher.start()
     engine.registry.worker_run = worker.run  # later loads run on the same thread
+    languages = {lang for pair in engine.pairs for lang in pair}
+    state.detector = await asyncio.to_thread(Detector, languages)
+    if state.detector.unknown:
+        log.warning(
+            "language detection cannot name %s: source 'auto' never picks them",
+            ", ".join(state.detector.unknown),
+        )
     state.engine, state.batcher, state.ready = engine, batcher, True
     log.info(
         "ready: %d model(s) served, in %.1f s, %d loaded (%s)",
@@ -138,16 +151,19 @@ class MetricsMiddleware:
             if translate:
                 self.metrics.in_flight.dec()
             route = scope.get("route")  # set by FastAPI's router; the fast path has none
-            path = getattr(route, "path", "/translate" if translate else "other")
+            # the fast path's endpoints have no route object: their path is their template
+            path = getattr(route, "path", scope["path"] if scope["path"] in HANDLERS else "other")
             self.metrics.requests.labels(path, str(status)).inc()
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
 
 
 class Service(FastAPI):
-    """FastAPI behind three plain-ASGI layers that every HTTP request passes first: the metrics
-    middleware, the cap on requests in progress (app/limits.py), then the fast path for POST
-    /translate (app/fastpath.py), which hands everything else to FastAPI. A translation request
-    pays for none of FastAPI's own middleware stack."""
+    """FastAPI behind the plain-ASGI layers that every HTTP request passes first: the metrics
+    middleware, CORS (Starlette's CORSMiddleware, when MT_CORS_ORIGINS is set), the cap on
+    requests in progress (app/limits.py), then the fast path for POST /translate and /detect
+    (app/fastpath.py), which hands everything else to FastAPI. A translation request pays for
+    none of FastAPI's own middleware stack; a middleware that must see every request belongs
+    in this chain (create_app), not in `app.add_middleware`, which the fast path bypasses."""
 
     front = None  # set by create_app
 
@@ -175,10 +191,23 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.ready, app.state.draining = False, False
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
+    app.state.detector = None
+    app.state.access = Access(settings)  # the keys database and the usage counts
+    install_log_redaction()
     app.include_router(router)
     app.include_router(file_router)
-    limited = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state), app.state)
-    app.front = MetricsMiddleware(limited, app.state.metrics)
+    front = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state, HANDLERS), app.state)
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if origins:  # around the fast path too: every answer and preflight gets the same headers
+        front = CORSMiddleware(
+            front,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["Retry-After"],
+            max_age=86400,
+        )
+    app.front = MetricsMiddleware(front, app.state.metrics)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
     app.state.metrics.ready.set_function(lambda: float(health_of(app.state)[0] == 200))
 
@@ -243,7 +272,11 @@ def main() -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except (OSError, sqlite3.Error) as exc:
+        print(f"mt-serve: MT_API_KEYS_DB {settings.api_keys_db}: {exc}", file=sys.stderr)
+        return 2
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -9,9 +9,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .schemas import LANGUAGE_NAMES, ErrorResponse, Language, TranslateRequest, TranslateResponse
-from .translate import FORM_TYPES, check_accepting, json_bytes, parse_json
-from .translate import translate as translate_data
+from .endpoints import detect_endpoint, translate_endpoint
+from .formats import CONTENT_TYPES as FILE_EXTENSIONS
+from .schemas import (
+    LANGUAGE_NAMES,
+    Detection,
+    DetectRequest,
+    ErrorResponse,
+    Language,
+    TranslateRequest,
+    TranslateResponse,
+)
+from .translate import check_accepting, json_bytes
 
 router = APIRouter()
 
@@ -22,19 +31,6 @@ class JSONBody(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return json_bytes(content)
-
-
-async def read_body(request: Request) -> dict[str, Any]:
-    """A form body (LibreTranslate clients send these; a repeated `q` becomes a list), or JSON."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype in FORM_TYPES:
-        form = await request.form()
-        data: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
-        qs = [v for v in form.getlist("q") if isinstance(v, str)]
-        if len(qs) > 1:
-            data["q"] = qs
-        return data
-    return parse_json(await request.body())
 
 
 @router.post(
@@ -55,6 +51,7 @@ async def read_body(request: Request) -> dict[str, Any]:
                 "application/x-www-form-urlencoded": {
                     "schema": TranslateRequest.model_json_schema()
                 },
+                "multipart/form-data": {"schema": TranslateRequest.model_json_schema()},
             },
         }
     },
@@ -62,15 +59,43 @@ async def read_body(request: Request) -> dict[str, Any]:
 async def translate(request: Request):
     """Translate text (LibreTranslate-compatible); long text is split into sentences.
 
-    JSON bodies are served by the plain-ASGI fast path in front of the app (app/fastpath.py),
-    which does the same with less per-request work; form bodies arrive here."""
+    The parameters may come as JSON, form data, multipart or in the query string (or the query
+    string and a body together). The plain-ASGI fast path in front of the app serves these
+    requests (app/fastpath.py) with the same code and less per-request work."""
     started = time.perf_counter()
     state = request.app.state
     check_accepting(state)
-    body = await translate_data(state, await read_body(request), request.receive, started)
+    body = await translate_endpoint(
+        state, request.scope, await request.body(), request.receive, started
+    )
     if body is None:
         return Response(status_code=499)
     return JSONBody(body)
+
+
+@router.post(
+    "/detect",
+    response_model=list[Detection],
+    responses={400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": DetectRequest.model_json_schema()},
+                "application/x-www-form-urlencoded": {"schema": DetectRequest.model_json_schema()},
+            },
+        }
+    },
+)
+async def detect(request: Request):
+    """The language of `q`, best first, among those the loaded models serve (LibreTranslate's
+    /detect). Served by the fast path (app/fastpath.py) with the same code."""
+    state = request.app.state
+    check_accepting(state)
+    raw = await request.body()
+    return JSONBody(
+        await detect_endpoint(state, request.scope, raw, request.receive, time.perf_counter())
+    )
 
 
 @router.get("/languages", response_model=list[Language])
@@ -83,6 +108,33 @@ async def languages(request: Request):
         Language(code=s, name=LANGUAGE_NAMES.get(s, s), targets=targets)
         for s, targets in reachable.items()
     ]
+
+
+@router.get("/frontend/settings")
+async def frontend_settings(request: Request):
+    """LibreTranslate's settings for web pages: limits, keys, file formats, default languages
+    (and this server's per-minute and per-day limits, which LibreTranslate does not report)."""
+    state = request.app.state
+    s = state.settings
+    engine = getattr(state, "engine", None)
+    targets = sorted({t for _, t in engine.pairs}) if engine else []
+    target = next((t for t in targets if t != "en"), targets[0] if targets else "")
+    return {
+        "charLimit": s.max_request_chars,
+        "frontendTimeout": s.frontend_timeout_ms,
+        "apiKeys": state.access.keys is not None,
+        "keyRequired": s.api_keys_required,
+        "suggestions": False,
+        "filesTranslation": True,
+        "supportedFilesFormat": list(FILE_EXTENSIONS),
+        "language": {
+            "source": {"code": "auto", "name": "Auto Detect"},
+            "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
+        },
+        "reqLimitPerMinute": s.req_limit_per_minute,
+        "charLimitPerDay": s.char_limit_per_day,
+        "batchLimit": s.max_texts,
+    }
 
 
 @router.get("/models")

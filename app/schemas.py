@@ -32,16 +32,26 @@ class TranslateRequest(BaseModel):
         None, ge=1, description="generated tokens per sentence at most (extension)"
     )
     api_key: str | None = Field(
-        None, description="accepted for LibreTranslate clients; not checked"
+        None, description="API key (checked when the server has a keys database)"
     )
 
 
 class TranslateResponse(BaseModel):
     translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
     alternatives: list[str] | list[list[str]] | None = None
-    detectedLanguage: dict | None = None  # noqa: N815
+    detectedLanguage: dict | list[dict] | None = None  # noqa: N815
     model: str
     timings: dict[str, float]
+
+
+class DetectRequest(BaseModel):
+    q: str | list[str] = Field(description="text whose language to detect, or a list of texts")
+    api_key: str | None = Field(None, description="API key (when the server has keys)")
+
+
+class Detection(BaseModel):
+    language: str
+    confidence: float = Field(description="in percent")
 
 
 class Language(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -130,7 +130,41 @@ class Settings(BaseSettings):
         ge=1,
         description="bytes a .docx/.pptx/.odt may unpack to at most; beyond: 413",
     )
+    api_keys_db: Path | None = Field(
+        None,
+        description="SQLite database of API keys, managed with `mt-keys` (created when missing); "
+        "when set, an unknown or revoked `api_key` gets 403",
+    )
+    api_keys_required: bool = Field(
+        False, description="refuse requests without a valid `api_key` (403); needs api_keys_db"
+    )
+    req_limit_per_minute: int = Field(
+        0,
+        ge=0,
+        description="requests per minute to /translate, /detect and /translate_file per API key, "
+        "or per client address without one (0: no limit; a key may carry its own); beyond: 429",
+    )
+    char_limit_per_day: int = Field(
+        0,
+        ge=0,
+        description="characters per day per API key or client address (0: no limit; a key may "
+        "carry its own); beyond: 429",
+    )
+    cors_origins: str = Field(
+        "*",
+        description="origins allowed to call the API from a browser, comma-separated ('*': any, "
+        "as LibreTranslate; empty: no CORS headers)",
+    )
+    frontend_timeout_ms: int = Field(
+        500, ge=0, description="typing pause before a web page translates (/frontend/settings)"
+    )
     log_level: str = Field("info", description="debug, info, warning, error")
     access_log: bool = Field(
         True, description="log a line per HTTP request (uvicorn's access log, at info level)"
     )
+
+    @model_validator(mode="after")
+    def _keys_need_a_database(self) -> Settings:
+        if self.api_keys_required and self.api_keys_db is None:
+            raise ValueError("api_keys_required needs api_keys_db (the keys database)")
+        return self

@@ -110,19 +110,9 @@ def available_pairs(state: Any) -> str:
     return ", ".join(f"{s}->{t}" for s, t in sorted(state.engine.pairs))
 
 
-def resolve_model(state: Any, source: str, target: str) -> tuple[list[str], str]:
-    """(the models to run in turn, source language): one model, or two through the pivot
-    language (app/registry.py); 'auto' works when one source can reach the target directly."""
-    pairs = state.engine.pairs
-    if source == "auto":
-        sources = [s for s, t in pairs if t == target]
-        if len(sources) != 1:
-            raise ApiError(
-                400,
-                f"cannot pick a source language for target '{target}'; "
-                f"give `source` explicitly (available pairs: {available_pairs(state)})",
-            )
-        source = sources[0]
+def resolve_route(state: Any, source: str, target: str) -> list[str]:
+    """The models to run in turn for an explicit source: one, or two through the pivot
+    language (app/registry.py)."""
     models = state.engine.registry.route(source, target)
     if models is None:
         pivot = state.engine.registry.pivot
@@ -132,7 +122,7 @@ def resolve_model(state: Any, source: str, target: str) -> tuple[list[str], str]
             + (f", directly or through '{pivot}'" if pivot else "")
             + f"; available pairs: {available_pairs(state)}",
         )
-    return models, source
+    return models
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -345,28 +335,62 @@ async def _translate_with(
     return outputs, ticket.compute_s if ticket else 0.0
 
 
-async def translate(
-    state: Any, data: dict[str, Any], receive: Callable[[], Awaitable[dict]], started: float
-) -> dict[str, Any] | None:
-    """The response body for a parsed request, or None when the client went away first.
-    Raises ApiError for anything the client should change or retry. `receive` is the request's
-    ASGI receive channel (the body already read from it: only a disconnect can come), `started`
-    when the request arrived (time.perf_counter), for the timings it reports."""
-    try:
-        req = TranslateRequest.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(400, describe_validation(exc)) from None
-    texts, beam, n_best, max_length = checked_options(state, req)
-    models, source = resolve_model(state, req.source, req.target)
+async def detect_sources(state: Any, texts: list[str], target: str) -> list[tuple[str, float]]:
+    """(language, confidence) of each text, among the languages that reach `target` (directly or
+    through the pivot language) and `target` itself (a text already in it is returned as it is)."""
+    reachable = state.engine.registry.reachable()
+    candidates = sorted(s for s, targets in reachable.items() if target in targets)
+    if not candidates:
+        raise ApiError(
+            400,
+            f"no model translates to '{target}'; available pairs: {available_pairs(state)}",
+        )
+    among = [*candidates, target]
+    detector = state.detector
+    ranked = await asyncio.to_thread(detector.detect_all, texts, among)
+    out = []
+    for text_ranked in ranked:
+        if text_ranked:
+            out.append(text_ranked[0])
+        else:  # the detector knows none of the candidates: the only choice, if there is one
+            if len(candidates) != 1:
+                raise ApiError(
+                    400,
+                    f"cannot detect the source language among {', '.join(candidates)}; "
+                    "give `source` explicitly",
+                )
+            out.append((candidates[0], 0.0))
+    return out
+
+
+class Outputs:
+    """What one model's share of a request produced: per alternative, per text."""
+
+    def __init__(self, texts: list[list[str]], compute_s: float, queued: float):
+        self.texts, self.compute_s, self.queued = texts, compute_s, queued
+
+
+async def run_route(
+    state: Any,
+    models: list[str],
+    texts: list[str],
+    fmt: str,
+    options: tuple[int, int, int],
+    receive: Callable[[], Awaitable[dict]],
+) -> Outputs | None:
+    """Translates `texts` through `models` in turn (two through the pivot language: the first
+    leg's best text is the second leg's input); HTML documents are cut into text units first
+    and rebuilt last. None when the client went away first."""
+    beam, n_best, max_length = options
     documents = None
-    if req.format == "html":  # the documents' text, cut into units (app/html_format.py)
+    if fmt == "html":  # the documents' text, cut into units (app/html_format.py)
         try:
             documents, texts = extract_all(texts)
         except HtmlError as exc:
             raise ApiError(400, str(exc)) from None
     queued, compute_s = time.perf_counter(), 0.0
     outputs: list[list[str]] = [texts]
-    for i, model in enumerate(models):  # through the pivot language: the best text goes on
+    for i, model in enumerate(models):
         last = i == len(models) - 1
         leg = await translate_leg(
             state, model, outputs[0], beam, n_best if last else 1, max_length, receive
@@ -377,20 +401,83 @@ async def translate(
         compute_s += seconds
     if documents is not None:
         outputs = [render_all(documents, out) for out in outputs]
+    return Outputs(outputs, compute_s, queued)
+
+
+async def translate(
+    state: Any,
+    data: dict[str, Any],
+    receive: Callable[[], Awaitable[dict]],
+    started: float,
+    on_valid: Callable[[list[str]], None] | None = None,
+) -> dict[str, Any] | None:
+    """The response body for a parsed request, or None when the client went away first.
+    Raises ApiError for anything the client should change or retry. `receive` is the request's
+    ASGI receive channel (the body already read from it: only a disconnect can come), `started`
+    when the request arrived (time.perf_counter), for the timings it reports; `on_valid` is
+    called with the texts once the request is found valid, before any work (it may raise).
+
+    With `source: "auto"` each text's language is detected (app/detect.py) and each text goes
+    to the models from its language; a text already in the target language is returned as it
+    is."""
+    try:
+        req = TranslateRequest.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, describe_validation(exc)) from None
+    texts, beam, n_best, max_length = checked_options(state, req)
+    if req.source != "auto":  # an unknown pair is a 400 before on_valid
+        explicit = resolve_route(state, req.source, req.target)
+    if on_valid is not None:
+        on_valid(texts)
+    detected: list[tuple[str, float]] | None = None
+    if req.source == "auto":
+        detected = await detect_sources(state, texts, req.target)
+        sources = [lang for lang, _ in detected]
+    else:
+        sources = [req.source] * len(texts)
+    groups: dict[tuple[str, ...], list[int]] = {}  # route -> indices of its texts
+    for i, source in enumerate(sources):
+        if source != req.target:
+            route = explicit if req.source != "auto" else resolve_route(state, source, req.target)
+            groups.setdefault(tuple(route), []).append(i)
+    options = (beam, n_best, max_length)
+    tasks = [
+        asyncio.ensure_future(
+            run_route(state, list(route), [texts[i] for i in idx], req.format, options, receive)
+        )
+        for route, idx in groups.items()
+    ]
+    try:
+        results = await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    if any(r is None for r in results):
+        return None
+    outputs: list[list[str]] = [list(texts) for _ in range(n_best)]  # untouched: in the target
+    for idx, result in zip(groups.values(), results, strict=True):
+        for k in range(n_best):
+            for j, i in enumerate(idx):
+                outputs[k][i] = result.texts[k][j]
+    now = time.perf_counter()
+    queued = min((r.queued for r in results), default=now)
     single = isinstance(req.q, str)
+    used = list(dict.fromkeys(name for route in groups for name in route))
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
-        "model": "+".join(models),
-        "models": models,
+        "model": ", ".join("+".join(route) for route in groups)
+        or "none (the text is in the target language)",
+        "models": used,
         "timings": {
-            "total_ms": round((time.perf_counter() - started) * 1000, 2),
-            "queue_and_compute_ms": round((time.perf_counter() - queued) * 1000, 2),
-            "compute_ms": round(compute_s * 1000, 2),
+            "total_ms": round((now - started) * 1000, 2),
+            "queue_and_compute_ms": round((now - queued) * 1000, 2),
+            "compute_ms": round(sum(r.compute_s for r in results) * 1000, 2),
         },
     }
     if req.alternatives:
         alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(outputs[0]))]
         body["alternatives"] = alts[0] if single else alts
-    if req.source == "auto":
-        body["detectedLanguage"] = {"language": source, "confidence": 100.0}
+    if detected is not None:
+        found = [{"language": lang, "confidence": conf} for lang, conf in detected]
+        body["detectedLanguage"] = found[0] if single else found
     return body

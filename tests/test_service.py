@@ -221,8 +221,8 @@ def test_client_mistakes_get_a_clear_error(server, kwargs, status, message):
     assert message in r.json()["error"]
 
 
-# Requests that a form body can express too: JSON bodies are served by the plain-ASGI fast path,
-# form bodies by the FastAPI route; a client must not be able to tell them apart.
+# Requests that a form body can express too: a JSON body and a form body are read by different
+# parsers (app/params.py); a client must not be able to tell them apart.
 BOTH_FRONT_ENDS = [
     ({"q": "The cat is big.", "source": "en", "target": "de"}, 200),
     (

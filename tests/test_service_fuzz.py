@@ -1,5 +1,7 @@
-"""Property-based fuzzing of /translate on a real server: whatever a client sends, the answer is
-never a 500, always JSON, and either a translation or an {"error": ...} with a 4xx status.
+"""Property-based fuzzing of /translate and /detect on a real server (with a keys database, so
+that every `api_key` is looked up): whatever a client sends, in the body or the query string,
+the answer is never a 500, always JSON, and either a result or an {"error": ...} with a 4xx
+status.
 
 Bodies are generated as bytes, not through a JSON library, so that they can hold what a client
 may send and a library would refuse to write: numbers of thousands of digits, NaN and Infinity,
@@ -20,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.keys import KeyStore
 from tests.service_helpers import serve_in_thread
 
 BOUNDARY = "XyZ"
@@ -51,7 +54,11 @@ FUZZ = settings(
 def url(random_checkpoint, tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzz-weights")
     shutil.copytree(random_checkpoint, d / "en-de")
-    with serve_in_thread(d, max_request_chars=400, max_texts=8, max_output_length=24) as (base, _):
+    keys = tmp_path_factory.mktemp("fuzz-keys") / "keys.sqlite"
+    KeyStore(keys).add("fuzz")
+    with serve_in_thread(
+        d, max_request_chars=400, max_texts=8, max_output_length=24, api_keys_db=keys
+    ) as (base, _):
         yield base
 
 
@@ -69,14 +76,19 @@ def check(response: httpx.Response) -> None:
     assert response.headers["content-type"] == "application/json"
     body = response.json()
     if response.status_code == 200:
-        assert "translatedText" in body
+        if response.url.path == "/detect":
+            assert all(set(d) == {"language", "confidence"} for d in body)
+        else:
+            assert "translatedText" in body
     else:
         assert response.status_code >= 400 and isinstance(body["error"], str) and body["error"]
 
 
-def send(client: httpx.Client, raw: bytes, content_type: str | None) -> None:
+def send(
+    client: httpx.Client, raw: bytes, content_type: str | None, path: str = "/translate"
+) -> None:
     headers = {} if content_type is None else {"content-type": content_type}
-    check(client.post("/translate", content=raw, headers=headers))
+    check(client.post(path, content=raw, headers=headers))
 
 
 # --- pieces of text: surrogates, controls and NUL far more often than chance would pick them
@@ -273,6 +285,49 @@ def test_json_bodies_never_cause_a_server_error(client, body):
 )
 def test_form_dictionaries_never_cause_a_server_error(client, form):
     check(client.post("/translate", data=form))
+
+
+# --- /detect, and parameters in the query string (alone or with a body) on both endpoints
+paths = st.sampled_from(["/translate", "/detect"])
+
+
+@settings(FUZZ, max_examples=80)
+@given(raw=json_bodies(), content_type=st.sampled_from(CONTENT_TYPES))
+def test_detect_bodies_never_cause_a_server_error(client, raw, content_type):
+    send(client, raw, content_type, "/detect")
+
+
+@settings(FUZZ, max_examples=60)
+@given(body=bodies)
+def test_detect_json_bodies_never_cause_a_server_error(client, body):
+    check(client.post("/detect", json=body))
+
+
+@settings(FUZZ, max_examples=120)
+@given(
+    fields=form_fields,
+    base=st.booleans(),
+    escape=st.booleans(),
+    body=st.one_of(st.just(b""), json_bodies()),
+    content_type=st.one_of(st.none(), st.sampled_from(CONTENT_TYPES)),
+    path=paths,
+)
+def test_query_strings_never_cause_a_server_error(
+    client, fields, base, escape, body, content_type, path
+):
+    if base:
+        fields = [(b"q", b"The cat."), (b"source", b"en"), (b"target", b"de"), *fields]
+    # a URL holds printable ASCII only; with `escape` off, a "%" stays as it is, so that bad
+    # escapes (%zz, %ff: not UTF-8) reach the server
+    keep = b"%" if not escape else b""
+    query = b"&".join(
+        quote_from_bytes(k, safe=keep).encode() + b"=" + quote_from_bytes(v, safe=keep).encode()
+        for k, v in fields
+    )
+    headers = {} if content_type is None else {"content-type": content_type}
+    request = client.build_request("POST", path, content=body, headers=headers)
+    request.url = request.url.copy_with(query=query)
+    check(client.send(request))
 
 
 def test_nested_json_is_refused_cleanly(client):

@@ -1,0 +1,128 @@
+"""API keys and usage limits of /translate, /detect and /translate_file, as LibreTranslate
+applies them.
+
+With a keys database (MT_API_KEYS_DB, app/keys.py) an unknown or revoked key is refused with
+403 `{"error": "Invalid API key"}`; with MT_API_KEYS_REQUIRED a request without a key is refused
+too (403; LibreTranslate answers this one with a 400). Limits count per key, or per client
+address for requests without one: requests per minute (a moving window) and characters per day
+(a window of 24 hours from the first request); a key's own limits replace the settings'. Over
+a limit: 429, a `Retry-After` header (seconds until the window lets the request through) and
+LibreTranslate's error shape `{"error": "Slowdown: ..."}`. The counting is the `limits`
+library's (the one behind LibreTranslate's Flask-Limiter), in this process's memory: each
+replica counts its own requests. The client address is the connection's peer; behind a proxy
+every client shares the proxy's address unless keys tell them apart.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from limits import RateLimitItemPerDay, RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+
+from .keys import KeyInfo, KeyStore
+from .translate import ApiError
+
+INVALID_KEY = "Invalid API key"
+KEY_NEEDED = "Please contact the server operator to get an API key"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who a request counts for, and its limits (0: none)."""
+
+    who: str
+    req_per_minute: int
+    chars_per_request: int
+    chars_per_day: int
+
+
+def slow_down(limit: str, reset_time: float) -> ApiError:
+    wait = max(1, math.ceil(reset_time - time.time()))
+    return ApiError(
+        429,
+        f"Slowdown: {limit}; retry in {wait} s",
+        {"Retry-After": str(wait)},
+    )
+
+
+class Access:
+    def __init__(self, settings: Any):
+        self.settings = settings
+        path = settings.api_keys_db
+        self.keys = KeyStore(path) if path is not None else None
+        storage = MemoryStorage()
+        self.requests = MovingWindowRateLimiter(storage)
+        self.chars = FixedWindowRateLimiter(storage)
+
+    @property
+    def key_required(self) -> bool:
+        return self.settings.api_keys_required
+
+    def admit(self, params: dict[str, Any], scope: dict) -> Grant:
+        """Checks the request's key and counts it against its requests per minute."""
+        s = self.settings
+        key = params.get("api_key")
+        if key is not None and not isinstance(key, str):
+            raise ApiError(400, "`api_key` must be a text")
+        info: KeyInfo | None = None
+        if key and self.keys is not None:
+            info = self.keys.lookup(key)
+            if info is None:
+                raise ApiError(403, INVALID_KEY)
+        if info is None and self.key_required:
+            raise ApiError(403, KEY_NEEDED)
+        if info is not None:
+            who = f"key:{info.id}"
+            grant = Grant(
+                who,
+                info.req_per_minute or s.req_limit_per_minute,
+                info.chars_per_request or 0,
+                info.chars_per_day or s.char_limit_per_day,
+            )
+        else:
+            client = scope.get("client") or ("unknown", 0)
+            grant = Grant(f"addr:{client[0]}", s.req_limit_per_minute, 0, s.char_limit_per_day)
+        if grant.req_per_minute:
+            item = RateLimitItemPerMinute(grant.req_per_minute)
+            if not self.requests.hit(item, grant.who):
+                stats = self.requests.get_window_stats(item, grant.who)
+                raise slow_down(f"{grant.req_per_minute} requests per minute", stats.reset_time)
+        return grant
+
+    def charge(self, grant: Grant, chars: int) -> None:
+        """Counts a request's characters against the grant's limits."""
+        if grant.chars_per_request and chars > grant.chars_per_request:
+            raise ApiError(
+                413,
+                f"{chars} characters in this request; this key allows at most "
+                f"{grant.chars_per_request} per request",
+            )
+        if grant.chars_per_day:
+            item = RateLimitItemPerDay(grant.chars_per_day)
+            if chars > grant.chars_per_day:
+                raise ApiError(
+                    413,
+                    f"{chars} characters in this request; at most {grant.chars_per_day} per day",
+                )
+            if not self.chars.test(item, grant.who, cost=chars):
+                stats = self.chars.get_window_stats(item, grant.who)
+                raise slow_down(
+                    f"{grant.chars_per_day} characters per day ({stats.remaining} left)",
+                    stats.reset_time,
+                )
+            self.chars.hit(item, grant.who, cost=chars)
+
+
+def text_chars(q: Any) -> int:
+    """Characters of `q` (a text or a list of texts; anything else counts 0 and is refused
+    later by the request's validation)."""
+    if isinstance(q, str):
+        return len(q)
+    if isinstance(q, list):
+        return sum(len(t) for t in q if isinstance(t, str))
+    return 0

@@ -1,0 +1,74 @@
+"""POST /translate and POST /detect from a request's scope and body, for both front ends.
+
+The plain-ASGI fast path (app/fastpath.py) calls these for every POST to the two paths; the
+FastAPI routes (app/routes.py), which document them in the OpenAPI schema, call the same
+functions. The parameters come from `request_params` (app/params.py: JSON, form, multipart,
+query string).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .access import text_chars
+from .params import request_params
+from .translate import _SURROGATE, ApiError
+from .translate import translate as translate_data
+
+Receive = Callable[[], Awaitable[dict]]
+
+
+async def translate_endpoint(
+    state: Any, scope: dict, raw: bytes, receive: Receive, started: float
+) -> dict[str, Any] | None:
+    data = await request_params(scope, raw)
+    access = state.access
+    grant = access.admit(data, scope)  # the key, and the request counted against its rate
+
+    def charge(texts: list[str]) -> None:  # a valid request's characters count
+        access.charge(grant, text_chars(texts))
+
+    return await translate_data(state, data, receive, started, charge)
+
+
+def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
+    q = data.get("q")
+    texts = [q] if isinstance(q, str) else q
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ApiError(400, "`q` must be a text or a list of texts")
+    if not texts or not any(t.strip() for t in texts):
+        raise ApiError(400, "`q` is empty: give the text whose language to detect")
+    s = state.settings
+    if len(texts) > s.max_texts:
+        raise ApiError(413, f"{len(texts)} texts in `q`; at most {s.max_texts} per request")
+    chars = sum(len(t) for t in texts)
+    if chars > s.max_request_chars:
+        raise ApiError(413, f"{chars} characters in `q`; at most {s.max_request_chars} per request")
+    if any(_SURROGATE.search(t) for t in texts):
+        raise ApiError(400, "`q` holds an unpaired UTF-16 surrogate; send valid Unicode")
+    return texts
+
+
+async def detect_endpoint(
+    state: Any, scope: dict, raw: bytes, receive: Receive, started: float
+) -> list[dict[str, Any]]:
+    """LibreTranslate's answer: the languages of the text, best first, each with its confidence
+    in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts
+    together (each language's confidence averaged over the texts)."""
+    data = await request_params(scope, raw)
+    access = state.access
+    grant = access.admit(data, scope)
+    texts = detect_texts(state, data)
+    access.charge(grant, text_chars(texts))
+    ranked = await asyncio.to_thread(state.detector.detect_all, texts)
+    total: dict[str, float] = {}
+    for text_ranked in ranked:
+        for lang, conf in text_ranked:
+            total[lang] = total.get(lang, 0.0) + conf / len(ranked)
+    best = sorted(total.items(), key=lambda x: -x[1])
+    return [{"language": lang, "confidence": round(conf, 1)} for lang, conf in best]
+
+
+HANDLERS = {"/translate": translate_endpoint, "/detect": detect_endpoint}

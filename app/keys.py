@@ -1,0 +1,211 @@
+"""API keys: a SQLite database (MT_API_KEYS_DB) and the `mt-keys` command that manages it.
+
+SQLite (Python's own sqlite3) rather than a keys file: `mt-keys add` and `mt-keys revoke` change
+it while the server runs, and the server sees each change at the next request without a reload
+or a file watcher; SQLite's transactions make every change whole (a half-written keys file
+would lock every client out), and several replicas on one host can share it.
+
+Only a SHA-256 digest of each key is stored: a copy of the database gives no usable key. A key
+is looked up by its digest, and the stored digest is compared with `hmac.compare_digest`. Each
+key has a short public id (the first 8 hex digits of its digest) that `list` shows and `revoke`
+takes; the key itself is printed once, by `add`, and never logged. A key may carry its own
+limits (requests per minute, characters per request and per day); where it has none, the
+server's settings apply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    digest TEXT PRIMARY KEY,
+    id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created REAL NOT NULL,
+    revoked REAL,
+    req_per_minute INTEGER,
+    chars_per_request INTEGER,
+    chars_per_day INTEGER
+)
+"""
+
+
+def digest_of(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    id: str
+    name: str
+    created: float
+    revoked: float | None
+    req_per_minute: int | None
+    chars_per_request: int | None
+    chars_per_day: int | None
+
+
+class KeyStore:
+    """The keys database; every method opens its own short connection (the server calls
+    `lookup` from the event loop, the command from another process)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        with self._connect() as db:
+            db.execute(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=5.0)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @staticmethod
+    def _info(row: sqlite3.Row) -> KeyInfo:
+        return KeyInfo(
+            row["id"],
+            row["name"],
+            row["created"],
+            row["revoked"],
+            row["req_per_minute"],
+            row["chars_per_request"],
+            row["chars_per_day"],
+        )
+
+    def add(
+        self,
+        name: str,
+        *,
+        req_per_minute: int | None = None,
+        chars_per_request: int | None = None,
+        chars_per_day: int | None = None,
+    ) -> tuple[str, KeyInfo]:
+        """A new key (returned once, never stored) and what is stored about it."""
+        key = "mt-" + secrets.token_urlsafe(24)
+        digest = digest_of(key)
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO api_keys VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+                (digest, digest[:8], name, time.time(), req_per_minute, chars_per_request,
+                 chars_per_day),
+            )  # fmt: skip
+            row = db.execute("SELECT * FROM api_keys WHERE digest = ?", (digest,)).fetchone()
+        return key, self._info(row)
+
+    def list(self) -> list[KeyInfo]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM api_keys ORDER BY created").fetchall()
+        return [self._info(r) for r in rows]
+
+    def revoke(self, key_id: str) -> int:
+        """Revokes the keys whose id is `key_id`; returns how many."""
+        with self._connect() as db:
+            cur = db.execute(
+                "UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL",
+                (time.time(), key_id),
+            )
+            return cur.rowcount
+
+    def lookup(self, key: str) -> KeyInfo | None:
+        """The key's record when it is known and not revoked, else None."""
+        digest = digest_of(key)
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT * FROM api_keys WHERE digest = ? AND revoked IS NULL", (digest,)
+            ).fetchone()
+        if row is None or not hmac.compare_digest(row["digest"], digest):
+            return None
+        return self._info(row)
+
+
+_KEY_IN_QUERY = re.compile(r"(api_key=)[^&\s]*")
+
+
+class RedactKeys(logging.Filter):
+    """Hides `api_key=...` in uvicorn's access log lines (the query string may carry a key)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _KEY_IN_QUERY.sub(r"\1[redacted]", a) if isinstance(a, str) else a
+                for a in record.args
+            )
+        return True
+
+
+def install_log_redaction() -> None:
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactKeys) for f in access.filters):
+        access.addFilter(RedactKeys())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="mt-keys", description="Create, list and revoke the service's API keys."
+    )
+    parser.add_argument(
+        "--db", type=Path, help="the keys database (default: the MT_API_KEYS_DB setting)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    add = sub.add_parser("add", help="create a key and print it (it is shown only once)")
+    add.add_argument("name", help="who or what the key is for")
+    add.add_argument("--req-per-minute", type=int, help="requests per minute at most")
+    add.add_argument("--chars-per-request", type=int, help="characters per request at most")
+    add.add_argument("--chars-per-day", type=int, help="characters per day at most")
+    sub.add_parser("list", help="list the keys (ids, names, limits; never the keys)")
+    revoke = sub.add_parser("revoke", help="revoke a key by the id `list` shows")
+    revoke.add_argument("id")
+    args = parser.parse_args(argv)
+    path = args.db
+    if path is None:
+        from .settings import Settings
+
+        path = Settings().api_keys_db
+    if path is None:
+        print("mt-keys: give --db or set MT_API_KEYS_DB", file=sys.stderr)
+        return 2
+    for name in ("req_per_minute", "chars_per_request", "chars_per_day"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            print(f"mt-keys: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    store = KeyStore(path)
+    if args.command == "add":
+        key, info = store.add(
+            args.name,
+            req_per_minute=args.req_per_minute,
+            chars_per_request=args.chars_per_request,
+            chars_per_day=args.chars_per_day,
+        )
+        print(key)
+        print(f"id {info.id}: keep the key above; it is not stored and not shown again",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    if args.command == "list":
+        print("id\tname\tcreated\tstatus\treq/min\tchars/request\tchars/day")
+        for k in store.list():
+            created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(k.created))
+            status = "revoked" if k.revoked else "active"
+            limits = (k.req_per_minute, k.chars_per_request, k.chars_per_day)
+            shown = "\t".join("-" if v is None else str(v) for v in limits)
+            print(f"{k.id}\t{k.name}\t{created}\t{status}\t{shown}")
+        return 0
+    if store.revoke(args.id) == 0:
+        print(f"mt-keys: no active key with id {args.id}", file=sys.stderr)
+        return 1
+    print(f"revoked {args.id}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

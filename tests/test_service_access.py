@@ -1,0 +1,285 @@
+"""API keys (the `mt-keys` command and the 403s), per-key and per-address limits (429 +
+Retry-After), CORS and /frontend/settings, against real uvicorn servers on loopback ports
+serving a real checkpoint. Every check is made on the plain-ASGI fast path (JSON /translate,
+/detect) and on the FastAPI routes (/translate_file) alike."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from app.keys import KeyStore
+from tests.service_helpers import ROOT, serve_in_process, serve_in_thread, wait_ready
+
+TEXT = "The cat is big."
+
+
+@pytest.fixture(scope="module")
+def weights(random_checkpoint, tmp_path_factory):
+    d = tmp_path_factory.mktemp("weights")
+    shutil.copytree(random_checkpoint, d / "en-de")
+    return d
+
+
+def mt_keys(db, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "app.keys", "--db", str(db), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def translate(url: str, **kwargs) -> httpx.Response:
+    if not kwargs:
+        kwargs = {"json": {"q": TEXT, "source": "en", "target": "de"}}
+    return httpx.post(f"{url}/translate", timeout=60, **kwargs)
+
+
+def with_key(key: str | None, q: str = TEXT) -> dict:
+    body = {"q": q, "source": "en", "target": "de"}
+    if key is not None:
+        body["api_key"] = key
+    return body
+
+
+def upload(url: str, key: str | None) -> httpx.Response:
+    fields = {"source": "en", "target": "de", **({"api_key": key} if key else {})}
+    return httpx.post(
+        f"{url}/translate_file", files={"file": ("a.txt", b"The dog.")}, data=fields, timeout=60
+    )
+
+
+# --- the keys command ------------------------------------------------------------------------
+
+
+def test_mt_keys_adds_lists_and_revokes(tmp_path):
+    db = tmp_path / "keys.sqlite"
+    added = mt_keys(db, "add", "alice", "--req-per-minute", "7")
+    assert added.returncode == 0, added.stderr
+    key = added.stdout.strip()
+    assert key.startswith("mt-") and len(key) > 30
+    listed = mt_keys(db, "list")
+    assert listed.returncode == 0
+    row = [line.split("\t") for line in listed.stdout.splitlines()][1]
+    key_id, name, _, status, per_minute = row[:5]
+    assert (name, status, per_minute) == ("alice", "active", "7")
+    assert key not in listed.stdout
+    assert key.encode() not in db.read_bytes()  # only its digest is stored
+    assert KeyStore(db).lookup(key).id == key_id
+    assert mt_keys(db, "revoke", key_id).returncode == 0
+    assert "revoked" in mt_keys(db, "list").stdout
+    assert KeyStore(db).lookup(key) is None
+    assert mt_keys(db, "revoke", key_id).returncode == 1  # nothing left to revoke
+    assert mt_keys(db, "add", "bob", "--chars-per-day", "0").returncode == 2
+
+
+def test_mt_keys_needs_a_database(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "app.keys", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 2
+    assert "MT_API_KEYS_DB" in r.stderr
+
+
+# --- keys on the server ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def keyed(weights, tmp_path_factory):
+    db = tmp_path_factory.mktemp("keys") / "keys.sqlite"
+    store = KeyStore(db)
+    with serve_in_thread(weights, api_keys_db=db, api_keys_required=True) as (url, _):
+        yield url, store
+
+
+@pytest.mark.parametrize("key", [None, "", "not-a-key"])
+def test_a_missing_or_unknown_key_is_403_everywhere(keyed, key):
+    url, _ = keyed
+    message = "Invalid API key" if key else "Please contact the server operator to get an API key"
+    params = {"q": TEXT, "source": "en", "target": "de"} | ({"api_key": key} if key else {})
+    answers = [
+        translate(url, json=with_key(key)),  # the fast path
+        translate(url, data=with_key(key)),
+        translate(url, params=params),
+        httpx.post(f"{url}/detect", json={"q": TEXT} | ({"api_key": key} if key else {})),
+        upload(url, key),
+    ]
+    for r in answers:
+        assert r.status_code == 403, r.text
+        assert r.json() == {"error": message}
+
+
+def test_a_valid_key_is_served_until_it_is_revoked(keyed):
+    url, store = keyed
+    key, info = store.add("carol")
+    assert translate(url, json=with_key(key)).status_code == 200
+    assert translate(url, data=with_key(key)).status_code == 200
+    assert translate(url, params=with_key(key)).status_code == 200  # in the query string
+    mixed = translate(url, params={"api_key": key}, json=with_key(None))
+    assert mixed.status_code == 200, mixed.text
+    assert httpx.post(f"{url}/detect", json={"q": TEXT, "api_key": key}).status_code == 200
+    assert upload(url, key).status_code == 200
+    store.revoke(info.id)
+    r = translate(url, json=with_key(key))
+    assert r.status_code == 403
+    assert r.json() == {"error": "Invalid API key"}
+
+
+@pytest.mark.parametrize("key", [5, ["a"], {"k": 1}])
+def test_a_key_of_the_wrong_type_is_400(keyed, key):
+    url, _ = keyed
+    r = translate(url, json=with_key(key))
+    assert r.status_code == 400
+    assert "api_key" in r.json()["error"]
+
+
+def test_keys_required_without_a_database_is_a_setting_error(weights, tmp_path):
+    with serve_in_process(weights, tmp_path / "log", api_keys_required="true") as (_, proc):
+        assert proc.wait(timeout=60) == 2
+    assert "api_keys_db" in (tmp_path / "log").read_text()
+
+
+def test_a_key_in_the_query_string_is_not_logged(weights, tmp_path):
+    db = tmp_path / "keys.sqlite"
+    key, _ = KeyStore(db).add("dave")
+    log = tmp_path / "log"
+    with serve_in_process(weights, log, api_keys_db=db, access_log="true") as (url, proc):
+        wait_ready(url, process=proc)
+        assert translate(url, params=with_key(key)).status_code == 200
+        assert translate(url, params=with_key("wrong-key-123")).status_code == 403
+        proc.terminate()
+        proc.wait(timeout=60)
+    text = log.read_text()
+    assert "api_key=[redacted]" in text
+    assert key not in text and "wrong-key-123" not in text
+
+
+# --- limits ----------------------------------------------------------------------------------
+
+
+def assert_slow_down(r: httpx.Response, needle: str) -> None:
+    assert r.status_code == 429, r.text
+    assert r.json()["error"].startswith("Slowdown: ")
+    assert needle in r.json()["error"]
+    assert int(r.headers["Retry-After"]) >= 1
+
+
+@pytest.fixture
+def limited(weights, tmp_path, request):
+    db = tmp_path / "keys.sqlite"
+    store = KeyStore(db)
+    with serve_in_thread(weights, api_keys_db=db, **request.param) as (url, _):
+        yield url, store
+
+
+@pytest.mark.parametrize("limited", [{"req_limit_per_minute": 3}], indirect=True)
+def test_requests_per_minute_per_address_and_per_key(limited):
+    url, store = limited
+    for _ in range(2):
+        assert translate(url).status_code == 200  # the fast path
+    assert httpx.post(f"{url}/detect", json={"q": TEXT}).status_code == 200
+    assert_slow_down(translate(url), "3 requests per minute")
+    assert_slow_down(translate(url, data=with_key(None)), "3 requests per minute")
+    assert_slow_down(httpx.post(f"{url}/detect", json={"q": TEXT}), "per minute")
+    assert_slow_down(upload(url, None), "per minute")
+    assert httpx.get(f"{url}/languages").status_code == 200  # not limited
+    assert httpx.get(f"{url}/health").status_code == 200
+    key, _ = store.add("eve", req_per_minute=5)  # a key counts apart, with its own limit
+    for _ in range(5):
+        assert translate(url, json=with_key(key)).status_code == 200
+    assert_slow_down(translate(url, json=with_key(key)), "5 requests per minute")
+
+
+@pytest.mark.parametrize("limited", [{"char_limit_per_day": 100}], indirect=True)
+def test_characters_per_day_and_per_request(limited):
+    url, store = limited
+    invalid = with_key(None, "x" * 90) | {"target": "xx"}
+    assert translate(url, json=invalid).status_code == 400  # refused: its characters not counted
+    assert translate(url, json=with_key(None, "x" * 60)).status_code == 200
+    assert_slow_down(translate(url, json=with_key(None, "x" * 60)), "100 characters per day")
+    assert translate(url, json=with_key(None, "x" * 30)).status_code == 200  # 90 of 100
+    too_big = translate(url, json=with_key(None, "x" * 101))
+    assert too_big.status_code == 413  # could never pass: no point in retrying
+    key, _ = store.add("frank", chars_per_request=10, chars_per_day=1000)
+    assert translate(url, json=with_key(key, "x" * 200)).status_code == 413
+    assert translate(url, json=with_key(key, "x" * 10)).status_code == 200
+
+
+# --- CORS and /frontend/settings -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cors(weights, tmp_path_factory):
+    db = tmp_path_factory.mktemp("keys") / "keys.sqlite"
+    with serve_in_thread(
+        weights, cors_origins="https://a.example, https://b.example", api_keys_db=db
+    ) as (url, _):
+        yield url
+
+
+def test_cors_preflight_and_the_json_fast_path(cors):
+    origin = {"Origin": "https://b.example"}
+    pre = httpx.options(
+        f"{cors}/translate",
+        headers=origin
+        | {
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type",
+        },
+    )
+    assert pre.status_code == 200
+    assert pre.headers["access-control-allow-origin"] == "https://b.example"
+    assert "POST" in pre.headers["access-control-allow-methods"]
+    for r in (
+        translate(cors, json=with_key(None), headers=origin),  # the fast path
+        translate(cors, data=with_key(None), headers=origin),
+        httpx.post(f"{cors}/detect", json={"q": TEXT}, headers=origin),
+        translate(cors, json=with_key("wrong"), headers=origin),  # a 403 too
+        httpx.get(f"{cors}/languages", headers=origin),
+    ):
+        assert r.headers["access-control-allow-origin"] == "https://b.example", r.text
+    other = translate(cors, json=with_key(None), headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers
+
+
+def test_cors_default_allows_any_origin(weights):
+    with serve_in_thread(weights) as (url, _):
+        r = translate(url, headers={"Origin": "https://x.example"}, json=with_key(None))
+        assert r.headers["access-control-allow-origin"] == "*"
+    with serve_in_thread(weights, cors_origins="") as (url, _):
+        r = translate(url, headers={"Origin": "https://x.example"}, json=with_key(None))
+        assert "access-control-allow-origin" not in r.headers
+
+
+def test_frontend_settings_report_the_limits(weights, tmp_path):
+    db = tmp_path / "keys.sqlite"
+    with serve_in_thread(
+        weights,
+        api_keys_db=db,
+        api_keys_required=True,
+        req_limit_per_minute=9,
+        char_limit_per_day=999,
+        max_request_chars=1234,
+    ) as (url, _):
+        r = httpx.get(f"{url}/frontend/settings")
+    assert r.status_code == 200
+    s = r.json()
+    assert s["charLimit"] == 1234
+    assert s["apiKeys"] is True and s["keyRequired"] is True
+    assert s["suggestions"] is False and s["filesTranslation"] is True
+    assert ".docx" in s["supportedFilesFormat"] and ".txt" in s["supportedFilesFormat"]
+    assert s["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
+    assert s["language"]["target"] == {"code": "de", "name": "German"}
+    assert s["frontendTimeout"] == 500
+    assert (s["reqLimitPerMinute"], s["charLimitPerDay"]) == (9, 999)

@@ -1,0 +1,259 @@
+"""LibreTranslate compatibility against a real uvicorn server on a loopback port serving two real
+checkpoints (random tiny en->de and de->en models with a real sentencepiece tokenizer): every
+way a request can carry its parameters, /detect, and `source: "auto"` routing each text to the
+model of its own language."""
+
+from __future__ import annotations
+
+import shutil
+
+import httpx
+import pytest
+
+from model_core.checkpoint import save_checkpoint
+from tests.conftest import random_model, tiny_config
+from tests.service_helpers import serve_in_thread
+
+EN = "The weather is very nice today and we are going to the park with our children."
+DE = "Das Wetter ist heute sehr schön und wir gehen mit unseren Kindern in den Park."
+
+
+@pytest.fixture(scope="module")
+def two_models(random_checkpoint, spm_model, tokenizer, tmp_path_factory):
+    weights = tmp_path_factory.mktemp("weights")
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    save_checkpoint(
+        weights / "de-en",
+        random_model(tiny_config(tokenizer.vocab_size), seed=1),
+        source_tokenizer=spm_model,
+        target_tokenizer=spm_model,
+        source_language="de",
+        target_language="en",
+    )
+    return weights
+
+
+@pytest.fixture(scope="module")
+def server(two_models):
+    with serve_in_thread(two_models) as (url, app):
+        yield url
+
+
+def post(url: str, path: str = "/translate", **kwargs) -> httpx.Response:
+    return httpx.post(f"{url}{path}", timeout=60, **kwargs)
+
+
+def explicit(url: str, q, source: str, target: str):
+    r = post(url, json={"q": q, "source": source, "target": target})
+    assert r.status_code == 200, r.text
+    return r.json()["translatedText"]
+
+
+# --- every way a request carries its parameters -------------------------------------------
+
+
+FIELDS = {"q": "The cat is big.", "source": "en", "target": "de"}
+
+
+@pytest.mark.parametrize(
+    "style",
+    ["json", "form", "multipart", "query", "query+json", "query+form", "query+multipart"],
+)
+def test_translate_takes_its_parameters_in_every_style(server, style):
+    expected = explicit(server, FIELDS["q"], "en", "de")
+    body_fields = {"q": FIELDS["q"]}
+    query = {"source": "en", "target": "de"}
+    kwargs = {
+        "json": {"json": FIELDS},
+        "form": {"data": FIELDS},
+        "multipart": {"files": {k: (None, v) for k, v in FIELDS.items()}},
+        "query": {"params": FIELDS},
+        "query+json": {"params": query, "json": body_fields},
+        "query+form": {"params": query, "data": body_fields},
+        "query+multipart": {"params": query, "files": {"q": (None, FIELDS["q"])}},
+    }[style]
+    r = post(server, **kwargs)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["translatedText"] == expected
+
+
+def test_a_query_string_with_an_empty_body_and_a_content_type(server):
+    """A client that names a form content type but sends its fields in the query string."""
+    r = post(
+        server,
+        params=FIELDS,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        content=b"",
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == explicit(server, FIELDS["q"], "en", "de")
+
+
+def test_the_body_wins_over_the_query_string(server):
+    r = post(server, params={"target": "fr"}, json=FIELDS)
+    assert r.status_code == 200, r.text
+
+
+def test_a_repeated_q_is_a_list_in_a_form_and_in_the_query(server):
+    texts = ["The cat is big.", "We eat bread."]
+    expected = explicit(server, texts, "en", "de")
+    params = [("q", t) for t in texts] + [("source", "en"), ("target", "de")]
+    by_query = post(server, params=params)
+    by_form = post(
+        server,
+        content=httpx.QueryParams(params).__str__().encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    by_multipart = post(server, files=[(k, (None, v)) for k, v in params])
+    for r in (by_query, by_form, by_multipart):
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == expected
+
+
+@pytest.mark.parametrize("style", ["json", "form", "multipart", "query"])
+def test_detect_takes_its_parameters_in_every_style(server, style):
+    fields = {"q": DE}
+    kwargs = {
+        "json": {"json": fields},
+        "form": {"data": fields},
+        "multipart": {"files": {"q": (None, DE)}},
+        "query": {"params": fields},
+    }[style]
+    r = post(server, "/detect", **kwargs)
+    assert r.status_code == 200, r.text
+    assert r.json()[0]["language"] == "de"
+
+
+@pytest.mark.parametrize(
+    "kwargs, status, needle",
+    [
+        ({"content": b""}, 400, "JSON object"),
+        ({"params": {"q": "x", "source": "en"}}, 400, "target"),
+        ({"params": {"q": "x", "source": "en", "target": "xx"}}, 400, "no model"),
+        ({"data": {"q": "x", "source": "en", "target": "de", "beam_size": "many"}}, 400, "beam"),
+        (
+            {
+                "content": b"--b\r\nContent-Disposition: form-data; name=q\r\n\r\nx",
+                "headers": {"Content-Type": "multipart/form-data; boundary=b"},
+            },
+            400,
+            "",
+        ),
+        ({"params": [(f"p{i}", "1") for i in range(100)]}, 400, "parameters"),
+        (
+            {"content": b"q=%ff", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+            400,
+            "",
+        ),
+    ],
+)
+def test_bad_requests_in_any_style_are_4xx(server, kwargs, status, needle):
+    r = post(server, **kwargs)
+    assert r.status_code == status, r.text
+    assert needle in r.json()["error"]
+    assert httpx.get(f"{server}/health").status_code == 200
+
+
+# --- /detect ---------------------------------------------------------------------------------
+
+
+def test_detect_names_the_language_among_those_served(server):
+    for text, lang in ((EN, "en"), (DE, "de")):
+        r = post(server, "/detect", json={"q": text})
+        assert r.status_code == 200, r.text
+        found = r.json()
+        assert found[0]["language"] == lang
+        assert found[0]["confidence"] > 50.0
+        assert {d["language"] for d in found} <= {"en", "de"}
+        assert sum(d["confidence"] for d in found) == pytest.approx(100.0, abs=0.2)
+
+
+def test_detect_a_list_answers_for_the_texts_together(server):
+    r = post(server, "/detect", json={"q": [DE, DE, EN]})
+    assert r.status_code == 200, r.text
+    assert r.json()[0]["language"] == "de"
+
+
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ({}, 400),
+        ({"q": ""}, 400),
+        ({"q": 5}, 400),
+        ({"q": [1, 2]}, 400),
+        ({"q": []}, 400),
+        ({"q": "x" * 30_000}, 413),
+        ({"q": ["x"] * 500}, 413),
+        (b'{"q": "\\ud800"}', 400),
+        ({"q": "x", "api_key": 5}, 400),
+    ],
+)
+def test_bad_detect_requests_are_4xx(server, body, status):
+    sent = {"content": body} if isinstance(body, bytes) else {"json": body}
+    r = post(server, "/detect", **sent)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]
+    assert httpx.get(f"{server}/health").status_code == 200
+
+
+# --- source: auto ----------------------------------------------------------------------------
+
+
+def test_auto_routes_each_text_to_the_model_of_its_language(server):
+    to_de = post(server, json={"q": [EN, DE], "source": "auto", "target": "de"})
+    assert to_de.status_code == 200, to_de.text
+    body = to_de.json()
+    assert body["translatedText"] == [explicit(server, EN, "en", "de"), DE]  # DE comes back as is
+    assert [d["language"] for d in body["detectedLanguage"]] == ["en", "de"]
+    assert all(0 < d["confidence"] <= 100 for d in body["detectedLanguage"])
+    to_en = post(server, json={"q": [EN, DE], "source": "auto", "target": "en"}).json()
+    assert to_en["translatedText"] == [EN, explicit(server, DE, "de", "en")]
+
+
+def test_auto_on_one_text_reports_the_detected_language(server):
+    r = post(server, data={"q": DE, "source": "auto", "target": "en"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["detectedLanguage"]["language"] == "de"
+    assert body["detectedLanguage"]["confidence"] > 50.0
+    assert body["translatedText"] == explicit(server, DE, "de", "en")
+    assert body["model"] == "de-en"
+
+
+def test_auto_with_alternatives_and_html_keeps_the_order(server):
+    q = [f"<p>{DE}</p>", f"<b>{EN}</b>"]
+    r = post(
+        server, json={"q": q, "source": "auto", "target": "en", "format": "html", "alternatives": 1}
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["translatedText"][1] == q[1]
+    assert body["alternatives"][1] == [q[1]]
+    assert body["translatedText"][0].startswith("<p>")
+
+
+def test_translate_file_with_auto_and_the_query_string(server):
+    data = f"{DE}\n\n{EN}\n".encode()
+    r = post(
+        server,
+        "/translate_file",
+        params={"source": "auto", "target": "en"},
+        files={"file": ("mixed.txt", data)},
+    )
+    assert r.status_code == 200, r.text
+    got = httpx.get(r.json()["translatedFileUrl"]).content.decode()
+    assert got == f"{explicit(server, DE, 'de', 'en')}\n\n{EN}\n"
+
+
+@pytest.mark.parametrize("method, path", [("POST", "/suggest"), ("GET", "/spec")])
+def test_libretranslate_endpoints_not_served_are_json_404s(server, method, path):
+    r = httpx.request(method, f"{server}{path}")
+    assert r.status_code == 404
+    assert r.json()["error"]
+
+
+def test_detect_is_counted_under_its_own_path(server):
+    assert post(server, "/detect", json={"q": EN}).status_code == 200
+    metrics = httpx.get(f"{server}/metrics").text
+    assert 'mt_requests_total{route="/detect",status="200"}' in metrics
