@@ -32,6 +32,7 @@ from .metrics import Metrics
 from .routes import JSONBody, health_of, router
 from .settings import Settings
 from .translate import ApiError, internal_error
+from .web import router as web_router
 
 log = logging.getLogger("app")
 
@@ -186,6 +187,7 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.include_router(router)
     app.include_router(file_router)
+    app.include_router(web_router)
     limited = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state), app.state)
     app.front = MetricsMiddleware(limited, app.state.metrics)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
