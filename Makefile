@@ -13,7 +13,7 @@ UV_VERSION ?= 0.13.8
 # Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.
 LOCK_ARGS ?=
 
-.PHONY: serve test lint format install install-dev bench lock clean
+.PHONY: serve test lint format install install-dev browser bench lock clean
 
 # The stamp files make a re-run skip the install when nothing it depends on changed.
 # The lock is a constraints file: each install takes its pinned versions of what it needs.
@@ -42,8 +42,21 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The web page's test (tests/test_web.py) drives Debian's headless Chromium through chromedriver.
+# Installed only when missing: where both are on PATH this runs no apt command at all.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get update -q && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else \
+		echo "tests/test_web.py needs chromium and chromedriver on PATH; install them" >&2; \
+		exit 1; \
+	fi
+
 # pytest exits 5 when it collected nothing; that is a failure here, as is any other non-zero code.
-test: lint
+test: lint browser
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed-dev

@@ -38,6 +38,7 @@ from .metrics import Metrics
 from .routes import JSONBody, health_of, router
 from .settings import Settings
 from .translate import ApiError, internal_error
+from .web import router as web_router
 
 log = logging.getLogger("app")
 
@@ -196,6 +197,7 @@ def create_app(settings: Settings | None = None) -> Service:
     install_log_redaction()
     app.include_router(router)
     app.include_router(file_router)
+    app.include_router(web_router)
     front = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state, HANDLERS), app.state)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # around the fast path too: every answer and preflight gets the same headers

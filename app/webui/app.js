@@ -1,0 +1,294 @@
+// The translation page. Plain JavaScript, no build step; it calls the service's HTTP API
+// with relative URLs, so the page also works behind a proxy that serves it under a path.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const el = {
+  source: $("source"), target: $("target"), swap: $("swap"), q: $("q"), out: $("out"),
+  count: $("count"), detected: $("detected"), status: $("status"), copy: $("copy"),
+  alts: $("alternatives"), altsList: $("alternatives-list"), translate: $("translate"),
+  error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
+  fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
+  apiKey: $("api-key"), theme: $("theme"), themeLabel: $("theme-label"),
+};
+const config = document.body.dataset;
+let charLimit = Number(config.charLimit) || 0; // 0 or less: no limit
+let maxFileBytes = Number(config.maxFileBytes) || 0;
+const alternatives = Math.min(3, Number(config.maxAlternatives) || 0);
+const stored = (name) => { try { return localStorage.getItem(name); } catch { return null; } };
+const store = (name, value) => { try { localStorage.setItem(name, value); } catch { /* private mode */ } };
+
+let languages = []; // [{code, name, targets}] from GET /languages
+let detected = null; // the language the server detected for the current text
+let pending = null; // AbortController of the translation in flight
+let timer = 0;
+let lastSent = "";
+
+// ---- theme ----
+const dark = window.matchMedia("(prefers-color-scheme: dark)");
+function isDark() {
+  const chosen = document.documentElement.dataset.theme;
+  return chosen ? chosen === "dark" : dark.matches;
+}
+function showTheme() {
+  el.theme.setAttribute("aria-pressed", String(isDark()));
+  el.themeLabel.textContent = isDark() ? "Light" : "Dark";
+  el.theme.title = isDark() ? "Switch to light mode" : "Switch to dark mode";
+}
+if (stored("mt-theme")) document.documentElement.dataset.theme = stored("mt-theme");
+el.theme.addEventListener("click", () => {
+  const next = isDark() ? "light" : "dark";
+  document.documentElement.dataset.theme = next;
+  store("mt-theme", next);
+  showTheme();
+});
+dark.addEventListener("change", showTheme);
+showTheme();
+
+// ---- talking to the API ----
+async function api(path, options) {
+  let res;
+  try {
+    res = await fetch(path, options);
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new Error("The server cannot be reached. Check the connection and retry.");
+  }
+  let data = null;
+  try { data = await res.json(); } catch { /* not JSON */ }
+  if (!res.ok) {
+    const why = data && data.error ? data.error : `${res.status} ${res.statusText}`;
+    const after = res.headers.get("Retry-After");
+    throw new Error(after ? `${why} (retry in ${after} s)` : why);
+  }
+  return data;
+}
+function showError(message) {
+  el.error.textContent = message ? `Error: ${message}` : "";
+  el.error.hidden = !message;
+}
+function withKey(fields) {
+  const key = el.apiKey.value.trim();
+  if (key) fields.api_key = key;
+  return fields;
+}
+
+// ---- languages ----
+const nameOf = (code) => (languages.find((l) => l.code === code) || {}).name || code;
+function option(code, name) {
+  const o = document.createElement("option");
+  o.value = code;
+  o.textContent = name;
+  return o;
+}
+function fillTargets(wanted) {
+  const src = languages.find((l) => l.code === el.source.value);
+  const codes = src ? src.targets : [...new Set(languages.flatMap((l) => l.targets))].sort();
+  el.target.replaceChildren(...codes.map((c) => option(c, nameOf(c))));
+  const fallback = codes.find((c) => c !== el.source.value) || codes[0] || "";
+  el.target.value = codes.includes(wanted) ? wanted : fallback;
+}
+function updateSwap() {
+  el.swap.disabled = el.source.value === "auto" && !detected;
+}
+async function loadLanguages() {
+  try {
+    languages = await api("languages");
+  } catch (err) {
+    showError(err.message);
+    languages = [];
+  }
+  if (!languages.length) {
+    el.status.textContent = "The server is loading its models…";
+    setTimeout(loadLanguages, 2000);
+    return;
+  }
+  el.status.textContent = "";
+  el.source.replaceChildren(
+    option("auto", "Detect language"),
+    ...languages.map((l) => option(l.code, l.name)),
+  );
+  const src = stored("mt-source");
+  el.source.value = languages.some((l) => l.code === src) ? src : "auto";
+  fillTargets(stored("mt-target"));
+  updateSwap();
+}
+async function loadFrontendSettings() {
+  // LibreTranslate's /frontend/settings, where the server has it: limits and whether keys are needed
+  let s;
+  try {
+    const res = await fetch("frontend/settings");
+    if (!res.ok) return;
+    s = await res.json();
+  } catch { return; }
+  if (typeof s.charLimit === "number") charLimit = s.charLimit;
+  if (s.keyRequired || s.apiKeys) el.keyBox.hidden = false;
+  if (s.filesTranslation === false) el.files.hidden = true;
+  if (typeof s.maxFileBytes === "number") maxFileBytes = s.maxFileBytes;
+  showCount();
+}
+
+// ---- translating text ----
+const length = (text) => [...text].length; // code points, as the server counts them
+function showCount() {
+  const n = length(el.q.value);
+  const over = charLimit > 0 && n > charLimit;
+  el.count.textContent = charLimit > 0
+    ? `${n.toLocaleString("en")} / ${charLimit.toLocaleString("en")}`
+    : `${n.toLocaleString("en")} characters`;
+  el.count.classList.toggle("over", over);
+  el.count.title = over ? "Too long for one request to this server" : "";
+  return !over;
+}
+function showDetected(found) {
+  detected = found && found.language ? found.language : null;
+  el.detected.textContent = detected
+    ? `Detected: ${nameOf(detected)} (${Math.round(found.confidence)}%)`
+    : "";
+  updateSwap();
+}
+function showAlternatives(list) {
+  el.altsList.replaceChildren(...list.map((text) => {
+    const li = document.createElement("li");
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.title = "Use this translation";
+    b.addEventListener("click", () => { el.out.value = text; });
+    li.append(b);
+    return li;
+  }));
+  el.alts.hidden = list.length === 0;
+}
+async function translate() {
+  clearTimeout(timer);
+  const text = el.q.value;
+  lastSent = text + "\u0000" + el.source.value + "\u0000" + el.target.value;
+  if (pending) pending.abort();
+  showError("");
+  if (!text.trim()) {
+    el.out.value = "";
+    showAlternatives([]);
+    showDetected(null);
+    return;
+  }
+  if (!showCount()) {
+    showError(`The text has ${length(text)} characters; this server translates at most ${charLimit} at once.`);
+    return;
+  }
+  if (!el.target.value) {
+    showError("No target language: the server has no models loaded yet.");
+    return;
+  }
+  const mine = (pending = new AbortController());
+  el.status.textContent = "Translating…";
+  el.translate.disabled = true;
+  try {
+    const body = withKey({ q: text, source: el.source.value, target: el.target.value, format: "text" });
+    if (alternatives) body.alternatives = alternatives;
+    const data = await api("translate", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      signal: mine.signal,
+    });
+    el.out.value = data.translatedText;
+    showAlternatives(data.alternatives || []);
+    showDetected(el.source.value === "auto" ? data.detectedLanguage : null);
+  } catch (err) {
+    if (err.name === "AbortError") return;
+    showError(err.message);
+  } finally {
+    if (pending === mine) {
+      pending = null;
+      el.status.textContent = "";
+      el.translate.disabled = false;
+    }
+  }
+}
+function translateSoon() {
+  clearTimeout(timer);
+  timer = setTimeout(() => {
+    if (el.q.value + "\u0000" + el.source.value + "\u0000" + el.target.value !== lastSent) translate();
+  }, 700);
+}
+
+el.q.addEventListener("input", () => { showCount(); translateSoon(); });
+el.q.addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
+});
+el.translate.addEventListener("click", translate);
+el.source.addEventListener("change", () => {
+  store("mt-source", el.source.value);
+  showDetected(null);
+  fillTargets(el.target.value);
+  translate();
+});
+el.target.addEventListener("change", () => { store("mt-target", el.target.value); translate(); });
+el.swap.addEventListener("click", () => {
+  const from = el.source.value === "auto" ? detected : el.source.value;
+  const to = el.target.value;
+  if (!from || !languages.some((l) => l.code === to)) {
+    showError(`No model translates from ${nameOf(to)}.`);
+    return;
+  }
+  el.source.value = to;
+  fillTargets(from);
+  store("mt-source", el.source.value);
+  store("mt-target", el.target.value);
+  if (el.out.value) el.q.value = el.out.value;
+  el.out.value = "";
+  showDetected(null);
+  showCount();
+  translate();
+});
+el.copy.addEventListener("click", async () => {
+  if (!el.out.value) return;
+  try {
+    await navigator.clipboard.writeText(el.out.value);
+  } catch { // no clipboard API (a page over plain HTTP on another host): select and copy
+    el.out.select();
+    document.execCommand("copy");
+  }
+  el.copy.textContent = "Copied";
+  setTimeout(() => { el.copy.textContent = "Copy"; }, 1500);
+});
+
+// ---- translating a file ----
+el.fileForm.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  showError("");
+  el.fileResult.hidden = true;
+  const file = el.file.files[0];
+  if (!file) { showError("Choose a file first."); return; }
+  if (maxFileBytes > 0 && file.size > maxFileBytes) {
+    showError(`${file.name} has ${file.size} bytes; this server takes files of at most ${maxFileBytes}.`);
+    return;
+  }
+  const form = new FormData();
+  form.append("file", file);
+  for (const [k, v] of Object.entries(withKey({ source: el.source.value, target: el.target.value }))) {
+    form.append(k, v);
+  }
+  el.status.textContent = `Translating ${file.name}…`;
+  const submit = $("file-submit");
+  submit.disabled = true;
+  try {
+    const data = await api("translate_file", { method: "POST", body: form });
+    const url = data.translatedFileUrl;
+    el.download.href = url;
+    el.download.textContent = `Download ${decodeURIComponent(url.split("/").pop())}`;
+    el.fileResult.hidden = false;
+  } catch (err) {
+    showError(err.message);
+  } finally {
+    el.status.textContent = "";
+    submit.disabled = false;
+  }
+});
+
+el.apiKey.value = stored("mt-api-key") || "";
+el.apiKey.addEventListener("change", () => store("mt-api-key", el.apiKey.value.trim()));
+showCount();
+loadLanguages();
+loadFrontendSettings();

@@ -1,0 +1,378 @@
+"""The web page at `/`, in a real headless Chromium against a real server with the shipped
+models: it types, translates, swaps, uploads a file and reads the result, and checks the
+character count, the alternatives, the copy button, dark mode and the phone layout. Every text
+the page shows is compared with what the HTTP API answers to the same request.
+
+The browser is Debian's `chromium` with `chromedriver` (`make browser` installs them; `make test`
+does so first). Without them these tests fail: they are part of the suite, not optional.
+Screenshots go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from tests.service_helpers import serve_in_thread
+
+ROOT = Path(__file__).resolve().parent.parent
+WEIGHTS = ROOT / "weights"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHAR_LIMIT = 300
+WAIT_S = 120  # an upper bound for events on a loaded machine; a passing run waits far less
+
+
+# ---- the page and its files, without a browser ----
+
+
+class Links(HTMLParser):
+    """Every URL the page refers to (src, href, action) and every inline script or style."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+        self.inline: list[str] = []
+        self._tag = ""
+
+    def handle_starttag(self, tag, attrs):
+        self._tag = tag
+        for name, value in attrs:
+            if name in ("src", "href", "action", "formaction", "poster") and value:
+                self.urls.append(value)
+            if name == "style" or name.startswith("on"):
+                self.inline.append(f"{tag} {name}")
+
+    def handle_data(self, data):
+        if self._tag in ("script", "style") and data.strip():
+            self.inline.append(self._tag)
+
+
+@pytest.fixture(scope="module")
+def tiny_server(random_checkpoint, tmp_path_factory):
+    weights = tmp_path_factory.mktemp("web-weights")
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    with serve_in_thread(weights, max_request_chars=1234, max_alternatives=2) as (url, _):
+        yield url
+
+
+def test_page_and_static_files_are_served_with_their_types(tiny_server):
+    page = httpx.get(f"{tiny_server}/")
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page.text
+    # the server's own limits are written into the page, with no placeholder left
+    assert 'data-char-limit="1234"' in page.text
+    assert 'data-max-alternatives="2"' in page.text
+    assert "{{" not in page.text
+    for path, ctype, marker in [
+        ("/static/app.js", "text/javascript; charset=utf-8", 'api("languages")'),
+        ("/static/style.css", "text/css; charset=utf-8", "prefers-color-scheme: dark"),
+    ]:
+        r = httpx.get(f"{tiny_server}{path}")
+        assert r.status_code == 200, path
+        assert r.headers["content-type"] == ctype
+        assert marker in r.text
+    missing = httpx.get(f"{tiny_server}/static/../app/main.py")
+    assert missing.status_code == 404
+    unknown = httpx.get(f"{tiny_server}/static/nothing.js")
+    assert unknown.status_code == 404
+    assert unknown.json() == {"error": "no such path: /static/nothing.js"}
+
+
+def test_page_refers_to_nothing_outside_the_service(tiny_server):
+    page = httpx.get(f"{tiny_server}/").text
+    links = Links()
+    links.feed(page)
+    assert links.urls, "the parser found no links at all"
+    for url in links.urls:
+        # relative to the page (so the page also works under a proxy's path), or inline data
+        assert url.startswith("data:") or re.match(r"^[a-z][a-z0-9/_.-]*$|^#$", url), url
+        if not url.startswith(("data:", "#")):
+            assert httpx.get(f"{tiny_server}/{url}").status_code == 200, url
+    assert links.inline == [], "the Content-Security-Policy forbids inline scripts and styles"
+    for path in ("/static/app.js", "/static/style.css"):
+        text = httpx.get(f"{tiny_server}{path}").text
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text), path
+        assert "@import" not in text and "url(" not in text, path
+
+
+def test_the_package_holds_the_page():
+    """An installed package serves the page: the files are package data of `app`."""
+    from importlib import resources
+
+    files = resources.files("app").joinpath("webui")
+    assert {p.name for p in files.iterdir()} >= {"index.html", "app.js", "style.css"}
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'app = ["webui/*.html", "webui/*.css", "webui/*.js"]' in pyproject
+
+
+# ---- in the browser ----
+
+
+def chromium_driver(width: int = 1280, height: int = 900) -> webdriver.Chrome:
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (browser and driver):
+        pytest.fail(
+            "Chromium and chromedriver are needed for the browser test: `make browser` "
+            "(apt-get install chromium chromium-driver) installs them"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # root in containers and CI
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--no-first-run",
+        "--lang=en-US",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    files = tmp_path_factory.mktemp("web-files")
+    with serve_in_thread(WEIGHTS, max_request_chars=CHAR_LIMIT, files_dir=files, warmup=False) as (
+        url,
+        _,
+    ):
+        yield url
+
+
+@pytest.fixture
+def browser(server):
+    driver = chromium_driver()
+    try:
+        driver.get(f"{server}/")
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver, condition, what: str):
+    try:
+        return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d))
+    except TimeoutException:
+        error = driver.find_element(By.ID, "error").text
+        raise AssertionError(f"waited for {what}; the page's error line says {error!r}") from None
+
+
+def value(driver, element_id: str) -> str:
+    return driver.find_element(By.ID, element_id).get_property("value")
+
+
+def languages_loaded(driver) -> bool:
+    return len(Select(driver.find_element(By.ID, "source")).options) > 1
+
+
+def translated(driver) -> bool:
+    done = driver.find_element(By.ID, "translate").is_enabled()
+    return done and value(driver, "out") != ""
+
+
+def clipboard(driver) -> str:
+    return driver.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], () => arguments[0](''))"
+    )
+
+
+def api_translate(server: str, q: str, source: str, target: str) -> dict:
+    body = {"q": q, "source": source, "target": target, "alternatives": 3}
+    r = httpx.post(f"{server}/translate", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def screenshot(driver, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert driver.save_screenshot(str(ARTIFACTS / name)), name
+
+
+def test_translate_swap_and_file_in_the_browser(server, browser, tmp_path):
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    source, target = (
+        Select(d.find_element(By.ID, "source")),
+        Select(d.find_element(By.ID, "target")),
+    )
+    assert source.first_selected_option.get_attribute("value") == "auto"
+    assert {o.get_attribute("value") for o in source.options} == {"auto", "en", "de"}
+    target.select_by_value("de")
+    assert d.find_element(By.ID, "count").text == f"0 / {CHAR_LIMIT}"
+
+    # typing alone translates, once the typing stops
+    text = "Where is the train station?"
+    d.find_element(By.ID, "q").send_keys(text)
+    assert d.find_element(By.ID, "count").text == f"{len(text)} / {CHAR_LIMIT}"
+    wait(d, translated, "the translation of what was typed")
+    expected = api_translate(server, text, "auto", "de")
+    assert value(d, "out") == expected["translatedText"]
+    detected = expected["detectedLanguage"]
+    assert detected["language"] == "en"
+    assert d.find_element(By.ID, "detected").text == (
+        f"Detected: English ({round(detected['confidence'])}%)"
+    )
+    shown = [b.text for b in d.find_elements(By.CSS_SELECTOR, "#alternatives-list button")]
+    assert shown == expected["alternatives"] and len(shown) == 3
+    screenshot(d, "web-desktop.png")
+
+    # an alternative replaces the translation when clicked
+    d.find_elements(By.CSS_SELECTOR, "#alternatives-list button")[1].click()
+    assert value(d, "out") == expected["alternatives"][1]
+
+    # copy puts the translation on the clipboard
+    d.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": server, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    d.find_element(By.ID, "copy").click()
+    wait(d, lambda d: clipboard(d) == expected["alternatives"][1], "the copied translation")
+
+    # swap: German -> English, the translation becomes the text to translate
+    german = value(d, "out")
+    d.find_element(By.ID, "swap").click()
+    assert source.first_selected_option.get_attribute("value") == "de"
+    assert target.first_selected_option.get_attribute("value") == "en"
+    assert value(d, "q") == german
+    wait(d, translated, "the translation after swapping")
+    back = api_translate(server, german, "de", "en")
+    assert value(d, "out") == back["translatedText"]
+    assert d.find_element(By.ID, "detected").text == ""
+
+    # a file, German -> English: the page's link serves what the API makes of the same file
+    upload = tmp_path / "notes.txt"
+    upload.write_text("Ich liebe dich.\n\nDas Wetter ist schön.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    link = wait(
+        d,
+        lambda d: (
+            d.find_element(By.ID, "file-result").is_displayed()
+            and d.find_element(By.ID, "download")
+        ),
+        "the download link",
+    )
+    assert link.text == "Download notes_en.txt"
+    got = httpx.get(link.get_attribute("href"))
+    assert got.status_code == 200
+    with upload.open("rb") as f:
+        direct = httpx.post(
+            f"{server}/translate_file",
+            files={"file": ("notes.txt", f, "text/plain")},
+            data={"source": "de", "target": "en"},
+            timeout=60,
+        )
+    want = httpx.get(direct.json()["translatedFileUrl"]).text
+    assert got.text == want
+    assert got.text != upload.read_text(encoding="utf-8") and got.text.strip()
+    assert d.find_element(By.ID, "error").is_displayed() is False
+
+
+def test_errors_and_the_character_limit_are_shown(server, browser, tmp_path):
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    # the server's answer to a file it cannot translate is shown as it is
+    bad = tmp_path / "scan.pdf"
+    bad.write_bytes(b"%PDF-1.4\n")
+    d.find_element(By.ID, "file").send_keys(str(bad))
+    d.find_element(By.ID, "file-submit").click()
+    error = d.find_element(By.ID, "error")
+    wait(d, lambda d: error.is_displayed(), "the error line")
+    r = httpx.post(
+        f"{server}/translate_file",
+        files={"file": ("scan.pdf", b"%PDF-1.4\n")},
+        data={"source": "auto", "target": "de"},
+    )
+    assert r.status_code == 400
+    assert error.text == f"Error: {r.json()['error']}"
+
+    # over the server's limit: the count says so and nothing is sent
+    box = d.find_element(By.ID, "q")
+    box.send_keys("a" * (CHAR_LIMIT + 1))
+    count = d.find_element(By.ID, "count")
+    assert count.text == f"{CHAR_LIMIT + 1} / {CHAR_LIMIT}"
+    assert "over" in count.get_attribute("class")
+    d.find_element(By.ID, "translate").click()
+    assert error.text == (
+        f"Error: The text has {CHAR_LIMIT + 1} characters; "
+        f"this server translates at most {CHAR_LIMIT} at once."
+    )
+    assert value(d, "out") == ""
+
+
+def background(driver) -> str:
+    return driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+
+
+def test_dark_mode_follows_the_system_and_the_toggle(server):
+    d = chromium_driver()
+    try:
+        d.get(f"{server}/")
+        wait(d, languages_loaded, "the language lists")
+        light = background(d)
+        toggle = d.find_element(By.ID, "theme")
+        assert toggle.get_attribute("aria-pressed") == "false"
+        toggle.click()
+        assert d.execute_script("return document.documentElement.dataset.theme") == "dark"
+        assert toggle.get_attribute("aria-pressed") == "true"
+        dark = background(d)
+        assert dark != light
+        screenshot(d, "web-dark.png")
+        d.refresh()  # the choice is kept
+        wait(d, languages_loaded, "the language lists")
+        assert background(d) == dark
+        d.find_element(By.ID, "theme").click()
+        assert background(d) == light
+
+        # no choice stored: the system's dark preference applies
+        d.execute_script("localStorage.clear()")
+        d.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+        )
+        d.refresh()
+        wait(d, languages_loaded, "the language lists")
+        assert background(d) == dark
+        assert d.find_element(By.ID, "theme").get_attribute("aria-pressed") == "true"
+    finally:
+        d.quit()
+
+
+def test_the_page_fits_a_phone(server):
+    d = chromium_driver()
+    try:
+        d.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True},
+        )
+        d.get(f"{server}/")
+        wait(d, languages_loaded, "the language lists")
+        d.find_element(By.ID, "q").send_keys("I love you.")
+        d.find_element(By.ID, "translate").click()
+        wait(d, translated, "the translation")
+        q, out = d.find_element(By.ID, "q").rect, d.find_element(By.ID, "out").rect
+        assert out["y"] >= q["y"] + q["height"], "the text areas stack on a narrow screen"
+        assert q["width"] > 300 and q["x"] + q["width"] <= 390
+        overflow = d.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, "nothing sticks out sideways"
+        screenshot(d, "web-phone.png")
+    finally:
+        with contextlib.suppress(Exception):
+            d.quit()
