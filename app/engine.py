@@ -13,7 +13,7 @@ import torch
 
 from model_core.allocator import keep_freed_memory
 from model_core.linear_backend import available_backends
-from model_core.threads import available_cpus
+from model_core.threads import SharedCpuThreads, available_cpus
 from model_core.translator import Translator, resolve_device
 
 from .metrics import Metrics
@@ -120,6 +120,8 @@ def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
         ),
         device=dev,
         warmup=s.warmup,
+        # MT_THREADS=0 on a CPU: fewer threads while other processes take CPUs (threads.py)
+        threads=SharedCpuThreads(threads) if not s.threads and dev.type == "cpu" else None,
     )
     budget = engine.registry.budget_bytes
     used = 0
@@ -152,8 +154,16 @@ class Engine:
     """The served models (a Registry); `run` is the batcher's function and `load` loads a
     model: both are called on the worker thread only."""
 
-    def __init__(self, registry: Registry, *, device: torch.device, warmup: bool = True):
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        device: torch.device,
+        warmup: bool = True,
+        threads: SharedCpuThreads | None = None,
+    ):
         self.registry, self.device, self.warmup = registry, device, warmup
+        self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
         self.freeze_loads = False  # set once started: see `load`
 
@@ -184,9 +194,17 @@ class Engine:
     def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
         translator = self.registry.entries[key.model].translator
         assert translator is not None, f"{key.model} is held by its requests, so it is loaded"
-        hyps = translator.translate_ids(
-            payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
-        )
+        if self.threads is not None:
+            wanted = self.threads.before_batch()
+            if wanted != torch.get_num_threads():
+                torch.set_num_threads(wanted)
+        try:
+            hyps = translator.translate_ids(
+                payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
+            )
+        finally:
+            if self.threads is not None:
+                self.threads.after_batch()
         decode = translator.target_tokenizer.decode
         return [
             SentenceResult([decode(h.tokens) for h in sent], len(sent[0].tokens) + 1)

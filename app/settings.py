@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     threads: int = Field(
         0,
         ge=0,
-        description="CPU threads for inference (0: the CPUs this process may use: its affinity mask and cgroup CPU quota)",
+        description="CPU threads for inference (0: the CPUs this process may use: its affinity mask and cgroup CPU quota, fewer while other processes take them)",
     )
     linear_backend: Literal["auto", "panels", "onednn"] = Field(
         "auto",
