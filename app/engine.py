@@ -118,8 +118,10 @@ class Engine:
     def __init__(self, translators: dict[str, Translator]):
         self.translators = translators
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
-        self.pairs = {
-            (t.source_language, t.target_language): name for name, t in translators.items()
+        self.pairs = {  # a multi-target model serves each of its targets
+            (t.source_language, target): name
+            for name, t in translators.items()
+            for target in t.target_languages
         }
 
     def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:

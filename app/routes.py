@@ -99,6 +99,7 @@ async def models(request: Request):
                 "name": name,
                 "source": t.source_language,
                 "target": t.target_language,
+                "targets": t.target_languages,
                 "parameters": t.parameters,
                 "device": str(t.device),
                 "dtype": t.precision,

@@ -238,7 +238,7 @@ async def translate(
 
     def encode(text: str) -> list[int]:
         if text not in encoded:
-            encoded[text] = translator.encode_source(text)
+            encoded[text] = translator.encode_source(text, req.target)
         return encoded[text]
 
     def count(text: str) -> int:
