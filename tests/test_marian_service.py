@@ -49,3 +49,31 @@ def test_http_api_matches_transformers(tmp_path):
                 )
                 assert r.status_code == 200, r.text
                 assert r.json()["translatedText"] == expected[beams, limit, text]
+
+
+def test_multi_target_model_takes_the_token_of_the_requested_target(tmp_path):
+    from model_core.translator import Translator
+
+    weights = tmp_path / "weights"
+    d = make_marian_dir(weights / "opus-mt-en-mul", lang_tokens=(">>deu<<", ">>fra<<"), seed=14)
+    local = Translator.load(d, device="cpu")
+    text = make_parallel(3, seed=2)[0][1]
+    expected = {}
+    for lang in ("deu", "fra"):
+        ids = local.encode_source(text, lang)
+        hyp = local.translate_ids([ids], beam_size=1, max_length=8, max_length_ratio=9.0)
+        expected[lang] = local.target_tokenizer.decode(hyp[0][0].tokens)
+    assert expected["deu"] != expected["fra"]  # the token steers the output
+    with serve_in_thread(weights, device="cpu") as (url, _app):
+        langs = httpx.get(f"{url}/languages").json()
+        assert langs[0]["code"] == "en" and langs[0]["targets"] == ["deu", "fra"]
+        for lang, want in expected.items():
+            r = httpx.post(
+                f"{url}/translate",
+                json={"q": text, "source": "en", "target": lang, "beam_size": 1, "max_length": 8},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["translatedText"] == want
+        r = httpx.post(f"{url}/translate", json={"q": text, "source": "en", "target": "ita"})
+        assert r.status_code == 400 and "en->deu" in r.json()["error"]
