@@ -149,6 +149,7 @@ async def models(request: Request):
             "name": name,
             "source": source,
             "target": target,
+            "targets": [t for _, t in entry.pairs],  # several for a multi-target model
             "pairs": [{"source": s, "target": t} for s, t in entry.pairs],
             "loaded": entry.loaded,
             "weights_bytes": entry.size_bytes,

@@ -212,19 +212,20 @@ async def wait_or_disconnect(
 async def translate_leg(
     state: Any,
     model: str,
+    target: str,
     texts: list[str],
     beam: int,
     n_best: int,
     max_length: int,
     receive: Callable[[], Awaitable[dict]],
 ) -> tuple[list[list[str]], float] | None:
-    """Translate `texts` with one model through the batcher (loading the model first if it is
-    not loaded): n_best lists of translations, one per text, and the batches' compute seconds;
+    """Translate `texts` into `target` with one model through the batcher (loading the model
+    first if it is not loaded; a multi-target model gets the target's token): n_best lists of translations, one per text, and the batches' compute seconds;
     None when the client went away first."""
     try:
         async with state.engine.registry.hold(model) as translator:
             return await _translate_with(
-                state, model, translator, texts, beam, n_best, max_length, receive
+                state, model, translator, target, texts, beam, n_best, max_length, receive
             )
     except ModelLoadError as exc:
         log.error("model %s could not be loaded: %s", model, exc)
@@ -237,6 +238,7 @@ async def _translate_with(
     state: Any,
     model: str,
     translator: Translator,
+    target: str,
     texts: list[str],
     beam: int,
     n_best: int,
@@ -249,7 +251,7 @@ async def _translate_with(
 
     def encode(text: str) -> list[int]:
         if text not in encoded:
-            encoded[text] = translator.encode_source(text)
+            encoded[text] = translator.encode_source(text, target)
         return encoded[text]
 
     def count(text: str) -> int:
@@ -373,13 +375,14 @@ class Outputs:
 async def run_route(
     state: Any,
     models: list[str],
+    target: str,
     texts: list[str],
     fmt: str,
     options: tuple[int, int, int],
     receive: Callable[[], Awaitable[dict]],
 ) -> Outputs | None:
-    """Translates `texts` through `models` in turn (two through the pivot language: the first
-    leg's best text is the second leg's input); HTML documents are cut into text units first
+    """Translates `texts` into `target` through `models` in turn (two through the pivot
+    language: the first leg's best text is the second leg's input); HTML documents are cut into text units first
     and rebuilt last. None when the client went away first."""
     beam, n_best, max_length = options
     documents = None
@@ -392,8 +395,9 @@ async def run_route(
     outputs: list[list[str]] = [texts]
     for i, model in enumerate(models):
         last = i == len(models) - 1
+        into = target if last else state.engine.registry.pivot
         leg = await translate_leg(
-            state, model, outputs[0], beam, n_best if last else 1, max_length, receive
+            state, model, into, outputs[0], beam, n_best if last else 1, max_length, receive
         )
         if leg is None:
             return None
@@ -443,7 +447,15 @@ async def translate(
     options = (beam, n_best, max_length)
     tasks = [
         asyncio.ensure_future(
-            run_route(state, list(route), [texts[i] for i in idx], req.format, options, receive)
+            run_route(
+                state,
+                list(route),
+                req.target,
+                [texts[i] for i in idx],
+                req.format,
+                options,
+                receive,
+            )
         )
         for route, idx in groups.items()
     ]

@@ -20,6 +20,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from . import marian
 from .config import ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer
@@ -54,6 +55,10 @@ class Checkpoint:
     target_language: str
     path: Path
     training: dict[str, Any] = field(default_factory=dict)
+    target_languages: list[str] = field(default_factory=list)  # all targets (multi-target)
+    target_tokens: dict[str, str] = field(default_factory=dict)  # target -> ">>xxx<<" token
+    generation: dict[str, Any] = field(default_factory=dict)  # decoding defaults of the model
+    beam_stop: str = "first_k"  # beam_search's stopping rule ("heuristic": as transformers)
 
 
 def _tied_keys(cfg: ModelConfig) -> set[str]:
@@ -150,6 +155,12 @@ def describe(directory: str | Path) -> list[tuple[str, str]]:
     """The (source, target) language pairs a checkpoint directory translates, read from its
     metadata alone (no weights, no tokenizer): what a service lists before loading anything.
     A list, since one directory may serve several pairs (a multi-target model)."""
+    if marian.is_marian_dir(directory):
+        try:
+            info = marian.marian_languages(directory)
+        except marian.MarianError as exc:
+            raise CheckpointError(str(exc)) from None
+        return [(info.source_language, target) for target in info.target_languages]
     meta = read_metadata(directory)
     pair = (meta["source_language"], meta["target_language"])
     for lang in pair:
@@ -203,8 +214,14 @@ def _load_tokenizer(
 def load_checkpoint(
     directory: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> Checkpoint:
-    """Validate and load a checkpoint directory; the model is returned in eval mode."""
+    """Validate and load a checkpoint directory (ours, or Hugging Face Marian's layout);
+    the model is returned in eval mode."""
     directory = Path(directory)
+    if marian.is_marian_dir(directory):
+        try:
+            return load_marian(directory, device=device, dtype=dtype)
+        except marian.MarianError as exc:
+            raise CheckpointError(str(exc)) from exc
     meta = read_metadata(directory)
     cfg: ModelConfig = meta["model"]
     src_tok = _load_tokenizer(
@@ -245,4 +262,77 @@ def load_checkpoint(
         target_language=meta["target_language"],
         path=directory,
         training=meta.get("training", {}),
+    )
+
+
+def load_marian(
+    directory: Path, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """A Hugging Face Marian directory (model_core/marian.py), loaded as it is."""
+    config_path = directory / marian.CONFIG_FILE
+    hf_config = marian._read_json(config_path)
+    if not isinstance(hf_config, dict):
+        raise marian.MarianError(f"{config_path}: expected a JSON object")
+    langs = marian.marian_languages(directory)
+    generation = marian.generation_defaults(directory, hf_config)
+    cfg = marian.model_config(hf_config, config_path)
+    hf_state, weights = marian.read_weights(directory)
+    cfg = marian.resolve_sharing(hf_state, cfg)
+    from dataclasses import replace
+
+    cfg = replace(
+        cfg,
+        suppress_ids=tuple(generation.pop("suppress_ids")),
+        force_eos_at_limit=generation.pop("force_eos_at_limit"),
+    )
+    try:
+        state = marian.to_our_state(hf_state, cfg)
+    except KeyError as exc:
+        raise marian.MarianError(f"{weights}: missing tensor {exc}") from exc
+    model = Transformer(cfg)
+    expected = {k: v for k, v in model.state_dict().items() if k not in _tied_keys(cfg)}
+    for name, ref in expected.items():
+        if name not in state:
+            raise marian.MarianError(f"{weights}: missing tensor for {name}")
+        if tuple(state[name].shape) != tuple(ref.shape):
+            raise marian.MarianError(
+                f"{weights}: tensor for {name} has shape {tuple(state[name].shape)}, "
+                f"{marian.CONFIG_FILE} needs {tuple(ref.shape)}"
+            )
+    model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False)
+    model.to(device=device, dtype=dtype).eval()
+    vocab = marian.load_vocab(directory / "vocab.json")
+    tgt_vocab = vocab
+    if (directory / "target_vocab.json").is_file():
+        tgt_vocab = marian.load_vocab(directory / "target_vocab.json")
+    specials = {"pad_id": cfg.pad_id, "unk_id": cfg.unk_id, "bos_id": cfg.bos_id}
+    specials["eos_id"] = cfg.eos_id
+    toks = []
+    for name, voc, size in (
+        ("source.spm", vocab, cfg.src_vocab_size),
+        ("target.spm", tgt_vocab, cfg.tgt_vocab_size),
+    ):
+        path = directory / name
+        if not path.is_file():
+            raise marian.MarianError(f"{path}: missing file (sentencepiece model)")
+        tok = marian.MarianTokenizer(path, voc, specials)
+        if tok.vocab_size > size:
+            raise marian.MarianError(
+                f"{path}: its vocabulary has ids up to {tok.vocab_size - 1}; "
+                f"{marian.CONFIG_FILE} has {size} embeddings"
+            )
+        toks.append(tok)
+    return Checkpoint(
+        model=model,
+        config=cfg,
+        source_tokenizer=toks[0],
+        target_tokenizer=toks[1],
+        source_language=langs.source_language,
+        target_language=langs.target_languages[0],
+        path=directory,
+        training={},
+        target_languages=langs.target_languages,
+        target_tokens=langs.target_tokens,
+        generation=generation,
+        beam_stop="heuristic",
     )

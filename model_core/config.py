@@ -40,8 +40,12 @@ class ModelConfig:
     activation: str = "relu"  # feed-forward non-linearity: relu | gelu | swish
     position_layout: str = "interleaved"  # sin/cos interleaved (seeds) or sin|cos halves
     layer_norm_eps: float = 1e-6
+    scale_embeddings: bool = True  # multiply embeddings by sqrt(d_model) (Marian: scale_embedding)
+    suppress_ids: tuple[int, ...] = ()  # ids never generated (Marian: bad_words_ids = [[pad]])
+    force_eos_at_limit: bool = False  # the last allowed token is EOS (forced_eos_token_id)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "suppress_ids", tuple(int(i) for i in self.suppress_ids))
         problems = []
         if self.d_model % self.n_heads:
             problems.append(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
@@ -62,9 +66,20 @@ class ModelConfig:
                 problems.append(f"{name} must be at least 1")
         if not 0.0 <= self.dropout < 1.0:
             problems.append(f"dropout={self.dropout} must be in [0, 1)")
-        special = {self.pad_id, self.unk_id, self.bos_id, self.eos_id}
-        if len(special) != 4 or min(special) < 0 or max(special) >= self.tgt_vocab_size:
-            problems.append("pad/unk/bos/eos ids must be distinct and inside the vocabulary")
+        # bos is the decoder's start token; Marian starts from <pad>, so bos may equal pad
+        special = {self.pad_id, self.unk_id, self.eos_id}
+        ids = (self.pad_id, self.unk_id, self.bos_id, self.eos_id)
+        if (
+            len(special) != 3
+            or self.bos_id in (self.unk_id, self.eos_id)
+            or min(ids) < 0
+            or max(ids) >= self.tgt_vocab_size
+        ):
+            problems.append(
+                "pad/unk/eos ids must be distinct and inside the vocabulary (bos may equal pad)"
+            )
+        if any(not 0 <= i < self.tgt_vocab_size for i in self.suppress_ids):
+            problems.append("suppress_ids must be inside the target vocabulary")
         if problems:
             raise ValueError("invalid ModelConfig: " + "; ".join(problems))
 

@@ -32,6 +32,15 @@ def length_normalise(total_log_prob: float, length: int, alpha: float) -> float:
     return total_log_prob / (max(length, 1) ** alpha)
 
 
+def force_eos(logits: torch.Tensor, rows: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """In place: the rows where `rows` is True may only end (EOS with log-prob 0), as
+    Hugging Face's forced_eos_token_id does at the length limit."""
+    if bool(rows.any()):
+        logits[rows] = float("-inf")
+        logits[rows, eos_id] = 0.0
+    return logits
+
+
 def _to_hypotheses(out, lps, lengths, ended, alpha) -> list[Hypothesis]:
     used = int(lengths.max()) if lengths.numel() else 0  # columns past it were never written
     hyps = []
@@ -71,6 +80,8 @@ def greedy_search(
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     for step in range(capacity):
         logits = model.decode_step(tokens, cache)  # (b, V)
+        if cfg.force_eos_at_limit:
+            force_eos(logits, max_lengths[rows] <= step + 1, cfg.eos_id)
         best_logit, best, lse = topk_logsumexp(logits, 1)  # the argmax of the log-softmax too
         best_lp = (best_logit - lse)[:, 0]
         best = best[:, 0]
@@ -113,7 +124,10 @@ def reference_greedy_search(
     for step in range(int(max_lengths.max())):
         tgt_mask = subsequent_mask(ys.shape[1], device)
         hidden = model.decode(memory, src_mask, ys, tgt_mask)  # (B, t, d)
-        best_lp, best = model.log_probs(hidden[:, -1]).max(dim=-1)
+        step_lp = model.log_probs(hidden[:, -1])  # (B, V)
+        if cfg.force_eos_at_limit:
+            force_eos(step_lp, max_lengths <= step + 1, cfg.eos_id)
+        best_lp, best = step_lp.max(dim=-1)
         ys = torch.cat([ys, best[:, None]], dim=1)
         step_lps.append(best_lp)
         newly = (lengths == 0) & ((best == cfg.eos_id) | (max_lengths <= step + 1))
@@ -133,6 +147,7 @@ def beam_search(
     beam_size: int = 4,
     length_penalty: float = 1.0,
     n_best: int = 1,
+    stop: str = "first_k",
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns the n_best hypotheses of each sentence, best first.
 
@@ -142,9 +157,16 @@ def beam_search(
     runs one row per sentence (all beams would be identical) and then expands to K rows. The
     selection is one call (fused.beam_select: a C kernel, or torch operations); only the (rare)
     finishing candidates are read back into Python.
+
+    `stop`: "first_k" ends a sentence at its first K finished hypotheses; "heuristic" keeps
+    the K best finished ones and ends when the best running beam, normalised at its current
+    length, cannot beat the worst of them (Hugging Face's default, early_stopping=False).
     """
     cfg = model.cfg
     k = beam_size
+    if stop not in ("first_k", "heuristic"):
+        raise ValueError(f"stop={stop!r}: use first_k or heuristic")
+    keep_best = stop == "heuristic"
     b, device = src.shape[0], src.device
     limits_all = max_lengths.to(device)
     memory = model.encode_tokens(src, src_mask)
@@ -156,6 +178,9 @@ def beam_search(
     finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
     for step in range(int(limits_all.max())):
         logits = model.decode_step(tokens, cache)  # (n * group, V)
+        if cfg.force_eos_at_limit:
+            at_limit_rows = (limits_all[active] <= step + 1).repeat_interleave(scores.shape[1])
+            force_eos(logits, at_limit_rows, cfg.eos_id)
         # The 2K best of a sentence are among the 2K best words of each of its rows: take those
         # first, then normalise only them (log-softmax = logit - logsumexp).
         per_row = min(2 * k, logits.shape[-1])
@@ -169,13 +194,24 @@ def beam_search(
             prefixes = seqs[prefix_rows].tolist() if seqs.shape[1] else [[] for _ in prefix_rows]
             for (i, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
                 hyps = finished[sents[i]]
-                if len(hyps) >= k:
+                if len(hyps) >= k and not keep_best:
                     continue
                 is_eos = w == cfg.eos_id
                 score = length_normalise(total, step + 1, length_penalty)
                 hyps.append((score, prefix if is_eos else prefix + [w], is_eos))
-                if len(hyps) >= k:
+                if keep_best:  # the K best so far, as Hugging Face's beam search keeps them
+                    hyps.sort(key=lambda h: h[0], reverse=True)
+                    del hyps[k:]
+                elif len(hyps) >= k:
                     done[i] = True
+        if keep_best:  # done once no running beam can beat the worst of K finished ones
+            full = [i for i, s in enumerate(active.tolist()) if len(finished[s]) >= k]
+            if full:
+                best = choice.scores[full, 0].tolist()
+                for i, run in zip(full, best, strict=True):
+                    worst = finished[int(active[i])][-1][0]
+                    if length_normalise(run, step + 1, length_penalty) <= worst:
+                        done[i] = True
         done |= choice.scores[:, 0] == float("-inf")
         if bool(done.any()):
             keep = (~done).nonzero().squeeze(1)

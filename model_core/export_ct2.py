@@ -5,7 +5,8 @@
 CTranslate2's Transformer spec is filled tensor by tensor: the sinusoidal table is copied from
 ours (so either position layout matches exactly), embeddings are scaled by sqrt(d_model) as in
 ours, self-attention q/k/v and cross-attention k/v projections are fused as CTranslate2 expects,
-and the decoder starts from the embedding of <s> like ours. The source EOS is added by
+and the decoder starts from the embedding of its start token like ours (<s>; <pad> for
+Marian directories, which export too: ids never generated get a -1e9 logit bias). The source EOS is added by
 CTranslate2 (`add_source_eos`), so callers pass sentencepiece pieces only.
 Needs the `ctranslate2` package (the `bench` extra).
 """
@@ -87,8 +88,18 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         norm(enc.layer_norm, model.encoder_norm)
         norm(dec.layer_norm, model.decoder_norm)
     linear(dec.projection, model.generator)
+    if cfg.suppress_ids:  # never generated: a -1e9 logit leaves the softmax of the rest as is
+        bias = dec.projection.bias if dec.projection.has_bias() else None
+        bias = np.zeros(cfg.tgt_vocab_size, np.float32) if bias is None else bias.copy()
+        bias[list(cfg.suppress_ids)] = -1e9
+        dec.projection.bias = bias
+    if not cfg.scale_embeddings:
+        enc.scale_embeddings = dec.scale_embeddings = False
     spec.config.add_source_eos = True
-    spec.config.decoder_start_token = "<s>"
+    spec.config.unk_token = tgt_vocab[cfg.unk_id]
+    spec.config.bos_token = tgt_vocab[cfg.bos_id]
+    spec.config.eos_token = tgt_vocab[cfg.eos_id]
+    spec.config.decoder_start_token = tgt_vocab[cfg.bos_id]  # Marian: <pad>, ours: <s>
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
     spec.register_source_vocabulary(src_vocab)
     spec.register_target_vocabulary(tgt_vocab)
@@ -104,8 +115,8 @@ def export(
     ckpt = load_checkpoint(checkpoint_dir)
     src = ckpt.source_tokenizer
     tgt = ckpt.target_tokenizer
-    src_vocab = src.id_to_piece(list(range(src.vocab_size)))
-    tgt_vocab = tgt.id_to_piece(list(range(tgt.vocab_size)))
+    src_vocab = src.id_to_piece(list(range(ckpt.config.src_vocab_size)))
+    tgt_vocab = tgt.id_to_piece(list(range(ckpt.config.tgt_vocab_size)))
 
     class _Converter(Converter):
         def _load(self):

@@ -379,7 +379,7 @@ class Transformer(nn.Module):
 
     @property
     def embed_scale(self) -> float:
-        return math.sqrt(self.cfg.d_model)
+        return math.sqrt(self.cfg.d_model) if self.cfg.scale_embeddings else 1.0
 
     def embed(self, table: nn.Embedding, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
         t = tokens.shape[1]
@@ -423,9 +423,15 @@ class Transformer(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.generator(hidden)
 
+    def suppress(self, logits: torch.Tensor) -> torch.Tensor:
+        """In place: -inf for the ids never generated (cfg.suppress_ids)."""
+        if self.cfg.suppress_ids:
+            logits[..., list(self.cfg.suppress_ids)] = float("-inf")
+        return logits
+
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """The seeds' Generator: linear + log-softmax (computed in float32)."""
-        return F.log_softmax(self.generator(hidden).float(), dim=-1)
+        return F.log_softmax(self.suppress(self.generator(hidden).float()), dim=-1)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: logits (B, T, V) for every target position."""
@@ -481,7 +487,7 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1
-        return _norm_project(self.decoder_norm, self.generator, x).float()
+        return self.suppress(_norm_project(self.decoder_norm, self.generator, x).float())
 
     def prepare_for_inference(
         self, packed: bool = False, backend: str | None = None

@@ -127,6 +127,8 @@ class Translator:
         self.target_tokenizer = checkpoint.target_tokenizer
         self.source_language = checkpoint.source_language
         self.target_language = checkpoint.target_language
+        self.target_languages = checkpoint.target_languages or [checkpoint.target_language]
+        self.target_tokens = checkpoint.target_tokens  # multi-target models: ">>xxx<<" tokens
         self.parameters = count_parameters(self.model)
         self.quantized = False
         if packed is None:
@@ -181,24 +183,41 @@ class Translator:
         """Longest source (pieces) the model accepts; one position is kept for EOS."""
         return self.config.max_positions - 1
 
-    def encode_source(self, text: str) -> list[int]:
-        return self.source_tokenizer.encode(text)
+    def encode_source(self, text: str, target: str | None = None) -> list[int]:
+        """Source ids; a multi-target model gets the `target` language's token first (its
+        first target language when `target` is None)."""
+        ids = self.source_tokenizer.encode(text)
+        if self.target_tokens and ids:
+            token = self.target_tokens.get(target or self.target_language)
+            if token is None:
+                raise ValueError(
+                    f"this model translates to {', '.join(self.target_languages)}, not {target!r}"
+                )
+            ids = [self.source_tokenizer.vocab[token], *ids]
+        return ids
 
     def max_output_length(self, source_len: int, max_length: int, ratio: float, extra: int) -> int:
         """Output limit (generated tokens incl. EOS): relative to the source, capped absolutely."""
         return max(1, min(max_length, int(ratio * source_len) + extra, self.config.max_positions))
 
     def translate_batch(
-        self, texts: list[str], *, max_batch_size: int = 64, **options
+        self,
+        texts: list[str],
+        *,
+        max_batch_size: int = 64,
+        target: str | None = None,
+        **options,
     ) -> list[TranslationResult]:
         """Translate `texts` (one sentence each), in order; `options` are DecodingOptions'
-        fields (beam_size=4, n_best=1, length_penalty=1.0, max_length=256, ...).
+        fields (beam_size=4, n_best=1, length_penalty=1.0, max_length=256, ...; a Marian
+        model's generation_config.json sets its own defaults). `target`: the target language
+        of a multi-target model.
 
         Sentences are sorted by length and decoded in chunks of `max_batch_size`. Empty or
         whitespace-only text translates to "" without running the model.
         """
-        opts = DecodingOptions(**options)
-        encoded = [self.encode_source(t) for t in texts]
+        opts = DecodingOptions(**{**self.checkpoint.generation, **options})
+        encoded = [self.encode_source(t, target) for t in texts]
         for i, ids in enumerate(encoded):
             if len(ids) > self.max_source_tokens:
                 raise ValueError(
@@ -257,4 +276,7 @@ class Translator:
             return [[h] for h in reference_greedy_search(self.model, src, mask, limits, alpha)]
         if opts.beam_size == 1:
             return [[h] for h in greedy_search(self.model, src, mask, limits, alpha)]
-        return beam_search(self.model, src, mask, limits, opts.beam_size, alpha, opts.n_best)
+        stop = self.checkpoint.beam_stop
+        return beam_search(
+            self.model, src, mask, limits, opts.beam_size, alpha, opts.n_best, stop=stop
+        )

@@ -69,3 +69,31 @@ def test_benchmark_runs_half_precisions_on_a_gpu_and_refuses_them_without_one(ca
     with pytest.raises(SystemExit):
         ct2_bench.main(["--precisions", "float8"])
     assert "unknown precision" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_marian_directory_exports_with_the_same_tokens(beams, tmp_path):
+    """A Hugging Face Marian directory: CTranslate2 gives our tokens (EOS forced at the limit
+    is ours and transformers' behaviour, which CTranslate2 lacks: compare before it)."""
+    pytest.importorskip("transformers")
+    from tests.marian_helpers import make_marian_dir
+
+    d = make_marian_dir(tmp_path / "opus-mt-en-de", tied=False, seed=6)
+    out = export(d, tmp_path / "ct2")
+    ours = Translator.load(d, device="cpu", dtype="float32")
+    theirs = ctranslate2.Translator(str(out), device="cpu", compute_type="float32")
+    max_len = 12
+    sources = [ours.encode_source(s) for s in SENTENCES]
+    mine = ours.translate_ids(sources, beam_size=beams, max_length=max_len, max_length_ratio=9.0)
+    pieces = [ours.source_tokenizer.id_to_piece(ids) for ids in sources]
+    ct2 = theirs.translate_batch(
+        pieces, beam_size=beams, max_decoding_length=max_len, min_decoding_length=0
+    )
+    vocab = ours.target_tokenizer.vocab
+    for m, c in zip(mine, ct2, strict=True):
+        got = [vocab[p] for p in c.hypotheses[0]]
+        if m[0].finished and len(m[0].tokens) < max_len - 1:
+            assert got == m[0].tokens
+        else:
+            assert got[: len(m[0].tokens)] == m[0].tokens
+    assert ours.config.pad_id not in {i for h in mine for i in h[0].tokens}

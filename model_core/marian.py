@@ -1,0 +1,307 @@
+"""Hugging Face Marian checkpoints (OPUS-MT), served as they are downloaded: no conversion step.
+
+A Marian directory holds `config.json` (`"model_type": "marian"`), `model.safetensors` or
+`pytorch_model.bin`, `source.spm`, `target.spm`, `vocab.json` (one vocabulary over both
+sentencepiece models; `target_vocab.json` where the vocabularies are separate) and optionally
+`generation_config.json`. Its network is our Transformer with Marian's switches (ModelConfig:
+post-norm, swish, sin|cos halves, the decoder starting from <pad>, `final_logits_bias`, pad
+never generated, EOS forced at the length limit), so every fast path serves it.
+
+The language pair comes from, in order: an `mt.json` in the directory
+(`{"source_language": "en", "target_language": "de"}`, or `"target_languages": [...]`),
+the config's metadata, or the directory name `opus-mt-SRC-TGT`. Multi-target models carry
+`>>xxx<<` tokens in their vocabulary; the token for the request's target is put before the
+source. `pytorch_model.bin` is read with `torch.load(weights_only=True)`: never unpickled code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+import torch
+
+from .config import ModelConfig
+
+CONFIG_FILE = "config.json"
+OVERRIDE_FILE = "mt.json"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_LANG_TOKEN = re.compile(r"^>>([A-Za-z_]{2,12})<<$")
+_DIR_NAME = re.compile(r"^opus-mt-(?:tc-(?:big-|base-)?)?([A-Za-z_]+)-([A-Za-z_]+)$")
+
+
+class MarianError(Exception):
+    """A Marian directory that cannot be loaded; the message names the file and the problem."""
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise MarianError(f"{path}: missing file")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MarianError(f"{path}: unreadable JSON ({exc})") from exc
+
+
+def is_marian_dir(directory: str | Path) -> bool:
+    """Whether `directory` holds a Hugging Face Marian config (cheap: reads config.json only)."""
+    path = Path(directory) / CONFIG_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("model_type") == "marian"
+
+
+@dataclass
+class LanguageInfo:
+    """What a Marian directory translates, read without loading weights."""
+
+    source_language: str
+    target_languages: list[str]
+    target_tokens: dict[str, str] = field(default_factory=dict)  # language -> ">>xxx<<"
+
+    @property
+    def multi_target(self) -> bool:
+        return bool(self.target_tokens)
+
+
+def _vocab_language_tokens(vocab: dict[str, int]) -> dict[str, str]:
+    found = {}
+    for piece in vocab:
+        m = _LANG_TOKEN.match(piece)
+        if m:
+            found[m.group(1)] = piece
+    return found
+
+
+def marian_languages(directory: str | Path) -> LanguageInfo:
+    """The language pair(s) of a Marian directory, from mt.json, the config or the directory
+    name; multi-target when its vocabulary has `>>xxx<<` tokens. Reads JSON only."""
+    directory = Path(directory)
+    config = _read_json(directory / CONFIG_FILE)
+    vocab = _read_json(directory / "vocab.json")
+    if not isinstance(vocab, dict):
+        raise MarianError(f"{directory / 'vocab.json'}: expected a JSON object")
+    tokens = _vocab_language_tokens(vocab)
+    override = {}
+    if (directory / OVERRIDE_FILE).is_file():
+        override = _read_json(directory / OVERRIDE_FILE)
+        if not isinstance(override, dict):
+            raise MarianError(f"{directory / OVERRIDE_FILE}: expected a JSON object")
+    source = override.get("source_language") or config.get("source_language")
+    targets = override.get("target_languages") or [
+        t for t in [override.get("target_language") or config.get("target_language")] if t
+    ]
+    m = _DIR_NAME.match(directory.name)
+    if m:
+        source = source or m.group(1)
+        targets = targets or [m.group(2)]
+    if tokens:
+        targets = [t for t in targets if t in tokens] or sorted(tokens)
+    if not source or not targets:
+        raise MarianError(
+            f"{directory}: unknown language pair: name the directory opus-mt-SRC-TGT or write "
+            f'{OVERRIDE_FILE} with {{"source_language": ..., "target_language": ...}}'
+        )
+    return LanguageInfo(str(source), [str(t) for t in targets], tokens)
+
+
+class MarianTokenizer:
+    """A sentencepiece model whose pieces are numbered by the model's vocab.json (as the
+    Hugging Face MarianTokenizer does); the same interface as tokenizer.Tokenizer."""
+
+    def __init__(self, spm_path: Path, vocab: dict[str, int], specials: dict[str, int]):
+        self.path = spm_path
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+        except (OSError, RuntimeError) as exc:
+            raise MarianError(f"{spm_path}: not a sentencepiece model ({exc})") from exc
+        self.vocab = vocab
+        self.pieces = {i: p for p, i in vocab.items()}
+        self.pad_id, self.unk_id = specials["pad_id"], specials["unk_id"]
+        self.bos_id, self.eos_id = specials["bos_id"], specials["eos_id"]
+        self.skip = {self.pad_id, self.unk_id, self.bos_id, self.eos_id}
+        self.skip |= {i for p, i in vocab.items() if _LANG_TOKEN.match(p)}
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.vocab.values()) + 1
+
+    def encode_pieces(self, text: str) -> list[str]:
+        return self.sp.encode(text, out_type=str)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.vocab.get(p, self.unk_id) for p in self.encode_pieces(text)]
+
+    def decode(self, ids: list[int]) -> str:
+        pieces = [self.pieces[i] for i in ids if i not in self.skip and i in self.pieces]
+        return self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()  # as MarianTokenizer
+
+    def id_to_piece(self, ids: list[int]) -> list[str]:
+        return [self.pieces.get(i, "<unk>") for i in ids]
+
+    def special_ids(self) -> dict[str, int]:
+        return {"pad_id": self.pad_id, "unk_id": self.unk_id}
+
+
+def model_config(config: dict[str, Any], path: Path) -> ModelConfig:
+    """ModelConfig from a Hugging Face Marian config.json (validated)."""
+    try:
+        if config.get("normalize_before"):
+            raise ValueError("pre-norm Marian models (normalize_before) are not supported")
+        if config.get("add_final_layer_norm") or config.get("normalize_embedding"):
+            raise ValueError("Marian variants with extra layer norms are not supported")
+        heads = config["encoder_attention_heads"]
+        if config.get("decoder_attention_heads", heads) != heads:
+            raise ValueError("different encoder and decoder head counts are not supported")
+        if config.get("decoder_ffn_dim", config["encoder_ffn_dim"]) != config["encoder_ffn_dim"]:
+            raise ValueError("different encoder and decoder ffn sizes are not supported")
+        activation = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}[
+            config.get("activation_function", "swish")
+        ]
+        vocab = int(config["vocab_size"])
+        tgt_vocab = int(config.get("decoder_vocab_size") or vocab)
+        shared = bool(config.get("share_encoder_decoder_embeddings", True))
+        pad = int(config["pad_token_id"])
+        eos = int(config["eos_token_id"])
+        return ModelConfig(
+            src_vocab_size=vocab,
+            tgt_vocab_size=tgt_vocab,
+            d_model=int(config["d_model"]),
+            encoder_layers=int(config["encoder_layers"]),
+            decoder_layers=int(config["decoder_layers"]),
+            n_heads=int(heads),
+            d_ff=int(config["encoder_ffn_dim"]),
+            dropout=0.0,
+            max_positions=int(config.get("max_position_embeddings", 512)),
+            pad_id=pad,
+            unk_id=int(config.get("unk_token_id", 1)),
+            bos_id=int(config.get("decoder_start_token_id", pad)),
+            eos_id=eos,
+            share_embeddings=shared,
+            tie_output=False,  # decided from the tensors by load_marian
+            output_bias=True,
+            norm="post",
+            activation=activation,
+            position_layout="halves",
+            layer_norm_eps=1e-5,
+            scale_embeddings=bool(config.get("scale_embedding", False)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MarianError(f"{path}: not a usable Marian config ({exc!r})") from exc
+
+
+def read_weights(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """The state dict of model.safetensors, else pytorch_model.bin (weights_only)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    for name in WEIGHT_FILES:
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            if name.endswith(".safetensors"):
+                state = load_file(str(path))
+            else:
+                state = torch.load(str(path), map_location="cpu", weights_only=True)
+        except (SafetensorError, OSError, ValueError, RuntimeError, EOFError) as exc:
+            raise MarianError(f"{path}: unreadable or unsafe weights file ({exc})") from exc
+        except Exception as exc:  # pickle.UnpicklingError and friends from weights_only
+            raise MarianError(f"{path}: unreadable or unsafe weights file ({exc})") from exc
+        if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+        ):
+            raise MarianError(f"{path}: expected a mapping of names to tensors")
+        return {k.removeprefix("model."): v for k, v in state.items()}, path
+    raise MarianError(f"{directory}: missing file (one of {', '.join(WEIGHT_FILES)})")
+
+
+def to_our_state(hf: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Rename a Marian state dict (without the "model." prefix) to ours."""
+    shared = hf.get("shared.weight")
+    enc_embed = hf.get("encoder.embed_tokens.weight", shared)
+    dec_embed = hf.get("decoder.embed_tokens.weight", shared)
+    if enc_embed is None or dec_embed is None:
+        raise KeyError("embed_tokens.weight / shared.weight")
+    out = {"src_embed.weight": enc_embed}
+    if not cfg.share_embeddings:
+        out["tgt_embed.weight"] = dec_embed
+    if not cfg.tie_output:
+        out["generator.weight"] = hf["lm_head.weight"]
+    bias = hf.get("final_logits_bias")
+    out["generator.bias"] = (
+        bias.reshape(-1) if bias is not None else torch.zeros(cfg.tgt_vocab_size)
+    )
+    attn = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "out_proj": "out_proj"}
+
+    def copy(ours: str, theirs: str) -> None:
+        for kind in ("weight", "bias"):
+            out[f"{ours}.{kind}"] = hf[f"{theirs}.{kind}"]
+
+    for i in range(cfg.encoder_layers):
+        ours, theirs = f"encoder_layers.{i}", f"encoder.layers.{i}"
+        for a in attn:
+            copy(f"{ours}.self_attn.{a}", f"{theirs}.self_attn.{a}")
+        copy(f"{ours}.res_attn.norm", f"{theirs}.self_attn_layer_norm")
+        copy(f"{ours}.ffn.w1", f"{theirs}.fc1")
+        copy(f"{ours}.ffn.w2", f"{theirs}.fc2")
+        copy(f"{ours}.res_ffn.norm", f"{theirs}.final_layer_norm")
+    for i in range(cfg.decoder_layers):
+        ours, theirs = f"decoder_layers.{i}", f"decoder.layers.{i}"
+        for a in attn:
+            copy(f"{ours}.self_attn.{a}", f"{theirs}.self_attn.{a}")
+            copy(f"{ours}.cross_attn.{a}", f"{theirs}.encoder_attn.{a}")
+        copy(f"{ours}.res_self.norm", f"{theirs}.self_attn_layer_norm")
+        copy(f"{ours}.res_cross.norm", f"{theirs}.encoder_attn_layer_norm")
+        copy(f"{ours}.ffn.w1", f"{theirs}.fc1")
+        copy(f"{ours}.ffn.w2", f"{theirs}.fc2")
+        copy(f"{ours}.res_ffn.norm", f"{theirs}.final_layer_norm")
+    return out
+
+
+def resolve_sharing(hf: dict[str, torch.Tensor], cfg: ModelConfig) -> ModelConfig:
+    """The config with share_embeddings and tie_output set from the tensors (the encoder's
+    and decoder's tables equal; lm_head absent or equal to the decoder's table)."""
+    from dataclasses import replace
+
+    enc = hf.get("encoder.embed_tokens.weight", hf.get("shared.weight"))
+    dec = hf.get("decoder.embed_tokens.weight", hf.get("shared.weight"))
+    head = hf.get("lm_head.weight")
+    tie = head is None or (dec is not None and torch.equal(head, dec))
+    share = enc is not None and dec is not None and enc.shape == dec.shape and torch.equal(enc, dec)
+    return replace(cfg, tie_output=tie, share_embeddings=share)
+
+
+def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """Beam size, length penalty, length limit and never-generated ids from
+    generation_config.json (falling back to config.json)."""
+    gen = config
+    path = directory / "generation_config.json"
+    if path.is_file():
+        gen = {**config, **_read_json(path)}
+    out: dict[str, Any] = {}
+    if gen.get("num_beams"):
+        out["beam_size"] = int(gen["num_beams"])
+    if gen.get("length_penalty") is not None:
+        out["length_penalty"] = float(gen["length_penalty"])
+    if gen.get("max_length"):
+        out["max_length"] = int(gen["max_length"])
+    bad = [ids[0] for ids in gen.get("bad_words_ids") or [] if len(ids) == 1]
+    out["suppress_ids"] = sorted({int(i) for i in bad} | {int(config["pad_token_id"])})
+    out["force_eos_at_limit"] = gen.get("forced_eos_token_id") == config.get("eos_token_id")
+    return out
+
+
+def load_vocab(path: Path) -> dict[str, int]:
+    vocab = _read_json(path)
+    if not isinstance(vocab, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in vocab.items()
+    ):
+        raise MarianError(f"{path}: expected a JSON object of piece -> id")
+    return vocab
