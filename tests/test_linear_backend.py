@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.engine import StartupError, load_translators
+from app.engine import StartupError, start_engine
+from app.settings import Settings
 from model_core import fused
 from model_core import linear_backend as lb
 from model_core.linear_backend import available_backends, cache_key, choose_linear_backend
@@ -206,9 +207,7 @@ def test_a_shipped_model_translates_a_sentence_the_same_alone_and_in_a_batch(bac
 def test_the_service_refuses_a_backend_not_built_here(monkeypatch):
     monkeypatch.setattr("app.engine.available_backends", lambda: ["panels"])
     with pytest.raises(StartupError, match="MT_LINEAR_BACKEND=onednn: not built here"):
-        load_translators(
-            WEIGHTS, device="cpu", dtype="float32", skip_bad=False, linear_backend="onednn"
-        )
+        start_engine(Settings(weights_dir=WEIGHTS, device="cpu", linear_backend="onednn"))
 
 
 @pytest.mark.skipif(not fused.kernel_available(), reason="model_core's C kernels are not built")
