@@ -84,10 +84,12 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
     }
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
-        text = " ".join(["A big red car is very fast today. The dog is slow."] * 2)
+        # 8 sentences each, one per batch: the first request is still decoding when the 16th
+        # arrives, so all 16 are accepted and in flight when SIGTERM comes
+        text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
 
         async def load():
-            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
+            async with httpx.AsyncClient(timeout=900, limits=httpx.Limits(max_connections=64)) as c:
                 tasks = [
                     asyncio.ensure_future(
                         c.post(
@@ -97,7 +99,7 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
                                 "source": "en",
                                 "target": "de",
                                 "beam_size": 4,
-                                "max_length": 20,
+                                "max_length": 120,  # long enough that all 16 are in flight
                             },
                         )
                     )
