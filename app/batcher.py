@@ -153,6 +153,10 @@ class Worker:
             fn, args = job
             fn(*args)
 
+    def pending(self) -> bool:
+        """Whether jobs wait for the thread."""
+        return not self._jobs.empty()
+
     def put(self, fn: Callable[..., None], *args: Any) -> None:
         """Run fn(*args) on the thread after the jobs before it; nothing comes back."""
         self._jobs.put((fn, args))

@@ -6,15 +6,17 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from model_core.allocator import keep_freed_memory
+from model_core.decoding import Hypothesis
 from model_core.linear_backend import available_backends
 from model_core.threads import SharedCpuThreads, available_cpus
-from model_core.translator import Translator, resolve_device
+from model_core.translator import DecodingOptions, Translator, resolve_device
 
 from .metrics import Metrics
 from .registry import ModelLoadError, Registry, RegistryError, discover, parse_names
@@ -191,22 +193,86 @@ class Engine:
             gc.freeze()
         return translator
 
-    def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
-        translator = self.registry.entries[key.model].translator
-        assert translator is not None, f"{key.model} is held by its requests, so it is loaded"
+    def translator(self, model: str) -> Translator:
+        translator = self.registry.entries[model].translator
+        assert translator is not None, f"{model} is held by its requests, so it is loaded"
+        return translator
+
+    @contextmanager
+    def threads_for_batch(self):
+        """The thread count for the next batch or step (MT_THREADS=0 on a CPU: fewer while
+        other processes take CPUs)."""
         if self.threads is not None:
             wanted = self.threads.before_batch()
             if wanted != torch.get_num_threads():
                 torch.set_num_threads(wanted)
         try:
-            hyps = translator.translate_ids(
-                payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
-            )
+            yield
         finally:
             if self.threads is not None:
                 self.threads.after_batch()
-        decode = translator.target_tokenizer.decode
-        return [
-            SentenceResult([decode(h.tokens) for h in sent], len(sent[0].tokens) + 1)
-            for sent in hyps
-        ]
+
+    def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
+        translator = self.translator(key.model)
+        with self.threads_for_batch():
+            hyps = translator.translate_ids(
+                payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
+            )
+        return [sentence_result(translator, sent) for sent in hyps]
+
+    # The continuous scheduler's side (app/continuous.py): a group is one model and beam size.
+
+    @staticmethod
+    def group_of(key: DecodeKey) -> tuple[str, int]:
+        return key.model, key.beam_size
+
+    def open_group(self, group: tuple[str, int]) -> RunningGroup:
+        model, beam_size = group
+        return RunningGroup(self, self.translator(model), beam_size)
+
+    def envelope(self, group: tuple[str, int], members: list[tuple[DecodeKey, int]]) -> int:
+        """Key/value positions a running group of these (key, source tokens) sentences
+        allocates: rows x the longest output limit (self-attention) + sentences x the longest
+        source (cross-attention), as model_core.continuous.RunningBatch does."""
+        model, beam_size = group
+        translator = self.translator(model)
+        opts = DecodingOptions()
+        longest = max(
+            translator.max_output_length(
+                cost, key.max_length, opts.max_length_ratio, opts.max_length_extra
+            )
+            for key, cost in members
+        )
+        return len(members) * (beam_size * longest + max(cost for _, cost in members))
+
+
+def sentence_result(translator: Translator, hyps: list[Hypothesis]) -> SentenceResult:
+    decode = translator.target_tokenizer.decode
+    return SentenceResult([decode(h.tokens) for h in hyps], len(hyps[0].tokens) + 1)
+
+
+class RunningGroup:
+    """One model's continuous decode at one beam size, for the continuous scheduler: sentences
+    join and leave between steps; each keeps its own key's max_length and n_best."""
+
+    def __init__(self, engine: Engine, translator: Translator, beam_size: int):
+        self.engine, self.translator = engine, translator
+        self.running = translator.running_batch(beam_size)
+
+    def join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
+        with self.engine.threads_for_batch():
+            self.translator.join(
+                self.running,
+                [sid for sid, _, _ in entries],
+                [payload for _, _, payload in entries],
+                [key.max_length for _, key, _ in entries],
+                [key.n_best for _, key, _ in entries],
+            )
+
+    def step(self) -> list[tuple[int, SentenceResult]]:
+        with self.engine.threads_for_batch():
+            finished = self.running.step()
+        return [(sid, sentence_result(self.translator, hyps)) for sid, hyps in finished]
+
+    def leave(self, ids: list[int]) -> None:
+        self.running.leave(ids)

@@ -27,6 +27,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from .access import Access
 from .batcher import MicroBatcher, Worker
+from .continuous import ContinuousBatcher
 from .detect import Detector
 from .endpoints import HANDLERS
 from .engine import StartupError, start_engine
@@ -68,16 +69,30 @@ async def load_models(app: FastAPI) -> None:
             request_exit()
         return
     metrics: Metrics = state.metrics
-    batcher = MicroBatcher(
-        engine.run,
-        max_batch_size=s.max_batch_size,
-        max_batch_tokens=s.max_batch_tokens,
-        max_wait_ms=s.max_wait_ms,
-        max_queue_size=s.max_queue_size,
-        on_batch=metrics.observe_batch,
-        on_depth=metrics.queue_depth.set,
-        worker=worker,
-    )
+    if s.scheduler == "continuous":
+        batcher = ContinuousBatcher(
+            engine.open_group,
+            engine.group_of,
+            envelope=engine.envelope,
+            budget=s.max_running_tokens,
+            max_batch_size=s.max_batch_size,
+            max_queue_size=s.max_queue_size,
+            on_batch=metrics.observe_batch,
+            on_depth=metrics.queue_depth.set,
+            on_running=metrics.running.set,
+            worker=worker,
+        )
+    else:
+        batcher = MicroBatcher(
+            engine.run,
+            max_batch_size=s.max_batch_size,
+            max_batch_tokens=s.max_batch_tokens,
+            max_wait_ms=s.max_wait_ms,
+            max_queue_size=s.max_queue_size,
+            on_batch=metrics.observe_batch,
+            on_depth=metrics.queue_depth.set,
+            worker=worker,
+        )
     await batcher.start()
     engine.registry.worker_run = worker.run  # later loads run on the same thread
     languages = {lang for pair in engine.pairs for lang in pair}

@@ -39,21 +39,29 @@ class Metrics:
             registry=r,
         )
         self.queue_depth = Gauge("mt_queue_depth", "sentences waiting for a batch", registry=r)
+        self.running = Gauge(
+            "mt_running_sentences",
+            "sentences in running decodes (continuous scheduler)",
+            registry=r,
+        )
         self.in_flight = Gauge(
             "mt_in_flight_requests", "translate requests being served", registry=r
         )
         self.batch_size = Histogram(
-            "mt_batch_size", "sentences per batch", buckets=SIZE_BUCKETS, registry=r
+            "mt_batch_size",
+            "sentences per batch (continuous scheduler: per decoder step)",
+            buckets=SIZE_BUCKETS,
+            registry=r,
         )
         self.batch_tokens = Histogram(
             "mt_batch_padded_tokens",
-            "padded source tokens per batch",
+            "padded source tokens per batch (continuous: key/value positions allocated)",
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.batch_compute = Histogram(
             "mt_batch_compute_seconds",
-            "time to translate one batch",
+            "time to translate one batch (continuous: one decoder step)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )

@@ -66,7 +66,26 @@ class Settings(BaseSettings):
         False, description="warn and skip a bad checkpoint instead of stopping"
     )
     warmup: bool = Field(True, description="run one translation per model before reporting ready")
-    max_batch_size: int = Field(64, ge=1, description="sentences per batch at most")
+    scheduler: Literal["continuous", "static"] = Field(
+        "static",
+        description="continuous: sentences join a running decode between steps and leave it "
+        "when they finish; static: batches decoded to their end (app/batcher.py)",
+    )
+    max_running_tokens: int = Field(
+        65536,
+        ge=1,
+        description="continuous scheduler: key/value positions the running decodes may "
+        "allocate (per group: rows x longest output limit + sentences x longest source)",
+    )
+    max_request_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="share of MT_MAX_QUEUE_SIZE one request's sentences may take; beyond: 413",
+    )
+    max_batch_size: int = Field(
+        64, ge=1, description="sentences per batch (continuous: per running decode) at most"
+    )
     max_batch_tokens: int = Field(4096, ge=1, description="padded source tokens per batch at most")
     max_wait_ms: float = Field(
         20.0,

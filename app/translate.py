@@ -266,11 +266,12 @@ async def _translate_with(
             payloads.extend(encode(p) for p in pieces)
             layout.append((len(pieces), sep))
         layouts.append((prefix, layout))
-    if len(payloads) > state.settings.max_queue_size:  # 503 would invite a retry that cannot work
+    share = max(1, int(state.settings.max_queue_size * state.settings.max_request_share))
+    if len(payloads) > share:  # 503 would invite a retry that cannot work
         raise ApiError(
             413,
-            f"`q` holds {len(payloads)} sentences; the server queues at most "
-            f"{state.settings.max_queue_size} at a time (send them in several requests)",
+            f"`q` holds {len(payloads)} sentences; the server takes at most {share} from one "
+            "request (send them in several requests)",
         )
     key = DecodeKey(model, beam, n_best, max_length)
     metrics = state.metrics

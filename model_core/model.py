@@ -177,7 +177,8 @@ class DecoderLayer(nn.Module):
         else:
             keys, values = cache.append(layer, qkv[:, d:].view(n_rows, 2, heads, hd))
             q = qkv[:, :d].reshape(n_rows, heads, 1, hd)
-            a = F.scaled_dot_product_attention(q, keys, values).view(n_rows, d)
+            a = F.scaled_dot_product_attention(q, keys, values, attn_mask=cache.key_mask)
+            a = a.view(n_rows, d)
         x = _project_add(sa.out_proj, a, x)
         if not pre:
             x = self.res_self.norm(x)
@@ -263,6 +264,12 @@ class DecoderCache:
     sentence: torch.Tensor | None = None  # slot mode: (N,) each row's sentence in the cross state
     active: torch.Tensor | None = None  # slot mode: (n,) the active sentences in the cross state
     beams: int = 1  # slot mode: slots per sentence
+    # gather mode, sentences at different steps (continuous decoding): (n,) each sentence's
+    # tokens so far; row i writes position steps[i // group] and attends to positions up to it.
+    # `length` is then the largest step (the prefix width read is length + 1).
+    steps: torch.Tensor | None = None
+    row_steps: torch.Tensor | None = None  # (N,) steps per row, set by decode_step
+    key_mask: torch.Tensor | None = None  # (N, 1, 1, length + 1) positions each row attends to
 
     def reserve(self) -> None:
         """Make room for position `length`: double the capacity when the buffer is full."""
@@ -286,7 +293,11 @@ class DecoderCache:
         """Gather mode: write this position's keys/values (N, 2, h, hd) (after `reserve`);
         returns all keys and values so far, each (N, h, t + 1, hd)."""
         t = self.length
-        self.kv[:, t, layer] = kv
+        if self.row_steps is None:
+            self.kv[:, t, layer] = kv
+        else:  # each row at its own step
+            rows = torch.arange(kv.shape[0], device=kv.device)
+            self.kv[rows, self.row_steps, layer] = kv
         prefix = self.kv[:, : t + 1, layer]  # (N, t + 1, 2, h, hd)
         return prefix[:, :, 0].transpose(1, 2), prefix[:, :, 1].transpose(1, 2)
 
@@ -314,6 +325,8 @@ class DecoderCache:
         self.kv = target
         if sentences is None:
             return
+        if self.steps is not None:
+            self.steps = self.steps.index_select(0, sentences)
         for tensors in (self.cross_k, self.cross_v):
             for i, cross in enumerate(tensors):
                 tensors[i] = cross.index_select(0, sentences)
@@ -441,12 +454,18 @@ class Transformer(nn.Module):
         return self.logits(hidden)
 
     def init_cache(
-        self, memory: torch.Tensor, src_mask: torch.Tensor, capacity: int, beams: int = 1
+        self,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor,
+        capacity: int,
+        beams: int = 1,
+        gather: bool = False,
     ) -> DecoderCache:
         """Cross-attention keys/values once from the memory; empty self-attention buffers.
 
         `beams`: the most rows a sentence will have (the beam size). Slot mode (see
-        DecoderCache) where the fused attention kernels run, gather mode elsewhere.
+        DecoderCache) where the fused attention kernels run and `gather` is False, gather
+        mode elsewhere.
         """
         b = memory.shape[0]
         h, hd = self.cfg.n_heads, self.cfg.head_dim
@@ -455,7 +474,7 @@ class Transformer(nn.Module):
         layers, positions = len(self.decoder_layers), min(capacity, INITIAL_CACHE_POSITIONS)
         bias = torch.zeros(src_mask.shape, dtype=memory.dtype, device=memory.device)
         bias = bias.masked_fill(~src_mask, float("-inf"))  # (b, 1, 1, S)
-        if fused.attention_kernels_for(memory):
+        if not gather and fused.attention_kernels_for(memory):
             sentences = torch.arange(b, device=memory.device)
             return DecoderCache(  # positions >= length are never read: no zero fill
                 kv=memory.new_empty((layers, b * beams, positions, 2, h, hd)),
@@ -483,7 +502,14 @@ class Transformer(nn.Module):
         """
         cache.reserve()
         table = self.tgt_embed(tokens)  # (N, d); embed() for one position, in one fewer op
-        x = torch.add(self.positions[cache.length].to(table.dtype), table, alpha=self.embed_scale)
+        if cache.steps is None:
+            position = self.positions[cache.length]  # (d,)
+        else:  # each sentence at its own step
+            cache.row_steps = cache.steps.repeat_interleave(cache.group)  # (N,)
+            position = self.positions.index_select(0, cache.row_steps)  # (N, d)
+            width = torch.arange(cache.length + 1, device=tokens.device)
+            cache.key_mask = (width <= cache.row_steps[:, None]).view(len(tokens), 1, 1, -1)
+        x = torch.add(position.to(table.dtype), table, alpha=self.embed_scale)
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import Checkpoint, load_checkpoint
+from .continuous import RunningBatch
 from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
 from .int8 import int8_available, quantize_linears
 from .linear_backend import choose_linear_backend
@@ -263,14 +264,7 @@ class Translator:
     def decode_ids(self, sources: list[list[int]], opts: DecodingOptions) -> list[list[Hypothesis]]:
         """translate_ids with its options already checked."""
         src, mask = self.batch_tensors(sources)
-        limits = torch.tensor(
-            [
-                self.max_output_length(
-                    len(s) + 1, opts.max_length, opts.max_length_ratio, opts.max_length_extra
-                )
-                for s in sources
-            ]
-        )
+        limits = torch.tensor(self.output_limits(sources, [opts.max_length] * len(sources), opts))
         alpha = opts.length_penalty
         if opts.reference:
             return [[h] for h in reference_greedy_search(self.model, src, mask, limits, alpha)]
@@ -280,3 +274,36 @@ class Translator:
         return beam_search(
             self.model, src, mask, limits, opts.beam_size, alpha, opts.n_best, stop=stop
         )
+
+    def output_limits(
+        self, sources: list[list[int]], max_lengths: list[int], opts: DecodingOptions
+    ) -> list[int]:
+        """Each sentence's output limit (generated tokens, EOS included) for its max_length."""
+        return [
+            self.max_output_length(len(s) + 1, m, opts.max_length_ratio, opts.max_length_extra)
+            for s, m in zip(sources, max_lengths, strict=True)
+        ]
+
+    def running_batch(self, beam_size: int, length_penalty: float = 1.0) -> RunningBatch:
+        """An empty continuous decode with this model (model_core/continuous.py)."""
+        return RunningBatch(
+            self.model,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            stop=self.checkpoint.beam_stop,
+        )
+
+    def join(
+        self,
+        running: RunningBatch,
+        ids: list,
+        sources: list[list[int]],
+        max_lengths: list[int],
+        n_bests: list[int],
+        opts: DecodingOptions | None = None,
+    ) -> None:
+        """Source ids join `running` at its next step, each with its own max_length and n-best
+        count (the other options from `opts`)."""
+        opts = opts or DecodingOptions(beam_size=running.k)
+        src, mask = self.batch_tensors(sources)
+        running.join(ids, src, mask, self.output_limits(sources, max_lengths, opts), n_bests)

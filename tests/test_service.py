@@ -486,7 +486,7 @@ def test_overload_gets_only_200_and_503_and_recovers(weights_dir):
 
 def test_a_request_larger_than_the_whole_queue_is_413_not_503(weights_dir):
     # a 503 says "retry later", but this request could never be queued: the client must split it
-    with serve_in_thread(weights_dir, max_queue_size=6) as (url, _):
+    with serve_in_thread(weights_dir, max_queue_size=6, max_request_share=1.0) as (url, _):
         seven = {"q": "The cat. " * 7, "source": "en", "target": "de", "beam_size": 1}
         r = post(url, json=seven)
         assert r.status_code == 413 and "Retry-After" not in r.headers
@@ -496,6 +496,19 @@ def test_a_request_larger_than_the_whole_queue_is_413_not_503(weights_dir):
         six = {**seven, "q": "The cat. " * 6}
         assert post(url, json=six).status_code == 200
         assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 0
+
+
+@pytest.mark.parametrize("scheduler", ["static", "continuous"])
+def test_one_request_takes_at_most_its_share_of_the_queue(weights_dir, scheduler):
+    with serve_in_thread(
+        weights_dir, max_queue_size=8, max_request_share=0.5, scheduler=scheduler
+    ) as (url, _):
+        five = {"q": ["The cat."] * 5, "source": "en", "target": "de", "beam_size": 1}
+        r = post(url, json=five)
+        assert r.status_code == 413 and "at most 4 from one request" in r.json()["error"]
+        four = {**five, "q": ["The cat.", "We eat bread.", "I see a tree.", "The dog."]}
+        r = post(url, json=four)
+        assert r.status_code == 200 and len(r.json()["translatedText"]) == 4
 
 
 def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):

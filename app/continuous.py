@@ -1,0 +1,460 @@
+"""The continuous scheduler: sentences join a running decode between its steps and leave it the
+step they finish, so a short request never waits for a batch of long ones to end.
+
+It knows no HTTP and no torch, like the micro-batcher (app/batcher.py), and offers the same
+calls (`submit`, `wait`, `cancel`, `depth`, `problem`, `stop`), so the service uses either. The
+engine is reached through `open_group(group) -> Group`: a running decode of sentences that can
+share one (same model and beam size; `group_of(key)` says which), with `join(entries)` (each a
+sentence id, its key and its payload), `step() -> [(id, result), ...]` for the sentences that
+finished in that step, and `leave(ids)`. Sentences of other keys in one group keep their own
+options (output limit, number of alternatives): the engine's group handles them per sentence.
+
+One loop on the worker thread runs everything, between steps in this order: sentences whose
+request went away (deadline, disconnect) leave their group; waiting sentences are admitted;
+then one group takes one step (groups take turns). Finished sentences go to their requests
+right after the step that finished them, in one call into the event loop.
+
+Admission:
+- a group holds at most `max_batch_size` sentences;
+- `budget` bounds what the running groups may allocate: `envelope(group, members)` gives a
+  group's footprint for the (key, cost) pairs of its sentences, and a sentence is admitted only
+  while the sum over groups, with it, stays within the budget (a lone sentence always runs);
+- waiting requests take turns, one sentence each (round-robin by request, not first come by
+  sentence), so a request of many sentences does not hold back the requests behind it;
+- at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
+
+The loop leaves the worker thread whenever another job is waiting for it (the service loads
+models there) and comes back after it. A failure inside the engine fails the sentences of that
+group only, with an error id that is also logged; a failure of the loop itself fails everything
+waiting or running and makes `problem` say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .batcher import (
+    BatchFailed,
+    BatchReport,
+    DeadlineExceeded,
+    QueueFull,
+    ShuttingDown,
+    Ticket,
+    Worker,
+)
+
+log = logging.getLogger("app.continuous")
+
+
+class Group(Protocol):
+    def join(self, entries: list[tuple[int, Hashable, Any]]) -> None: ...
+    def step(self) -> Sequence[tuple[int, Any]]: ...
+    def leave(self, ids: list[int]) -> None: ...
+
+
+@dataclass(eq=False)
+class _Sentence:
+    id: int
+    key: Hashable
+    group: Hashable
+    payload: Any
+    cost: int
+    ticket: Ticket
+    index: int
+    enqueued: float
+    state: str = "waiting"  # waiting, running, done, dropped
+    wait_s: float = 0.0  # from submit until it joined a running decode
+
+
+@dataclass(eq=False)
+class _Request:
+    """A ticket's sentences of one group still waiting, in order."""
+
+    sentences: deque[_Sentence]
+
+
+@dataclass(eq=False)
+class _Running:
+    group: Hashable
+    engine: Group
+    members: dict[int, _Sentence] = field(default_factory=dict)
+    leaving: set[int] = field(default_factory=set)
+    footprint: int = 0
+    joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
+
+
+class ContinuousBatcher:
+    def __init__(
+        self,
+        open_group: Callable[[Hashable], Group],
+        group_of: Callable[[Hashable], Hashable],
+        *,
+        envelope: Callable[[Hashable, list[tuple[Hashable, int]]], int],
+        budget: int,
+        max_batch_size: int = 64,
+        max_queue_size: int = 1024,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        on_depth: Callable[[int], None] | None = None,
+        on_running: Callable[[int], None] | None = None,
+        worker: Worker | None = None,
+    ):
+        self.open_group, self.group_of, self.envelope = open_group, group_of, envelope
+        self.budget, self.max_batch_size, self.max_queue_size = (
+            budget,
+            max_batch_size,
+            max_queue_size,
+        )
+        self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
+        self._worker = worker
+        self._lock = threading.Lock()  # everything below is shared by the loop and the worker
+        self._waiting: dict[Hashable, deque[_Request]] = {}
+        self._running: dict[Hashable, _Running] = {}
+        self._turns: deque[Hashable] = deque()  # running groups, the next to step first
+        self._depth = 0
+        self._ids = itertools.count()
+        self._driving = False  # the loop job is on the worker's queue or running
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._idle: asyncio.Event | None = None  # set while nothing waits or runs
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+
+    # -- the event loop's side -------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Sentences waiting to join a running decode."""
+        return self._depth
+
+    @property
+    def running(self) -> int:
+        """Sentences in running decodes."""
+        return sum(len(r.members) for r in self._running.values())
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        if self._worker is None:
+            self._worker = Worker()
+        self._started = True
+
+    def problem(self) -> str | None:
+        """Why no more sentences can be decoded, or None."""
+        if self._closing or not self._started:
+            return None
+        if self._failure is not None:
+            return f"the batch scheduler stopped: {type(self._failure).__name__}: {self._failure}"
+        if self._worker is not None and not self._worker.thread.is_alive():
+            return "the inference worker thread stopped"
+        return None
+
+    def submit(self, key: Hashable, payloads: Sequence[Any], costs: Sequence[int]) -> Ticket:
+        """Queue one request's sentences; raises QueueFull or ShuttingDown at once."""
+        if self._closing or not self._started or self._failure is not None:
+            raise ShuttingDown(self.problem() or "the server is shutting down")
+        assert self._loop is not None and self._idle is not None
+        ticket = Ticket(self._loop.create_future())
+        if not payloads:
+            ticket.future.set_result([])
+            return ticket
+        group = self.group_of(key)
+        now = time.monotonic()
+        with self._lock:
+            if self._depth + len(payloads) > self.max_queue_size:
+                raise QueueFull(
+                    f"{self._depth} sentences are waiting (limit {self.max_queue_size})"
+                )
+            ticket.results, ticket.pending = [None] * len(payloads), len(payloads)
+            request = _Request(deque())
+            for i, (payload, cost) in enumerate(zip(payloads, costs, strict=True)):
+                s = _Sentence(
+                    next(self._ids), key, group, payload, max(int(cost), 1), ticket, i, now
+                )
+                ticket.items.append(s)
+                request.sentences.append(s)
+            self._waiting.setdefault(group, deque()).append(request)
+            self._set_depth(len(payloads))
+            self._idle.clear()
+            self._drive_soon()
+        return ticket
+
+    async def wait(self, ticket: Ticket, timeout: float | None = None) -> list[Any]:
+        """Results of a ticket in submission order; on timeout its sentences are dropped
+        (DeadlineExceeded), and so they are when the waiting task is cancelled."""
+        assert self._loop is not None
+        expiry = None
+        if timeout is not None and not ticket.future.done():
+            expiry = self._loop.call_later(timeout, self._expire, ticket)
+        try:
+            return await ticket.future
+        except asyncio.CancelledError:
+            self._remove(ticket)
+            raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+
+    def _expire(self, ticket: Ticket) -> None:
+        if not ticket.future.done():
+            ticket._fail(DeadlineExceeded(self._remove(ticket)))
+
+    def cancel(self, ticket: Ticket) -> int:
+        """Drop the ticket's sentences not finished yet (waiting ones at once, running ones at
+        the next step) and cancel it; returns how many were dropped."""
+        removed = self._remove(ticket)
+        ticket.future.cancel()
+        return removed
+
+    def _remove(self, ticket: Ticket) -> int:
+        removed = 0
+        with self._lock:
+            for s in ticket.items:
+                if s.state == "waiting":
+                    requests = self._waiting.get(s.group)
+                    for request in requests or ():
+                        if s in request.sentences:
+                            request.sentences.remove(s)
+                            if not request.sentences:
+                                requests.remove(request)
+                            break
+                    if requests is not None and not requests:
+                        del self._waiting[s.group]
+                    self._set_depth(-1)
+                elif s.state == "running":
+                    self._running[s.group].leaving.add(s.id)
+                else:
+                    continue
+                s.state = "dropped"
+                removed += 1
+            if removed:
+                self._drive_soon()
+        return removed
+
+    def _deliver(self, finished: list[tuple[_Sentence, Any]], failed: list[_Sentence], error_id):
+        """On the event loop: results to their requests."""
+        for s, result in finished:
+            s.ticket._deliver(s.index, result)
+        for s in failed:
+            s.ticket._fail(
+                BatchFailed(error_id) if error_id else ShuttingDown("shutdown timeout passed")
+            )
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        assert self._idle is not None
+        with self._lock:
+            idle = not self._waiting and not self._running
+        if idle:
+            self._idle.set()
+
+    async def stop(self, timeout: float) -> int:
+        """Refuse new work, finish what was accepted within `timeout` s; returns the sentences
+        dropped unfinished."""
+        self._closing = True
+        dropped = 0
+        if self._idle is not None:
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout)
+            except TimeoutError:
+                with self._lock:
+                    left = [s for reqs in self._waiting.values() for r in reqs for s in r.sentences]
+                    for running in self._running.values():
+                        left += [s for s in running.members.values() if s.state == "running"]
+                        running.leaving.update(running.members)
+                    self._waiting.clear()
+                    self._set_depth(-self._depth)
+                    for s in left:
+                        s.state = "dropped"
+                dropped = len(left)
+                for s in left:
+                    s.ticket._fail(ShuttingDown("shutdown timeout passed"))
+        if self._worker is not None:
+            self._worker.stop()  # it ends after the step it may still be running
+            await self._worker.join()
+        return dropped
+
+    # -- shared ---------------------------------------------------------------------------
+
+    def _set_depth(self, delta: int) -> None:
+        self._depth += delta
+        if self.on_depth:
+            self.on_depth(self._depth)
+
+    def _drive_soon(self) -> None:
+        """(Under the lock.) The loop job is queued, unless it is already."""
+        if not self._driving and self._worker is not None:
+            self._driving = True
+            self._worker.put(self._drive)
+
+    # -- the worker thread's side ---------------------------------------------------------
+
+    def _drive(self) -> None:
+        """Steps until nothing waits or runs, or another job waits for the worker thread."""
+        try:
+            while True:
+                with self._lock:
+                    leaves = [(r, list(r.leaving)) for r in self._running.values() if r.leaving]
+                    for running, ids in leaves:
+                        running.leaving.clear()
+                        for i in ids:
+                            running.members.pop(i, None)
+                for running, ids in leaves:
+                    self._guarded(running, lambda r, ids=ids: r.engine.leave(ids))
+                joins = self._admit()
+                for running, entries in joins:
+                    self._guarded(running, lambda r, e=entries: r.engine.join(e))
+                with self._lock:
+                    for g in [g for g, r in self._running.items() if not r.members]:
+                        del self._running[g]
+                    self._turns = deque(g for g in self._turns if g in self._running)
+                    if not self._turns:
+                        if self._waiting:  # submitted since the admission above
+                            continue
+                        self._driving = False
+                        self._notify_loop([], [], None)
+                        return
+                    group = self._turns[0]
+                    self._turns.rotate(-1)
+                    running = self._running[group]
+                self._step(running)
+                if self._worker is not None and self._worker.pending():
+                    self._worker.put(self._drive)  # let the job waiting go first
+                    return
+        except BaseException as exc:  # a bug in this loop: nothing more can run
+            self._fail_all(exc)
+
+    def _admit(self) -> list[tuple[_Running, list[tuple[int, Hashable, Any]]]]:
+        """Waiting sentences that may join now, by group; round-robin over requests."""
+        now = time.monotonic()
+        joins = []
+        with self._lock:
+            for running in self._running.values():  # some may have left since their step
+                running.footprint = self._footprint(running)
+            used = sum(r.footprint for r in self._running.values())
+            for group, requests in list(self._waiting.items()):
+                running = self._running.get(group)
+                members = [(s.key, s.cost) for s in running.members.values()] if running else []
+                before = running.footprint if running else 0
+                entries, admitted = [], []
+                while requests and len(members) < self.max_batch_size:
+                    s = requests[0].sentences[0]
+                    footprint = self.envelope(group, members + [(s.key, s.cost)])
+                    if used - before + footprint > self.budget and (members or used):
+                        break
+                    request = requests.popleft()
+                    request.sentences.popleft()
+                    if request.sentences:
+                        requests.append(request)  # its next sentence after the others' turns
+                    members.append((s.key, s.cost))
+                    used, before = used - before + footprint, footprint
+                    s.state = "running"
+                    entries.append((s.id, s.key, s.payload))
+                    admitted.append(s)
+                if not requests:
+                    del self._waiting[group]
+                if not admitted:
+                    continue
+                if running is None:
+                    running = self._running[group] = _Running(group, self.open_group(group))
+                    self._turns.append(group)
+                running.footprint = before
+                for s in admitted:
+                    running.members[s.id] = s
+                    s.wait_s = now - s.enqueued
+                    running.joined_waits.append(s.wait_s)
+                self._set_depth(-len(admitted))
+                joins.append((running, entries))
+        return joins
+
+    def _guarded(self, running: _Running, call: Callable[[Any], Any]) -> Any:
+        """An engine call; if it raises, every sentence of the group fails (error id logged)
+        and the group is discarded."""
+        try:
+            return call(running)
+        except Exception as exc:
+            error_id = uuid.uuid4().hex[:12]
+            with self._lock:
+                failed = [s for s in running.members.values() if s.state == "running"]
+                for s in failed:
+                    s.state = "done"
+                running.members.clear()
+                if self._running.get(running.group) is running:
+                    del self._running[running.group]
+            log.error(
+                "decoding %d sentence(s) failed, error id %s", len(failed), error_id, exc_info=exc
+            )
+            self._notify_loop([], failed, error_id)
+            self._report(running, len(failed), running.footprint, 0.0, [], failed=True)
+            return None
+
+    def _footprint(self, running: _Running) -> int:
+        members = [(s.key, s.cost) for s in running.members.values()]
+        return self.envelope(running.group, members) if members else 0
+
+    def _step(self, running: _Running) -> None:
+        started = time.perf_counter()
+        size = len(running.members)
+        results = self._guarded(running, lambda r: r.engine.step())
+        if results is None:
+            return
+        compute_s = time.perf_counter() - started
+        finished = []
+        with self._lock:
+            for sid, result in results:
+                s = running.members.pop(sid, None)
+                if s is not None and s.state == "running":
+                    s.state = "done"
+                    finished.append((s, result))
+            footprint = running.footprint  # what the step ran with
+            running.footprint = self._footprint(running)
+            waits, running.joined_waits = running.joined_waits, []
+        if finished:
+            self._notify_loop(finished, [], None)
+        self._report(running, size, footprint, compute_s, waits, failed=False)
+
+    def _notify_loop(self, finished, failed, error_id) -> None:
+        if self.on_running:
+            self.on_running(self.running)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._deliver, finished, failed, error_id)
+
+    def _report(
+        self, running: _Running, size: int, footprint: int, compute_s: float, waits, failed: bool
+    ) -> None:
+        """One step as a BatchReport: its sentences, its footprint as padded tokens, the waits
+        of the sentences that joined for it."""
+        if self.on_batch and self._loop is not None:
+            report = BatchReport(running.group, size, footprint, compute_s, waits, failed)
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self.on_batch, report)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        self._failure = exc
+        error_id = uuid.uuid4().hex[:12]
+        with self._lock:
+            failed = [s for reqs in self._waiting.values() for r in reqs for s in r.sentences]
+            for running in self._running.values():
+                failed += [s for s in running.members.values() if s.state == "running"]
+            self._waiting.clear()
+            self._running.clear()
+            self._set_depth(-self._depth)
+            self._driving = False
+        log.error(
+            "the batch scheduler stopped, error id %s; %d sentence(s) fail",
+            error_id,
+            len(failed),
+            exc_info=exc,
+        )
+        self._notify_loop([], failed, error_id)

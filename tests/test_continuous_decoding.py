@@ -1,0 +1,131 @@
+"""Continuous decoding (model_core/continuous.py): a sentence that joins a running decode at any
+step, beside others at other steps and with other limits, gets what it gets decoded alone."""
+
+import pytest
+import torch
+
+from model_core.continuous import RunningBatch
+from model_core.decoding import beam_search, greedy_search
+from model_core.masks import pad_mask
+from tests.conftest import random_model, tiny_config
+from tests.test_model_decoding import VARIANTS, random_batch
+
+VOCAB = 60
+
+
+def alone(model, src, limit: int, beam_size: int, n_best: int, stop: str, alpha: float):
+    """The static decoders on one sentence: its n-best (tokens, score) pairs."""
+    mask = pad_mask(src, 0)
+    limits = torch.tensor([limit])
+    if beam_size == 1:
+        hyps = greedy_search(model, src, mask, limits, alpha)
+    else:
+        hyps = beam_search(model, src, mask, limits, beam_size, alpha, n_best, stop=stop)[0]
+    return [(h.tokens, h.score) for h in hyps]
+
+
+def sources(seed: int, count: int) -> list[torch.Tensor]:
+    src, mask = random_batch(seed, batch=count)
+    return [src[i : i + 1, : int(mask[i, 0, 0].sum())] for i in range(count)]
+
+
+def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at) -> dict:
+    """Sentence i joins when the running decode has taken joins_at[i] steps; until all are
+    done. Returns id -> [(tokens, score)]."""
+    results, step = {}, 0
+    while len(results) < len(srcs):
+        newcomers = [i for i, at in enumerate(joins_at) if at == step]
+        if newcomers:
+            width = max(srcs[i].shape[1] for i in newcomers)
+            src = torch.zeros((len(newcomers), width), dtype=torch.long)
+            for row, i in enumerate(newcomers):
+                src[row, : srcs[i].shape[1]] = srcs[i][0]
+            running.join(
+                newcomers,
+                src,
+                pad_mask(src, 0),
+                [limits[i] for i in newcomers],
+                [n_bests[i] for i in newcomers],
+            )
+        for sid, hyps in running.step():
+            results[sid] = [(h.tokens, h.score) for h in hyps]
+        step += 1
+        assert step < 500
+    assert len(running) == 0
+    return results
+
+
+@pytest.mark.parametrize("variant", ["seeds", "marian-like"])
+@pytest.mark.parametrize(
+    ("beam_size", "stop"), [(1, "first_k"), (4, "first_k"), (4, "heuristic"), (3, "heuristic")]
+)
+def test_a_sentence_joining_at_any_step_decodes_as_alone(variant, beam_size, stop):
+    model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=11)
+    srcs = sources(21, 8)
+    limits = [20, 5, 14, 20, 9, 3, 17, 12]
+    n_bests = [min(beam_size, 1 + i % 3) for i in range(8)]
+    joins_at = [0, 0, 1, 3, 3, 4, 7, 12]
+    alpha = 0.8
+    running = RunningBatch(model, beam_size=beam_size, length_penalty=alpha, stop=stop)
+    got = run_staggered(running, srcs, limits, n_bests, joins_at)
+    for i, src in enumerate(srcs):
+        want = alone(model, src, limits[i], beam_size, n_bests[i], stop, alpha)
+        assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"
+        assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
+        assert len(got[i]) == n_bests[i]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_prepared_model_decodes_continuously_as_its_static_search(beam_size):
+    """Packed linear layers and the slot-mode kernels of the static search, against the
+    continuous decode's gather mode on the same prepared model."""
+    model = random_model(tiny_config(VOCAB), seed=12).prepare_for_inference(packed=True)
+    srcs = sources(22, 6)
+    limits = [16, 16, 8, 16, 4, 16]
+    running = RunningBatch(model, beam_size=beam_size)
+    got = run_staggered(running, srcs, limits, [1] * 6, [0, 2, 2, 5, 6, 9])
+    for i, src in enumerate(srcs):
+        want = alone(model, src, limits[i], beam_size, 1, "first_k", 1.0)
+        assert [t for t, _ in got[i]] == [t for t, _ in want]
+        assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
+def test_sentences_that_leave_are_never_computed_again_and_the_rest_are_unaffected():
+    model = random_model(tiny_config(VOCAB), seed=13)
+    srcs = sources(23, 5)
+    src = torch.zeros((5, max(s.shape[1] for s in srcs)), dtype=torch.long)
+    for i, s in enumerate(srcs):
+        src[i, : s.shape[1]] = s[0]
+    running = RunningBatch(model, beam_size=4)
+    running.join(list("abcde"), src, pad_mask(src, 0), [30] * 5, [1] * 5)
+    results = dict(running.step())
+    assert running.leave(["b", "d", "zz"]) == 2  # an unknown id is ignored
+    assert running.ids == [i for i in "ace" if i not in results]
+    while len(running):
+        results.update(running.step())
+    assert "b" not in results and "d" not in results
+    for i, name in ((0, "a"), (2, "c"), (4, "e")):
+        want = alone(model, srcs[i], 30, 4, 1, "first_k", 1.0)
+        assert [h.tokens for h in results[name]] == [t for t, _ in want]
+
+
+def test_the_envelope_counts_rows_times_the_longest_limit():
+    model = random_model(tiny_config(VOCAB), seed=14)
+    srcs = sources(24, 3)
+    running = RunningBatch(model, beam_size=2)
+    assert running.envelope() == (0, 0)
+    src = torch.zeros((3, max(s.shape[1] for s in srcs)), dtype=torch.long)
+    for i, s in enumerate(srcs):
+        src[i, : s.shape[1]] = s[0]
+    running.join([0, 1, 2], src, pad_mask(src, 0), [7, 11, 5], [1, 1, 1])
+    longest_source = max(s.shape[1] for s in srcs)
+    assert running.envelope() == (3 * 2 * 11, 3 * longest_source)
+    assert running.cache.kv.shape[:2] == (6, 11)  # what the envelope counts is what is allocated
+
+
+def test_n_best_beyond_the_beam_size_is_refused():
+    model = random_model(tiny_config(VOCAB), seed=15)
+    src = sources(25, 1)[0]
+    running = RunningBatch(model, beam_size=2)
+    with pytest.raises(ValueError, match="n_best"):
+        running.join([0], src, pad_mask(src, 0), [5], [3])

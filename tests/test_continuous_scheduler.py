@@ -1,0 +1,286 @@
+"""The continuous scheduler (app/continuous.py) with a fake engine: no torch, no HTTP.
+
+The fake engine decodes a sentence ("name", steps) in `steps` steps and returns the name
+reversed. Each step records its sentences as it starts, then waits for the test to allow it, so
+the tests see exactly which sentences ran in which step: they wait for events, never for time.
+Where several requests must wait together, the worker thread is held by a job of the test's
+until all are submitted.
+"""
+
+import asyncio
+import threading
+
+import pytest
+
+from app.batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
+from app.continuous import ContinuousBatcher
+
+
+class FakeGroup:
+    def __init__(self, engine, group):
+        self.engine, self.group = engine, group
+        self.members: dict[int, list] = {}  # id -> [name, steps left]
+
+    def join(self, entries):
+        for sid, _key, (name, steps) in entries:
+            if name == "bad-join":
+                raise RuntimeError("injected fault in join")
+            self.members[sid] = [name, steps]
+
+    def leave(self, ids):
+        for sid in ids:
+            self.members.pop(sid)
+
+    def step(self):
+        engine = self.engine
+        names = sorted(name for name, _ in self.members.values())
+        with engine.changed:
+            engine.steps.append((self.group, names))
+            engine.changed.notify_all()
+        assert engine.gate.acquire(timeout=10), "the test never allowed this step"
+        if "bad-step" in names:
+            raise RuntimeError("injected fault in step")
+        done = []
+        for sid, member in list(self.members.items()):
+            member[1] -= 1
+            if member[1] == 0:
+                done.append((sid, member[0][::-1]))
+                del self.members[sid]
+        return done
+
+
+class FakeEngine:
+    def __init__(self, free_steps: bool = False):
+        self.gate = threading.Semaphore(10_000 if free_steps else 0)
+        self.changed = threading.Condition()
+        self.steps: list[tuple[object, list[str]]] = []
+        self.opened: list[object] = []
+
+    def open(self, group):
+        self.opened.append(group)
+        return FakeGroup(self, group)
+
+    def allow(self, n: int = 1) -> None:
+        self.gate.release(n)
+
+    def wait_started(self, n: int) -> None:
+        """Until n steps have started in all."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.steps) >= n, timeout=10)
+
+    def names_in(self, step: int) -> list[str]:
+        return self.steps[step][1]
+
+
+def envelope(group, members):
+    """A sentence costs its cost; a group the sum."""
+    return sum(cost for _, cost in members)
+
+
+async def started(engine: FakeEngine, **kw) -> ContinuousBatcher:
+    options = dict(envelope=envelope, budget=1000, max_batch_size=8, max_queue_size=100)
+    options.update(kw)
+    b = ContinuousBatcher(engine.open, lambda key: key[0], **options)
+    await b.start()
+    return b
+
+
+def hold(b: ContinuousBatcher) -> threading.Event:
+    """The worker thread waits until the returned event is set: what is submitted meanwhile
+    waits together."""
+    release = threading.Event()
+    b._worker.put(release.wait, 10)
+    return release
+
+
+async def until(condition, timeout: float = 10.0) -> None:
+    """Let the event loop run until condition() holds."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def step_until(engine: FakeEngine, condition) -> None:
+    """Allow one step at a time until condition() holds. A step's results are posted to the
+    event loop before the next step starts: once it has, yielding once lets them arrive."""
+    async with asyncio.timeout(10):
+        while not condition():
+            before = len(engine.steps)
+            engine.allow()
+            while len(engine.steps) == before and not condition():
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0)
+
+
+async def test_a_short_request_joins_a_running_decode_and_is_answered_first():
+    engine = FakeEngine()
+    b = await started(engine)
+    long = b.submit(("m", 1), [("long", 10)], [1])
+    engine.allow(1)
+    await asyncio.to_thread(engine.wait_started, 2)  # the second step is under way
+    short = b.submit(("m", 1), [("short", 2)], [1])
+    await step_until(engine, short.future.done)
+    assert await b.wait(short) == ["trohs"]
+    assert not long.future.done()
+    assert engine.names_in(0) == engine.names_in(1) == ["long"]
+    assert engine.names_in(2) == engine.names_in(3) == ["long", "short"]
+    assert len(engine.steps) == 5  # answered right after the step that finished it
+    await step_until(engine, long.future.done)
+    assert await b.wait(long) == ["gnol"]
+    assert engine.opened == ["m"]  # both in one running decode
+    engine.allow(100)
+    await b.stop(5)
+
+
+async def test_results_come_back_per_request_in_order_across_groups():
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine)
+    tickets = [
+        b.submit(
+            (model, 1), [(f"{model}{i}a", 3), (f"{model}{i}bb", 1), (f"{model}{i}c", 2)], [1] * 3
+        )
+        for i in range(4)
+        for model in ("x", "y")
+    ]
+    results = await asyncio.gather(*(b.wait(t, 10) for t in tickets))
+    expected = [
+        [f"a{i}{model}", f"bb{i}{model}", f"c{i}{model}"] for i in range(4) for model in ("x", "y")
+    ]
+    assert results == expected
+    assert all(len({n[0] for n in names}) == 1 for _, names in engine.steps)  # groups apart
+    await b.stop(5)
+
+
+async def test_waiting_requests_take_turns_one_sentence_each():
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=3)
+    release = hold(b)
+    big = b.submit(("m", 1), [(f"big{i}", 1) for i in range(6)], [1] * 6)
+    small = b.submit(("m", 1), [("small0", 1), ("small1", 1)], [1, 1])
+    release.set()
+    await step_until(engine, lambda: small.future.done())
+    # round-robin by request: the small request's two sentences run in the first two steps
+    # although the big one's six were queued before them
+    assert engine.names_in(0) == ["big0", "big1", "small0"]
+    assert engine.names_in(1) == ["big2", "big3", "small1"]
+    await step_until(engine, lambda: big.future.done())
+    assert await b.wait(big) == [f"{i}gib" for i in range(6)]
+    await b.stop(5)
+
+
+async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
+    engine = FakeEngine()
+    b = await started(engine, budget=10)
+    huge = b.submit(("m", 1), [("huge", 2)], [50])  # over the budget alone: runs, alone
+    rest = b.submit(("m", 1), [("a", 1), ("b", 1), ("c", 1)], [4, 4, 4])
+    await step_until(engine, lambda: rest.future.done())
+    assert engine.names_in(0) == engine.names_in(1) == ["huge"]
+    assert engine.names_in(2) == ["a", "b"]  # 4 + 4 <= 10, + 4 > 10
+    assert engine.names_in(3) == ["c"]
+    assert huge.future.done()
+    await b.stop(5)
+
+
+async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
+    engine = FakeEngine()
+    b = await started(engine)
+    release = hold(b)
+    slow = b.submit(("m", 1), [("slow", 100), ("slow2", 100)], [1, 1])
+    other = b.submit(("m", 1), [("other", 3)], [1])
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)
+    with pytest.raises(DeadlineExceeded) as caught:
+        await b.wait(slow, timeout=0.01)
+    assert caught.value.dropped == 2  # its two sentences, both running
+    await step_until(engine, other.future.done)
+    assert engine.names_in(0) == ["other", "slow", "slow2"]
+    assert engine.names_in(1) == engine.names_in(2) == ["other"]
+    assert await b.wait(other) == ["rehto"]
+    await b.stop(5)
+
+
+async def test_cancel_drops_running_and_waiting_sentences():
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=1)
+    release = hold(b)
+    first = b.submit(("m", 1), [("first", 50)], [1])
+    second = b.submit(("m", 1), [("second", 1)], [1])
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)
+    assert b.depth == 1  # the second waits: the group is full
+    assert b.cancel(first) == 1
+    await step_until(engine, second.future.done)
+    assert engine.names_in(1) == ["second"]
+    assert b.depth == 0 and b.running == 0
+    await b.stop(5)
+
+
+async def test_a_full_queue_rejects_at_once():
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=1, max_queue_size=3)
+    b.submit(("m", 1), [("a", 5)], [1])
+    b.submit(("m", 1), [("b", 5), ("c", 5)], [1, 1])
+    with pytest.raises(QueueFull):
+        b.submit(("m", 1), [("d", 1), ("e", 1)], [1, 1])
+    engine.allow(100)
+    await b.stop(5)
+
+
+async def test_an_engine_failure_fails_its_group_only():
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine)
+    bad = b.submit(("x", 1), [("bad-step", 3)], [1])
+    good = b.submit(("y", 1), [("fine", 3)], [1])
+    with pytest.raises(BatchFailed):
+        await b.wait(bad, 10)
+    assert await b.wait(good, 10) == ["enif"]
+    bad_join = b.submit(("x", 1), [("bad-join", 1)], [1])
+    with pytest.raises(BatchFailed):
+        await b.wait(bad_join, 10)
+    again = b.submit(("x", 1), [("again", 2)], [1])
+    assert await b.wait(again, 10) == ["niaga"]
+    assert b.problem() is None
+    await b.stop(5)
+
+
+async def test_stop_finishes_what_was_accepted_and_refuses_more():
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine)
+    t = b.submit(("m", 1), [("a", 3), ("b", 5)], [1, 1])
+    await b.stop(10)
+    assert t.future.result() == ["a", "b"]
+    with pytest.raises(ShuttingDown):
+        b.submit(("m", 1), [("c", 1)], [1])
+
+
+async def test_stop_timeout_fails_what_is_left():
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=1)
+    release = hold(b)
+    running = b.submit(("m", 1), [("r", 1000)], [1])
+    waiting = b.submit(("m", 1), [("w", 1)], [1])
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)
+    stopping = asyncio.create_task(b.stop(0.05))
+    await until(running.future.done)
+    engine.allow(10)  # the worker finishes the step it may be in, then sees it must stop
+    assert await stopping == 2
+    for t in (running, waiting):
+        with pytest.raises(ShuttingDown):
+            t.future.result()
+
+
+async def test_a_scheduler_failure_fails_everything_and_says_why():
+    engine = FakeEngine(free_steps=True)
+
+    def broken_envelope(group, members):
+        raise ValueError("broken envelope")
+
+    b = await started(engine, envelope=broken_envelope)
+    t = b.submit(("m", 1), [("a", 1)], [1])
+    with pytest.raises(BatchFailed):
+        await b.wait(t, 10)
+    assert "broken envelope" in b.problem()
+    with pytest.raises(ShuttingDown):
+        b.submit(("m", 1), [("b", 1)], [1])
+    await b.stop(1)
