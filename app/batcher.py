@@ -99,12 +99,14 @@ class Ticket:
     items: list[_Item] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     pending: int = 0  # sentences without a result yet
+    step_s: float = 0.0  # continuous scheduler: engine time of the steps its sentences ran in
 
     @property
     def compute_s(self) -> float:
-        """Engine time of the batches that computed this request's sentences (they may have
-        shared them with other requests)."""
-        return sum({item.batch: item.compute_s for item in self.items if item.batch >= 0}.values())
+        """Engine time of the batches (or decoder steps) that computed this request's
+        sentences (they may have shared them with other requests)."""
+        batches = {item.batch: item.compute_s for item in self.items if item.batch >= 0}
+        return sum(batches.values()) + self.step_s
 
     def _deliver(self, index: int, result: Any) -> None:
         self.results[index] = result

@@ -74,6 +74,7 @@ class _Sentence:
     enqueued: float
     state: str = "waiting"  # waiting, running, done, dropped
     wait_s: float = 0.0  # from submit until it joined a running decode
+    batch: int = -1  # (no batch of the static batcher: Ticket.compute_s counts `step_s`)
 
 
 @dataclass(eq=False)
@@ -411,6 +412,8 @@ class ContinuousBatcher:
         compute_s = time.perf_counter() - started
         finished = []
         with self._lock:
+            for ticket in {s.ticket for s in running.members.values()}:
+                ticket.step_s += compute_s
             for sid, result in results:
                 s = running.members.pop(sid, None)
                 if s is not None and s.state == "running":

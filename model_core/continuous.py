@@ -109,15 +109,15 @@ class RunningBatch:
         rows = rows_old + b * k
         cache = self.cache
         kv_shape = fresh.kv.shape[2:]  # (layers, 2, h, hd)
-        if cache is None:
-            fresh.kv = fresh.kv.new_empty((rows, capacity, *kv_shape))
+        if cache is None:  # zeros: see DecoderCache._new_kv
+            fresh.kv = fresh.kv.new_zeros((rows, capacity, *kv_shape))
             fresh.steps = torch.zeros(b, dtype=torch.long, device=device)
             fresh.group = k
             self.cache = fresh
         else:
             t = cache.length
             capacity = max(capacity, cache.kv.shape[1])
-            kv = cache.kv.new_empty((rows, capacity, *kv_shape))
+            kv = cache.kv.new_zeros((rows, capacity, *kv_shape))
             kv[:rows_old, :t] = cache.kv[:, :t]
             cache.kv, cache.spare = kv, None
             width = max(cache.src_bias.shape[-1], fresh.src_bias.shape[-1])

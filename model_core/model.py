@@ -277,7 +277,7 @@ class DecoderCache:
         if self.history is None:  # gather mode: (N, capacity, ...)
             if t < old.shape[1]:
                 return
-            self.kv = old.new_empty((old.shape[0], 2 * old.shape[1], *old.shape[2:]))
+            self.kv = self._new_kv((old.shape[0], 2 * old.shape[1], *old.shape[2:]))
             self.kv[:, :t] = old[:, :t]
             self.spare = None
             return
@@ -288,6 +288,14 @@ class DecoderCache:
         history = identity_history(old.shape[1], self.kv.shape[2], old.device)
         history[:, :t] = self.history[:, :t]
         self.history = history
+
+    def _new_kv(self, shape) -> torch.Tensor:
+        """A gather-mode buffer. With sentences at different steps a row reads positions that
+        it never wrote, masked out: they must hold finite numbers (masked attention still
+        multiplies them by 0), so such buffers start as zeros; else nothing is read unwritten."""
+        if self.steps is None:
+            return self.kv.new_empty(shape)
+        return self.kv.new_zeros(shape)
 
     def append(self, layer: int, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gather mode: write this position's keys/values (N, 2, h, hd) (after `reserve`);
@@ -316,10 +324,10 @@ class DecoderCache:
             return
         t, kv = self.length, self.kv
         if rows.numel() == kv.shape[0]:  # same rows, new order: gather into the spare buffer
-            target = self.spare if self.spare is not None else torch.empty_like(kv)
+            target = self.spare if self.spare is not None else self._new_kv(kv.shape)
             self.spare = kv
-        else:  # positions >= t are never read: gather only the prefix
-            target = kv.new_empty((rows.numel(), *kv.shape[1:]))
+        else:  # gather only the prefix (positions >= t: see _new_kv)
+            target = self._new_kv((rows.numel(), *kv.shape[1:]))
             self.spare = None
         torch.index_select(kv[:, :t], 0, rows, out=target[:, :t])
         self.kv = target

@@ -55,9 +55,14 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at) -> dic
     return results
 
 
-@pytest.mark.parametrize("variant", ["seeds", "marian-like"])
 @pytest.mark.parametrize(
-    ("beam_size", "stop"), [(1, "first_k"), (4, "first_k"), (4, "heuristic"), (3, "heuristic")]
+    ("variant", "beam_size", "stop"),
+    [
+        ("seeds", 1, "first_k"),
+        ("seeds", 4, "first_k"),
+        ("seeds", 3, "heuristic"),
+        ("marian-like", 4, "heuristic"),
+    ],
 )
 def test_a_sentence_joining_at_any_step_decodes_as_alone(variant, beam_size, stop):
     model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=11)

@@ -1,0 +1,125 @@
+"""The service with MT_SCHEDULER=continuous, through a real server: the same answers as the
+static batcher, and deadlines and disconnects that take a sentence out of a running decode."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+import pytest
+
+from tests.service_helpers import serve_in_thread
+from tests.test_service import metric, post, weights_dir  # noqa: F401 (fixture)
+
+REQUESTS = [
+    {"q": "The cat is big. We eat bread today.", "beam_size": 1},
+    {"q": ["I see a tree.", "The red car is fast."], "beam_size": 4, "alternatives": 2},
+    {"q": "We run.", "beam_size": 4, "max_length": 5},
+    {"q": "The small dog is very slow.", "beam_size": 2},
+    {"q": ["Water.", "A green house.", "I eat."], "beam_size": 1, "max_length": 3},
+]
+
+
+async def translate_all(url: str) -> list[dict]:
+    async with httpx.AsyncClient(timeout=120) as c:
+        answers = await asyncio.gather(
+            *(
+                c.post(f"{url}/translate", json={**r, "source": "en", "target": "de"})
+                for r in REQUESTS * 3
+            )
+        )
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    return [
+        {k: a.json()[k] for k in ("translatedText", "alternatives") if k in a.json()}
+        for a in answers
+    ]
+
+
+def test_continuous_and_static_answer_alike(weights_dir):  # noqa: F811
+    answers = {}
+    for scheduler in ("static", "continuous"):
+        with serve_in_thread(weights_dir, scheduler=scheduler, max_batch_size=8) as (url, _):
+            answers[scheduler] = asyncio.run(translate_all(url))
+            if scheduler == "continuous":
+                assert metric(url, "mt_batch_size_count") > 0  # one per decoder step
+                assert metric(url, "mt_running_sentences") == 0
+                assert metric(url, "mt_queue_depth") == 0
+    assert answers["continuous"] == answers["static"]
+
+
+class Gate:
+    """Wraps the engine's running groups: records joins and leaves, and holds every step until
+    `open` is set."""
+
+    def __init__(self, open_group):
+        self.open_group = open_group
+        self.open = threading.Event()
+        self.joined: list[int] = []
+        self.left: list[int] = []
+        self.stepped = threading.Event()
+
+    def __call__(self, group):
+        inner, gate = self.open_group(group), self
+
+        class Held:
+            def join(self, entries):
+                gate.joined.extend(sid for sid, _, _ in entries)
+                inner.join(entries)
+
+            def leave(self, ids):
+                gate.left.extend(ids)
+                inner.leave(ids)
+
+            def step(self):
+                gate.stepped.set()
+                assert gate.open.wait(30)
+                return inner.step()
+
+        return Held()
+
+
+@pytest.mark.parametrize("way", ["deadline", "disconnect"])
+def test_a_request_that_ends_early_leaves_the_running_decode(weights_dir, way):  # noqa: F811
+    timeout = 0.5 if way == "deadline" else 60
+    with serve_in_thread(weights_dir, scheduler="continuous", request_timeout_s=timeout) as (
+        url,
+        app,
+    ):
+        gate = Gate(app.state.batcher.open_group)
+        app.state.batcher.open_group = gate
+        body = {"q": ["The cat.", "We eat bread."], "source": "en", "target": "de"}
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                request = asyncio.ensure_future(c.post(f"{url}/translate", json=body))
+                assert await asyncio.to_thread(gate.stepped.wait, 30)  # both are running
+                if way == "disconnect":
+                    request.cancel()  # the client goes away
+                    with pytest.raises(asyncio.CancelledError):
+                        await request
+                    return None
+                return await request
+
+        answer = asyncio.run(scenario())
+        if way == "deadline":
+            assert answer.status_code == 504
+        with_timeout = asyncio.run(asyncio.wait_for(_until(lambda: metric(url, _dropped(way))), 30))
+        assert with_timeout == 2
+        gate.open.set()  # the held step ends; the two leave before the next
+        asyncio.run(asyncio.wait_for(_until(lambda: len(gate.left) >= 2), 30))
+        assert sorted(gate.left) == sorted(gate.joined) and len(gate.joined) == 2
+        assert post(url, json={**body, "q": "The dog."}).status_code == 200  # still serving
+        assert metric(url, "mt_running_sentences") == 0
+
+
+def _dropped(way: str) -> str:
+    reason = "deadline" if way == "deadline" else "client_disconnected"
+    return f'mt_dropped_sentences_total{{reason="{reason}"}}'
+
+
+async def _until(value):
+    """Polls a value until it is non-zero (an event seen from outside the server)."""
+    while not (v := await asyncio.to_thread(value)):
+        await asyncio.sleep(0.05)
+    return v
