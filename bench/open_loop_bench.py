@@ -1,0 +1,218 @@
+"""Open-loop load on the HTTP service: the static batcher against the continuous scheduler.
+
+Requests arrive as a Poisson process at fixed rates, whether or not earlier ones were answered
+(as traffic from many independent users does); 80% are short texts (5-15 words) and 20% long
+ones (60-150 words, several sentences each, which the service splits), all at one beam size.
+First the static server's capacity is measured (requests/s answered with the same mix, closed
+loop, many clients); then each rate (a share of that capacity) runs on both servers, side by
+side and alternating, and the table gives throughput and the p50/p99 latency of short and of
+long requests, with each server's peak resident memory.
+
+    python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
+
+Traffic goes only to the two servers this command starts on loopback ports; each level is
+bounded in requests and seconds. It measures; it asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from .common import DEFAULT_SRC, machine, table
+from .load_bench import Connection, percentile, run, start_server, wait_ready
+
+
+def make_texts(lines: list[str], lo: int, hi: int, count: int, seed: int) -> list[str]:
+    """Texts of lo-hi words, each made of consecutive whole sentences of `lines`."""
+    rng = random.Random(seed)
+    texts = []
+    while len(texts) < count:
+        start, words, parts = rng.randrange(len(lines)), 0, []
+        target = rng.randint(lo, hi)
+        for line in lines[start:] + lines[:start]:
+            n = len(line.split())
+            if words + n > hi:
+                continue
+            parts.append(line)
+            words += n
+            if words >= target:
+                break
+        if lo <= words <= hi:
+            texts.append(" ".join(parts))
+    return texts
+
+
+class Mix:
+    """The request mix: each request short (p = 1 - long_share) or long, drawn in order."""
+
+    def __init__(self, lines: list[str], long_share: float, seed: int):
+        self.short = make_texts(lines, 5, 15, 200, seed)
+        self.long = make_texts(lines, 60, 150, 50, seed + 1)
+        self.rng, self.long_share = random.Random(seed + 2), long_share
+
+    def draw(self) -> tuple[str, str]:
+        if self.rng.random() < self.long_share:
+            return "long", self.rng.choice(self.long)
+        return "short", self.rng.choice(self.short)
+
+
+def body(text: str, beam: int) -> dict:
+    return {"q": text, "source": "en", "target": "de", "beam_size": beam}
+
+
+async def closed_loop(port: int, mix: Mix, clients: int, seconds: float, beam: int) -> float:
+    """Requests/s answered by `clients` clients sending back to back (the capacity)."""
+    done = 0
+    start = time.perf_counter()
+
+    async def client() -> None:
+        nonlocal done
+        conn = Connection("127.0.0.1", port)
+        while time.perf_counter() - start < seconds:
+            status, _ = await conn.post_json("/translate", body(mix.draw()[1], beam))
+            done += status == 200
+        await conn.close()
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return done / (time.perf_counter() - start)
+
+
+async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int, seed: int):
+    """Poisson arrivals at `rate` requests/s for `seconds`; every request is awaited. Returns
+    {kind: [latency s]}, failures, wall seconds (until the last answer)."""
+    rng = random.Random(seed)
+    idle: list[Connection] = []
+    latencies: dict[str, list[float]] = {"short": [], "long": []}
+    failures: dict[str, int] = {}
+
+    async def one(kind: str, text: str) -> None:
+        conn = idle.pop() if idle else Connection("127.0.0.1", port)
+        t0 = time.perf_counter()
+        try:
+            status, _ = await conn.post_json("/translate", body(text, beam))
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+            return
+        if status == 200:
+            latencies[kind].append(time.perf_counter() - t0)
+        else:
+            failures[str(status)] = failures.get(str(status), 0) + 1
+        idle.append(conn)
+
+    tasks = []
+    start = time.perf_counter()
+    due = start
+    while due - start < seconds:
+        due += rng.expovariate(rate)
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(one(*mix.draw())))
+    await asyncio.gather(*tasks)
+    wall = time.perf_counter() - start
+    for conn in idle:
+        await conn.close()
+    return latencies, failures, wall
+
+
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--weights", type=Path, default=Path("weights"))
+    p.add_argument("--src", type=Path, default=DEFAULT_SRC)
+    p.add_argument("--loads", default="0.5,0.8,1.0", help="shares of the static capacity")
+    p.add_argument("--seconds", type=float, default=40.0, help="arrivals per level and server")
+    p.add_argument("--capacity-seconds", type=float, default=30.0)
+    p.add_argument("--capacity-clients", type=int, default=32)
+    p.add_argument("--long-share", type=float, default=0.2)
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--port", type=int, default=8775, help="static; continuous uses the next one")
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args(argv)
+    lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
+    loads = [float(x) for x in args.loads.split(",")]
+
+    schedulers = {"static": args.port, "continuous": args.port + 1}
+    servers = {}
+    for name, port in schedulers.items():
+        os.environ["MT_SCHEDULER"] = name
+        servers[name] = start_server(args.weights, port, 64, args.threads, "default")
+    os.environ.pop("MT_SCHEDULER")
+    results = {}
+    try:
+        for port in schedulers.values():
+            wait_ready(f"http://127.0.0.1:{port}")
+            run(closed_loop(port, Mix(lines, args.long_share, 99), 4, 5, args.beam_size))
+        capacity = run(
+            closed_loop(
+                schedulers["static"],
+                Mix(lines, args.long_share, args.seed),
+                args.capacity_clients,
+                args.capacity_seconds,
+                args.beam_size,
+            )
+        )
+        print(f"static capacity: {capacity:.2f} requests/s", file=sys.stderr)
+        for load in loads:
+            for name, port in schedulers.items():
+                mix = Mix(lines, args.long_share, args.seed)  # the same requests for both
+                lat, failures, wall = run(
+                    open_loop(port, mix, load * capacity, args.seconds, args.beam_size, args.seed)
+                )
+                results[(load, name)] = (lat, failures, wall)
+                n = len(lat["short"]) + len(lat["long"])
+                print(f"{load:.0%} {name}: {n / wall:.2f} requests/s {failures}", file=sys.stderr)
+        peaks = {name: peak_rss_mb(server.pid) for name, server in servers.items()}
+    finally:
+        for server in servers.values():
+            server.terminate()
+        for server in servers.values():
+            server.wait(timeout=60)
+    rows = []
+    for (load, name), (lat, failures, wall) in results.items():
+        n = len(lat["short"]) + len(lat["long"])
+        rows.append(
+            [
+                f"{load:.0%}",
+                name,
+                n,
+                sum(failures.values()),
+                n / wall,
+                percentile(lat["short"], 0.5) * 1e3,
+                percentile(lat["short"], 0.99) * 1e3,
+                percentile(lat["long"], 0.5) * 1e3,
+                percentile(lat["long"], 0.99) * 1e3,
+            ]
+        )
+    print(
+        f"\nmachine: {machine()}; beam {args.beam_size}; {1 - args.long_share:.0%} short "
+        f"(5-15 words), {args.long_share:.0%} long (60-150 words); static capacity "
+        f"{capacity:.2f} requests/s; {args.seconds:.0f} s of arrivals per level and server\n"
+    )
+    headers = ["load", "scheduler", "answered", "failed", "requests/s"]
+    headers += ["short p50 ms", "short p99 ms", "long p50 ms", "long p99 ms"]
+    print(table(headers, rows))
+    print("\npeak resident memory: " + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items()))
+    for load in loads:
+        s, c = results[(load, "static")][0], results[(load, "continuous")][0]
+        ratio = percentile(c["short"], 0.99) / percentile(s["short"], 0.99)
+        print(f"{load:.0%}: short p99 continuous / static = {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
