@@ -175,11 +175,12 @@ class MetricsMiddleware:
 
 class Service(FastAPI):
     """FastAPI behind the plain-ASGI layers that every HTTP request passes first: the metrics
-    middleware, CORS (Starlette's CORSMiddleware, when MT_CORS_ORIGINS is set), the cap on
-    requests in progress (app/limits.py), then the fast path for POST /translate and /detect
-    (app/fastpath.py), which hands everything else to FastAPI. A translation request pays for
-    none of FastAPI's own middleware stack; a middleware that must see every request belongs
-    in this chain (create_app), not in `app.add_middleware`, which the fast path bypasses."""
+    middleware, CORS (Starlette's CORSMiddleware, when MT_CORS_ORIGINS is set) and the cap on
+    requests in progress (app/limits.py). Inside FastAPI's middleware stack, the innermost
+    middleware is the fast path for POST /translate and /detect (app/fastpath.py), which hands
+    everything else to FastAPI's routing: a translation request pays for none of the routing,
+    request objects and dependencies, and a middleware added with `app.add_middleware` still
+    sees it."""
 
     front = None  # set by create_app
 
@@ -213,7 +214,10 @@ def create_app(settings: Settings | None = None) -> Service:
     app.include_router(router)
     app.include_router(file_router)
     app.include_router(web_router)
-    front = ConcurrencyLimit(TranslateFastPath(app.fastapi, app.state, HANDLERS), app.state)
+    # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
+    # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
+    app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)
+    front = ConcurrencyLimit(app.fastapi, app.state)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # around the fast path too: every answer and preflight gets the same headers
         front = CORSMiddleware(

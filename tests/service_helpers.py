@@ -40,11 +40,14 @@ def wait_ready(url: str, timeout: float = 60.0, process: subprocess.Popen | None
 
 
 @contextlib.contextmanager
-def serve_in_thread(weights_dir: Path, **overrides):
-    """Yields (base url, app) of a real uvicorn server running in a background thread."""
+def serve_in_thread(weights_dir: Path, configure=None, **overrides):
+    """Yields (base url, app) of a real uvicorn server running in a background thread;
+    `configure(app)` runs before it starts."""
     port = free_port()
     settings = Settings(weights_dir=weights_dir, port=port, **overrides)
     app = create_app(settings)
+    if configure is not None:
+        configure(app)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -282,6 +282,37 @@ def test_an_unexpected_error_on_the_fast_path_is_a_json_500_with_an_error_id(wei
         assert post(url, json={"q": "The cat.", "source": "en", "target": "de"}).status_code == 200
 
 
+def test_a_middleware_added_to_the_app_sees_the_json_fast_path(weights_dir):
+    seen = []
+
+    class Tag:
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] != "http":  # lifespan
+                return await self.app(scope, receive, send)
+            seen.append(scope["path"])
+
+            async def tagged(message):
+                if message["type"] == "http.response.start":
+                    message["headers"] = [*message.get("headers", []), (b"x-tag", b"seen")]
+                await send(message)
+
+            await self.app(scope, receive, tagged)
+
+    with serve_in_thread(weights_dir, configure=lambda app: app.add_middleware(Tag)) as (url, _):
+        body = {"q": "The cat.", "source": "en", "target": "de", "beam_size": 1}
+        for r in (
+            post(url, json=body),  # the fast path
+            post(url, data=body),  # FastAPI's route
+            httpx.post(f"{url}/detect", json={"q": "The cat."}),
+            post(url, json={**body, "target": "xx"}),  # an error from the fast path
+        ):
+            assert r.headers.get("x-tag") == "seen", (r.status_code, r.text)
+        assert seen.count("/translate") == 3 and "/detect" in seen
+
+
 def test_a_body_over_the_byte_limit_is_refused_json_form_or_chunked(weights_dir):
     with serve_in_thread(weights_dir, max_body_bytes=2000) as (url, _):
         big = {"q": "The cat is big. " * 200, "source": "en", "target": "de"}
