@@ -157,7 +157,9 @@ def test_docx_translates_runs_and_keeps_every_other_part(fake):
     assert strip.sub(b"><", before.split(b"?>", 1)[1]) == strip.sub(b"><", after.split(b"?>", 1)[1])
 
 
-def test_pptx_translates_slides_and_notes():
+def make_pptx() -> bytes:
+    """A slide with a title, a body of two paragraphs (the second with an italic run) and
+    speaker notes."""
     prs = pptx.Presentation()
     slide = prs.slides.add_slide(prs.slide_layouts[1])
     slide.shapes.title.text = "Slide title"
@@ -171,7 +173,11 @@ def test_pptx_translates_slides_and_notes():
     slide.notes_slide.notes_text_frame.text = "Speaker notes"
     buf = io.BytesIO()
     prs.save(buf)
-    src = buf.getvalue()
+    return buf.getvalue()
+
+
+def test_pptx_translates_slides_and_notes():
+    src = make_pptx()
     out = translate_office(src, upper, LIMITS)
     assert_only_changed(src, out, {"ppt/slides/slide1.xml", "ppt/notesSlides/notesSlide1.xml"})
     got = pptx.Presentation(io.BytesIO(out)).slides[0]
@@ -182,7 +188,8 @@ def test_pptx_translates_slides_and_notes():
     assert got.notes_slide.notes_text_frame.text == "SPEAKER NOTES"
 
 
-def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
+def make_odt() -> bytes:
+    """A heading, a paragraph with a bold span, and one with a tab."""
     doc = OpenDocumentText()
     bold = Style(name="Bold", family="text")
     bold.addElement(TextProperties(fontweight="bold"))
@@ -198,7 +205,11 @@ def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
     doc.text.addElement(p2)
     buf = io.BytesIO()
     doc.save(buf)
-    src = buf.getvalue()
+    return buf.getvalue()
+
+
+def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
+    src = make_odt()
     out = translate_office(src, upper, LIMITS)
     assert_only_changed(src, out, {"content.xml"})
     first = zipfile.ZipFile(io.BytesIO(out)).infolist()[0]

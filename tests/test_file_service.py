@@ -10,10 +10,14 @@ import zipfile
 
 import docx
 import httpx
+import pptx
 import pytest
+from odf import teletype
+from odf.opendocument import load as odf_load
+from odf.text import Span
 
 from tests.service_helpers import serve_in_thread
-from tests.test_file_formats import make_docx, zip_of
+from tests.test_file_formats import make_docx, make_odt, make_pptx, zip_of
 from tests.test_html_format import Tags
 
 MAX_FILE = 200_000
@@ -142,6 +146,35 @@ def test_docx_round_trip(server):
     d = docx.Document(io.BytesIO(got.content))
     assert [r.bold for r in d.paragraphs[0].runs] == [None, True, None]
     assert d.paragraphs[0].text != "Hello bold words and more."
+
+
+def test_pptx_round_trip(server):
+    url, _ = server
+    src = make_pptx()
+    got = download(url, upload(url, "slides.pptx", src))
+    assert got.headers["content-type"].endswith("presentationml.presentation")
+    before, after = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got.content))
+    changed = {n for n in before.namelist() if before.read(n) != after.read(n)}
+    assert changed == {"ppt/slides/slide1.xml", "ppt/notesSlides/notesSlide1.xml"}
+    slide = pptx.Presentation(io.BytesIO(got.content)).slides[0]
+    runs = slide.placeholders[1].text_frame.paragraphs[1].runs
+    assert [r.font.italic for r in runs] == [None, True]  # the italic run stays italic
+    assert slide.shapes.title.text != "Slide title"
+
+
+def test_odt_round_trip(server):
+    url, _ = server
+    src = make_odt()
+    got = download(url, upload(url, "letter.odt", src))
+    assert got.headers["content-type"] == "application/vnd.oasis.opendocument.text"
+    before, after = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got.content))
+    changed = {n for n in before.namelist() if before.read(n) != after.read(n)}
+    assert changed == {"content.xml"}
+    assert after.infolist()[0].filename == "mimetype"
+    doc = odf_load(io.BytesIO(got.content))
+    spans = doc.text.getElementsByType(Span)
+    assert len(spans) == 1 and spans[0].getAttribute("stylename") == "Bold"
+    assert teletype.extractText(doc.text.childNodes[0]) != "A heading"
 
 
 def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
