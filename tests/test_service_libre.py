@@ -111,7 +111,9 @@ def test_a_repeated_q_is_a_list_in_a_form_and_in_the_query(server):
         assert r.json()["translatedText"] == expected
 
 
-@pytest.mark.parametrize("style", ["json", "form", "multipart", "query"])
+@pytest.mark.parametrize(
+    "style", ["json", "form", "multipart", "query", "query+json", "query+form", "query+multipart"]
+)
 def test_detect_takes_its_parameters_in_every_style(server, style):
     fields = {"q": DE}
     kwargs = {
@@ -119,6 +121,9 @@ def test_detect_takes_its_parameters_in_every_style(server, style):
         "form": {"data": fields},
         "multipart": {"files": {"q": (None, DE)}},
         "query": {"params": fields},
+        "query+json": {"params": fields, "json": {}},
+        "query+form": {"params": fields, "data": {"api_key": ""}},
+        "query+multipart": {"params": fields, "files": {"api_key": (None, "")}},
     }[style]
     r = post(server, "/detect", **kwargs)
     assert r.status_code == 200, r.text
