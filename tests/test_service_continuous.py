@@ -123,3 +123,22 @@ async def _until(value):
     while not (v := await asyncio.to_thread(value)):
         await asyncio.sleep(0.05)
     return v
+
+
+def test_the_engine_counts_what_a_running_decode_allocates(weights_dir):  # noqa: F811
+    """Admission's footprint of a group (Engine.envelope) is what the running decode holds."""
+    from app.engine import DecodeKey, start_engine
+    from app.settings import Settings
+
+    engine = start_engine(Settings(weights_dir=weights_dir, warmup=False))
+    translator = engine.translator("en-de")
+    texts = ["The cat.", "We eat bread today and the dog is very slow.", "I see."]
+    payloads = [translator.encode_source(t) for t in texts]
+    keys = [DecodeKey("en-de", 3, 1, 40), DecodeKey("en-de", 3, 2, 7), DecodeKey("en-de", 3, 3, 90)]
+    group = engine.open_group(engine.group_of(keys[0]))
+    group.join([(i, key, p) for i, (key, p) in enumerate(zip(keys, payloads, strict=True))])
+    members = [(key, len(p) + 1) for key, p in zip(keys, payloads, strict=True)]
+    self_positions, cross_positions = group.running.envelope()
+    assert engine.envelope(("en-de", 3), members) == self_positions + cross_positions
+    kv = group.running.cache.kv
+    assert kv.shape[0] * kv.shape[1] == self_positions
