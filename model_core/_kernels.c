@@ -316,6 +316,7 @@ typedef struct {
     int64_t qkv_stride, rows, heads, hd, slots_total, capacity, layer, t;
     float *kv; /* (layers, slots_total, capacity, 2, d) */
     const int64_t *slots, *history;
+    const int64_t *row_t; /* NULL: every row at position t; else each row's own (<= t) */
     float scale;
     float *out;
     int64_t out_stride;
@@ -338,13 +339,14 @@ typedef struct {
 #define DEFINE_ATTENTION(SUFFIX, TARGET, DOT, DOT4, SOFTMAX, AXPY)                                              \
     TARGET static void attend_cached_##SUFFIX(const cached_args *a, int64_t *chains,            \
                                               float *scores, int threads) {                     \
-        const int64_t d = a->heads * a->hd, t = a->t, hd = a->hd;                                \
+        const int64_t d = a->heads * a->hd, tmax = a->t, hd = a->hd;                             \
         const int64_t slot_size = a->capacity * 2 * d;                                           \
         float *layer_kv = a->kv + a->layer * a->slots_total * slot_size;                         \
         PARALLEL_FOR                                                                    \
         for (int64_t i = 0; i < a->rows; ++i) {                                                  \
-            int64_t *chain = chains + THREAD_NUM * (t + 1);                                      \
-            float *sc = scores + THREAD_NUM * a->heads * (t + 1);                                \
+            const int64_t t = a->row_t ? a->row_t[i] : tmax;                                     \
+            int64_t *chain = chains + THREAD_NUM * (tmax + 1);                                   \
+            float *sc = scores + THREAD_NUM * a->heads * (tmax + 1);                             \
             const float *q = a->qkv + i * a->qkv_stride;                                         \
             chain[t] = a->slots[i];                                                              \
             memcpy(layer_kv + chain[t] * slot_size + t * 2 * d, q + d, 2 * d * sizeof(float));   \
@@ -426,12 +428,13 @@ static int clamp_threads(int threads) {
 }
 
 static PyObject *attend_cached(PyObject *self, PyObject *args) {
-    unsigned long long qkv, kv, slots, history, out;
+    unsigned long long qkv, kv, slots, history, out, row_t;
     cached_args a;
     long long v[9];
     int threads;
-    if (!PyArg_ParseTuple(args, "KLLLLKLLLLLKKfKi", &qkv, &v[0], &v[1], &v[2], &v[3], &kv, &v[4],
-                          &v[5], &v[6], &v[7], &v[8], &slots, &history, &a.scale, &out, &threads))
+    if (!PyArg_ParseTuple(args, "KLLLLKLLLLLKKfKKi", &qkv, &v[0], &v[1], &v[2], &v[3], &kv,
+                          &v[4], &v[5], &v[6], &v[7], &v[8], &slots, &history, &a.scale, &out,
+                          &row_t, &threads))
         return NULL;
     long long layers = v[6];
     a.qkv_stride = v[0], a.rows = v[1], a.heads = v[2], a.hd = v[3], a.slots_total = v[4];
@@ -444,6 +447,12 @@ static PyObject *attend_cached(PyObject *self, PyObject *args) {
     }
     a.qkv = (const float *)(uintptr_t)qkv, a.kv = (float *)(uintptr_t)kv;
     a.slots = (const int64_t *)(uintptr_t)slots, a.history = (const int64_t *)(uintptr_t)history;
+    a.row_t = (const int64_t *)(uintptr_t)row_t;
+    for (int64_t i = 0; a.row_t && i < a.rows; ++i)
+        if (a.row_t[i] < 0 || a.row_t[i] > a.t) {
+            PyErr_SetString(PyExc_ValueError, "attend_cached: a row's position is past t");
+            return NULL;
+        }
     a.out = (float *)(uintptr_t)out, a.out_stride = d;
     threads = clamp_threads(threads);
     int64_t *chains = malloc(threads * (a.t + 1) * sizeof(int64_t));

@@ -30,7 +30,8 @@ import torch.nn.functional as F
 
 from .decoding import Hypothesis, force_eos, length_normalise
 from .fused import beam_select, topk_logsumexp
-from .model import DecoderCache, Transformer
+from . import fused
+from .model import DecoderCache, Transformer, identity_history
 
 
 @dataclass
@@ -65,6 +66,7 @@ class RunningBatch:
         self.tokens = torch.empty(0, dtype=torch.long)  # (N,) each row's last token
         self.scores = torch.empty(0, beam_size)  # (n, K) cumulative log-probs
         self.seqs = torch.empty(0, 0, dtype=torch.long)  # (N, capacity) tokens per step
+        self.slots = False  # the cache's layout: slot (attention kernels) or gather
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -81,6 +83,13 @@ class RunningBatch:
         n = len(self.sentences)
         limit = max(s.limit for s in self.sentences)
         return n * self.k * limit, n * max(s.source_len for s in self.sentences)
+
+    def allocated(self) -> int:
+        """Self-attention positions allocated: rows x positions of the buffer."""
+        if self.cache is None:
+            return 0
+        kv = self.cache.kv
+        return kv.shape[1] * kv.shape[2] if self.slots else kv.shape[0] * kv.shape[1]
 
     @torch.inference_mode()
     def join(
@@ -102,38 +111,42 @@ class RunningBatch:
             for i, lim, nb, sl in zip(ids, limits, n_bests, lengths, strict=True)
         ]
         memory = model.encode_tokens(src, src_mask)
-        fresh = model.init_cache(memory, src_mask, 1, beams=k, gather=True)
+        if self.cache is None:
+            # the attention kernels (CPU float32) run over the slot layout; torch elsewhere
+            self.slots = fused.attention_kernels_for(memory)
+        fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=not self.slots)
         device = src.device
         capacity = max(s.limit for s in self.sentences + new)
         rows_old = self.tokens.numel()
         rows = rows_old + b * k
         cache = self.cache
-        kv_shape = fresh.kv.shape[2:]  # (layers, 2, h, hd)
-        if cache is None:  # zeros: see DecoderCache._new_kv
-            fresh.kv = fresh.kv.new_zeros((rows, capacity, *kv_shape))
-            fresh.steps = torch.zeros(b, dtype=torch.long, device=device)
-            fresh.group = k
-            self.cache = fresh
+        row_dim, pos_dim, key_dim, bias_dim = (1, 2, 2, 1) if self.slots else (0, 1, 3, 3)
+        if cache is None:
+            cache = self.cache = fresh
+            cache.steps = torch.zeros(b, dtype=torch.long, device=device)
+            old_kv, t = None, 0
         else:
-            t = cache.length
-            capacity = max(capacity, cache.kv.shape[1])
-            kv = cache.kv.new_zeros((rows, capacity, *kv_shape))
-            kv[:rows_old, :t] = cache.kv[:, :t]
-            cache.kv, cache.spare = kv, None
+            old_kv, t = cache.kv, cache.length
+            capacity = max(capacity, cache.kv.shape[pos_dim])
             width = max(cache.src_bias.shape[-1], fresh.src_bias.shape[-1])
-            for old, add, dim in (
-                (cache.cross_k, fresh.cross_k, 3),
-                (cache.cross_v, fresh.cross_v, 2),
-            ):
+            pads = ((cache.cross_k, fresh.cross_k, key_dim), (cache.cross_v, fresh.cross_v, 2))
+            for old, add, dim in pads:
                 for i, (a, c) in enumerate(zip(old, add, strict=True)):
                     old[i] = torch.cat([_pad_to(a, dim, width, 0.0), _pad_to(c, dim, width, 0.0)])
             cache.src_bias = torch.cat(
                 [
-                    _pad_to(cache.src_bias, 3, width, float("-inf")),
-                    _pad_to(fresh.src_bias, 3, width, float("-inf")),
+                    _pad_to(cache.src_bias, bias_dim, width, float("-inf")),
+                    _pad_to(fresh.src_bias, bias_dim, width, float("-inf")),
                 ]
             )
             cache.steps = torch.cat([cache.steps, torch.zeros(b, dtype=torch.long, device=device)])
+        shape = list(fresh.kv.shape)
+        shape[row_dim], shape[pos_dim] = rows, capacity
+        kv = fresh.kv.new_zeros(shape)  # zeros: see DecoderCache._new_kv
+        if old_kv is not None:
+            kv.narrow(row_dim, 0, rows_old).narrow(pos_dim, 0, t).copy_(old_kv.narrow(pos_dim, 0, t))
+        cache.kv, cache.spare, cache.group = kv, None, k
+        self._index_rows(rows)
         start = torch.full((b, k), float("-inf"), device=device)
         start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
         self.scores = torch.cat([self.scores.to(device), start])
@@ -247,10 +260,40 @@ class RunningBatch:
                 torch.tensor(steps, device=seqs.device),
             ] = tokens
         self.seqs, self.tokens, self.scores = seqs, tokens, scores
-        assert self.cache is not None
-        self.cache.select(rows, sentences=kept, group=self.k)
+        cache = self.cache
+        assert cache is not None
+        if not self.slots:
+            cache.select(rows, sentences=kept, group=self.k)
+        else:  # slot layout, each row in its own slot: the rows move, as in gather mode
+            t = cache.length
+            same = rows.numel() == cache.kv.shape[1] and bool(
+                (rows == torch.arange(rows.numel(), device=rows.device)).all()
+            )
+            if not same:
+                kv = cache.kv.new_zeros((cache.kv.shape[0], rows.numel(), *cache.kv.shape[2:]))
+                torch.index_select(cache.kv[:, :, :t], 1, rows, out=kv[:, :, :t])
+                cache.kv = kv
+            if kept is not None:
+                for tensors in (cache.cross_k, cache.cross_v):
+                    for i, cross in enumerate(tensors):
+                        tensors[i] = cross.index_select(0, kept)
+                cache.src_bias = cache.src_bias.index_select(0, kept)
+                cache.steps = cache.steps.index_select(0, kept)
+            self._index_rows(rows.numel())
         if kept is not None:  # the oldest may have left: read no wider than the rest need
-            self.cache.length = max(s.step for s in self.sentences)
+            cache.length = max(s.step for s in self.sentences)
+
+    def _index_rows(self, rows: int) -> None:
+        """Slot layout: row i in slot i (its history only points to itself) and its sentence's
+        cross-attention state at i // K."""
+        cache = self.cache
+        if not self.slots or cache is None:
+            return
+        device = cache.kv.device
+        cache.slots = torch.arange(rows, device=device)
+        cache.sentence = torch.div(cache.slots, self.k, rounding_mode="floor")
+        cache.active = torch.arange(rows // self.k, device=device)
+        cache.history = identity_history(rows, cache.kv.shape[2], device)
 
 
 def _pad_to(x: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:

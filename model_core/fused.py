@@ -60,6 +60,7 @@ def attend_cached(
     slots: torch.Tensor,
     length: int,
     layer: int,
+    row_steps: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Self-attention of one decoding step over the slot cache (model.DecoderCache).
 
@@ -67,6 +68,7 @@ def attend_cached(
     kv (layers, slots, capacity, 2, heads, head_dim); history (slots, capacity): the slot of
     the previous position of the hypothesis stored at (slot, position). Returns (N, d): each
     row's attention over positions 0..length of its own hypothesis, heads side by side.
+    `row_steps` (N,) int64: each row's own position instead of `length` (each <= length).
     """
     n, three_d = qkv.shape
     d = three_d // 3
@@ -80,13 +82,17 @@ def attend_cached(
         raise ValueError(
             "kv must be (layers, slots, capacity, 2, h, hd), history (slots, capacity)"
         )
+    if row_steps is not None:
+        _check(row_steps, torch.int64)
+        if row_steps.numel() != n:
+            raise ValueError("row_steps: one per row")
     out = torch.empty((n, d), dtype=torch.float32)
     if n:
         _kernels.attend_cached(
             qkv.data_ptr(), qkv.stride(0), n, heads, hd,
             kv.data_ptr(), n_slots, capacity, layers, layer, length,
             slots.data_ptr(), history.data_ptr(), hd**-0.5, out.data_ptr(),
-            torch.get_num_threads(),
+            0 if row_steps is None else row_steps.data_ptr(), torch.get_num_threads(),
         )  # fmt: skip
     return out
 

@@ -173,7 +173,9 @@ class DecoderLayer(nn.Module):
             h = x if norm is None else norm(x)
             qkv = torch.cat([sa.q_proj(h), sa.k_proj(h), sa.v_proj(h)], dim=1)  # (N, 3d)
         if cache.slots is not None:  # the fused kernel writes k|v and attends in one call
-            a = fused.attend_cached(qkv, cache.kv, cache.history, cache.slots, cache.length, layer)
+            a = fused.attend_cached(
+                qkv, cache.kv, cache.history, cache.slots, cache.length, layer, cache.row_steps
+            )
         else:
             keys, values = cache.append(layer, qkv[:, d:].view(n_rows, 2, heads, hd))
             q = qkv[:, :d].reshape(n_rows, heads, 1, hd)
@@ -264,9 +266,9 @@ class DecoderCache:
     sentence: torch.Tensor | None = None  # slot mode: (N,) each row's sentence in the cross state
     active: torch.Tensor | None = None  # slot mode: (n,) the active sentences in the cross state
     beams: int = 1  # slot mode: slots per sentence
-    # gather mode, sentences at different steps (continuous decoding): (n,) each sentence's
-    # tokens so far; row i writes position steps[i // group] and attends to positions up to it.
-    # `length` is then the largest step (the prefix width read is length + 1).
+    # sentences at different steps (continuous decoding): (n,) each sentence's tokens so far;
+    # row i writes position steps[i // group] and attends to positions up to it (a mask in
+    # gather mode; in slot mode the kernel stops there). `length` is then the largest step.
     steps: torch.Tensor | None = None
     row_steps: torch.Tensor | None = None  # (N,) steps per row, set by decode_step
     key_mask: torch.Tensor | None = None  # (N, 1, 1, length + 1) positions each row attends to
@@ -515,8 +517,9 @@ class Transformer(nn.Module):
         else:  # each sentence at its own step
             cache.row_steps = cache.steps.repeat_interleave(cache.group)  # (N,)
             position = self.positions.index_select(0, cache.row_steps)  # (N, d)
-            width = torch.arange(cache.length + 1, device=tokens.device)
-            cache.key_mask = (width <= cache.row_steps[:, None]).view(len(tokens), 1, 1, -1)
+            if cache.slots is None:  # gather mode: a mask (the slot kernel stops at the step)
+                width = torch.arange(cache.length + 1, device=tokens.device)
+                cache.key_mask = (width <= cache.row_steps[:, None]).view(len(tokens), 1, 1, -1)
         x = torch.add(position.to(table.dtype), table, alpha=self.embed_scale)
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
