@@ -52,8 +52,8 @@ def test_copy_task_learns_to_copy():
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     g = torch.Generator().manual_seed(0)
     validation = sequences(50, torch.Generator().manual_seed(999))
-    steps = 0
-    while steps < MAX_STEPS:
+    steps, copied = 0, False
+    while not copied and steps < MAX_STEPS:
         model.train()
         for _ in range(CHECK_EVERY):
             x = sequences(64, g)
@@ -66,9 +66,8 @@ def test_copy_task_learns_to_copy():
             opt.step()
             steps += 1
         model.eval()
-        if exact_rate(greedy_copies(model, validation), validation) == 1.0:
-            break
-    assert steps < MAX_STEPS, f"the validation set was not copied within {MAX_STEPS} steps"
+        copied = exact_rate(greedy_copies(model, validation), validation) == 1.0
+    assert copied, f"the validation set was not copied within {MAX_STEPS} steps"
 
     held_out = sequences(200, torch.Generator().manual_seed(12345))
     greedy = greedy_copies(model, held_out)

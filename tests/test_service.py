@@ -29,6 +29,14 @@ def server(weights_dir):
         yield url, app
 
 
+def wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    """Until condition() holds; the timeout only bounds a test that fails."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.01)
+
+
 def post(url: str, **kw) -> httpx.Response:
     return httpx.post(f"{url}/translate", timeout=60, **kw)
 
@@ -417,14 +425,24 @@ def test_every_request_is_counted_once_by_route_and_status(server):
 
 
 class SlowEngine:
-    """Wraps the engine function: records what it computed, sleeps, can fail on a marker."""
+    """Wraps the engine function: records what it computed, sleeps, can fail on a marker.
+    With `gated`, every batch waits until the test opens the gate (`release`); `running` is
+    set once a batch has started."""
 
-    def __init__(self, fn, delay: float = 0.0, fail_beam: int | None = None):
+    def __init__(self, fn, delay: float = 0.0, fail_beam: int | None = None, gated: bool = False):
         self.fn, self.delay, self.fail_beam = fn, delay, fail_beam
         self.calls: list[tuple[object, int]] = []
+        self.running, self.gate = threading.Event(), threading.Event()
+        if not gated:
+            self.gate.set()
+
+    def release(self) -> None:
+        self.gate.set()
 
     def __call__(self, key, payloads):
         self.calls.append((key, len(payloads)))
+        self.running.set()
+        assert self.gate.wait(60)  # bounded only so that a failing test ends
         time.sleep(self.delay)
         if self.fail_beam is not None and key.beam_size == self.fail_beam:
             raise RuntimeError("injected fault")
@@ -543,11 +561,11 @@ def test_one_request_takes_at_most_its_share_of_the_queue(weights_dir, scheduler
 
 
 def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
-    with serve_in_thread(weights_dir, request_timeout_s=0.3, max_batch_size=1, max_wait_ms=0) as (
+    with serve_in_thread(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
         url,
         app,
     ):
-        engine = SlowEngine(app.state.batcher.fn, delay=0.6)
+        engine = SlowEngine(app.state.batcher.fn, gated=True)
         app.state.batcher.fn = engine
 
         async def two():
@@ -558,25 +576,30 @@ def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
                         json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 1},
                     )
                 )
-                await asyncio.sleep(0.1)
+                assert await asyncio.to_thread(engine.running.wait, 60)
+                # the first one's batch runs until the test releases it, after both deadlines
                 second = await c.post(
                     f"{url}/translate",
                     json={"q": "We eat bread.", "source": "en", "target": "de", "beam_size": 2},
                 )
+                engine.release()
                 return await first, second
 
         first, second = asyncio.run(two())
-        assert first.status_code == 504  # its own batch took 0.6 s > 0.3 s
+        assert first.status_code == 504  # its own batch ran past the 1 s deadline
         assert second.status_code == 504 and "did not finish" in second.json()["error"]
-        time.sleep(0.8)
-        assert [key.beam_size for key, _ in engine.calls] == [1]  # the second was never computed
+        # the worker takes its batches in order: once a later one is computed, the second's
+        # would have been
+        water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
+        assert post(url, json=water).status_code == 200
+        assert [key.beam_size for key, _ in engine.calls] == [1, 1]  # not the second's (2)
         assert metric(url, "mt_timed_out_requests_total") == 2
         assert metric(url, 'mt_dropped_sentences_total{reason="deadline"}') == 1
 
 
 def test_client_disconnect_drops_its_queued_sentences(weights_dir):
     with serve_in_thread(weights_dir, max_batch_size=1, max_wait_ms=0) as (url, app):
-        engine = SlowEngine(app.state.batcher.fn, delay=0.8)
+        engine = SlowEngine(app.state.batcher.fn, gated=True)
         app.state.batcher.fn = engine
 
         async def scenario():
@@ -587,11 +610,10 @@ def test_client_disconnect_drops_its_queued_sentences(weights_dir):
                         json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 1},
                     )
                 )
-                await asyncio.sleep(0.1)
-                with pytest.raises(httpx.ReadTimeout):
-                    await c.post(
+                assert await asyncio.to_thread(engine.running.wait, 60)
+                gone = asyncio.ensure_future(
+                    c.post(
                         f"{url}/translate",
-                        timeout=0.2,
                         json={
                             "q": ["We eat bread.", "The dog."],
                             "source": "en",
@@ -599,11 +621,28 @@ def test_client_disconnect_drops_its_queued_sentences(weights_dir):
                             "beam_size": 2,
                         },
                     )
+                )
+                # once both of its sentences wait (the engine is held), the client goes away
+                await asyncio.to_thread(
+                    wait_for, lambda: metric(url, "mt_queue_depth") == 2, "both sentences wait"
+                )
+                gone.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await gone
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: metric(url, "mt_cancelled_requests_total") == 1,
+                    "the server has seen the client go",
+                )
+                engine.release()
                 return await busy
 
         assert asyncio.run(scenario()).status_code == 200
-        time.sleep(1.0)
-        assert [key.beam_size for key, _ in engine.calls] == [1]
+        # the worker takes its batches in order: once a later one is computed, the dropped
+        # ones would have been
+        water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
+        assert post(url, json=water).status_code == 200
+        assert [key.beam_size for key, _ in engine.calls] == [1, 1]  # none of beam 2
         assert metric(url, "mt_cancelled_requests_total") == 1
         assert metric(url, 'mt_dropped_sentences_total{reason="client_disconnected"}') == 2
 

@@ -114,11 +114,15 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
                 else:
                     pytest.fail("the requests were never all in flight")
                 proc.send_signal(signal.SIGTERM)
-                await asyncio.sleep(0.2)
-                try:
-                    late = (await c.get(f"{url}/health")).status_code
-                except httpx.HTTPError:
-                    late = "refused"
+                # until the server has acted on the signal: /health stops answering 200
+                late: int | str = 200
+                deadline = time.monotonic() + 120  # bounds a failing test only
+                while late == 200 and time.monotonic() < deadline:
+                    try:
+                        late = (await c.get(f"{url}/health")).status_code
+                    except httpx.HTTPError:
+                        late = "refused"
+                    await asyncio.sleep(0.02)
                 return await asyncio.gather(*tasks), late
 
         results, late = asyncio.run(load())
