@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from . import fused
 from .decoding import Hypothesis, force_eos, length_normalise
 from .fused import beam_select, topk_logsumexp
-from . import fused
 from .model import DecoderCache, Transformer, identity_history
 
 
@@ -67,6 +67,8 @@ class RunningBatch:
         self.scores = torch.empty(0, beam_size)  # (n, K) cumulative log-probs
         self.seqs = torch.empty(0, 0, dtype=torch.long)  # (N, capacity) tokens per step
         self.slots = False  # the cache's layout: slot (attention kernels) or gather
+        self.places: list[int] = []  # slot layout: each sentence's place (slots place*K...)
+        self.free: list[int] = []  # slot layout: places of finished sentences, for newcomers
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -116,46 +118,105 @@ class RunningBatch:
             self.slots = fused.attention_kernels_for(memory)
         fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=not self.slots)
         device = src.device
-        capacity = max(s.limit for s in self.sentences + new)
         rows_old = self.tokens.numel()
         rows = rows_old + b * k
-        cache = self.cache
-        row_dim, pos_dim, key_dim, bias_dim = (1, 2, 2, 1) if self.slots else (0, 1, 3, 3)
+        capacity = max(s.limit for s in self.sentences + new)
+        if self.slots:
+            self._join_slots(fresh, b, capacity)
+        else:
+            self._join_gather(fresh, b, capacity)
+        start = torch.full((b, k), float("-inf"), device=device)
+        start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
+        self.scores = torch.cat([self.scores.to(device), start])
+        bos = torch.full((b * k,), self.cfg.bos_id, dtype=torch.long, device=device)
+        self.tokens = torch.cat([self.tokens.to(device), bos])
+        seqs = torch.zeros(
+            (rows, max(capacity, self.seqs.shape[1])), dtype=torch.long, device=device
+        )
+        seqs[:rows_old, : self.seqs.shape[1]] = self.seqs
+        self.seqs = seqs
+        self.sentences.extend(new)
+
+    def _join_gather(self, fresh: DecoderCache, b: int, capacity: int) -> None:
+        """Gather layout: rows (and their cross-attention state) appended, the buffer copied."""
+        cache, k = self.cache, self.k
+        device = fresh.kv.device
+        rows_old = self.tokens.numel()
         if cache is None:
             cache = self.cache = fresh
             cache.steps = torch.zeros(b, dtype=torch.long, device=device)
             old_kv, t = None, 0
         else:
             old_kv, t = cache.kv, cache.length
-            capacity = max(capacity, cache.kv.shape[pos_dim])
+            capacity = max(capacity, cache.kv.shape[1])
             width = max(cache.src_bias.shape[-1], fresh.src_bias.shape[-1])
-            pads = ((cache.cross_k, fresh.cross_k, key_dim), (cache.cross_v, fresh.cross_v, 2))
+            pads = ((cache.cross_k, fresh.cross_k, 3), (cache.cross_v, fresh.cross_v, 2))
             for old, add, dim in pads:
                 for i, (a, c) in enumerate(zip(old, add, strict=True)):
                     old[i] = torch.cat([_pad_to(a, dim, width, 0.0), _pad_to(c, dim, width, 0.0)])
             cache.src_bias = torch.cat(
                 [
-                    _pad_to(cache.src_bias, bias_dim, width, float("-inf")),
-                    _pad_to(fresh.src_bias, bias_dim, width, float("-inf")),
+                    _pad_to(cache.src_bias, 3, width, float("-inf")),
+                    _pad_to(fresh.src_bias, 3, width, float("-inf")),
                 ]
             )
             cache.steps = torch.cat([cache.steps, torch.zeros(b, dtype=torch.long, device=device)])
-        shape = list(fresh.kv.shape)
-        shape[row_dim], shape[pos_dim] = rows, capacity
-        kv = fresh.kv.new_zeros(shape)  # zeros: see DecoderCache._new_kv
+        kv = fresh.kv.new_zeros((rows_old + b * k, capacity, *fresh.kv.shape[2:]))  # _new_kv
         if old_kv is not None:
-            kv.narrow(row_dim, 0, rows_old).narrow(pos_dim, 0, t).copy_(old_kv.narrow(pos_dim, 0, t))
+            kv[:rows_old, :t] = old_kv[:, :t]
         cache.kv, cache.spare, cache.group = kv, None, k
-        self._index_rows(rows)
-        start = torch.full((b, k), float("-inf"), device=device)
-        start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
-        self.scores = torch.cat([self.scores.to(device), start])
-        bos = torch.full((b * k,), self.cfg.bos_id, dtype=torch.long, device=device)
-        self.tokens = torch.cat([self.tokens.to(device), bos])
-        seqs = torch.zeros((rows, capacity), dtype=torch.long, device=device)
-        seqs[:rows_old, : self.seqs.shape[1]] = self.seqs
-        self.seqs = seqs
-        self.sentences.extend(new)
+
+    def _join_slots(self, fresh: DecoderCache, b: int, capacity: int) -> None:
+        """Slot layout: each sentence owns K slots (and one place in the cross-attention state)
+        from its first step to its last; a newcomer takes those of a finished sentence, and
+        the buffers grow (to exactly what is needed) only when none are free."""
+        cache, k = self.cache, self.k
+        device = fresh.kv.device
+        taken = [self.free.pop() for _ in range(min(b, len(self.free)))]
+        add_k, add_v, add_bias = list(fresh.cross_k), list(fresh.cross_v), fresh.src_bias
+        if cache is None:
+            cache = self.cache = fresh
+            cache.steps = torch.zeros(0, dtype=torch.long, device=device)
+            cache.slots = torch.zeros(0, dtype=torch.long, device=device)
+            cache.sentence = torch.zeros(0, dtype=torch.long, device=device)
+            cache.cross_k = [x[:0] for x in fresh.cross_k]
+            cache.cross_v = [x[:0] for x in fresh.cross_v]
+            cache.src_bias = fresh.src_bias[:0]
+            cache.kv = fresh.kv.new_empty((fresh.kv.shape[0], 0, capacity, *fresh.kv.shape[3:]))
+            cache.history = identity_history(0, capacity, device)
+        places = cache.src_bias.shape[0]
+        grow = b - len(taken)
+        width = max(cache.src_bias.shape[-1], add_bias.shape[-1])
+        positions = max(capacity, cache.kv.shape[2])
+        if grow or width > cache.src_bias.shape[-1]:
+            for tensors in (cache.cross_k, cache.cross_v):
+                for i, x in enumerate(tensors):
+                    shape = (places + grow, x.shape[1], width, x.shape[3])
+                    out = x.new_zeros(shape)
+                    out[:places, :, : x.shape[2]] = x
+                    tensors[i] = out
+            bias = cache.src_bias.new_full((places + grow, width), float("-inf"))
+            bias[:places, : cache.src_bias.shape[1]] = cache.src_bias
+            cache.src_bias = bias
+        if grow or positions > cache.kv.shape[2]:
+            t, old = cache.length, cache.kv
+            kv = old.new_empty((old.shape[0], (places + grow) * k, positions, *old.shape[3:]))
+            kv[:, : old.shape[1], :t] = old[:, :, :t]
+            history = identity_history((places + grow) * k, positions, device)
+            history[: old.shape[1], : t + 1] = cache.history[:, : t + 1]
+            cache.kv, cache.history = kv, history
+        places_new = taken + list(range(places, places + grow))
+        index = torch.tensor(places_new, dtype=torch.long, device=device)
+        for tensors, add in ((cache.cross_k, add_k), (cache.cross_v, add_v)):
+            for x, c in zip(tensors, add, strict=True):
+                x[index] = _pad_to(c, 2, width, 0.0)
+        cache.src_bias[index] = _pad_to(add_bias, 1, width, float("-inf"))
+        self.places += places_new
+        slots = (index[:, None] * k + torch.arange(k, device=device)).flatten()
+        cache.slots = torch.cat([cache.slots, slots])
+        cache.sentence = torch.cat([cache.sentence, index.repeat_interleave(k)])
+        cache.steps = torch.cat([cache.steps, torch.zeros(b, dtype=torch.long, device=device)])
+        cache.spare, cache.group, cache.beams = None, k, k
 
     @torch.inference_mode()
     def leave(self, ids: Sequence[Hashable]) -> int:
@@ -250,6 +311,7 @@ class RunningBatch:
             self.sentences = [self.sentences[i] for i in kept.tolist()]
             if not self.sentences:
                 self.cache = None
+                self.places, self.free = [], []
                 self.tokens, self.scores, self.seqs = tokens, scores, self.seqs[:0]
                 return
         seqs = self.seqs.index_select(0, rows)
@@ -264,36 +326,23 @@ class RunningBatch:
         assert cache is not None
         if not self.slots:
             cache.select(rows, sentences=kept, group=self.k)
-        else:  # slot layout, each row in its own slot: the rows move, as in gather mode
-            t = cache.length
-            same = rows.numel() == cache.kv.shape[1] and bool(
-                (rows == torch.arange(rows.numel(), device=rows.device)).all()
-            )
-            if not same:
-                kv = cache.kv.new_zeros((cache.kv.shape[0], rows.numel(), *cache.kv.shape[2:]))
-                torch.index_select(cache.kv[:, :, :t], 1, rows, out=kv[:, :, :t])
-                cache.kv = kv
+        else:  # slot layout: nothing moves; the history says where each prefix is
+            device = rows.device
+            parents = cache.slots.index_select(0, rows)
             if kept is not None:
-                for tensors in (cache.cross_k, cache.cross_v):
-                    for i, cross in enumerate(tensors):
-                        tensors[i] = cross.index_select(0, kept)
-                cache.src_bias = cache.src_bias.index_select(0, kept)
+                kept_list = kept.tolist()
+                gone = set(range(len(self.places))) - set(kept_list)
+                self.free += [self.places[i] for i in gone]
+                self.places = [self.places[i] for i in kept_list]
                 cache.steps = cache.steps.index_select(0, kept)
-            self._index_rows(rows.numel())
+            index = torch.tensor(self.places, dtype=torch.long, device=device)
+            slots = (index[:, None] * self.k + torch.arange(self.k, device=device)).flatten()
+            if wrote:  # row j's next position follows its parent's prefix
+                steps = cache.steps.repeat_interleave(self.k)
+                cache.history.index_put_((slots, steps), parents)
+            cache.slots, cache.sentence = slots, index.repeat_interleave(self.k)
         if kept is not None:  # the oldest may have left: read no wider than the rest need
             cache.length = max(s.step for s in self.sentences)
-
-    def _index_rows(self, rows: int) -> None:
-        """Slot layout: row i in slot i (its history only points to itself) and its sentence's
-        cross-attention state at i // K."""
-        cache = self.cache
-        if not self.slots or cache is None:
-            return
-        device = cache.kv.device
-        cache.slots = torch.arange(rows, device=device)
-        cache.sentence = torch.div(cache.slots, self.k, rounding_mode="floor")
-        cache.active = torch.arange(rows // self.k, device=device)
-        cache.history = identity_history(rows, cache.kv.shape[2], device)
 
 
 def _pad_to(x: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:

@@ -4,6 +4,7 @@ step, beside others at other steps and with other limits, gets what it gets deco
 import pytest
 import torch
 
+from model_core import fused
 from model_core.continuous import RunningBatch
 from model_core.decoding import beam_search, greedy_search
 from model_core.masks import pad_mask
@@ -78,6 +79,30 @@ def test_a_sentence_joining_at_any_step_decodes_as_alone(variant, beam_size, sto
         assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"
         assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
         assert len(got[i]) == n_bests[i]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_the_gather_layout_decodes_as_alone(beam_size, monkeypatch):
+    """Without the attention kernels (a GPU, another dtype, or not built), torch's attention
+    with a mask per row."""
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=16)
+    srcs = sources(26, 6)
+    limits = [18, 6, 18, 11, 18, 9]
+    running = RunningBatch(model, beam_size=beam_size, stop="heuristic")
+    got = run_staggered(
+        running,
+        srcs,
+        limits,
+        [1, 2, 1, 1, 1, 1][:6] if beam_size > 1 else [1] * 6,
+        [0, 1, 1, 4, 9, 9],
+    )
+    assert not running.slots
+    for i, src in enumerate(srcs):
+        n_best = 2 if beam_size > 1 and i == 1 else 1
+        want = alone(model, src, limits[i], beam_size, n_best, "heuristic", 1.0)
+        assert [t for t, _ in got[i]] == [t for t, _ in want]
+        assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
