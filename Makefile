@@ -1,5 +1,6 @@
 # Two commands set everything up on a fresh machine with Python >= 3.11:
 #   make serve   install (once) and serve the models in weights/ on port 8000
+#   make fetch   install (once) and download Hub models (MODELS=...) into $MT_WEIGHTS_DIR
 #   make test    install (once, with the dev extra) and run ruff + the whole test suite
 # Every install takes the versions pinned in requirements.lock; `make lock` refreshes it.
 PYTHON ?= python3
@@ -13,7 +14,7 @@ UV_VERSION ?= 0.13.8
 # Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.
 LOCK_ARGS ?=
 
-.PHONY: serve test lint format install install-dev browser bench lock clean
+.PHONY: serve fetch test lint format install install-dev browser bench lock clean
 
 # The stamp files make a re-run skip the install when nothing it depends on changed.
 # The lock is a constraints file: each install takes its pinned versions of what it needs.
@@ -33,6 +34,12 @@ install-dev: $(VENV)/.installed-dev
 
 serve: $(VENV)/.installed
 	MT_HOST=$(HOST) MT_PORT=$(PORT) $(VENV)/bin/mt-serve
+
+# Download Hugging Face Hub models (OPUS-MT) into $MT_WEIGHTS_DIR (default weights/):
+#   MT_WEIGHTS_DIR=opus-mt make fetch MODELS="Helsinki-NLP/opus-mt-en-de Helsinki-NLP/opus-mt-de-en"
+fetch: $(VENV)/.installed
+	@test -n "$(MODELS)" || { echo 'name the models: make fetch MODELS="Helsinki-NLP/opus-mt-en-de"' >&2; exit 2; }
+	$(VENV)/bin/mt-fetch $(MODELS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -3,7 +3,9 @@ language pair to one model or, through a pivot language, to two.
 
 Every directory under MT_WEIGHTS_DIR (or those named in MT_MODELS) is *served*: its language
 pairs come from `model_core.checkpoint.describe`, which reads metadata only, so /languages and
-/models list it before its weights are read. MT_PRELOAD names those loaded at start-up; the
+/models list it before its weights are read. When several served directories translate the
+same pair, the first of them in MT_MODELS serves it (MT_MODELS unset: the first in sorted
+order), and the log says so. MT_PRELOAD names those loaded at start-up; the
 others load on first use. Beyond MT_MODEL_MEMORY_BUDGET_MB (weight-file bytes of the loaded
 models) the least recently used models are unloaded before another loads; a model that a
 request holds (`hold`) is never unloaded.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from model_core.allocator import release_freed_memory
 from model_core.checkpoint import CheckpointError, describe, weights_bytes
+from model_core.langcodes import two_letter
 from model_core.translator import Translator
 
 log = logging.getLogger("app.registry")
@@ -120,7 +123,8 @@ class Registry:
             for pair in e.pairs:
                 if pair in self.pairs:
                     log.warning(
-                        "%s and %s both translate %s->%s; %s serves it",
+                        "%s and %s both translate %s->%s; %s serves it (the first in MT_MODELS, "
+                        "else in sorted order: set MT_MODELS to choose)",
                         self.pairs[pair],
                         e.name,
                         *pair,
@@ -141,7 +145,14 @@ class Registry:
 
     def route(self, source: str, target: str) -> list[str] | None:
         """The model names that translate source->target: one, or two through the pivot
-        language; None when there is no way."""
+        language; None when there is no way. A three-letter code with a two-letter one
+        (`deu`) finds the routes listed under that (`de`)."""
+        found = self._route(source, target)
+        if found is None and (two_letter(source), two_letter(target)) != (source, target):
+            found = self._route(two_letter(source), two_letter(target))
+        return found
+
+    def _route(self, source: str, target: str) -> list[str] | None:
         if (source, target) in self.pairs:
             return [self.pairs[(source, target)]]
         x = self.pivot

@@ -162,7 +162,7 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
         raise ApiError(
             400, f"{shown('alternatives', req.alternatives)}; at most {s.max_alternatives}"
         )
-    beam = req.beam_size or s.default_beam_size
+    beam = req.beam_size or 0  # 0: each model's default (model_beam_size)
     if beam > s.max_beam_size:
         raise ApiError(
             400, f"{shown('beam_size', beam)}; it must be between 1 and {s.max_beam_size}"
@@ -171,7 +171,16 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
     if max_length > s.max_output_length:
         raise ApiError(400, f"{shown('max_length', max_length)}; at most {s.max_output_length}")
     n_best = req.alternatives + 1
-    return texts, max(beam, n_best), n_best, max_length
+    return texts, beam and max(beam, n_best), n_best, max_length
+
+
+def model_beam_size(settings: Any, translator: Translator) -> int:
+    """The beam size of a request that gives none: the model's own (a Marian model's
+    generation_config.json `num_beams`) capped by MT_MAX_BEAM_SIZE, else MT_DEFAULT_BEAM_SIZE."""
+    own = translator.checkpoint.generation.get("beam_size")
+    if own:
+        return min(int(own), settings.max_beam_size)
+    return settings.default_beam_size
 
 
 async def client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
@@ -246,6 +255,7 @@ async def _translate_with(
     receive: Callable[[], Awaitable[dict]],
 ) -> tuple[list[list[str]], float] | None:
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
+    beam = max(beam or model_beam_size(state.settings, translator), n_best)
 
     encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
 

@@ -1,7 +1,7 @@
 """Fetch a Marian (OPUS-MT) model from the Hugging Face Hub into the weights directory.
 
     mt-fetch Helsinki-NLP/opus-mt-en-de            # -> $MT_WEIGHTS_DIR/opus-mt-en-de
-    mt-fetch Helsinki-NLP/opus-mt-de-en --weights-dir weights
+    mt-fetch Helsinki-NLP/opus-mt-en-de Helsinki-NLP/opus-mt-de-en --weights-dir opus-mt
 
 Only the files the service reads are downloaded (config, generation config, the weights --
 model.safetensors where the repository has it, else pytorch_model.bin -- the two
@@ -48,7 +48,9 @@ def fetch(repo_id: str, weights_dir: str | Path, revision: str | None = None) ->
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mt-fetch", description=__doc__.split("\n")[0])
-    p.add_argument("model", help="a Hub model name, e.g. Helsinki-NLP/opus-mt-en-de")
+    p.add_argument(
+        "models", nargs="+", metavar="model", help="Hub model names: Helsinki-NLP/opus-mt-en-de"
+    )
     p.add_argument(
         "--weights-dir",
         type=Path,
@@ -57,17 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--revision", help="a branch, tag or commit of the model repository")
     args = p.parse_args(argv)
-    try:
-        out = fetch(args.model, args.weights_dir, args.revision)
-    except ImportError:
-        print(
-            "mt-fetch: error: needs huggingface_hub (pip install huggingface_hub)", file=sys.stderr
-        )
-        return 2
-    except Exception as exc:  # network, authentication, missing repository: one line
-        print(f"mt-fetch: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {out}")
+    for model in args.models:
+        try:
+            out = fetch(model, args.weights_dir, args.revision)
+        except ImportError:
+            print(
+                "mt-fetch: error: needs huggingface_hub (pip install huggingface_hub)",
+                file=sys.stderr,
+            )
+            return 2
+        except Exception as exc:  # network, authentication, missing repository: one line
+            print(f"mt-fetch: error: {model}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {out}")
     return 0
 
 

@@ -9,9 +9,11 @@ never generated, EOS forced at the length limit), so every fast path serves it.
 
 The language pair comes from, in order: an `mt.json` in the directory
 (`{"source_language": "en", "target_language": "de"}`, or `"target_languages": [...]`),
-the config's metadata, or the directory name `opus-mt-SRC-TGT`. Multi-target models carry
-`>>xxx<<` tokens in their vocabulary; the token for the request's target is put before the
-source. `pytorch_model.bin` is read with `torch.load(weights_only=True)`: never unpickled code.
+config.json's `source_language` / `target_language`, tokenizer_config.json's `source_lang` /
+`target_lang` (what OPUS-MT directories carry), or the directory name `opus-mt-SRC-TGT`.
+Multi-target models carry `>>xxx<<` tokens in their vocabulary, listed by two-letter codes
+where langcodes.py has one (`>>deu<<` as `de`); the token for the request's target is put
+before the source. `pytorch_model.bin` is read with `torch.load(weights_only=True)`: never unpickled code.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import sentencepiece as spm
 import torch
 
 from .config import ModelConfig
+from .langcodes import token_languages, two_letter
 
 CONFIG_FILE = "config.json"
 OVERRIDE_FILE = "mt.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _LANG_TOKEN = re.compile(r"^>>([A-Za-z_]{2,12})<<$")
 _DIR_NAME = re.compile(r"^opus-mt-(?:tc-(?:big-|base-)?)?([A-Za-z_]+)-([A-Za-z_]+)$")
@@ -79,36 +83,86 @@ def _vocab_language_tokens(vocab: dict[str, int]) -> dict[str, str]:
     return found
 
 
+def _json_object(path: Path) -> dict[str, Any]:
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise MarianError(f"{path}: expected a JSON object")
+    return data
+
+
+def _language_code(value: Any, path: Path, key: str) -> str | None:
+    """A language code from a metadata file (None when absent or empty)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise MarianError(f"{path}: {key} must be a language code (a string), got {value!r}")
+    return value
+
+
 def marian_languages(directory: str | Path) -> LanguageInfo:
-    """The language pair(s) of a Marian directory, from mt.json, the config or the directory
-    name; multi-target when its vocabulary has `>>xxx<<` tokens. Reads JSON only."""
+    """The language pair(s) of a Marian directory. Each of source and target comes from the
+    first of: `mt.json` (an explicit override), config.json's `source_language` /
+    `target_language`, tokenizer_config.json's `source_lang` / `target_lang` (what real
+    OPUS-MT directories carry), the directory name `opus-mt-SRC-TGT`. Three-letter codes with
+    a two-letter one (`deu`) are listed as that (`de`), except those mt.json names. A model
+    is multi-target when its vocabulary has `>>xxx<<` tokens: its targets are those tokens'
+    languages (two-letter codes where langcodes.token_languages finds one). Reads JSON only."""
     directory = Path(directory)
-    config = _read_json(directory / CONFIG_FILE)
-    vocab = _read_json(directory / "vocab.json")
-    if not isinstance(vocab, dict):
-        raise MarianError(f"{directory / 'vocab.json'}: expected a JSON object")
-    tokens = _vocab_language_tokens(vocab)
-    override = {}
+    config = _json_object(directory / CONFIG_FILE)
+    vocab = _json_object(directory / "vocab.json")
+    override: dict[str, Any] = {}
     if (directory / OVERRIDE_FILE).is_file():
-        override = _read_json(directory / OVERRIDE_FILE)
-        if not isinstance(override, dict):
-            raise MarianError(f"{directory / OVERRIDE_FILE}: expected a JSON object")
-    source = override.get("source_language") or config.get("source_language")
-    targets = override.get("target_languages") or [
-        t for t in [override.get("target_language") or config.get("target_language")] if t
-    ]
+        override = _json_object(directory / OVERRIDE_FILE)
+    tok_config: dict[str, Any] = {}
+    if (directory / TOKENIZER_CONFIG_FILE).is_file():
+        tok_config = _json_object(directory / TOKENIZER_CONFIG_FILE)
     m = _DIR_NAME.match(directory.name)
-    if m:
-        source = source or m.group(1)
-        targets = targets or [m.group(2)]
+    named = (m.group(1), m.group(2)) if m else (None, None)
+
+    def first(role: str) -> tuple[str | None, bool]:
+        """(code, whether mt.json gave it) for role "source" or "target"."""
+        over_path = directory / OVERRIDE_FILE
+        code = _language_code(override.get(f"{role}_language"), over_path, f"{role}_language")
+        if code:
+            return code, True
+        code = _language_code(
+            config.get(f"{role}_language"), directory / CONFIG_FILE, f"{role}_language"
+        ) or _language_code(
+            tok_config.get(f"{role}_lang"), directory / TOKENIZER_CONFIG_FILE, f"{role}_lang"
+        )
+        return code or named[role == "target"], False
+
+    source, explicit_source = first("source")
+    if source and not explicit_source:
+        source = two_letter(source)
+    explicit_targets = override.get("target_languages")
+    if explicit_targets is not None and (
+        not isinstance(explicit_targets, list)
+        or not all(isinstance(t, str) and t for t in explicit_targets)
+    ):
+        raise MarianError(
+            f"{directory / OVERRIDE_FILE}: target_languages must be a list of language codes"
+        )
+    target, explicit_target = first("target")
+    targets = explicit_targets or ([target] if target else [])
+    tokens = _vocab_language_tokens(vocab)  # the model's code -> ">>code<<"
     if tokens:
-        targets = [t for t in targets if t in tokens] or sorted(tokens)
+        listed = token_languages(sorted(tokens))  # the model's code -> the code listed
+        by_listed = {listed[code]: token for code, token in tokens.items()}
+        aliases = {code: token for code, token in tokens.items() if code not in by_listed}
+        wanted = [t for t in targets if t in by_listed or t in aliases]
+        explicit = bool(wanted) and bool(explicit_targets or explicit_target)
+        targets = wanted if explicit else sorted(by_listed)  # mt.json may name those to serve
+        tokens = {**aliases, **by_listed}  # three-letter requests still find their token
+    elif targets and not (explicit_targets or explicit_target):
+        targets = [two_letter(t) for t in targets]
     if not source or not targets:
         raise MarianError(
-            f"{directory}: unknown language pair: name the directory opus-mt-SRC-TGT or write "
+            f"{directory}: unknown language pair: no source_lang/target_lang in "
+            f"{TOKENIZER_CONFIG_FILE}; name the directory opus-mt-SRC-TGT or write "
             f'{OVERRIDE_FILE} with {{"source_language": ..., "target_language": ...}}'
         )
-    return LanguageInfo(str(source), [str(t) for t in targets], tokens)
+    return LanguageInfo(source, targets, tokens)
 
 
 class MarianTokenizer:
@@ -280,20 +334,38 @@ def resolve_sharing(hf: dict[str, torch.Tensor], cfg: ModelConfig) -> ModelConfi
 
 def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
     """Beam size, length penalty, length limit and never-generated ids from
-    generation_config.json (falling back to config.json)."""
+    generation_config.json (falling back to config.json), as DecodingOptions' fields.
+
+    transformers counts `max_length` with the decoder's start token, so it allows
+    max_length - 1 generated tokens; ours counts generated tokens (EOS included). A Marian
+    model's output has no limit relative to its source (`max_length_ratio` high enough never
+    to bind), as transformers' `max_new_tokens` has none: a request's `max_length` caps it
+    exactly as `max_new_tokens` does."""
     gen = config
     path = directory / "generation_config.json"
     if path.is_file():
-        gen = {**config, **_read_json(path)}
+        data = _read_json(path)
+        if not isinstance(data, dict):
+            raise MarianError(f"{path}: expected a JSON object")
+        gen = {**config, **data}
+    else:
+        path = directory / CONFIG_FILE
     out: dict[str, Any] = {}
-    if gen.get("num_beams"):
-        out["beam_size"] = int(gen["num_beams"])
-    if gen.get("length_penalty") is not None:
-        out["length_penalty"] = float(gen["length_penalty"])
-    if gen.get("max_length"):
-        out["max_length"] = int(gen["max_length"])
-    bad = [ids[0] for ids in gen.get("bad_words_ids") or [] if len(ids) == 1]
-    out["suppress_ids"] = sorted({int(i) for i in bad} | {int(config["pad_token_id"])})
+    try:
+        if gen.get("num_beams"):
+            out["beam_size"] = int(gen["num_beams"])
+            if out["beam_size"] < 1:
+                raise ValueError(f"num_beams {gen['num_beams']!r} is below 1")
+        if gen.get("length_penalty") is not None:
+            out["length_penalty"] = float(gen["length_penalty"])
+        if gen.get("max_length"):
+            out["max_length"] = max(1, int(gen["max_length"]) - 1)
+        positions = int(config.get("max_position_embeddings", 512))
+        out["max_length_ratio"] = float(max(positions, 1))
+        bad = [ids[0] for ids in gen.get("bad_words_ids") or [] if len(ids) == 1]
+        out["suppress_ids"] = sorted({int(i) for i in bad} | {int(config["pad_token_id"])})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MarianError(f"{path}: not a usable generation config ({exc!r})") from exc
     out["force_eos_at_limit"] = gen.get("forced_eos_token_id") == config.get("eos_token_id")
     return out
 

@@ -258,8 +258,11 @@ class Translator:
 
     def translate_ids(self, sources: list[list[int]], **options) -> list[list[Hypothesis]]:
         """One padded batch of source ids -> n_best hypotheses per sentence; `options` are
-        DecodingOptions' fields."""
-        return self.decode_ids(sources, DecodingOptions(**options))
+        DecodingOptions' fields, over the model's own defaults (`checkpoint.generation`: a
+        Marian model's generation_config.json) as in translate_batch."""
+        return self.decode_ids(
+            sources, DecodingOptions(**{**self.checkpoint.generation, **options})
+        )
 
     def decode_ids(self, sources: list[list[int]], opts: DecodingOptions) -> list[list[Hypothesis]]:
         """translate_ids with its options already checked."""

@@ -5,13 +5,27 @@ distributions are peaked and a comparison of token ids is meaningful (no near ti
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
 
 from tests.conftest import make_parallel, write_lines
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread inside the block: transformers' generate on these tiny models is
+    mostly per-step overhead, which a second OpenMP thread multiplies on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_spm(lines: list[str], prefix: Path, vocab_size: int) -> Path:
@@ -35,13 +49,23 @@ def make_marian_dir(
     d_ff: int = 64,
     spm_vocab: int = 70,
     tied: bool = True,
+    share: bool = True,
     logits_bias: bool = True,
+    piece_bias: dict[str, float] | None = None,
     lang_tokens: tuple[str, ...] = (),
     num_beams: int = 4,
+    length_penalty: float | None = None,
+    languages: tuple[str, str] | None = ("en", "de"),
     seed: int = 0,
     scale: float = 3.0,
 ) -> Path:
-    """Write a random MarianMTModel + tokenizer files to `directory`; returns it."""
+    """Write a random MarianMTModel + tokenizer files to `directory`; returns it.
+
+    tied: lm_head is the decoder's embedding table; share: one table for encoder and
+    decoder (share_encoder_decoder_embeddings); piece_bias: added to final_logits_bias at
+    those pieces' ids ({"<pad>": 50.0}); languages: tokenizer_config.json's source_lang /
+    target_lang (None: no tokenizer_config.json); num_beams, length_penalty: written to
+    generation_config.json."""
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -61,9 +85,12 @@ def make_marian_dir(
         vocab.setdefault(piece, len(vocab))
     vocab["<pad>"] = len(vocab)
     (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
-    (directory / "tokenizer_config.json").write_text(
-        json.dumps({"source_lang": "en", "target_lang": "de", "model_max_length": 64})
-    )
+    if languages is not None:
+        (directory / "tokenizer_config.json").write_text(
+            json.dumps(
+                {"source_lang": languages[0], "target_lang": languages[1], "model_max_length": 64}
+            )
+        )
     pad = vocab["<pad>"]
     config = MarianConfig(
         vocab_size=len(vocab),
@@ -83,7 +110,7 @@ def make_marian_dir(
         forced_eos_token_id=0,
         scale_embedding=True,
         tie_word_embeddings=tied,
-        share_encoder_decoder_embeddings=True,
+        share_encoder_decoder_embeddings=share,
         dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
@@ -102,6 +129,8 @@ def make_marian_dir(
                 p.normal_(0.0, 0.1)
         if logits_bias:
             model.final_logits_bias.normal_(0.0, 1.0)
+        for piece, value in (piece_bias or {}).items():
+            model.final_logits_bias[0, vocab[piece]] += value
     model.generation_config = GenerationConfig(
         bad_words_ids=[[pad]],
         bos_token_id=0,
@@ -110,6 +139,7 @@ def make_marian_dir(
         forced_eos_token_id=0,
         num_beams=num_beams,
         pad_token_id=pad,
+        **({} if length_penalty is None else {"length_penalty": length_penalty}),
         renormalize_logits=True,
     )
     model.save_pretrained(directory)

@@ -23,14 +23,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
-def hub_server(repo: str, files: dict[str, bytes], requested: list[str]) -> ThreadingHTTPServer:
+def hub_server(
+    repo: str, files: dict[str, bytes], requested: list[str], **more: dict[str, bytes]
+) -> ThreadingHTTPServer:
+    """A Hub serving `repo` with `files`, and more repositories as `more` (the name after
+    Helsinki-NLP/ -> files)."""
+    repos = {repo: files, **{f"Helsinki-NLP/{name}": f for name, f in more.items()}}
+
     class Hub(BaseHTTPRequestHandler):
         def log_message(self, *args):  # quiet
             pass
 
+        def _repo(self, prefix: str) -> tuple[str, dict[str, bytes]]:
+            for name, repo_files in repos.items():
+                if self.path.startswith(prefix.format(name)):
+                    return name, repo_files
+            return "", {}
+
         def _file(self) -> bytes | None:
+            repo, files = self._repo("/{}/resolve/")
             prefix = f"/{repo}/resolve/"
-            if not self.path.startswith(prefix):
+            if not repo:
                 return None
             name = self.path[len(prefix) :].split("/", 1)[1].split("?")[0]
             return files.get(name)
@@ -51,7 +64,8 @@ def hub_server(repo: str, files: dict[str, bytes], requested: list[str]) -> Thre
             self._headers(body)
 
         def do_GET(self):
-            if self.path.startswith(f"/api/models/{repo}/tree/"):  # the file listing
+            repo, files = self._repo("/api/models/{}")
+            if repo and self.path.startswith(f"/api/models/{repo}/tree/"):  # the file listing
                 tree = [
                     {"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
                     for f, b in files.items()
@@ -61,7 +75,7 @@ def hub_server(repo: str, files: dict[str, bytes], requested: list[str]) -> Thre
                 self._headers(body, "application/json")
                 self.wfile.write(body)
                 return
-            if self.path.startswith(f"/api/models/{repo}"):  # model info
+            if repo:  # model info
                 body = json.dumps(
                     {"id": repo, "sha": SHA, "siblings": [{"rfilename": f} for f in files]}
                 ).encode()
@@ -81,7 +95,9 @@ def hub_server(repo: str, files: dict[str, bytes], requested: list[str]) -> Thre
     return ThreadingHTTPServer(("127.0.0.1", 0), Hub)
 
 
-def mt_fetch(tmp_path: Path, endpoint: str, weights: Path) -> subprocess.CompletedProcess:
+def mt_fetch(
+    tmp_path: Path, endpoint: str, weights: Path, *models: str
+) -> subprocess.CompletedProcess:
     """The mt-fetch command in a fresh process (huggingface_hub reads HF_ENDPOINT on import)."""
     env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf-home")}
     env.pop("HF_HUB_OFFLINE", None)
@@ -90,7 +106,7 @@ def mt_fetch(tmp_path: Path, endpoint: str, weights: Path) -> subprocess.Complet
             sys.executable,
             "-m",
             "model_core.fetch",
-            "Helsinki-NLP/opus-mt-en-de",
+            *(models or ["Helsinki-NLP/opus-mt-en-de"]),
             "--weights-dir",
             str(weights),
         ],
@@ -130,3 +146,70 @@ def test_fetch_reports_errors(tmp_path):
     done = mt_fetch(tmp_path, "http://127.0.0.1:9", tmp_path / "weights")  # nothing listens
     assert done.returncode == 2
     assert done.stderr.startswith("mt-fetch: error:") and "Traceback" not in done.stderr
+
+
+def test_readme_recipe_fetch_two_models_into_their_own_directory_then_serve(tmp_path):
+    """README's two commands: mt-fetch both OPUS-MT models into a directory of their own,
+    serve that directory: both pairs come from the fetched models (the shipped demo models
+    in weights/ are not in it, so nothing shadows them)."""
+    import httpx
+
+    from tests.service_helpers import serve_in_thread
+
+    en_de = make_marian_dir(tmp_path / "src" / "opus-mt-en-de", seed=5)
+    de_en = make_marian_dir(tmp_path / "src" / "opus-mt-de-en", seed=6, languages=("de", "en"))
+    requested: list[str] = []
+    files = {
+        d.name: {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()} for d in (en_de, de_en)
+    }
+    server = hub_server(
+        "Helsinki-NLP/opus-mt-en-de",
+        files["opus-mt-en-de"],
+        requested,
+        **{"opus-mt-de-en": files["opus-mt-de-en"]},
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    opus = tmp_path / "opus-mt"
+    try:
+        done = mt_fetch(
+            tmp_path,
+            f"http://127.0.0.1:{server.server_address[1]}",
+            opus,
+            "Helsinki-NLP/opus-mt-en-de",
+            "Helsinki-NLP/opus-mt-de-en",
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.shutdown()
+    assert sorted(p.name for p in opus.iterdir()) == ["opus-mt-de-en", "opus-mt-en-de"]
+    with serve_in_thread(opus, device="cpu", preload="none") as (url, _app):
+        langs = {x["code"]: x["targets"] for x in httpx.get(f"{url}/languages").json()}
+        assert langs == {"de": ["en"], "en": ["de"]}
+        for source, target in (("en", "de"), ("de", "en")):
+            r = httpx.post(
+                f"{url}/translate",
+                json={"q": "Cat dog.", "source": source, "target": target, "max_length": 5},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["model"] == f"opus-mt-{source}-{target}"
+
+
+def test_two_directories_for_one_pair_mt_models_order_decides(tmp_path):
+    """The shipped weights/en-de next to a fetched opus-mt-en-de: the first named in MT_MODELS
+    serves en->de; MT_MODELS unset, the first in sorted order (en-de)."""
+    import shutil
+
+    from app.registry import Registry, discover
+
+    weights = tmp_path / "weights"
+    shutil.copytree(ROOT / "weights" / "en-de", weights / "en-de")
+    make_marian_dir(weights / "opus-mt-en-de", seed=5)
+
+    def serving(models: str | None) -> list[str] | None:
+        return Registry(discover(weights, models), load=lambda path: None).route("en", "de")
+
+    assert serving("opus-mt-en-de,en-de") == ["opus-mt-en-de"]
+    assert serving("en-de,opus-mt-en-de") == ["en-de"]
+    assert serving("opus-mt-en-de") == ["opus-mt-en-de"]
+    assert serving(None) == ["en-de"]

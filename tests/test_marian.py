@@ -15,7 +15,7 @@ from model_core.checkpoint import CheckpointError
 from model_core.marian import marian_languages
 from model_core.translator import Translator
 from tests.conftest import make_parallel
-from tests.marian_helpers import make_marian_dir
+from tests.marian_helpers import make_marian_dir, one_thread
 
 transformers = pytest.importorskip("transformers")
 
@@ -41,14 +41,15 @@ def reference(directory: Path, texts: list[str], beams: int, max_new: int, alpha
     model = MarianMTModel.from_pretrained(directory).eval()
     pad = model.config.pad_token_id
     out = []
-    for text in texts:
-        ids = torch.tensor([tok(text)["input_ids"]])
-        seq = model.generate(ids, num_beams=beams, max_new_tokens=max_new, length_penalty=alpha)[
-            0
-        ].tolist()[1:]
-        while seq and seq[-1] == pad:
-            seq.pop()
-        out.append(seq)
+    with one_thread():
+        for text in texts:
+            ids = torch.tensor([tok(text)["input_ids"]])
+            seq = model.generate(
+                ids, num_beams=beams, max_new_tokens=max_new, length_penalty=alpha
+            )[0].tolist()[1:]
+            while seq and seq[-1] == pad:
+                seq.pop()
+            out.append(seq)
     return out
 
 
@@ -91,12 +92,26 @@ def test_tokenizer_and_length_limit(marian_dir):
     assert [r.text for r in result] == decoded
 
 
-def test_int8_runs_and_mostly_agrees(marian_dir):
-    expected = reference(marian_dir, SOURCES, 1, 12)
-    t = Translator.load(marian_dir, device="cpu", dtype="float32", packed=False).quantize_int8()
-    got = ours(t, SOURCES, beam_size=1, max_length=12)
-    same = sum(a == b for a, b in zip(got, expected, strict=True))
-    assert same >= len(SOURCES) // 2
+INT8_SOURCES = make_parallel(40, seed=13)[0]
+
+
+def test_int8_agrees_with_float32_on_most_sentences(marian_dir):
+    """int8 (model_core/int8.py) against float32 on 40 sentences, greedy: identical outputs on
+    more than half of them. Measured here (AVX2): 24, 25 and 31 of 40 on the three shapes.
+    The threshold holds on any x86-64 CPU: the int8 products are summed exactly in int32
+    (inputs of 7 bits, so neither AVX2's saturating u8 x s8 pair sums nor AVX-512 VNNI's round
+    anything), so a CPU changes only the float32 rounding around them (LayerNorm, softmax,
+    the float32 reference's own GEMMs), which flips a token only at a near tie. These random
+    models have small top-2 margins (a tenth of the steps under 0.25 logits), so int8's own
+    rounding changes some sentences; trained models have far larger margins."""
+    f = Translator.load(marian_dir, device="cpu", dtype="float32", packed=False)
+    q = Translator.load(marian_dir, device="cpu", dtype="float32", packed=False).quantize_int8()
+    assert q.precision == "int8"
+    want = ours(f, INT8_SOURCES, beam_size=1, max_length=12)
+    got = ours(q, INT8_SOURCES, beam_size=1, max_length=12)
+    assert len({tuple(x) for x in want}) >= 5  # the outputs depend on the source
+    same = sum(a == b for a, b in zip(got, want, strict=True))
+    assert same > len(INT8_SOURCES) // 2, f"{same} of {len(INT8_SOURCES)}"
 
 
 def test_languages_and_errors(tmp_path, marian_dir):
@@ -104,6 +119,9 @@ def test_languages_and_errors(tmp_path, marian_dir):
     assert (info.source_language, info.target_languages, info.multi_target) == ("en", ["de"], False)
     other = tmp_path / "my-model"
     shutil.copytree(marian_dir, other)
+    t = Translator.load(other, device="cpu")  # the pair from tokenizer_config.json, as OPUS-MT's
+    assert (t.source_language, t.target_language) == ("en", "de")
+    (other / "tokenizer_config.json").unlink()
     with pytest.raises(CheckpointError, match="mt.json"):
         Translator.load(other, device="cpu")
     (other / "mt.json").write_text(json.dumps({"source_language": "fr", "target_language": "es"}))
@@ -121,7 +139,14 @@ def test_pytorch_bin_and_multi_target(tmp_path):
     from safetensors.torch import load_file
 
     d = make_marian_dir(tmp_path / "opus-mt-en-mul", lang_tokens=(">>deu<<", ">>fra<<"))
-    assert marian_languages(d).target_tokens == {"deu": ">>deu<<", "fra": ">>fra<<"}
+    info = marian_languages(d)
+    assert info.target_languages == ["de", "fr"]  # listed by their two-letter codes
+    assert info.target_tokens == {
+        "de": ">>deu<<",
+        "fr": ">>fra<<",
+        "deu": ">>deu<<",
+        "fra": ">>fra<<",
+    }
     torch.save(load_file(str(d / "model.safetensors")), d / "pytorch_model.bin")
     expected = {}
     for lang in ("deu", "fra"):
@@ -134,5 +159,201 @@ def test_pytorch_bin_and_multi_target(tmp_path):
     for lang, tokens in expected.items():
         ids = t.encode_source(SOURCES[0], lang)
         assert t.translate_ids([ids], beam_size=1, max_length=8)[0][0].tokens == tokens
-    with pytest.raises(ValueError, match="deu"):
+        assert t.encode_source(SOURCES[0], lang[:2]) == t.encode_source(SOURCES[0], lang)
+    with pytest.raises(ValueError, match="de, fr"):
         t.encode_source(SOURCES[0], "ita")
+
+
+# --- more shapes: vocabulary sizes, separate encoder/decoder embedding tables ---------------
+
+MORE_SHAPES = {
+    "vocab40-unshared-tied": {"spm_vocab": 40, "share": False, "seed": 8, "scale": 2.5},
+    "vocab86-unshared-untied": {
+        "spm_vocab": 86,
+        "share": False,
+        "tied": False,
+        "layers": (1, 2),
+        "seed": 9,
+    },
+}
+
+
+@pytest.mark.parametrize("shape", sorted(MORE_SHAPES))
+def test_more_shapes_same_tokens_as_transformers(tmp_path, shape):
+    d = make_marian_dir(tmp_path / "opus-mt-en-de", **MORE_SHAPES[shape])
+    t = Translator.load(d, device="cpu", dtype="float32")
+    assert not t.config.share_embeddings  # two tables, as transformers keeps them
+    assert t.config.tie_output == MORE_SHAPES[shape].get("tied", True)
+    texts = SOURCES[:4]
+    for beams in (1, 4):
+        assert ours(t, texts, beam_size=beams, max_length=10) == reference(d, texts, beams, 10)
+
+
+# --- generation defaults: length penalty, beam size, length limits --------------------------
+
+#: EOS with a raised logit: hypotheses end at different lengths, so the length penalty decides
+#: between them (with EOS as likely as any piece, every beam runs to the length limit)
+LENGTH_SHAPE = {"seed": 4, "piece_bias": {"</s>": 4.0}, "length_penalty": 0.6}
+
+
+def set_generation(directory: Path, **values) -> None:
+    path = directory / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+
+
+def test_length_penalty_from_the_generation_config(tmp_path):
+    d = make_marian_dir(tmp_path / "opus-mt-en-de", **LENGTH_SHAPE)
+    texts = SOURCES[:6]
+    by_alpha = {alpha: reference(d, texts, 4, 12, alpha) for alpha in (0.6, 1.0, 1.3)}
+    assert by_alpha[0.6] != by_alpha[1.0] != by_alpha[1.3]  # the penalty changes outputs here
+    t = Translator.load(d, device="cpu", dtype="float32")
+    assert t.checkpoint.generation["length_penalty"] == 0.6
+    # no beam size, no length penalty given: the generation config's (num_beams 4, 0.6)
+    assert ours(t, texts, max_length=12) == by_alpha[0.6]
+    for alpha in (0.6, 1.3):
+        assert ours(t, texts, beam_size=4, max_length=12, length_penalty=alpha) == by_alpha[alpha]
+    set_generation(d, length_penalty=1.3)
+    t = Translator.load(d, device="cpu", dtype="float32", packed=False)
+    assert ours(t, texts, max_length=12) == by_alpha[1.3]
+
+
+def test_output_not_cut_before_max_new_tokens(tmp_path):
+    """No limit relative to the source: a short sentence may have as many output tokens as
+    transformers gives it (here the model never chooses EOS, so every output is as long as
+    allowed); generation_config.json's max_length counts the start token, as transformers'."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    d = make_marian_dir(tmp_path / "opus-mt-en-de", seed=1, piece_bias={"</s>": -30.0})
+    t = Translator.load(d, device="cpu", dtype="float32")
+    texts = ["Tom", SOURCES[0]]
+    ids = [t.encode_source(x) for x in texts]
+    limit = 2 * (len(ids[0]) + 1) + 10 + 5  # beyond the 2 x source + 10 of our own models
+    for beams in (1, 2):
+        got = [
+            h[0].tokens + [0] * h[0].finished
+            for h in t.translate_ids(ids, beam_size=beams, max_length=limit)
+        ]
+        assert got == reference(d, texts, beams, limit)
+        assert [len(x) for x in got] == [limit, limit]
+    set_generation(d, max_length=9)  # transformers: 8 generated tokens
+    tok = MarianTokenizer.from_pretrained(d)
+    model = MarianMTModel.from_pretrained(d).eval()
+    with one_thread():
+        want = model.generate(torch.tensor([tok(texts[1])["input_ids"]]), num_beams=1)[0].tolist()
+    t = Translator.load(d, device="cpu", dtype="float32")
+    hyp = t.translate_ids(ids[1:], beam_size=1)[0][0]
+    assert [t.config.pad_id, *hyp.tokens, 0] == want and len(hyp.tokens) + 1 == 8
+
+
+def test_pad_is_never_generated(tmp_path):
+    """A model whose pad logit is far above every other: pad would win every step, yet no
+    output holds it (bad_words_ids = [[pad]] in OPUS-MT's generation configs)."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    d = make_marian_dir(tmp_path / "opus-mt-en-de", seed=2, piece_bias={"<pad>": 50.0})
+    tok = MarianTokenizer.from_pretrained(d)
+    model = MarianMTModel.from_pretrained(d).eval()
+    pad = model.config.pad_token_id
+    texts = SOURCES[:3]
+    with torch.no_grad(), one_thread():  # without the suppression, pad would come first
+        for text in texts:
+            enc = torch.tensor([tok(text)["input_ids"]])
+            logits = model(input_ids=enc, decoder_input_ids=torch.tensor([[pad]])).logits
+            assert int(logits[0, -1].argmax()) == pad
+    translators = [
+        Translator.load(d, device="cpu", dtype="float32"),
+        Translator.load(d, device="cpu", dtype="float32", packed=False),
+        Translator.load(d, device="cpu", dtype="float32", packed=False).quantize_int8(),
+    ]
+    for beams in (1, 3):
+        expected = reference(d, texts, beams, 10)
+        for t in translators:
+            hyps = t.translate_ids(
+                [t.encode_source(x) for x in texts], beam_size=beams, n_best=beams, max_length=10
+            )
+            assert all(pad not in h.tokens for sent in hyps for h in sent)
+            if not t.quantized:
+                assert [s[0].tokens + [0] * s[0].finished for s in hyps] == expected
+    greedy = translators[1].translate_ids(
+        [translators[1].encode_source(texts[0])], beam_size=1, max_length=10, reference=True
+    )
+    assert pad not in greedy[0][0].tokens
+
+
+# --- malformed files: one error naming the file ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plain_dir(tmp_path_factory) -> Path:
+    return make_marian_dir(tmp_path_factory.mktemp("plain") / "opus-mt-en-de", seed=6)
+
+
+def _rewrite_json(name: str, change):
+    def apply(d: Path) -> None:
+        path = d / name
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+    return apply
+
+
+def _wrong_shape(d: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(d / "model.safetensors"))
+    key = next(k for k in state if k.endswith("layers.0.fc1.weight"))
+    state[key] = state[key][:, :-1].contiguous()
+    save_file(state, str(d / "model.safetensors"), metadata={"format": "pt"})
+
+
+MALFORMED = {
+    "config-not-json": ("config.json", lambda d: (d / "config.json").write_text("{not json")),
+    "config-missing-key": (
+        "config.json",
+        _rewrite_json("config.json", lambda c: c.pop("d_model") and c),
+    ),
+    "config-bad-value": (
+        "config.json",
+        _rewrite_json("config.json", lambda c: {**c, "encoder_layers": "six"}),
+    ),
+    "vocab-not-json": ("vocab.json", lambda d: (d / "vocab.json").write_text("[1, 2")),
+    "vocab-a-list": ("vocab.json", lambda d: (d / "vocab.json").write_text("[1, 2]")),
+    "vocab-bad-id": ("vocab.json", _rewrite_json("vocab.json", lambda v: {**v, "x": "one"})),
+    "vocab-too-large": ("source.spm", _rewrite_json("vocab.json", lambda v: {**v, "x": 10_000})),
+    "source-spm-missing": ("source.spm", lambda d: (d / "source.spm").unlink()),
+    "source-spm-corrupt": ("source.spm", lambda d: (d / "source.spm").write_bytes(b"\x00garbage")),
+    "generation-config-a-list": (
+        "generation_config.json",
+        lambda d: (d / "generation_config.json").write_text("[]"),
+    ),
+    "generation-config-bad-value": (
+        "generation_config.json",
+        _rewrite_json("generation_config.json", lambda g: {**g, "num_beams": "four"}),
+    ),
+    "tokenizer-config-not-json": (
+        "tokenizer_config.json",
+        lambda d: (d / "tokenizer_config.json").write_text("{"),
+    ),
+    "tokenizer-config-bad-language": (
+        "tokenizer_config.json",
+        _rewrite_json("tokenizer_config.json", lambda t: {**t, "target_lang": ["de"]}),
+    ),
+    "wrong-tensor-shape": ("model.safetensors", _wrong_shape),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_file_is_one_error_naming_it(plain_dir, tmp_path, case):
+    from app.engine import StartupError, start_engine
+    from app.settings import Settings
+
+    name, damage = MALFORMED[case]
+    d = tmp_path / "weights" / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    damage(d)
+    with pytest.raises(CheckpointError) as caught:
+        Translator.load(d, device="cpu")
+    assert str(d / name) in str(caught.value)
+    # the service refuses to start with the same message (one log line, no traceback)
+    with pytest.raises(StartupError) as refused:
+        start_engine(Settings(weights_dir=d.parent, device="cpu", warmup=False))
+    assert str(d / name) in str(refused.value)
