@@ -16,7 +16,7 @@ from model_core.allocator import keep_freed_memory
 from model_core.decoding import Hypothesis
 from model_core.linear_backend import available_backends
 from model_core.threads import SharedCpuThreads, available_cpus
-from model_core.translator import DecodingOptions, Translator, resolve_device
+from model_core.translator import Translator, resolve_device
 
 from .metrics import Metrics
 from .registry import ModelLoadError, Registry, RegistryError, discover, parse_names
@@ -236,7 +236,7 @@ class Engine:
         source (cross-attention), as model_core.continuous.RunningBatch does."""
         model, beam_size = group
         translator = self.translator(model)
-        opts = DecodingOptions()
+        opts = translator.options(beam_size=beam_size, n_best=1)
         longest = max(
             translator.max_output_length(
                 cost, key.max_length, opts.max_length_ratio, opts.max_length_extra

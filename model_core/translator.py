@@ -260,9 +260,11 @@ class Translator:
         """One padded batch of source ids -> n_best hypotheses per sentence; `options` are
         DecodingOptions' fields, over the model's own defaults (`checkpoint.generation`: a
         Marian model's generation_config.json) as in translate_batch."""
-        return self.decode_ids(
-            sources, DecodingOptions(**{**self.checkpoint.generation, **options})
-        )
+        return self.decode_ids(sources, self.options(**options))
+
+    def options(self, **overrides) -> DecodingOptions:
+        """DecodingOptions over the model's own defaults (`checkpoint.generation`)."""
+        return DecodingOptions(**{**self.checkpoint.generation, **overrides})
 
     def decode_ids(self, sources: list[list[int]], opts: DecodingOptions) -> list[list[Hypothesis]]:
         """translate_ids with its options already checked."""
@@ -287,12 +289,13 @@ class Translator:
             for s, m in zip(sources, max_lengths, strict=True)
         ]
 
-    def running_batch(self, beam_size: int, length_penalty: float = 1.0) -> RunningBatch:
-        """An empty continuous decode with this model (model_core/continuous.py)."""
+    def running_batch(self, beam_size: int) -> RunningBatch:
+        """An empty continuous decode with this model (model_core/continuous.py), with the
+        model's length penalty."""
         return RunningBatch(
             self.model,
             beam_size=beam_size,
-            length_penalty=length_penalty,
+            length_penalty=self.options(beam_size=beam_size, n_best=1).length_penalty,
             stop=self.checkpoint.beam_stop,
         )
 
@@ -307,6 +310,6 @@ class Translator:
     ) -> None:
         """Source ids join `running` at its next step, each with its own max_length and n-best
         count (the other options from `opts`)."""
-        opts = opts or DecodingOptions(beam_size=running.k)
+        opts = opts or self.options(beam_size=running.k, n_best=1)
         src, mask = self.batch_tensors(sources)
         running.join(ids, src, mask, self.output_limits(sources, max_lengths, opts), n_bests)

@@ -16,7 +16,8 @@ from tests.service_helpers import serve_in_thread
 pytest.importorskip("transformers")
 
 
-def test_http_api_matches_transformers(tmp_path):
+@pytest.mark.parametrize("scheduler", ["static", "continuous"])
+def test_http_api_matches_transformers(tmp_path, scheduler):
     from transformers import MarianMTModel, MarianTokenizer
 
     weights = tmp_path / "weights"
@@ -33,7 +34,7 @@ def test_http_api_matches_transformers(tmp_path):
                     torch.tensor([tok(text)["input_ids"]]), num_beams=beams, max_new_tokens=limit
                 )
                 expected[beams, limit, text] = tok.decode(out[0], skip_special_tokens=True)
-    with serve_in_thread(weights, device="cpu") as (url, _app):
+    with serve_in_thread(weights, device="cpu", scheduler=scheduler) as (url, _app):
         pairs = httpx.get(f"{url}/languages").json()
         assert [p["code"] for p in pairs] == ["en"] and pairs[0]["targets"] == ["de"]
         for beams, limit in cases:
@@ -140,11 +141,15 @@ def test_http_decodes_with_the_models_generation_config(tmp_path):
         assert out.shape[1] == 31  # the start token and 30 generated
         expected["es", short] = tok.decode(out[0], skip_special_tokens=True)
 
-    with serve_in_thread(weights, device="cpu", max_beam_size=4) as (url, _app):
-        for (target, text), want in expected.items():
-            body = {"q": text, "source": "en", "target": target, "max_length": 12}
-            if target == "es":
-                body.update(max_length=30, beam_size=1)
-            r = httpx.post(f"{url}/translate", json=body, timeout=60)
-            assert r.status_code == 200, r.text
-            assert r.json()["translatedText"] == want, (target, text)
+    for scheduler in ("static", "continuous"):
+        with serve_in_thread(weights, device="cpu", max_beam_size=4, scheduler=scheduler) as (
+            url,
+            _app,
+        ):
+            for (target, text), want in expected.items():
+                body = {"q": text, "source": "en", "target": target, "max_length": 12}
+                if target == "es":
+                    body.update(max_length=30, beam_size=1)
+                r = httpx.post(f"{url}/translate", json=body, timeout=60)
+                assert r.status_code == 200, r.text
+                assert r.json()["translatedText"] == want, (scheduler, target, text)
