@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +169,8 @@ class Engine:
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
         self.freeze_loads = False  # set once started: see `load`
+        # the continuous scheduler's running groups, while it holds them
+        self.groups: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     @property
     def translators(self) -> dict[str, Translator]:
@@ -228,12 +231,15 @@ class Engine:
 
     def open_group(self, group: tuple[str, int]) -> RunningGroup:
         model, beam_size = group
-        return RunningGroup(self, self.translator(model), beam_size)
+        running = RunningGroup(self, self.translator(model), beam_size)
+        self.groups[group] = running
+        return running
 
     def envelope(self, group: tuple[str, int], members: list[tuple[DecodeKey, int]]) -> int:
         """Key/value positions a running group of these (key, source tokens) sentences
-        allocates: rows x the longest output limit (self-attention) + sentences x the longest
-        source (cross-attention), as model_core.continuous.RunningBatch does."""
+        allocates, as model_core.continuous.RunningBatch does: room for its sentences times
+        (beam size x the longest output limit for self-attention + the longest source for
+        cross-attention), or the room its buffers already hold, if more."""
         model, beam_size = group
         translator = self.translator(model)
         opts = translator.options(beam_size=beam_size, n_best=1)
@@ -243,7 +249,11 @@ class Engine:
             )
             for key, cost in members
         )
-        return len(members) * (beam_size * longest + max(cost for _, cost in members))
+        running = self.groups.get(group)
+        places, positions, width = running.running.buffers() if running else (0, 0, 0)
+        sentences = max(places, len(members))
+        source = max(width, *(cost for _, cost in members))
+        return sentences * (beam_size * max(positions, longest) + source)
 
 
 def sentence_result(translator: Translator, hyps: list[Hypothesis]) -> SentenceResult:

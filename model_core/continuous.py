@@ -86,6 +86,16 @@ class RunningBatch:
         limit = max(s.limit for s in self.sentences)
         return n * self.k * limit, n * max(s.source_len for s in self.sentences)
 
+    def buffers(self) -> tuple[int, int, int]:
+        """(sentences, positions, source width) the buffers hold room for now: in the slot
+        layout the places of finished sentences stay, for newcomers."""
+        cache = self.cache
+        if cache is None:
+            return 0, 0, 0
+        kv = cache.kv
+        rows, positions = (kv.shape[1], kv.shape[2]) if self.slots else (kv.shape[0], kv.shape[1])
+        return rows // self.k, positions, cache.src_bias.shape[-1]
+
     def allocated(self) -> int:
         """Self-attention positions allocated: rows x positions of the buffer."""
         if self.cache is None:

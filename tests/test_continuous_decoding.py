@@ -159,3 +159,26 @@ def test_n_best_beyond_the_beam_size_is_refused():
     running = RunningBatch(model, beam_size=2)
     with pytest.raises(ValueError, match="n_best"):
         running.join([0], src, pad_mask(src, 0), [5], [3])
+
+
+def test_newcomers_take_the_slots_of_finished_sentences():
+    model = random_model(tiny_config(VOCAB), seed=17)
+    srcs = sources(27, 4)
+    running = RunningBatch(model, beam_size=2)
+    assert running.allocated() == 0
+    first = srcs[:3]
+    src = torch.zeros((3, max(s.shape[1] for s in first)), dtype=torch.long)
+    for i, s in enumerate(first):
+        src[i, : s.shape[1]] = s[0]
+    running.join([0, 1, 2], src, pad_mask(src, 0), [3, 9, 9], [1, 1, 1])
+    done = {}
+    while 0 not in done:
+        done.update(running.step())
+    assert running.slots and running.buffers()[0] == 3  # the finished one's place is kept
+    before = running.allocated()
+    running.join([3], srcs[3], pad_mask(srcs[3], 0), [9], [1])
+    assert running.allocated() == before and running.buffers()[0] == 3  # and taken again
+    while len(running):
+        done.update(running.step())
+    want = alone(model, srcs[3], 9, 2, 1, "first_k", 1.0)
+    assert [h.tokens for h in done[3]] == [t for t, _ in want]
