@@ -87,13 +87,19 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
     """Poisson arrivals at `rate` requests/s for `seconds`; every request is awaited. Returns
     {kind: [latency s]}, failures, wall seconds (until the last answer)."""
     rng = random.Random(seed)
-    idle: list[Connection] = []
+    idle: list[tuple[float, Connection]] = []  # (when it was last used, connection)
     latencies: dict[str, list[float]] = {"short": [], "long": []}
     failures: dict[str, int] = {}
 
     async def one(kind: str, text: str) -> None:
-        conn = idle.pop() if idle else Connection("127.0.0.1", port)
         t0 = time.perf_counter()
+        conn = None
+        while idle and conn is None:
+            used, conn = idle.pop()
+            if t0 - used > 2.0:  # the server closes idle keep-alive connections after 5 s
+                await conn.close()
+                conn = None
+        conn = conn or Connection("127.0.0.1", port)
         try:
             status, _ = await conn.post_json("/translate", body(text, beam))
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
@@ -103,7 +109,7 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
             latencies[kind].append(time.perf_counter() - t0)
         else:
             failures[str(status)] = failures.get(str(status), 0) + 1
-        idle.append(conn)
+        idle.append((time.perf_counter(), conn))
 
     tasks = []
     start = time.perf_counter()
@@ -116,7 +122,7 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
         tasks.append(asyncio.ensure_future(one(*mix.draw())))
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - start
-    for conn in idle:
+    for _, conn in idle:
         await conn.close()
     return latencies, failures, wall
 
