@@ -2,7 +2,8 @@
 CTranslate2's copy made by CTranslate2's own converter (`TransformersConverter`).
 
 `--build` first writes a random model of the OPUS-MT shape to the directory with transformers
-(d_model 512, 6+6 layers, 8 heads, d_ff 2048, 58,101 vocabulary entries by default): real
+(d_model 512, 6+6 layers, 8 heads, d_ff 2048, 58,101 vocabulary entries by default;
+MarianConfig's default gelu activation, where OPUS-MT has swish at the same cost): real
 sentencepiece models (BPE, as large as sentencepiece allows on the text, at most half of
 `--vocab` each) trained on a few
 thousand lines of `--spm-corpus`, one vocab.json over both, padded with unused entries up to
