@@ -111,6 +111,12 @@ def worker(spec: dict) -> dict:
             )
             return [r.text for r in res], [r.output_tokens + 1 for r in res]
 
+    return timed(run, sentences)
+
+
+def timed(run, sentences: list) -> dict:
+    """One measurement in a worker process: `run(sentences)` returns (outputs, generated tokens
+    per sentence); after a warm-up on four sentences and freeze_gc, as for every system."""
     run(sentences[:4])  # warm-up
     freeze_gc()
     start = time.perf_counter()
@@ -122,6 +128,42 @@ def worker(spec: dict) -> dict:
         "texts": texts,
         "peak_rss_mb": peak_rss_bytes() / 2**20,
     }
+
+
+def tok_s(result: dict) -> float:
+    return result["tokens"] / result["seconds"]
+
+
+def paired_jobs(keys: list[tuple], repeats: int, systems=("ours", "ct2")) -> list[tuple]:
+    """(repetition, (system, *key)) in running order for --side-by-side: each key's repetitions
+    back to back, one run of each system per repetition, so that on a machine shared with other
+    work the runs of a pair see about the same load."""
+    return [(rep, (system, *key)) for key in keys for rep in range(repeats) for system in systems]
+
+
+def run_worker(module: str, spec: dict) -> dict:
+    """`python -m module --worker SPEC` in a fresh process (so peak RSS is per system); its
+    last stdout line as JSON, or {"error": returncode} with its stderr's tail printed."""
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--worker", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return {"error": out.returncode}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def paired_ratios(raw: dict[tuple, list[dict]], key: tuple) -> list[float]:
+    """ours / CTranslate2 target tok/s of each repetition's pair at `key` (precision, beam,
+    batch, ...); a pair with a failed run is left out."""
+    ours, ct2 = raw.get(("ours", *key), []), raw.get(("ct2", *key), [])
+    return [
+        tok_s(o) / tok_s(c)
+        for o, c in zip(ours, ct2, strict=False)
+        if "texts" in o and "texts" in c
+    ]
 
 
 def gemm_flops(threads: int) -> float:
@@ -209,14 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         # each configuration's repetitions back to back, ours then CTranslate2's: on a machine
         # shared with other work the two of a pair see about the same load
         jobs = [(rep, key) for key in configs[:2] for rep in range(args.repeats)]
-        for precision in args.precisions.split(","):
-            for beam in (1, 4):
-                for b in batches:
-                    for rep in range(args.repeats):
-                        jobs += [
-                            (rep, ("ours", precision, beam, b)),
-                            (rep, ("ct2", precision, beam, b)),
-                        ]
+        jobs += paired_jobs(
+            [(p, beam, b) for p in args.precisions.split(",") for beam in (1, 4) for b in batches],
+            args.repeats,
+        )
     else:
         jobs = [(rep, key) for rep in range(args.repeats) for key in configs]
     raw: dict[tuple, list[dict]] = {}
@@ -235,29 +273,20 @@ def main(argv: list[str] | None = None) -> int:
             "checkpoint": str(args.checkpoint),
             "ct2_dir": str(ct2_dir),
         }
-        out = subprocess.run(
-            [sys.executable, "-m", "bench.ct2_bench", "--worker", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-        )
-        if out.returncode != 0:
-            print(out.stderr[-2000:], file=sys.stderr)
-            raw.setdefault((system, precision, beam, batch), []).append({"error": out.returncode})
-            continue
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        result["n"] = n
+        result = run_worker("bench.ct2_bench", spec)
         raw.setdefault((system, precision, beam, batch), []).append(result)
+        if "error" in result:
+            continue
+        result["n"] = n
         print(
             f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
-            f"{result['tokens'] / result['seconds']:.1f} tok/s",
+            f"{tok_s(result):.1f} tok/s",
             file=sys.stderr,
         )
     missing = [
         k for k, runs in raw.items() if any("error" in r or len(r["texts"]) != r["n"] for r in runs)
     ]
-    ref_tok_s = median(
-        [r["tokens"] / r["seconds"] for r in raw[("reference", "float32", 1, 1)] if "texts" in r]
-    )
+    ref_tok_s = median([tok_s(r) for r in raw[("reference", "float32", 1, 1)] if "texts" in r])
     cfg = read_metadata(args.checkpoint)["model"].to_dict()
     fpt = flops_per_token(cfg)
     rows = []
@@ -267,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([*key, "missing", "", "", "", "", ""])
             continue
         system, precision, beam, batch = key
-        tok_s = median([r["tokens"] / r["seconds"] for r in runs])
+        tokens_s = median([tok_s(r) for r in runs])
         sent_s = median([r["n"] / r["seconds"] for r in runs])
         texts = runs[0]["texts"]
         bleu = (
@@ -287,13 +316,13 @@ def main(argv: list[str] | None = None) -> int:
                 "greedy" if beam == 1 else f"beam {beam}",
                 batch,
                 runs[0]["n"],
-                tok_s,
+                tokens_s,
                 sent_s,
                 median([r["peak_rss_mb"] for r in runs]),
                 f"{bleu:.2f}" if bleu is not None else "-",
                 same,
-                f"{tok_s / ref_tok_s:.1f}x",
-                f"{tok_s * fpt * beam / 1e9:.1f}",
+                f"{tokens_s / ref_tok_s:.1f}x",
+                f"{tokens_s * fpt * beam / 1e9:.1f}",
             ]
         )
     peak = gemm_flops(args.threads)
@@ -328,13 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     for precision in args.precisions.split(","):
         for beam in (1, 4):
             for b in batches:
-                ours = raw.get(("ours", precision, beam, b), [])
-                ct2 = raw.get(("ct2", precision, beam, b), [])
-                ratios = [
-                    (o["tokens"] / o["seconds"]) / (c["tokens"] / c["seconds"])
-                    for o, c in zip(ours, ct2, strict=False)
-                    if "texts" in o and "texts" in c
-                ]
+                ratios = paired_ratios(raw, (precision, beam, b))
                 if ratios:
                     search = "greedy" if beam == 1 else f"beam {beam}"
                     pairs.append(
