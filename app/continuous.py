@@ -129,6 +129,7 @@ class ContinuousBatcher:
         self._idle: asyncio.Event | None = None  # set while nothing waits or runs
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
+        self._reports: list[BatchReport] = []  # steps not reported yet (worker thread)
 
     # -- the event loop's side -------------------------------------------------------------
 
@@ -242,8 +243,9 @@ class ContinuousBatcher:
                 self._drive_soon()
         return removed
 
-    def _deliver(self, finished: list[tuple[_Sentence, Any]], failed: list[_Sentence], error_id):
-        """On the event loop: results to their requests."""
+    def _deliver(self, finished, failed: list[_Sentence], error_id, reports=()) -> None:
+        """On the event loop: results to their requests, then the steps' metrics (after the
+        requests they answered have run: metrics are on no request's path)."""
         for s, result in finished:
             s.ticket._deliver(s.index, result)
         for s in failed:
@@ -251,6 +253,9 @@ class ContinuousBatcher:
                 BatchFailed(error_id) if error_id else ShuttingDown("shutdown timeout passed")
             )
         self._check_idle()
+        assert self._loop is not None
+        for report in reports:
+            self._loop.call_soon(self.on_batch, report)
 
     def _check_idle(self) -> None:
         assert self._idle is not None
@@ -340,6 +345,8 @@ class ContinuousBatcher:
         now = time.monotonic()
         joins = []
         with self._lock:
+            if not self._waiting:
+                return joins
             for running in self._running.values():  # some may have left since their step
                 running.footprint = self._footprint(running)
             used = sum(r.footprint for r in self._running.values())
@@ -419,29 +426,31 @@ class ContinuousBatcher:
                 if s is not None and s.state == "running":
                     s.state = "done"
                     finished.append((s, result))
-            footprint = running.footprint  # what the step ran with
-            running.footprint = self._footprint(running)
             waits, running.joined_waits = running.joined_waits, []
+        # the footprint admission last counted for it
+        self._report(running, size, running.footprint, compute_s, waits, failed=False)
         if finished:
             self._notify_loop(finished, [], None)
-        self._report(running, size, footprint, compute_s, waits, failed=False)
 
     def _notify_loop(self, finished, failed, error_id) -> None:
+        """One call into the event loop: the results, then the steps' reports since the last."""
         if self.on_running:
             self.on_running(self.running)
+        reports, self._reports = self._reports, []
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._deliver, finished, failed, error_id)
+            self._loop.call_soon_threadsafe(self._deliver, finished, failed, error_id, reports)
 
     def _report(
         self, running: _Running, size: int, footprint: int, compute_s: float, waits, failed: bool
     ) -> None:
         """One step as a BatchReport: its sentences, its footprint as padded tokens, the waits
         of the sentences that joined for it."""
-        if self.on_batch and self._loop is not None:
-            report = BatchReport(running.group, size, footprint, compute_s, waits, failed)
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self.on_batch, report)
+        if self.on_batch is None:
+            return
+        self._reports.append(BatchReport(running.group, size, footprint, compute_s, waits, failed))
+        if len(self._reports) >= 32:  # else they go with the next results
+            self._notify_loop([], [], None)
 
     def _fail_all(self, exc: BaseException) -> None:
         self._failure = exc
