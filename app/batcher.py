@@ -99,7 +99,7 @@ class Ticket:
     items: list[_Item] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     pending: int = 0  # sentences without a result yet
-    step_s: float = 0.0  # continuous scheduler: engine time of the steps its sentences ran in
+    step_s: float = 0.0  # continuous scheduler: engine time of the joins and steps it was in
 
     @property
     def compute_s(self) -> float:

@@ -319,7 +319,13 @@ class ContinuousBatcher:
                     self._guarded(running, lambda r, ids=ids: r.engine.leave(ids))
                 joins = self._admit()
                 for running, entries in joins:
+                    started = time.perf_counter()
                     self._guarded(running, lambda r, e=entries: r.engine.join(e))
+                    spent = time.perf_counter() - started  # the newcomers' encoder, mostly
+                    with self._lock:
+                        members = running.members
+                        for ticket in {members[i].ticket for i, _, _ in entries if i in members}:
+                            ticket.step_s += spent
                 with self._lock:
                     for g in [g for g, r in self._running.items() if not r.members]:
                         del self._running[g]
