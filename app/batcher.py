@@ -36,6 +36,7 @@ returns once the worker thread has ended (after the batch it may still be runnin
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -208,7 +209,42 @@ class BatchReport:
     failed: bool
 
 
-class MicroBatcher:
+class Tickets(abc.ABC):
+    """What both schedulers (this one and app/continuous.py) do with a submitted request: wait
+    for its results under a deadline, or cancel it. `_remove` drops the ticket's sentences
+    that are not computed yet and says how many."""
+
+    @abc.abstractmethod
+    def _remove(self, ticket: Ticket) -> int: ...
+
+    async def wait(self, ticket: Ticket, timeout: float | None = None) -> list[Any]:
+        """Results of a ticket in submission order; on timeout its unfinished work is dropped
+        (DeadlineExceeded), and so it is when the waiting task is cancelled. Raises
+        asyncio.CancelledError when the ticket was cancelled (`cancel`)."""
+        expiry = None
+        if timeout is not None and not ticket.future.done():
+            expiry = asyncio.get_running_loop().call_later(timeout, self._expire, ticket)
+        try:
+            return await ticket.future
+        except asyncio.CancelledError:
+            self._remove(ticket)  # the waiting task was cancelled (or the ticket was)
+            raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+
+    def _expire(self, ticket: Ticket) -> None:
+        if not ticket.future.done():
+            ticket._fail(DeadlineExceeded(self._remove(ticket)))
+
+    def cancel(self, ticket: Ticket) -> int:
+        """Drop the ticket's sentences not computed yet and cancel it; returns how many."""
+        removed = self._remove(ticket)
+        ticket.future.cancel()
+        return removed
+
+
+class MicroBatcher(Tickets):
     def __init__(
         self,
         fn: Callable[[Hashable, list[Any]], Sequence[Any]],
@@ -314,34 +350,7 @@ class MicroBatcher:
         self._wakeup.set()
         return ticket
 
-    async def wait(self, ticket: Ticket, timeout: float | None = None) -> list[Any]:
-        """Results of a ticket in submission order; on timeout its waiting work is dropped
-        (DeadlineExceeded), and so it is when the waiting task is cancelled. Raises
-        asyncio.CancelledError when the ticket was cancelled (`cancel`)."""
-        expiry = None
-        if timeout is not None and not ticket.future.done():
-            expiry = asyncio.get_running_loop().call_later(timeout, self._expire, ticket)
-        try:
-            return await ticket.future
-        except asyncio.CancelledError:
-            self._remove_queued(ticket)  # the waiting task was cancelled (or the ticket was)
-            raise
-        finally:
-            if expiry is not None:
-                expiry.cancel()
-
-    def _expire(self, ticket: Ticket) -> None:
-        if not ticket.future.done():
-            ticket._fail(DeadlineExceeded(self._remove_queued(ticket)))
-
-    def cancel(self, ticket: Ticket) -> int:
-        """Remove the ticket's sentences that are still waiting and cancel it; returns how
-        many sentences were removed."""
-        removed = self._remove_queued(ticket)
-        ticket.future.cancel()
-        return removed
-
-    def _remove_queued(self, ticket: Ticket) -> int:
+    def _remove(self, ticket: Ticket) -> int:
         """Removes the ticket's sentences that are not computed yet nor being computed: waiting
         in a queue, or in a batch handed to the worker that it has not started. Returns how
         many."""

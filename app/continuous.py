@@ -46,10 +46,10 @@ from typing import Any, Protocol
 from .batcher import (
     BatchFailed,
     BatchReport,
-    DeadlineExceeded,
     QueueFull,
     ShuttingDown,
     Ticket,
+    Tickets,
     Worker,
 )
 
@@ -94,7 +94,7 @@ class _Running:
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
 
 
-class ContinuousBatcher:
+class ContinuousBatcher(Tickets):
     def __init__(
         self,
         open_group: Callable[[Hashable], Group],
@@ -190,33 +190,6 @@ class ContinuousBatcher:
             self._idle.clear()
             self._drive_soon()
         return ticket
-
-    async def wait(self, ticket: Ticket, timeout: float | None = None) -> list[Any]:
-        """Results of a ticket in submission order; on timeout its sentences are dropped
-        (DeadlineExceeded), and so they are when the waiting task is cancelled."""
-        assert self._loop is not None
-        expiry = None
-        if timeout is not None and not ticket.future.done():
-            expiry = self._loop.call_later(timeout, self._expire, ticket)
-        try:
-            return await ticket.future
-        except asyncio.CancelledError:
-            self._remove(ticket)
-            raise
-        finally:
-            if expiry is not None:
-                expiry.cancel()
-
-    def _expire(self, ticket: Ticket) -> None:
-        if not ticket.future.done():
-            ticket._fail(DeadlineExceeded(self._remove(ticket)))
-
-    def cancel(self, ticket: Ticket) -> int:
-        """Drop the ticket's sentences not finished yet (waiting ones at once, running ones at
-        the next step) and cancel it; returns how many were dropped."""
-        removed = self._remove(ticket)
-        ticket.future.cancel()
-        return removed
 
     def _remove(self, ticket: Ticket) -> int:
         removed = 0
