@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 
@@ -72,6 +73,10 @@ async def form_params(scope: dict, raw: bytes) -> dict[str, Any]:
         form = await request.form(max_files=1, max_fields=MAX_FIELDS)
     except MultiPartException as exc:
         raise ApiError(400, f"the multipart body is malformed ({exc.message})") from None
+    except HTTPException as exc:  # Starlette's form of the same, inside an application's stack
+        if exc.status_code >= 500:
+            raise
+        raise ApiError(400, f"the multipart body is malformed ({exc.detail})") from None
     except UnicodeDecodeError:
         raise ApiError(400, "the form body is not valid UTF-8") from None
     try:
