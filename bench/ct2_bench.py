@@ -141,6 +141,41 @@ def paired_jobs(keys: list[tuple], repeats: int, systems=("ours", "ct2")) -> lis
     return [(rep, (system, *key)) for key in keys for rep in range(repeats) for system in systems]
 
 
+def run_jobs(module: str, jobs: list[tuple], args, **extra) -> tuple[dict, list]:
+    """Each job (repetition, (system, precision, beam, batch)) run by `module`'s worker, in
+    order, with the options common to the benchmarks and `extra`; returns the results by key,
+    and the keys whose runs failed or came back short."""
+    raw: dict[tuple, list[dict]] = {}
+    for rep, (system, precision, beam, batch) in jobs:
+        n = args.small_batch_sentences if batch == 1 else args.sentences
+        spec = {
+            "malloc": args.malloc,
+            "system": system,
+            "precision": precision,
+            "beam": beam,
+            "batch": batch,
+            "n": n,
+            "threads": args.threads,
+            "linear_backend": args.linear_backend,
+            "src": str(args.src),
+            **extra,
+        }
+        result = run_worker(module, spec)
+        raw.setdefault((system, precision, beam, batch), []).append(result)
+        if "error" in result:
+            continue
+        result["n"] = n
+        print(
+            f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
+            f"{tok_s(result):.1f} tok/s",
+            file=sys.stderr,
+        )
+    missing = [
+        k for k, runs in raw.items() if any("error" in r or len(r["texts"]) != r["n"] for r in runs)
+    ]
+    return raw, missing
+
+
 def run_worker(module: str, spec: dict) -> dict:
     """`python -m module --worker SPEC` in a fresh process (so peak RSS is per system); its
     last stdout line as JSON, or {"error": returncode} with its stderr's tail printed."""
@@ -257,35 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         jobs = [(rep, key) for rep in range(args.repeats) for key in configs]
-    raw: dict[tuple, list[dict]] = {}
-    for rep, (system, precision, beam, batch) in jobs:
-        n = args.small_batch_sentences if batch == 1 else args.sentences
-        spec = {
-            "malloc": args.malloc,
-            "system": system,
-            "precision": precision,
-            "beam": beam,
-            "batch": batch,
-            "n": n,
-            "threads": args.threads,
-            "linear_backend": args.linear_backend,
-            "src": str(args.src),
-            "checkpoint": str(args.checkpoint),
-            "ct2_dir": str(ct2_dir),
-        }
-        result = run_worker("bench.ct2_bench", spec)
-        raw.setdefault((system, precision, beam, batch), []).append(result)
-        if "error" in result:
-            continue
-        result["n"] = n
-        print(
-            f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
-            f"{tok_s(result):.1f} tok/s",
-            file=sys.stderr,
-        )
-    missing = [
-        k for k, runs in raw.items() if any("error" in r or len(r["texts"]) != r["n"] for r in runs)
-    ]
+    raw, missing = run_jobs(
+        "bench.ct2_bench", jobs, args, checkpoint=str(args.checkpoint), ct2_dir=str(ct2_dir)
+    )
     ref_tok_s = median([tok_s(r) for r in raw[("reference", "float32", 1, 1)] if "texts" in r])
     cfg = read_metadata(args.checkpoint)["model"].to_dict()
     fpt = flops_per_token(cfg)

@@ -43,7 +43,7 @@ from .common import (
     read_sentences,
     table,
 )
-from .ct2_bench import gemm_flops, paired_jobs, paired_ratios, run_worker, timed, tok_s
+from .ct2_bench import gemm_flops, paired_jobs, paired_ratios, run_jobs, timed, tok_s
 
 DEFAULT_CORPUS = DEFAULT_SRC.parent / "train"  # train.en and train.de
 EOS_BIAS = -1e4  # random weights would otherwise stop at random (or never)
@@ -328,36 +328,14 @@ def report(args, ct2_dir: Path) -> int:
     beams = [int(b) for b in args.beams.split(",")]
     precisions = args.precisions.split(",")
     keys = [(p, beam, b) for p in precisions for beam in beams for b in batches]
-    raw: dict[tuple, list[dict]] = {}
-    for rep, (system, precision, beam, batch) in paired_jobs(keys, args.repeats):
-        n = args.small_batch_sentences if batch == 1 else args.sentences
-        spec = {
-            "malloc": args.malloc,
-            "system": system,
-            "precision": precision,
-            "beam": beam,
-            "batch": batch,
-            "n": n,
-            "threads": args.threads,
-            "max_length": args.max_length,
-            "linear_backend": args.linear_backend,
-            "src": str(args.src),
-            "marian": str(args.marian),
-            "ct2_dir": str(ct2_dir),
-        }
-        result = run_worker("bench.marian_bench", spec)
-        raw.setdefault((system, precision, beam, batch), []).append(result)
-        if "error" in result:
-            continue
-        result["n"] = n
-        print(
-            f"rep {rep + 1}: {system} {precision} beam {beam} batch {batch}: "
-            f"{tok_s(result):.1f} tok/s",
-            file=sys.stderr,
-        )
-    missing = [
-        k for k, runs in raw.items() if any("error" in r or len(r["texts"]) != r["n"] for r in runs)
-    ]
+    raw, missing = run_jobs(
+        "bench.marian_bench",
+        paired_jobs(keys, args.repeats),
+        args,
+        max_length=args.max_length,
+        marian=str(args.marian),
+        ct2_dir=str(ct2_dir),
+    )
     cfg = _read_json(args.marian / "config.json")
     sp = spm.SentencePieceProcessor(model_file=str(args.marian / "source.spm"))
     src = read_sentences(args.src, max(args.sentences, args.small_batch_sentences))
