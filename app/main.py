@@ -69,29 +69,25 @@ async def load_models(app: FastAPI) -> None:
             request_exit()
         return
     metrics: Metrics = state.metrics
+    common = dict(
+        max_batch_size=s.max_batch_size,
+        max_queue_size=s.max_queue_size,
+        on_batch=metrics.observe_batch,
+        on_depth=metrics.queue_depth.set,
+        worker=worker,
+    )
     if s.scheduler == "continuous":
         batcher = ContinuousBatcher(
             engine.open_group,
             engine.group_of,
             envelope=engine.envelope,
             budget=s.max_running_tokens,
-            max_batch_size=s.max_batch_size,
-            max_queue_size=s.max_queue_size,
-            on_batch=metrics.observe_batch,
-            on_depth=metrics.queue_depth.set,
             on_running=metrics.running.set,
-            worker=worker,
+            **common,
         )
     else:
         batcher = MicroBatcher(
-            engine.run,
-            max_batch_size=s.max_batch_size,
-            max_batch_tokens=s.max_batch_tokens,
-            max_wait_ms=s.max_wait_ms,
-            max_queue_size=s.max_queue_size,
-            on_batch=metrics.observe_batch,
-            on_depth=metrics.queue_depth.set,
-            worker=worker,
+            engine.run, max_batch_tokens=s.max_batch_tokens, max_wait_ms=s.max_wait_ms, **common
         )
     await batcher.start()
     engine.registry.worker_run = worker.run  # later loads run on the same thread
