@@ -969,6 +969,176 @@ static PyObject *linear(PyObject *self, PyObject *args) {
     return PyLong_FromLong(isa);
 }
 
+/* ---- One whole decoder step ------------------------------------------------------------------
+ *
+ * A pre-norm decoder with ReLU feed-forward layers, every linear layer in packed panels, over
+ * the slot cache: the embedding, each layer's three sub-layers and the generator in one call.
+ * A step of one sentence is ~25 kernels of a few microseconds each; called one by one from
+ * Python (model.DecoderLayer.step), the calls between them cost as much as the kernels. Each
+ * part below is the same kernel, in the same order, as its separate call, so the step computes
+ * the same bits (tests/test_decoder_step.py).
+ *
+ * plan: int64 addresses, STEP_PER_LAYER per layer (the enum below), then STEP_GLOBAL. */
+enum {
+    SP_QKV_W, SP_QKV_B, SP_SELF_G, SP_SELF_B, SP_OUT_W, SP_OUT_B,
+    SP_CQ_W, SP_CQ_B, SP_CROSS_G, SP_CROSS_B, SP_COUT_W, SP_COUT_B,
+    SP_FFN_G, SP_FFN_B, SP_W1, SP_B1, SP_W2, SP_B2, STEP_PER_LAYER
+};
+enum { SG_NORM_G, SG_NORM_B, SG_GEN_W, SG_GEN_B, SG_EMBED, SG_POSITIONS, STEP_GLOBAL };
+
+#define PLAN_F(i) ((const float *)(uintptr_t)plan[i])
+
+typedef struct {
+    const int64_t *plan, *tokens, *row_t, *suppress;
+    int64_t layers, d, heads, dff, vocab, rows, t, n_suppress;
+    float eps, embed_scale;
+    cached_args self_attn; /* per-call parts; layer and out filled in per layer */
+    cross_args cross;      /* likewise: keys, values, q and out per layer */
+    const int64_t *cross_kv; /* (layers, 2) addresses of each layer's keys and values */
+    float *logits;
+    int threads, isa, attn_avx2;
+} step_args;
+
+/* x[r] = positions[t_r] + scale * embed[token_r], with one rounding, as torch.add(alpha=). */
+static void step_embed(const step_args *s, float *x) {
+    const int64_t *plan = s->plan + s->layers * STEP_PER_LAYER;
+    const float *embed = PLAN_F(SG_EMBED), *pos = PLAN_F(SG_POSITIONS);
+    for (int64_t r = 0; r < s->rows; ++r) {
+        const float *e = embed + s->tokens[r] * s->d;
+        const float *p = pos + (s->row_t ? s->row_t[r] : s->t) * s->d;
+        float *o = x + r * s->d;
+        for (int64_t i = 0; i < s->d; ++i) o[i] = fmaf(s->embed_scale, e[i], p[i]);
+    }
+}
+
+/* out = [LayerNorm(gamma, beta)](x) W^T + b [ReLU] [+ residual], as PackedWeight.__call__. */
+static void step_linear(const step_args *s, const float *x, int64_t k, const float *w,
+                        const float *b, int64_t n, const float *gamma, const float *beta,
+                        int relu, const float *residual, float *out, float *normed) {
+    linear_args a = {0};
+    a.x = x, a.x_stride = k, a.rows = s->rows, a.k = k, a.w = w, a.n = n, a.bias = b;
+    a.residual = residual, a.res_stride = n, a.relu = relu, a.out = out, a.out_stride = n;
+    a.gamma = gamma, a.beta = beta, a.eps = s->eps;
+    linear_run(&a, s->isa, s->threads, normed);
+}
+
+static void step_run(step_args *s, float *work, int64_t *chains, float *scores) {
+    const int64_t d = s->d, rows = s->rows;
+    float *x = work, *qkv = x + rows * d, *att = qkv + rows * 3 * d, *h = att + rows * d;
+    float *normed = h + rows * s->dff;
+    step_embed(s, x);
+    for (int64_t l = 0; l < s->layers; ++l) {
+        const int64_t *plan = s->plan + l * STEP_PER_LAYER;
+        step_linear(s, x, d, PLAN_F(SP_QKV_W), PLAN_F(SP_QKV_B), 3 * d, PLAN_F(SP_SELF_G),
+                    PLAN_F(SP_SELF_B), 0, NULL, qkv, normed);
+        s->self_attn.qkv = qkv, s->self_attn.layer = l, s->self_attn.out = att;
+#ifdef HAVE_X86
+        if (s->attn_avx2)
+            attend_cached_avx2(&s->self_attn, chains, scores, s->threads);
+        else
+#endif
+            attend_cached_scalar(&s->self_attn, chains, scores, s->threads);
+        step_linear(s, att, d, PLAN_F(SP_OUT_W), PLAN_F(SP_OUT_B), d, NULL, NULL, 0, x, x,
+                    normed);
+        step_linear(s, x, d, PLAN_F(SP_CQ_W), PLAN_F(SP_CQ_B), d, PLAN_F(SP_CROSS_G),
+                    PLAN_F(SP_CROSS_B), 0, NULL, qkv, normed);
+        s->cross.q = qkv, s->cross.out = att;
+        s->cross.keys = (const float *)(uintptr_t)s->cross_kv[2 * l];
+        s->cross.values = (const float *)(uintptr_t)s->cross_kv[2 * l + 1];
+#ifdef HAVE_X86
+        if (s->attn_avx2)
+            attend_cross_avx2(&s->cross, scores, s->threads);
+        else
+#endif
+            attend_cross_scalar(&s->cross, scores, s->threads);
+        step_linear(s, att, d, PLAN_F(SP_COUT_W), PLAN_F(SP_COUT_B), d, NULL, NULL, 0, x, x,
+                    normed);
+        step_linear(s, x, d, PLAN_F(SP_W1), PLAN_F(SP_B1), s->dff, PLAN_F(SP_FFN_G),
+                    PLAN_F(SP_FFN_B), 1, NULL, h, normed);
+        step_linear(s, h, s->dff, PLAN_F(SP_W2), PLAN_F(SP_B2), d, NULL, NULL, 0, x, x, normed);
+    }
+    const int64_t *plan = s->plan + s->layers * STEP_PER_LAYER;
+    step_linear(s, x, d, PLAN_F(SG_GEN_W), PLAN_F(SG_GEN_B), s->vocab, PLAN_F(SG_NORM_G),
+                PLAN_F(SG_NORM_B), 0, NULL, s->logits, normed);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < s->n_suppress; ++j)
+            s->logits[r * s->vocab + s->suppress[j]] = -INFINITY;
+}
+
+static PyObject *decoder_step(PyObject *self, PyObject *args) {
+    unsigned long long plan, tokens, row_t, kv, slots, history, cross_kv, bias, sentence;
+    unsigned long long suppress, logits;
+    long long layers, d, heads, dff, vocab, positions, rows, t, slots_total, capacity, src_len;
+    long long sent_stride, head_stride, pos_stride, n_suppress;
+    float eps, embed_scale;
+    int threads, max_isa;
+    if (!PyArg_ParseTuple(args, "KLLLLLLffKLLKKLLKKKLLLLKKKLKii", &plan, &layers, &d, &heads,
+                          &dff, &vocab, &positions, &eps, &embed_scale, &tokens, &rows, &t,
+                          &row_t, &kv, &slots_total, &capacity, &slots, &history, &cross_kv,
+                          &src_len, &sent_stride, &head_stride, &pos_stride, &bias, &sentence,
+                          &suppress, &n_suppress, &logits, &threads, &max_isa))
+        return NULL;
+    if (layers < 1 || heads < 1 || d < 1 || d % heads || dff < 1 || vocab < 1 || rows < 0 ||
+        t < 0 || t >= capacity || slots_total < 1 || src_len < 1 || n_suppress < 0) {
+        PyErr_SetString(PyExc_ValueError, "decoder_step: inconsistent shapes");
+        return NULL;
+    }
+    step_args s = {0};
+    s.plan = (const int64_t *)(uintptr_t)plan, s.tokens = (const int64_t *)(uintptr_t)tokens;
+    s.row_t = (const int64_t *)(uintptr_t)row_t;
+    s.suppress = (const int64_t *)(uintptr_t)suppress;
+    s.layers = layers, s.d = d, s.heads = heads, s.dff = dff, s.vocab = vocab, s.rows = rows;
+    s.t = t, s.n_suppress = n_suppress, s.eps = eps, s.embed_scale = embed_scale;
+    s.cross_kv = (const int64_t *)(uintptr_t)cross_kv;
+    s.logits = (float *)(uintptr_t)logits;
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t p = s.row_t ? s.row_t[r] : t;
+        if (s.tokens[r] < 0 || s.tokens[r] >= vocab || p < 0 || p > t || p >= positions) {
+            PyErr_SetString(PyExc_IndexError, "decoder_step: a token id or position is out of range");
+            return NULL;
+        }
+    }
+    for (int64_t j = 0; j < n_suppress; ++j)
+        if (s.suppress[j] < 0 || s.suppress[j] >= vocab) {
+            PyErr_SetString(PyExc_IndexError, "decoder_step: a suppressed id is out of range");
+            return NULL;
+        }
+    const int64_t hd = d / heads;
+    cached_args *c = &s.self_attn;
+    c->qkv_stride = 3 * d, c->rows = rows, c->heads = heads, c->hd = hd;
+    c->slots_total = slots_total, c->capacity = capacity, c->t = t;
+    c->kv = (float *)(uintptr_t)kv, c->slots = (const int64_t *)(uintptr_t)slots;
+    c->history = (const int64_t *)(uintptr_t)history, c->row_t = s.row_t;
+    c->scale = 1.0f / sqrtf((float)hd), c->out_stride = d;
+    cross_args *x = &s.cross;
+    x->q_stride = d, x->rows = rows, x->heads = heads, x->hd = hd, x->src_len = src_len;
+    x->sent_stride = sent_stride, x->head_stride = head_stride, x->pos_stride = pos_stride;
+    x->scale = 1.0f, x->bias = (const float *)(uintptr_t)bias;
+    x->sentence = (const int64_t *)(uintptr_t)sentence, x->out_stride = d;
+    threads = clamp_threads(threads);
+    s.threads = threads, s.attn_avx2 = use_avx2(hd);
+#ifdef HAVE_X86
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    s.isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
+#endif
+    if (s.isa > max_isa) s.isa = max_isa < 0 ? 0 : max_isa;
+    if (!rows) Py_RETURN_NONE;
+    const int64_t per_row = 6 * d + dff; /* x, q|k|v, attention, hidden, normalised */
+    const int64_t score_len = heads * (t + 1) > src_len ? heads * (t + 1) : src_len;
+    float *work = malloc(rows * per_row * sizeof(float));
+    int64_t *chains = malloc(threads * (t + 1) * sizeof(int64_t));
+    float *scores = malloc(threads * score_len * sizeof(float));
+    if (!work || !chains || !scores) {
+        free(work), free(chains), free(scores);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    step_run(&s, work, chains, scores);
+    Py_END_ALLOW_THREADS;
+    free(work), free(chains), free(scores);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
      "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse, threads=1): raw "
@@ -982,6 +1152,12 @@ static PyMethodDef methods[] = {
      "(relu) (+ residual) on raw pointers (0 = none); use model_core.fused.PackedWeight "
      "instead. max_isa: 0 scalar, 1 AVX2, 2 AVX-512 where the CPU has them. Returns the "
      "level that ran."},
+    {"decoder_step", decoder_step, METH_VARARGS,
+     "decoder_step(plan, layers, d, heads, d_ff, vocab, positions, eps, embed_scale, tokens, "
+     "rows, t, row_t, kv, slots, capacity, row_slots, history, cross_kv, src_len, "
+     "sentence_stride, head_stride, position_stride, bias, sentence, suppress, n_suppress, "
+     "logits, threads, max_isa): a whole pre-norm decoder step (raw pointers); use "
+     "model_core.decoder_step.DecoderStep instead."},
     {"attend_cached", attend_cached, METH_VARARGS,
      "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
      "t, row_slots, history, scale, out, threads): self-attention of one decoding step over "

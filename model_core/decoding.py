@@ -66,38 +66,52 @@ def greedy_search(
     max_lengths: torch.Tensor,
     length_penalty: float = 1.0,
 ) -> list[Hypothesis]:
-    """Fast greedy: encode once, one cached decoder step per position. src (B, S) ids."""
+    """Fast greedy: encode once, one cached decoder step per position. src (B, S) ids.
+
+    Each step reads its words and log-probs back once (two short lists) and keeps the
+    bookkeeping in Python: a handful of tensor operations per step would cost more than the
+    step itself for one sentence."""
     cfg = model.cfg
     b, device = src.shape[0], src.device
-    max_lengths = max_lengths.to(device)
-    capacity = int(max_lengths.max())
+    limits = max_lengths.tolist()
+    capacity = max(limits)
     cache = model.init_cache(model.encode_tokens(src, src_mask), src_mask, capacity)
-    out = torch.full((b, capacity), cfg.pad_id, dtype=torch.long, device=device)  # (B, L)
-    lps = torch.zeros(b, capacity, dtype=torch.float32, device=device)
-    lengths = torch.zeros(b, dtype=torch.long, device=device)
-    ended = torch.zeros(b, dtype=torch.bool, device=device)
-    rows = torch.arange(b, device=device)  # original index of each active row
+    out: list[list[int]] = [[] for _ in range(b)]
+    lps: list[list[float]] = [[] for _ in range(b)]
+    ended = [False] * b
+    rows = list(range(b))  # original index of each active row
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     for step in range(capacity):
         logits = model.decode_step(tokens, cache)  # (b, V)
         if cfg.force_eos_at_limit:
-            force_eos(logits, max_lengths[rows] <= step + 1, cfg.eos_id)
+            at_limit = [limits[r] <= step + 1 for r in rows]
+            if any(at_limit):
+                force_eos(logits, torch.tensor(at_limit, device=device), cfg.eos_id)
         best_logit, best, lse = topk_logsumexp(logits, 1)  # the argmax of the log-softmax too
-        best_lp = (best_logit - lse)[:, 0]
         best = best[:, 0]
-        out[rows, step], lps[rows, step] = best, best_lp
-        is_eos = best == cfg.eos_id
-        done = is_eos | (max_lengths[rows] <= step + 1)
-        if bool(done.any()):
-            lengths[rows[done]] = step + 1
-            ended[rows[done]] = is_eos[done]
-            keep = (~done).nonzero().squeeze(1)
-            if keep.numel() == 0:
+        keep = []
+        for i, (r, word, lp) in enumerate(
+            zip(rows, best.tolist(), (best_logit - lse)[:, 0].tolist(), strict=True)
+        ):
+            out[r].append(word)
+            lps[r].append(lp)
+            if word == cfg.eos_id:
+                ended[r] = True
+            elif limits[r] > step + 1:
+                keep.append(i)
+        if len(keep) < len(rows):
+            if not keep:
                 break
-            rows, best = rows[keep], best[keep]
-            cache.select(keep, sentences=keep)
+            index = torch.tensor(keep, device=device)
+            rows, best = [rows[i] for i in keep], best[index]
+            cache.select(index, sentences=index)
         tokens = best
-    return _to_hypotheses(out, lps, lengths, ended, length_penalty)
+    hyps = []
+    for toks, lp, end in zip(out, lps, ended, strict=True):
+        n = len(toks)
+        score = length_normalise(sum(lp), n, length_penalty)
+        hyps.append(Hypothesis(toks[: n - 1] if end else toks, score, lp, end))  # EOS scored
+    return hyps
 
 
 @torch.inference_mode()

@@ -19,6 +19,7 @@ from torch import nn
 
 from . import fused
 from .config import ModelConfig
+from .decoder_step import DecoderStep
 from .linear_backend import available_backends
 from .masks import pad_mask, target_mask
 
@@ -272,6 +273,7 @@ class DecoderCache:
     steps: torch.Tensor | None = None
     row_steps: torch.Tensor | None = None  # (N,) steps per row, set by decode_step
     key_mask: torch.Tensor | None = None  # (N, 1, 1, length + 1) positions each row attends to
+    cross_ptrs: tuple | None = None  # slot mode: decoder_step.DecoderStep's checked addresses
 
     def reserve(self) -> None:
         """Make room for position `length`: double the capacity when the buffer is full."""
@@ -391,6 +393,13 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie_output:
             self.generator.weight = self.tgt_embed.weight
+        self.fused_step: DecoderStep | None = None  # set by prepare_for_inference where it fits
+
+    def _apply(self, fn, recurse=True):
+        """Moving or converting parameters (.to(), .half(), ...) may move the weights whose
+        addresses the fused step holds: drop it (the per-layer path serves)."""
+        self.fused_step = None
+        return super()._apply(fn, recurse)
 
     def reset_parameters(self) -> None:
         """Xavier-uniform for matrices, as in the seeds; zero biases."""
@@ -511,11 +520,17 @@ class Transformer(nn.Module):
         they can take the top candidates before touching the whole vocabulary twice.
         """
         cache.reserve()
+        if cache.steps is not None:  # each sentence at its own step
+            cache.row_steps = cache.steps.repeat_interleave(cache.group)  # (N,)
+        step = self.fused_step
+        if step is not None and step.fits(cache):  # the whole step in one C call
+            logits = step(tokens, cache)
+            cache.length += 1
+            return logits
         table = self.tgt_embed(tokens)  # (N, d); embed() for one position, in one fewer op
         if cache.steps is None:
             position = self.positions[cache.length]  # (d,)
-        else:  # each sentence at its own step
-            cache.row_steps = cache.steps.repeat_interleave(cache.group)  # (N,)
+        else:
             position = self.positions.index_select(0, cache.row_steps)  # (N, d)
             if cache.slots is None:  # gather mode: a mask (the slot kernel stops at the step)
                 width = torch.arange(cache.length + 1, device=tokens.device)
@@ -554,10 +569,12 @@ class Transformer(nn.Module):
                 self,
                 lambda lin: PackedLinear(lin, backend) if type(lin) is nn.Linear else lin,
             )
+        self.fused_step = DecoderStep.build(self)
         return self
 
     def unpack(self) -> Transformer:
         """Undo the PackedLinear swap (e.g. before int8 quantization)."""
+        self.fused_step = None
         swap_linears(self, lambda lin: lin.to_linear() if isinstance(lin, PackedLinear) else lin)
         return self
 
