@@ -182,32 +182,32 @@ def beam_search(
         raise ValueError(f"stop={stop!r}: use first_k or heuristic")
     keep_best = stop == "heuristic"
     b, device = src.shape[0], src.device
-    limits_all = max_lengths.to(device)
+    limits = max_lengths.tolist()
     memory = model.encode_tokens(src, src_mask)
-    cache = model.init_cache(memory, src_mask, int(limits_all.max()), beams=k)
+    cache = model.init_cache(memory, src_mask, max(limits), beams=k)
     tokens = torch.full((b,), cfg.bos_id, dtype=torch.long, device=device)
     scores = torch.zeros((b, 1), device=device)  # (n, rows per sentence): 1 row, then K
     seqs = torch.empty((b, 0), dtype=torch.long, device=device)  # (rows, t)
-    active = torch.arange(b, device=device)  # original sentence index of each active sentence
+    active = list(range(b))  # original sentence index of each active sentence
     finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
-    for step in range(int(limits_all.max())):
+    for step in range(max(limits)):
         logits = model.decode_step(tokens, cache)  # (n * group, V)
-        if cfg.force_eos_at_limit:
-            at_limit_rows = (limits_all[active] <= step + 1).repeat_interleave(scores.shape[1])
-            force_eos(logits, at_limit_rows, cfg.eos_id)
+        at_limit_list = [limits[s] <= step + 1 for s in active]
+        at_limit = torch.tensor(at_limit_list, device=device)  # (n,)
+        if cfg.force_eos_at_limit and any(at_limit_list):
+            force_eos(logits, at_limit.repeat_interleave(scores.shape[1]), cfg.eos_id)
         # The 2K best of a sentence are among the 2K best words of each of its rows: take those
         # first, then normalise only them (log-softmax = logit - logsumexp).
         per_row = min(2 * k, logits.shape[-1])
         row_logits, row_words, lse = topk_logsumexp(logits, per_row)  # (n * group, per_row)
-        at_limit = limits_all[active] <= step + 1  # (n,)
         choice = beam_select(row_logits, row_words, lse, scores, at_limit, k, cfg.eos_id)
-        done = at_limit.clone()
+        done = at_limit_list
         if choice.finished:
-            sents = active.tolist()
+            done = list(done)
             prefix_rows = [row for _, _, row, _ in choice.finished]
             prefixes = seqs[prefix_rows].tolist() if seqs.shape[1] else [[] for _ in prefix_rows]
             for (i, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
-                hyps = finished[sents[i]]
+                hyps = finished[active[i]]
                 if len(hyps) >= k and not keep_best:
                     continue
                 is_eos = w == cfg.eos_id
@@ -218,21 +218,27 @@ def beam_search(
                     del hyps[k:]
                 elif len(hyps) >= k:
                     done[i] = True
-        if keep_best:  # done once no running beam can beat the worst of K finished ones
-            full = [i for i, s in enumerate(active.tolist()) if len(finished[s]) >= k]
-            if full:
-                best = choice.scores[full, 0].tolist()
-                for i, run in zip(full, best, strict=True):
-                    worst = finished[int(active[i])][-1][0]
-                    if length_normalise(run, step + 1, length_penalty) <= worst:
-                        done[i] = True
-        done |= choice.scores[:, 0] == float("-inf")
-        if bool(done.any()):
-            keep = (~done).nonzero().squeeze(1)
-            if keep.numel() == 0:
+        best = choice.scores[:, 0].tolist()  # each sentence's best running beam (-inf: none)
+        keep = []
+        for i, (sentence, run) in enumerate(zip(active, best, strict=True)):
+            if done[i] or run == float("-inf"):
+                continue
+            hyps = finished[sentence]
+            # heuristic: done once no running beam can beat the worst of K finished ones
+            if (
+                keep_best
+                and len(hyps) >= k
+                and length_normalise(run, step + 1, length_penalty) <= hyps[-1][0]
+            ):
+                continue
+            keep.append(i)
+        if len(keep) < len(active):
+            if not keep:
                 break
-            rows, tokens = choice.rows[keep].flatten(), choice.words[keep].flatten()
-            scores, sentences, active = choice.scores[keep], keep, active[keep]
+            index = torch.tensor(keep, device=device)
+            rows, tokens = choice.rows[index].flatten(), choice.words[index].flatten()
+            scores, sentences = choice.scores[index], index
+            active = [active[i] for i in keep]
         else:
             rows, tokens = choice.rows.flatten(), choice.words.flatten()
             scores, sentences = choice.scores, None

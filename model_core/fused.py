@@ -316,7 +316,7 @@ def topk_logsumexp(
                 values.data_ptr(),
                 indices.data_ptr(),
                 lse.data_ptr(),
-                torch.get_num_threads() if rows >= 8 else 1,
+                torch.get_num_threads() if rows >= 4 else 1,
             )
         return values, indices, lse
     return topk_logsumexp_torch(logits, k)

@@ -353,9 +353,12 @@ class DecoderCache:
         if rows.numel() != self.active.numel() * g or g > self.beams:
             raise ValueError("select: rows must be `group` rows per active sentence")
         self.reserve()
-        sentence = self.active.repeat_interleave(g)
-        beam = torch.arange(g, device=rows.device).repeat(self.active.numel())
-        slots = sentence * self.beams + beam
+        if sentences is None and self.slots.numel() == rows.numel():
+            slots, sentence = self.slots, self.sentence  # the same sentences, the same slots
+        else:
+            sentence = self.active.repeat_interleave(g)
+            beam = torch.arange(g, device=rows.device).repeat(self.active.numel())
+            slots = sentence * self.beams + beam
         self.history[:, self.length].index_copy_(0, slots, self.slots.index_select(0, rows))
         self.slots, self.sentence = slots, sentence
 
