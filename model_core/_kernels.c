@@ -1139,6 +1139,187 @@ static PyObject *decoder_step(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- The whole encoder, and the decoder's cross-attention keys/values ------------------------
+ *
+ * encoder_stack: a pre-norm ReLU encoder with packed panels, on the real tokens of a padded
+ * (B, S) batch only, as model.EncoderLayer.forward_tokens computes it with the kernels (the same
+ * kernels in the same order, so the same bits), then the final LayerNorm (this file's, where
+ * the per-layer path uses torch's) into memory (B, S, d), which the caller zero-fills.
+ * plan: ENC_PER_LAYER addresses per layer, then ENC_GLOBAL. */
+enum {
+    EP_QKV_W, EP_QKV_B, EP_ATT_G, EP_ATT_B, EP_OUT_W, EP_OUT_B,
+    EP_FFN_G, EP_FFN_B, EP_W1, EP_B1, EP_W2, EP_B2, ENC_PER_LAYER
+};
+enum { EG_NORM_G, EG_NORM_B, EG_EMBED, EG_POSITIONS, ENC_GLOBAL };
+
+static void layer_norm_rows(const step_args *s, const float *x, const float *gamma,
+                            const float *beta, float *y, const int64_t *dest, int64_t d) {
+    for (int64_t r = 0; r < s->rows; ++r) {
+        float *out = y + (dest ? dest[r] : r) * d;
+#ifdef HAVE_X86
+        if (s->isa >= 1 && d % 8 == 0)
+            layer_norm_row_avx2(x + r * d, d, gamma, beta, s->eps, out);
+        else
+#endif
+            layer_norm_row_scalar(x + r * d, d, gamma, beta, s->eps, out);
+    }
+}
+
+static PyObject *encoder_stack(PyObject *self, PyObject *args) {
+    unsigned long long plan_p, src_p, mask_p, memory_p;
+    long long layers, d, heads, dff, vocab, positions, b, sl;
+    float eps, embed_scale;
+    int threads, max_isa;
+    if (!PyArg_ParseTuple(args, "KLLLLLLffKKLLKii", &plan_p, &layers, &d, &heads, &dff, &vocab,
+                          &positions, &eps, &embed_scale, &src_p, &mask_p, &b, &sl, &memory_p,
+                          &threads, &max_isa))
+        return NULL;
+    if (layers < 1 || heads < 1 || d < 1 || d % heads || dff < 1 || vocab < 1 || b < 0 ||
+        sl < 0 || sl > positions) {
+        PyErr_SetString(PyExc_ValueError, "encoder_stack: inconsistent shapes");
+        return NULL;
+    }
+    const int64_t *plan = (const int64_t *)(uintptr_t)plan_p;
+    const int64_t *src = (const int64_t *)(uintptr_t)src_p;
+    const uint8_t *mask = (const uint8_t *)(uintptr_t)mask_p;
+    float *memory = (float *)(uintptr_t)memory_p;
+    int64_t t_count = 0;
+    for (int64_t i = 0; i < b * sl; ++i) {
+        if (mask[i] && (src[i] < 0 || src[i] >= vocab)) {
+            PyErr_SetString(PyExc_IndexError, "encoder_stack: a token id is out of range");
+            return NULL;
+        }
+        t_count += mask[i] != 0;
+    }
+    if (!t_count) Py_RETURN_NONE;
+    step_args s = {0};
+    s.rows = t_count, s.eps = eps, s.threads = clamp_threads(threads);
+#ifdef HAVE_X86
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    s.isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
+#endif
+    if (s.isa > max_isa) s.isa = max_isa < 0 ? 0 : max_isa;
+    const int64_t hd = d / heads, t = t_count;
+    /* x, q|k|v, attention, hidden, normalised; k|v padded to (B, S); bias (B, S); indices */
+    const int64_t floats = t * (6 * d + dff) + b * sl * (2 * d + 1);
+    float *work = malloc(floats * sizeof(float));
+    int64_t *index = malloc(2 * t * sizeof(int64_t));
+    float *scores = malloc(s.threads * sl * sizeof(float));
+    if (!work || !index || !scores) {
+        free(work), free(index), free(scores);
+        return PyErr_NoMemory();
+    }
+    float *x = work, *qkv = x + t * d, *att = qkv + t * 3 * d, *h = att + t * d;
+    float *normed = h + t * dff, *kv = normed + t * d, *bias = kv + b * sl * 2 * d;
+    int64_t *flat = index, *sentence = index + t;
+    Py_BEGIN_ALLOW_THREADS;
+    const int64_t *g = plan + layers * ENC_PER_LAYER;
+    const float *embed = (const float *)(uintptr_t)g[EG_EMBED];
+    const float *pos = (const float *)(uintptr_t)g[EG_POSITIONS];
+    int64_t r = 0;
+    for (int64_t i = 0; i < b * sl; ++i) {
+        bias[i] = mask[i] ? 0.0f : -INFINITY;
+        if (!mask[i]) continue;
+        flat[r] = i, sentence[r] = i / sl;
+        const float *e = embed + src[i] * d, *p = pos + (i % sl) * d;
+        for (int64_t j = 0; j < d; ++j) {
+            const float scaled = e[j] * embed_scale; /* two roundings, as embed() */
+            x[r * d + j] = scaled + p[j];
+        }
+        ++r;
+    }
+    memset(kv, 0, b * sl * 2 * d * sizeof(float));
+    cross_args c = {0};
+    c.q = qkv, c.q_stride = 3 * d, c.rows = t, c.heads = heads, c.hd = hd, c.src_len = sl;
+    c.sent_stride = sl * 2 * d, c.head_stride = hd, c.pos_stride = 2 * d;
+    c.scale = 1.0f / sqrtf((float)hd), c.keys = kv, c.values = kv + d, c.bias = bias;
+    c.sentence = sentence, c.out = att, c.out_stride = d;
+    const int attn_avx2 = use_avx2(hd);
+    for (int64_t l = 0; l < layers; ++l) {
+        const int64_t *plan = (const int64_t *)(uintptr_t)plan_p + l * ENC_PER_LAYER;
+        step_linear(&s, x, d, PLAN_F(EP_QKV_W), PLAN_F(EP_QKV_B), 3 * d, PLAN_F(EP_ATT_G),
+                    PLAN_F(EP_ATT_B), 0, NULL, qkv, normed);
+        for (int64_t i = 0; i < t; ++i)
+            memcpy(kv + flat[i] * 2 * d, qkv + i * 3 * d + d, 2 * d * sizeof(float));
+#ifdef HAVE_X86
+        if (attn_avx2)
+            attend_cross_avx2(&c, scores, s.threads);
+        else
+#endif
+            attend_cross_scalar(&c, scores, s.threads);
+        (void)attn_avx2;
+        step_linear(&s, att, d, PLAN_F(EP_OUT_W), PLAN_F(EP_OUT_B), d, NULL, NULL, 0, x, x,
+                    normed);
+        step_linear(&s, x, d, PLAN_F(EP_W1), PLAN_F(EP_B1), dff, PLAN_F(EP_FFN_G),
+                    PLAN_F(EP_FFN_B), 1, NULL, h, normed);
+        step_linear(&s, h, dff, PLAN_F(EP_W2), PLAN_F(EP_B2), d, NULL, NULL, 0, x, x, normed);
+    }
+    layer_norm_rows(&s, x, (const float *)(uintptr_t)g[EG_NORM_G],
+                    (const float *)(uintptr_t)g[EG_NORM_B], memory, flat, d);
+    Py_END_ALLOW_THREADS;
+    free(work), free(index), free(scores);
+    Py_RETURN_NONE;
+}
+
+/* cross_kv: every decoder layer's cross-attention keys (times `scale`) and values from the
+ * encoder memory's real positions, with one packed weight holding each layer's key then value
+ * projection (2 * layers * d outputs): out_k and out_v (layers, B, heads, S, head_dim), which
+ * the caller zero-fills (padding stays 0; the bias masks it). */
+static PyObject *cross_kv(PyObject *self, PyObject *args) {
+    unsigned long long w_p, bias_p, memory_p, mask_p, k_p, v_p;
+    long long layers, d, heads, b, sl;
+    float scale;
+    int threads, max_isa;
+    if (!PyArg_ParseTuple(args, "KKLLLKKLLfKKii", &w_p, &bias_p, &layers, &d, &heads, &memory_p,
+                          &mask_p, &b, &sl, &scale, &k_p, &v_p, &threads, &max_isa))
+        return NULL;
+    if (layers < 1 || heads < 1 || d < 1 || d % heads || b < 0 || sl < 0) {
+        PyErr_SetString(PyExc_ValueError, "cross_kv: inconsistent shapes");
+        return NULL;
+    }
+    const uint8_t *mask = (const uint8_t *)(uintptr_t)mask_p;
+    const float *memory = (const float *)(uintptr_t)memory_p;
+    float *out_k = (float *)(uintptr_t)k_p, *out_v = (float *)(uintptr_t)v_p;
+    int64_t t = 0;
+    for (int64_t i = 0; i < b * sl; ++i) t += mask[i] != 0;
+    if (!t) Py_RETURN_NONE;
+    const int64_t n = 2 * layers * d, hd = d / heads;
+    float *rows = malloc(t * (d + n) * sizeof(float));
+    int64_t *flat = malloc(t * sizeof(int64_t));
+    if (!rows || !flat) {
+        free(rows), free(flat);
+        return PyErr_NoMemory();
+    }
+    float *kv = rows + t * d;
+    step_args s = {0};
+    s.rows = t, s.threads = clamp_threads(threads);
+#ifdef HAVE_X86
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    s.isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
+#endif
+    if (s.isa > max_isa) s.isa = max_isa < 0 ? 0 : max_isa;
+    Py_BEGIN_ALLOW_THREADS;
+    for (int64_t i = 0, r = 0; i < b * sl; ++i)
+        if (mask[i]) flat[r] = i, memcpy(rows + r * d, memory + i * d, d * sizeof(float)), ++r;
+    step_linear(&s, rows, d, (const float *)(uintptr_t)w_p, (const float *)(uintptr_t)bias_p, n,
+                NULL, NULL, 0, NULL, kv, NULL);
+    const int64_t per_layer = b * heads * sl * hd;
+    for (int64_t r = 0; r < t; ++r) {
+        const int64_t sentence = flat[r] / sl, p = flat[r] % sl;
+        for (int64_t l = 0; l < layers; ++l) {
+            const float *k = kv + r * n + l * 2 * d, *v = k + d;
+            for (int64_t hh = 0; hh < heads; ++hh) {
+                const int64_t at = l * per_layer + ((sentence * heads + hh) * sl + p) * hd;
+                for (int64_t j = 0; j < hd; ++j) out_k[at + j] = k[hh * hd + j] * scale;
+                memcpy(out_v + at, v + hh * hd, hd * sizeof(float));
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    free(rows), free(flat);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"topk_logsumexp", topk_logsumexp, METH_VARARGS,
      "topk_logsumexp(src, rows, vocab, row_stride, k, vals, idx, lse, threads=1): raw "
@@ -1158,6 +1339,14 @@ static PyMethodDef methods[] = {
      "sentence_stride, head_stride, position_stride, bias, sentence, suppress, n_suppress, "
      "logits, threads, max_isa): a whole pre-norm decoder step (raw pointers); use "
      "model_core.decoder_step.DecoderStep instead."},
+    {"encoder_stack", encoder_stack, METH_VARARGS,
+     "encoder_stack(plan, layers, d, heads, d_ff, vocab, positions, eps, embed_scale, src, "
+     "mask, batch, src_len, memory, threads, max_isa): a whole pre-norm encoder (raw "
+     "pointers); use model_core.fused_stack.EncoderStack instead."},
+    {"cross_kv", cross_kv, METH_VARARGS,
+     "cross_kv(weight, bias, layers, d, heads, memory, mask, batch, src_len, scale, keys, "
+     "values, threads, max_isa): the decoder's cross-attention keys and values (raw pointers); "
+     "use model_core.fused_stack.DecoderStep instead."},
     {"attend_cached", attend_cached, METH_VARARGS,
      "attend_cached(qkv, qkv_stride, rows, heads, head_dim, kv, slots, capacity, layers, layer, "
      "t, row_slots, history, scale, out, threads): self-attention of one decoding step over "

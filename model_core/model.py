@@ -19,7 +19,7 @@ from torch import nn
 
 from . import fused
 from .config import ModelConfig
-from .decoder_step import DecoderStep
+from .fused_stack import DecoderStep, EncoderStack
 from .linear_backend import available_backends
 from .masks import pad_mask, target_mask
 
@@ -273,7 +273,7 @@ class DecoderCache:
     steps: torch.Tensor | None = None
     row_steps: torch.Tensor | None = None  # (N,) steps per row, set by decode_step
     key_mask: torch.Tensor | None = None  # (N, 1, 1, length + 1) positions each row attends to
-    cross_ptrs: tuple | None = None  # slot mode: decoder_step.DecoderStep's checked addresses
+    cross_ptrs: tuple | None = None  # slot mode: fused_stack.DecoderStep's checked addresses
 
     def reserve(self) -> None:
         """Make room for position `length`: double the capacity when the buffer is full."""
@@ -396,12 +396,14 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie_output:
             self.generator.weight = self.tgt_embed.weight
-        self.fused_step: DecoderStep | None = None  # set by prepare_for_inference where it fits
+        # whole stacks in one C call (fused_stack.py), set by prepare_for_inference where they fit
+        self.fused_encoder: EncoderStack | None = None
+        self.fused_step: DecoderStep | None = None
 
     def _apply(self, fn, recurse=True):
         """Moving or converting parameters (.to(), .half(), ...) may move the weights whose
-        addresses the fused step holds: drop it (the per-layer path serves)."""
-        self.fused_step = None
+        addresses the fused stacks hold: drop them (the per-layer path serves)."""
+        self.fused_encoder = self.fused_step = None
         return super()._apply(fn, recurse)
 
     def reset_parameters(self) -> None:
@@ -434,6 +436,9 @@ class Transformer(nn.Module):
         every layer's projections and FFN run on the real tokens only (see
         EncoderLayer.forward_tokens). Same memory at every real position; zeros at padding,
         which cross-attention masks anyway."""
+        encoder = self.fused_encoder
+        if encoder is not None and encoder.fits(src):  # every layer in one C call
+            return encoder(src, src_mask)
         b, s = src.shape
         index = src_mask.reshape(b * s).nonzero().squeeze(1)
         x = self.embed(self.src_embed, src)
@@ -491,17 +496,23 @@ class Transformer(nn.Module):
         """
         b = memory.shape[0]
         h, hd = self.cfg.n_heads, self.cfg.head_dim
-        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
         scale = 1.0 / math.sqrt(hd)
         layers, positions = len(self.decoder_layers), min(capacity, INITIAL_CACHE_POSITIONS)
         bias = torch.zeros(src_mask.shape, dtype=memory.dtype, device=memory.device)
         bias = bias.masked_fill(~src_mask, float("-inf"))  # (b, 1, 1, S)
         if not gather and fused.attention_kernels_for(memory):
             sentences = torch.arange(b, device=memory.device)
+            step = self.fused_step
+            if step is not None and step.fits_memory(memory):  # one C call for every layer
+                cross_k, cross_v = step.cross_kv(memory, src_mask)
+            else:
+                cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
+                cross_k = [(k * scale).contiguous() for k, _ in cross]
+                cross_v = [v.contiguous() for _, v in cross]
             return DecoderCache(  # positions >= length are never read: no zero fill
                 kv=memory.new_empty((layers, b * beams, positions, 2, h, hd)),
-                cross_k=[(k * scale).contiguous() for k, _ in cross],
-                cross_v=[v.contiguous() for _, v in cross],
+                cross_k=cross_k,
+                cross_v=cross_v,
                 src_bias=bias.reshape(b, -1).contiguous(),
                 slots=sentences * beams,
                 sentence=sentences,
@@ -509,6 +520,7 @@ class Transformer(nn.Module):
                 beams=beams,
                 history=identity_history(b * beams, positions, memory.device),
             )
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
         return DecoderCache(
             kv=memory.new_empty((b, positions, layers, 2, h, hd)),
             cross_k=[(k * scale).transpose(2, 3).contiguous() for k, _ in cross],
@@ -572,12 +584,13 @@ class Transformer(nn.Module):
                 self,
                 lambda lin: PackedLinear(lin, backend) if type(lin) is nn.Linear else lin,
             )
+        self.fused_encoder = EncoderStack.build(self)
         self.fused_step = DecoderStep.build(self)
         return self
 
     def unpack(self) -> Transformer:
         """Undo the PackedLinear swap (e.g. before int8 quantization)."""
-        self.fused_step = None
+        self.fused_encoder = self.fused_step = None
         swap_linears(self, lambda lin: lin.to_linear() if isinstance(lin, PackedLinear) else lin)
         return self
 

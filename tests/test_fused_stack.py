@@ -1,12 +1,13 @@
-"""The whole decoder step in one C call (model_core/decoder_step.py) against the per-layer path
-(model.DecoderLayer.step) on the same prepared model: the same bits, in every search."""
+"""The encoder and each decoder step in one C call each (model_core/fused_stack.py) against the
+per-layer path (model.EncoderLayer.forward_tokens, DecoderLayer.step) on the same prepared model:
+the same bits in the decoder, in every search; the encoder's memory to float rounding."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from model_core import decoder_step, fused
+from model_core import fused, fused_stack
 from model_core.continuous import RunningBatch
 from model_core.decoding import beam_search, greedy_search
 from model_core.masks import pad_mask
@@ -30,32 +31,34 @@ FITTING = {  # pre-norm ReLU decoders: the step runs on them
 }
 
 
-@pytest.fixture
-def per_layer_path():
-    """Run the body with the fused step turned off; on again afterwards."""
-
-    def run(fn):
-        decoder_step.ENABLED = False
-        try:
-            return fn()
-        finally:
-            decoder_step.ENABLED = True
-
-    return run
-
-
 class Counting:
-    """A model's fused step, counting the steps it ran (so that a test knows it was used)."""
+    """A model's fused decoder step, counting the steps it ran (so that a test knows it was
+    used), and switched off by `per_layer_path` (the fused encoder stays on for both runs)."""
 
-    def __init__(self, step: decoder_step.DecoderStep):
-        self.step, self.calls = step, 0
+    def __init__(self, step: fused_stack.DecoderStep):
+        self.step, self.calls, self.enabled = step, 0, True
 
     def fits(self, cache) -> bool:
-        return self.step.fits(cache)
+        return self.enabled and self.step.fits(cache)
+
+    def fits_memory(self, memory) -> bool:
+        return self.enabled and self.step.fits_memory(memory)
+
+    def cross_kv(self, memory, src_mask):
+        return self.step.cross_kv(memory, src_mask)
 
     def __call__(self, tokens, cache):
         self.calls += 1
         return self.step(tokens, cache)
+
+
+def per_layer_path(model, fn):
+    """fn() with the model's fused decoder step switched off."""
+    model.fused_step.enabled = False
+    try:
+        return fn()
+    finally:
+        model.fused_step.enabled = True
 
 
 def prepared(variant: str, seed: int = 3):
@@ -67,13 +70,13 @@ def prepared(variant: str, seed: int = 3):
             if p.dim() == 1:
                 p.copy_(torch.randn_like(p) * 0.3 + (1.0 if name.endswith("norm.weight") else 0))
     model.prepare_for_inference(packed=True, backend="panels")
-    assert model.fused_step is not None
+    assert model.fused_step is not None and model.fused_encoder is not None
     model.fused_step = Counting(model.fused_step)
     return model
 
 
 @pytest.mark.parametrize("variant", list(FITTING))
-def test_each_step_gives_the_same_logits_as_the_per_layer_path(variant, per_layer_path):
+def test_each_step_gives_the_same_logits_as_the_per_layer_path(variant):
     model = prepared(variant)
     src, mask = random_batch(5, batch=6)
 
@@ -90,7 +93,7 @@ def test_each_step_gives_the_same_logits_as_the_per_layer_path(variant, per_laye
 
     fused_logits = logits_of_steps(1)
     assert model.fused_step.calls == 40
-    per_layer = per_layer_path(lambda: logits_of_steps(1))
+    per_layer = per_layer_path(model, lambda: logits_of_steps(1))
     assert model.fused_step.calls == 40
     for step, (a, b) in enumerate(zip(fused_logits, per_layer, strict=True)):
         assert torch.equal(a, b), f"step {step}"
@@ -100,7 +103,7 @@ def test_each_step_gives_the_same_logits_as_the_per_layer_path(variant, per_laye
 
 @pytest.mark.parametrize("variant", list(FITTING))
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_searches_give_the_same_tokens_and_scores(variant, beam_size, per_layer_path):
+def test_searches_give_the_same_tokens_and_scores(variant, beam_size):
     model = prepared(variant, seed=7)
     src, mask = random_batch(8, batch=7)
     limits = torch.tensor([3, 25, 9, 25, 1, 17, 25])
@@ -114,11 +117,11 @@ def test_searches_give_the_same_tokens_and_scores(variant, beam_size, per_layer_
 
     got = search()
     assert model.fused_step.calls > 0
-    assert got == per_layer_path(search)
+    assert got == per_layer_path(model, search)
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_continuous_decoding_with_rows_at_their_own_steps(beam_size, per_layer_path):
+def test_continuous_decoding_with_rows_at_their_own_steps(beam_size):
     """Sentences joining a running decode: each row at its own position (row_steps), the
     cross-attention state replaced as they join."""
     model = prepared("seeds", seed=9)
@@ -131,7 +134,7 @@ def test_continuous_decoding_with_rows_at_their_own_steps(beam_size, per_layer_p
 
     got = run()
     assert model.fused_step.calls > 0
-    assert got == per_layer_path(run)
+    assert got == per_layer_path(model, run)
 
 
 @pytest.mark.parametrize(
@@ -146,8 +149,10 @@ def test_models_it_does_not_fit_keep_the_per_layer_path(overrides, backend):
     if backend not in fused_backends():
         pytest.skip(f"{backend} is not built here")
     model = random_model(tiny_config(VOCAB, **overrides), seed=1)
-    assert model.prepare_for_inference(packed=True, backend=backend).fused_step is None
-    assert random_model(tiny_config(VOCAB), seed=1).prepare_for_inference().fused_step is None
+    model.prepare_for_inference(packed=True, backend=backend)
+    assert model.fused_step is None and model.fused_encoder is None
+    model = random_model(tiny_config(VOCAB), seed=1).prepare_for_inference()  # not packed
+    assert model.fused_step is None and model.fused_encoder is None
 
 
 def fused_backends() -> list[str]:
@@ -162,12 +167,14 @@ def test_the_step_is_dropped_when_the_weights_may_move():
     import copy
 
     model = random_model(tiny_config(VOCAB), seed=1).prepare_for_inference(packed=True)
-    assert copy.deepcopy(model).fused_step is None
-    assert model.fused_step is not None
+    copied = copy.deepcopy(model)
+    assert copied.fused_step is None and copied.fused_encoder is None
+    assert model.fused_step is not None and model.fused_encoder is not None
     model.to(torch.float32)
-    assert model.fused_step is None
+    assert model.fused_step is None and model.fused_encoder is None
     model = random_model(tiny_config(VOCAB), seed=1).prepare_for_inference(packed=True)
-    assert model.unpack().fused_step is None
+    model.unpack()
+    assert model.fused_step is None and model.fused_encoder is None
 
 
 def test_an_out_of_range_token_is_an_error_not_a_read_past_the_table():
@@ -198,3 +205,56 @@ def test_padding_keeps_a_sentence_from_reading_another():
             one = src[i : i + 1, :n]
             alone = greedy_search(model, one, pad_mask(one, 0), limits[:1])[0]
             assert (alone.tokens, alone.score) == (hyp.tokens, hyp.score)
+
+
+@pytest.mark.parametrize("variant", list(FITTING))
+def test_the_encoder_in_one_call_gives_the_per_layer_memory(variant):
+    """Every layer the same kernels; only the final LayerNorm is another implementation."""
+    model = prepared(variant, seed=6)
+    src, mask = random_batch(14, batch=7)
+    with torch.inference_mode():
+        fused_memory = model.encode_tokens(src, mask)
+        fused_stack.ENABLED = False
+        try:
+            per_layer = model.encode_tokens(src, mask)
+        finally:
+            fused_stack.ENABLED = True
+    real = mask.view(7, -1, 1)
+    assert torch.allclose(fused_memory, per_layer, atol=1e-5, rtol=1e-5)
+    assert fused_memory.masked_select(~real).eq(0).all()  # padding: zeros, as encode_tokens
+    assert fused_memory.abs().sum() > 0
+
+
+def test_the_encoder_gives_each_sentence_the_same_bits_alone_as_in_a_batch():
+    model = prepared("seeds", seed=2)
+    src, mask = random_batch(15, batch=6)
+    with torch.inference_mode():
+        batch = model.encode_tokens(src, mask)
+        for i in range(6):
+            n = int(mask[i, 0, 0].sum())
+            one = src[i : i + 1, :n]
+            assert torch.equal(model.encode_tokens(one, pad_mask(one, 0))[0], batch[i, :n])
+
+
+def test_cross_attention_state_in_one_call_equals_each_layers_projection():
+    model = prepared("output-bias, no embedding scale", seed=8)
+    src, mask = random_batch(16, batch=5)
+    with torch.inference_mode():
+        memory = model.encode_tokens(src, mask)
+        fused_cache = model.init_cache(memory, mask, 8, beams=2)
+        per_layer = per_layer_path(model, lambda: model.init_cache(memory, mask, 8, beams=2))
+    real = mask.view(5, 1, -1, 1)  # (B, 1, S, 1) against (B, h, S, hd)
+    for a, b in zip(
+        fused_cache.cross_k + fused_cache.cross_v,
+        per_layer.cross_k + per_layer.cross_v,
+        strict=True,
+    ):
+        assert a.shape == b.shape
+        assert torch.equal(a.masked_select(real), b.masked_select(real))
+
+
+def test_an_out_of_range_source_id_is_an_error():
+    model = prepared("seeds")
+    src = torch.tensor([[4, VOCAB, 3]])
+    with torch.inference_mode(), pytest.raises(IndexError):
+        model.encode_tokens(src, pad_mask(src, 0))
