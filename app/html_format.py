@@ -179,8 +179,12 @@ class HtmlDocument:
         except Exception as exc:  # noqa: BLE001 (html.parser raises little, but anything here is "cannot read")
             raise HtmlError(f"the HTML could not be read ({type(exc).__name__}: {exc})") from None
         events = tokenizer.events
+        if events and events[0][3] != 0:
+            # html.parser drops a character reference cut off by the end of the input ("&x"
+            # alone gives only the data "x"): the text before the first token is kept as it is
+            events.insert(0, ("data", "", [], 0))
         offsets = [e[3] for e in events] + [len(text)]
-        if offsets != sorted(offsets) or (events and offsets[0] != 0):
+        if offsets != sorted(offsets):
             raise HtmlError("the HTML could not be read (tokenizer positions out of order)")
         self._walk(text, events, offsets)
         self._flush()

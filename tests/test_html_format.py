@@ -170,6 +170,14 @@ def test_any_document_survives_an_identity_translation(doc):
     assert Tags(out).markup == Tags(doc).markup
 
 
+@pytest.mark.parametrize("doc", ["&x", "&x y", "<p>&x</p>", "a &x", "&"])
+def test_a_reference_cut_off_by_the_end_of_the_input_is_kept(doc):
+    """html.parser reports no token for "&x" at the very end; the text is kept all the same."""
+    out = translate_html(doc, lambda ts: ts)
+    assert Tags(out).markup == Tags(doc).markup
+    assert out.count("&") == doc.count("&") and out.endswith(doc[-1])
+
+
 def test_unbalanced_units_never_use_placeholders():
     b = UnitBuilder()
     b.text("a word ")
