@@ -976,7 +976,7 @@ static PyObject *linear(PyObject *self, PyObject *args) {
  * A step of one sentence is ~25 kernels of a few microseconds each; called one by one from
  * Python (model.DecoderLayer.step), the calls between them cost as much as the kernels. Each
  * part below is the same kernel, in the same order, as its separate call, so the step computes
- * the same bits (tests/test_decoder_step.py).
+ * the same bits (tests/test_fused_stack.py).
  *
  * plan: int64 addresses, STEP_PER_LAYER per layer (the enum below), then STEP_GLOBAL. */
 enum {
@@ -999,16 +999,24 @@ typedef struct {
     int threads, isa, attn_avx2;
 } step_args;
 
-/* x[r] = positions[t_r] + scale * embed[token_r], with one rounding, as torch.add(alpha=). */
+/* One embedded row: e * scale, rounded, plus the position, rounded (torch's mul, then add;
+ * never contracted into one fused multiply-add, as GCC would where the target has one). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static void embed_row(const float *e, float scale, const float *p, int64_t d, float *o) {
+    for (int64_t i = 0; i < d; ++i) {
+        const float scaled = e[i] * scale;
+        o[i] = scaled + p[i];
+    }
+}
+
 static void step_embed(const step_args *s, float *x) {
     const int64_t *plan = s->plan + s->layers * STEP_PER_LAYER;
     const float *embed = PLAN_F(SG_EMBED), *pos = PLAN_F(SG_POSITIONS);
-    for (int64_t r = 0; r < s->rows; ++r) {
-        const float *e = embed + s->tokens[r] * s->d;
-        const float *p = pos + (s->row_t ? s->row_t[r] : s->t) * s->d;
-        float *o = x + r * s->d;
-        for (int64_t i = 0; i < s->d; ++i) o[i] = fmaf(s->embed_scale, e[i], p[i]);
-    }
+    for (int64_t r = 0; r < s->rows; ++r)
+        embed_row(embed + s->tokens[r] * s->d, s->embed_scale,
+                  pos + (s->row_t ? s->row_t[r] : s->t) * s->d, s->d, x + r * s->d);
 }
 
 /* out = [LayerNorm(gamma, beta)](x) W^T + b [ReLU] [+ residual], as PackedWeight.__call__. */
@@ -1069,17 +1077,19 @@ static PyObject *decoder_step(PyObject *self, PyObject *args) {
     unsigned long long plan, tokens, row_t, kv, slots, history, cross_kv, bias, sentence;
     unsigned long long suppress, logits;
     long long layers, d, heads, dff, vocab, positions, rows, t, slots_total, capacity, src_len;
-    long long sent_stride, head_stride, pos_stride, n_suppress;
-    float eps, embed_scale;
+    long long sent_stride, head_stride, pos_stride, n_suppress, sentences;
+    float eps, embed_scale, self_scale;
     int threads, max_isa;
-    if (!PyArg_ParseTuple(args, "KLLLLLLffKLLKKLLKKKLLLLKKKLKii", &plan, &layers, &d, &heads,
-                          &dff, &vocab, &positions, &eps, &embed_scale, &tokens, &rows, &t,
-                          &row_t, &kv, &slots_total, &capacity, &slots, &history, &cross_kv,
-                          &src_len, &sent_stride, &head_stride, &pos_stride, &bias, &sentence,
-                          &suppress, &n_suppress, &logits, &threads, &max_isa))
+    if (!PyArg_ParseTuple(args, "KLLLLLLfffKLLKKLLKKKLLLLLKKKLKii", &plan, &layers, &d, &heads,
+                          &dff, &vocab, &positions, &eps, &embed_scale, &self_scale, &tokens,
+                          &rows, &t, &row_t, &kv, &slots_total, &capacity, &slots, &history,
+                          &cross_kv, &sentences, &src_len, &sent_stride, &head_stride,
+                          &pos_stride, &bias, &sentence, &suppress, &n_suppress, &logits,
+                          &threads, &max_isa))
         return NULL;
     if (layers < 1 || heads < 1 || d < 1 || d % heads || dff < 1 || vocab < 1 || rows < 0 ||
-        t < 0 || t >= capacity || slots_total < 1 || src_len < 1 || n_suppress < 0) {
+        t < 0 || t >= capacity || slots_total < 1 || src_len < 1 || n_suppress < 0 ||
+        sentences < 0) {
         PyErr_SetString(PyExc_ValueError, "decoder_step: inconsistent shapes");
         return NULL;
     }
@@ -1091,10 +1101,16 @@ static PyObject *decoder_step(PyObject *self, PyObject *args) {
     s.t = t, s.n_suppress = n_suppress, s.eps = eps, s.embed_scale = embed_scale;
     s.cross_kv = (const int64_t *)(uintptr_t)cross_kv;
     s.logits = (float *)(uintptr_t)logits;
+    const int64_t *slot = (const int64_t *)(uintptr_t)slots;
+    const int64_t *sent = (const int64_t *)(uintptr_t)sentence;
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t p = s.row_t ? s.row_t[r] : t;
         if (s.tokens[r] < 0 || s.tokens[r] >= vocab || p < 0 || p > t || p >= positions) {
             PyErr_SetString(PyExc_IndexError, "decoder_step: a token id or position is out of range");
+            return NULL;
+        }
+        if (slot[r] < 0 || slot[r] >= slots_total || sent[r] < 0 || sent[r] >= sentences) {
+            PyErr_SetString(PyExc_IndexError, "decoder_step: a row's slot or sentence is out of range");
             return NULL;
         }
     }
@@ -1109,7 +1125,7 @@ static PyObject *decoder_step(PyObject *self, PyObject *args) {
     c->slots_total = slots_total, c->capacity = capacity, c->t = t;
     c->kv = (float *)(uintptr_t)kv, c->slots = (const int64_t *)(uintptr_t)slots;
     c->history = (const int64_t *)(uintptr_t)history, c->row_t = s.row_t;
-    c->scale = 1.0f / sqrtf((float)hd), c->out_stride = d;
+    c->scale = self_scale, c->out_stride = d;
     cross_args *x = &s.cross;
     x->q_stride = d, x->rows = rows, x->heads = heads, x->hd = hd, x->src_len = src_len;
     x->sent_stride = sent_stride, x->head_stride = head_stride, x->pos_stride = pos_stride;
@@ -1168,11 +1184,11 @@ static void layer_norm_rows(const step_args *s, const float *x, const float *gam
 static PyObject *encoder_stack(PyObject *self, PyObject *args) {
     unsigned long long plan_p, src_p, mask_p, memory_p;
     long long layers, d, heads, dff, vocab, positions, b, sl;
-    float eps, embed_scale;
+    float eps, embed_scale, scale;
     int threads, max_isa;
-    if (!PyArg_ParseTuple(args, "KLLLLLLffKKLLKii", &plan_p, &layers, &d, &heads, &dff, &vocab,
-                          &positions, &eps, &embed_scale, &src_p, &mask_p, &b, &sl, &memory_p,
-                          &threads, &max_isa))
+    if (!PyArg_ParseTuple(args, "KLLLLLLfffKKLLKii", &plan_p, &layers, &d, &heads, &dff,
+                          &vocab, &positions, &eps, &embed_scale, &scale, &src_p, &mask_p, &b,
+                          &sl, &memory_p, &threads, &max_isa))
         return NULL;
     if (layers < 1 || heads < 1 || d < 1 || d % heads || dff < 1 || vocab < 1 || b < 0 ||
         sl < 0 || sl > positions) {
@@ -1221,18 +1237,14 @@ static PyObject *encoder_stack(PyObject *self, PyObject *args) {
         bias[i] = mask[i] ? 0.0f : -INFINITY;
         if (!mask[i]) continue;
         flat[r] = i, sentence[r] = i / sl;
-        const float *e = embed + src[i] * d, *p = pos + (i % sl) * d;
-        for (int64_t j = 0; j < d; ++j) {
-            const float scaled = e[j] * embed_scale; /* two roundings, as embed() */
-            x[r * d + j] = scaled + p[j];
-        }
+        embed_row(embed + src[i] * d, embed_scale, pos + (i % sl) * d, d, x + r * d);
         ++r;
     }
     memset(kv, 0, b * sl * 2 * d * sizeof(float));
     cross_args c = {0};
     c.q = qkv, c.q_stride = 3 * d, c.rows = t, c.heads = heads, c.hd = hd, c.src_len = sl;
     c.sent_stride = sl * 2 * d, c.head_stride = hd, c.pos_stride = 2 * d;
-    c.scale = 1.0f / sqrtf((float)hd), c.keys = kv, c.values = kv + d, c.bias = bias;
+    c.scale = scale, c.keys = kv, c.values = kv + d, c.bias = bias;
     c.sentence = sentence, c.out = att, c.out_stride = d;
     const int attn_avx2 = use_avx2(hd);
     for (int64_t l = 0; l < layers; ++l) {
@@ -1334,13 +1346,13 @@ static PyMethodDef methods[] = {
      "instead. max_isa: 0 scalar, 1 AVX2, 2 AVX-512 where the CPU has them. Returns the "
      "level that ran."},
     {"decoder_step", decoder_step, METH_VARARGS,
-     "decoder_step(plan, layers, d, heads, d_ff, vocab, positions, eps, embed_scale, tokens, "
-     "rows, t, row_t, kv, slots, capacity, row_slots, history, cross_kv, src_len, "
-     "sentence_stride, head_stride, position_stride, bias, sentence, suppress, n_suppress, "
-     "logits, threads, max_isa): a whole pre-norm decoder step (raw pointers); use "
-     "model_core.decoder_step.DecoderStep instead."},
+     "decoder_step(plan, layers, d, heads, d_ff, vocab, positions, eps, embed_scale, scale, "
+     "tokens, rows, t, row_t, kv, slots, capacity, row_slots, history, cross_kv, sentences, "
+     "src_len, sentence_stride, head_stride, position_stride, bias, sentence, suppress, "
+     "n_suppress, logits, threads, max_isa): a whole pre-norm decoder step (raw pointers); "
+     "use model_core.fused_stack.DecoderStep instead."},
     {"encoder_stack", encoder_stack, METH_VARARGS,
-     "encoder_stack(plan, layers, d, heads, d_ff, vocab, positions, eps, embed_scale, src, "
+     "encoder_stack(plan, layers, d, heads, d_ff, vocab, positions, eps, embed_scale, scale, src, "
      "mask, batch, src_len, memory, threads, max_isa): a whole pre-norm encoder (raw "
      "pointers); use model_core.fused_stack.EncoderStack instead."},
     {"cross_kv", cross_kv, METH_VARARGS,

@@ -63,8 +63,8 @@ class _Plan:
 
     def _add(self, *tensors: torch.Tensor | None) -> None:
         for t in tensors:
-            if t is not None:
-                self.keep.append(t)
+            if t is not None:  # an alias of the storage: replacing a parameter's data (a
+                self.keep.append(t.detach())  # submodule's .half()) never frees what it holds
             self.addresses.append(0 if t is None else t.data_ptr())
 
     def weight(self, linear: nn.Module, out_features: int, in_features: int) -> bool:
@@ -89,8 +89,14 @@ class _Plan:
         self._add(module.weight, module.bias)
         return True
 
-    def tables(self, embed: torch.Tensor, positions: torch.Tensor) -> bool:
-        if not (_float_cpu(embed) and _float_cpu(positions)) or embed.shape[1] != self.cfg.d_model:
+    def tables(self, embed: torch.Tensor, positions: torch.Tensor, vocab: int) -> bool:
+        """The embedding table (`vocab` rows, the ids the kernel checks against) and the
+        position table."""
+        if (
+            not (_float_cpu(embed) and _float_cpu(positions))
+            or embed.shape != (vocab, self.cfg.d_model)
+            or positions.shape[1] != self.cfg.d_model
+        ):
             return False
         self._add(embed, positions)
         return True
@@ -144,13 +150,15 @@ class EncoderStack:
             ):
                 return None
         if not (
-            plan.norm(model.encoder_norm) and plan.tables(model.src_embed.weight, model.positions)
+            plan.norm(model.encoder_norm)
+            and plan.tables(model.src_embed.weight, model.positions, cfg.src_vocab_size)
         ):
             return None
         return cls(model, plan)
 
     def fits(self, src: torch.Tensor) -> bool:
-        return ENABLED and src.device.type == "cpu"
+        """Whether it runs on this batch: on the CPU, with the attention kernels on."""
+        return ENABLED and fused.ATTENTION_KERNELS and src.device.type == "cpu"
 
     def __call__(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """(B, S) ids, (B, 1, 1, S) mask -> memory (B, S, d), zeros at padding; as
@@ -161,7 +169,8 @@ class EncoderStack:
         memory = torch.zeros((b, s, self.d), dtype=torch.float32)
         fused._kernels.encoder_stack(
             self.plan.data_ptr(), self.layers, self.d, self.heads, self.d_ff, self.vocab,
-            self.positions, self.eps, self.embed_scale, src.data_ptr(), mask.data_ptr(), b, s,
+            self.positions, self.eps, self.embed_scale, (self.d // self.heads) ** -0.5,
+            src.data_ptr(), mask.data_ptr(), b, s,
             memory.data_ptr(), *_threads_isa(),
         )  # fmt: skip
         return memory
@@ -212,14 +221,16 @@ class DecoderStep:
                 return None
             for proj in (ca.k_proj, ca.v_proj):
                 packed = _panels(proj)
-                if packed is None or packed.bias is None:
+                if packed is None or packed.bias is None or packed.in_features != d:
+                    return None
+                if packed.out_features != d:
                     return None
                 cross_weights.append(packed.dense())
                 cross_biases.append(packed.bias)
         if not (
             plan.norm(model.decoder_norm)
             and plan.weight(model.generator, cfg.tgt_vocab_size, d)
-            and plan.tables(model.tgt_embed.weight, model.positions)
+            and plan.tables(model.tgt_embed.weight, model.positions, cfg.tgt_vocab_size)
         ):
             return None
         cross = fused.PackedWeight(torch.cat(cross_weights), torch.cat(cross_biases))
@@ -295,18 +306,28 @@ class DecoderStep:
         layers = self.layers
         src_len = cross[2 * layers + 2]
         strides = cross[2 * layers + 4 : 2 * layers + 7]
+        sentences = cross[2 * layers]
         bias = cache.src_bias
-        if bias.dim() != 2 or bias.shape[1] != src_len or not bias.is_contiguous():
-            raise ValueError("decoder step: src_bias must be (sentences, S) and contiguous")
+        if bias.shape != (sentences, src_len) or not _float_cpu(bias):
+            raise ValueError("decoder step: src_bias must be (sentences, S), float32, contiguous")
         kv, history, slots, sentence = cache.kv, cache.history, cache.slots, cache.sentence
         row_steps = cache.row_steps if cache.steps is not None else None
+        for index in (slots, sentence, row_steps):
+            if index is not None and (
+                index.dtype != torch.int64 or not index.is_contiguous() or index.numel() != n
+            ):
+                raise ValueError("decoder step: slots, sentences and steps: int64, one per row")
+        if not (_float_cpu(kv) and kv.dim() == 6 and kv.shape[0] == layers) or (
+            history.shape != kv.shape[1:3] or not history.is_contiguous()
+        ):
+            raise ValueError("decoder step: inconsistent self-attention cache")
         logits = torch.empty((n, self.vocab), dtype=torch.float32)
         fused._kernels.decoder_step(
             self.plan.data_ptr(), layers, self.d, self.heads, self.d_ff, self.vocab,
-            self.positions, self.eps, self.embed_scale,
+            self.positions, self.eps, self.embed_scale, (self.d // self.heads) ** -0.5,
             tokens.data_ptr(), n, cache.length, 0 if row_steps is None else row_steps.data_ptr(),
             kv.data_ptr(), kv.shape[1], kv.shape[2], slots.data_ptr(), history.data_ptr(),
-            pointers.data_ptr(), src_len, *strides, bias.data_ptr(),
+            pointers.data_ptr(), sentences, src_len, *strides, bias.data_ptr(),
             sentence.data_ptr(), self.suppress.data_ptr(), self.suppress.numel(),
             logits.data_ptr(), *_threads_isa(),
         )  # fmt: skip

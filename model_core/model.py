@@ -550,7 +550,7 @@ class Transformer(nn.Module):
             if cache.slots is None:  # gather mode: a mask (the slot kernel stops at the step)
                 width = torch.arange(cache.length + 1, device=tokens.device)
                 cache.key_mask = (width <= cache.row_steps[:, None]).view(len(tokens), 1, 1, -1)
-        x = torch.add(position.to(table.dtype), table, alpha=self.embed_scale)
+        x = (table * self.embed_scale).add_(position.to(table.dtype))  # as embed(): 2 roundings
         for i, layer in enumerate(self.decoder_layers):
             x = layer.step(x, cache, i)
         cache.length += 1

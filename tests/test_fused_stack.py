@@ -28,6 +28,8 @@ FITTING = {  # pre-norm ReLU decoders: the step runs on them
         "suppress_ids": (0, 5),
     },
     "halves, wider heads": {"position_layout": "halves", "n_heads": 2},
+    # 1/sqrt(6) rounds differently as float(6 ** -0.5) and 1.0f / sqrtf(6.0f)
+    "head_dim 6, scalar attention": {"d_model": 24, "n_heads": 4, "d_ff": 40},
 }
 
 
