@@ -1,8 +1,10 @@
 """Which backend runs the packed float32 linear layers on this CPU (model.PackedLinear).
 
-- "panels": model_core's own GEMM (`_kernels.c`, AVX2/FMA with a scalar fallback elsewhere),
-  with the LayerNorm, bias, ReLU and residual fused into the call; a row gets the same bits in
-  any batch by construction.
+- "panels": model_core's own GEMM (`_kernels.c`, AVX2/FMA, AVX-512 tiles where torch runs
+  AVX-512, a scalar fallback elsewhere), with the LayerNorm, bias, ReLU and residual fused into
+  the call; a row gets the same bits in any batch by construction. On it, pre-norm ReLU models
+  also run whole stacks in one C call (fused_stack.py), which the micro-benchmark below does
+  not count: it times single layer calls.
 - "onednn": torch's oneDNN linear ops on a blocked weight; oneDNN picks its own kernels for
   the CPU (AVX-512 where there is one). Batch invariance is tested (tests/test_model_decoding.py,
   row counts 1-64 and the encoder's larger ones), not guaranteed by construction.
