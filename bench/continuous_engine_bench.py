@@ -1,0 +1,100 @@
+"""The continuous decoder against static batches, without HTTP: one process, one model.
+
+Static: the sentences in batches of `--inflight`, each decoded to its end (Translator
+.translate_ids). Continuous: a RunningBatch that starts with `--inflight` sentences and, after
+each step, takes in as many of the next sentences as finished in it (`--join-every N`: only
+every N steps, all waiting at once), until all are done. Both alternate `--repeats` times; the
+table gives sentences/s and the continuous decode's step count.
+
+    python -m bench.continuous_engine_bench --checkpoint weights/en-de --beam-size 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from statistics import median
+
+import torch
+
+from model_core.translator import Translator
+
+from .common import DEFAULT_SRC, machine, read_sentences, table
+
+
+def static_rate(tr: Translator, ids: list[list[int]], inflight: int, beam: int) -> float:
+    start = time.perf_counter()
+    for i in range(0, len(ids), inflight):
+        tr.translate_ids(ids[i : i + inflight], beam_size=beam)
+    return len(ids) / (time.perf_counter() - start)
+
+
+def continuous_rate(
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, join_every: int
+) -> tuple[float, int]:
+    opts = tr.options(beam_size=beam)
+    limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
+    running = tr.running_batch(beam)
+    taken = steps = pending = 0
+
+    def join(count: int) -> None:
+        nonlocal taken
+        batch = list(range(taken, min(taken + count, len(ids))))
+        taken += len(batch)
+        if batch:
+            src, mask = tr.batch_tensors([ids[i] for i in batch])
+            running.join(batch, src, mask, [limits[i] for i in batch], [1] * len(batch))
+
+    start = time.perf_counter()
+    join(inflight)
+    while len(running):
+        pending += len(running.step())
+        steps += 1
+        if pending and steps % join_every == 0:
+            join(pending)
+            pending = 0
+    return len(ids) / (time.perf_counter() - start), steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
+    p.add_argument("--src", type=Path, default=DEFAULT_SRC)
+    p.add_argument("--sentences", type=int, default=512)
+    p.add_argument("--inflight", type=int, default=64)
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--join-every", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    tr = Translator.load(args.checkpoint, device="cpu", linear_backend="auto")
+    ids = [tr.encode_source(s) for s in read_sentences(args.src, args.sentences)]
+    tr.translate_ids(ids[:4], beam_size=args.beam_size)  # warm-up
+    static, continuous, steps = [], [], 0
+    for _ in range(args.repeats):
+        static.append(static_rate(tr, ids, args.inflight, args.beam_size))
+        rate, steps = continuous_rate(tr, ids, args.inflight, args.beam_size, args.join_every)
+        continuous.append(rate)
+    print(machine())
+    print(
+        f"{args.checkpoint}: {len(ids)} sentences, {args.inflight} in flight, beam "
+        f"{args.beam_size}, {args.threads} threads; medians of {args.repeats} alternating runs"
+    )
+    print()
+    print(
+        table(
+            ["decoder", "sentences/s", "steps"],
+            [
+                ["static batches", f"{median(static):.1f}", "-"],
+                [f"continuous (joins every {args.join_every} steps)", f"{median(continuous):.1f}",
+                 str(steps)],
+            ],
+        )
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
