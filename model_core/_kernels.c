@@ -927,6 +927,16 @@ static void linear_run(const linear_args *in, int isa, int threads, float *norme
     }
 }
 
+/* The widest code linear_run may use here: the CPU's, capped at max_isa. */
+static int linear_isa(int max_isa) {
+    int isa = 0;
+#ifdef HAVE_X86
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        isa = __builtin_cpu_supports("avx512f") ? 2 : 1;
+#endif
+    return isa > max_isa ? (max_isa < 0 ? 0 : max_isa) : isa;
+}
+
 static PyObject *linear(PyObject *self, PyObject *args) {
     unsigned long long x, w, bias, residual, out, gamma, beta;
     long long v[6];
@@ -948,13 +958,7 @@ static PyObject *linear(PyObject *self, PyObject *args) {
     a.out = (float *)(uintptr_t)out;
     a.gamma = (const float *)(uintptr_t)gamma, a.beta = (const float *)(uintptr_t)beta;
     threads = clamp_threads(threads);
-#ifdef HAVE_X86
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    int isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
-#else
-    int isa = 0;
-#endif
-    if (isa > max_isa) isa = max_isa < 0 ? 0 : max_isa;
+    const int isa = linear_isa(max_isa);
     float *normed = NULL;
     if (a.gamma && a.rows) {
         normed = malloc(a.rows * a.k * sizeof(float));
@@ -1133,11 +1137,7 @@ static PyObject *decoder_step(PyObject *self, PyObject *args) {
     x->sentence = (const int64_t *)(uintptr_t)sentence, x->out_stride = d;
     threads = clamp_threads(threads);
     s.threads = threads, s.attn_avx2 = use_avx2(hd);
-#ifdef HAVE_X86
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    s.isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
-#endif
-    if (s.isa > max_isa) s.isa = max_isa < 0 ? 0 : max_isa;
+    s.isa = linear_isa(max_isa);
     if (!rows) Py_RETURN_NONE;
     const int64_t per_row = 6 * d + dff; /* x, q|k|v, attention, hidden, normalised */
     const int64_t score_len = heads * (t + 1) > src_len ? heads * (t + 1) : src_len;
@@ -1210,11 +1210,7 @@ static PyObject *encoder_stack(PyObject *self, PyObject *args) {
     if (!t_count) Py_RETURN_NONE;
     step_args s = {0};
     s.rows = t_count, s.eps = eps, s.threads = clamp_threads(threads);
-#ifdef HAVE_X86
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    s.isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
-#endif
-    if (s.isa > max_isa) s.isa = max_isa < 0 ? 0 : max_isa;
+    s.isa = linear_isa(max_isa);
     const int64_t hd = d / heads, t = t_count;
     /* x, q|k|v, attention, hidden, normalised; k|v padded to (B, S); bias (B, S); indices */
     const int64_t floats = t * (6 * d + dff) + b * sl * (2 * d + 1);
@@ -1305,11 +1301,7 @@ static PyObject *cross_kv(PyObject *self, PyObject *args) {
     float *kv = rows + t * d;
     step_args s = {0};
     s.rows = t, s.threads = clamp_threads(threads);
-#ifdef HAVE_X86
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    s.isa = avx2 ? (__builtin_cpu_supports("avx512f") ? 2 : 1) : 0;
-#endif
-    if (s.isa > max_isa) s.isa = max_isa < 0 ? 0 : max_isa;
+    s.isa = linear_isa(max_isa);
     Py_BEGIN_ALLOW_THREADS;
     for (int64_t i = 0, r = 0; i < b * sl; ++i)
         if (mask[i]) flat[r] = i, memcpy(rows + r * d, memory + i * d, d * sizeof(float)), ++r;

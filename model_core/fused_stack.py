@@ -113,13 +113,14 @@ def _threads_isa() -> tuple[int, int]:
     return torch.get_num_threads(), fused.LINEAR_MAX_ISA
 
 
-class EncoderStack:
-    """The encoder's weights as one table of addresses for `_kernels.encoder_stack`."""
+class _Stack:
+    """A stack's sizes and its table of weight addresses."""
 
-    def __init__(self, model: Transformer, plan: _Plan):
+    def __init__(self, model: Transformer, plan: _Plan, layers: int, vocab: int):
         cfg = model.cfg
-        self.layers, self.d, self.heads = cfg.encoder_layers, cfg.d_model, cfg.n_heads
-        self.d_ff, self.vocab, self.eps = cfg.d_ff, cfg.src_vocab_size, float(cfg.layer_norm_eps)
+        self.layers, self.d, self.heads, self.d_ff = layers, cfg.d_model, cfg.n_heads, cfg.d_ff
+        self.vocab, self.eps = vocab, float(cfg.layer_norm_eps)
+        self.scale = (self.d // self.heads) ** -0.5  # attention's, as the per-layer path's
         self.positions = model.positions.shape[0]
         self.embed_scale = float(model.embed_scale)
         self._keep = plan.keep  # the tensors whose addresses the plan holds
@@ -128,6 +129,13 @@ class EncoderStack:
     def __deepcopy__(self, memo) -> None:
         """A copied model holds other tensors than these addresses: it gets no fused stack."""
         return None
+
+
+class EncoderStack(_Stack):
+    """The encoder's weights as one table of addresses for `_kernels.encoder_stack`."""
+
+    def __init__(self, model: Transformer, plan: _Plan):
+        super().__init__(model, plan, model.cfg.encoder_layers, model.cfg.src_vocab_size)
 
     @classmethod
     def build(cls, model: Transformer) -> EncoderStack | None:
@@ -169,31 +177,21 @@ class EncoderStack:
         memory = torch.zeros((b, s, self.d), dtype=torch.float32)
         fused._kernels.encoder_stack(
             self.plan.data_ptr(), self.layers, self.d, self.heads, self.d_ff, self.vocab,
-            self.positions, self.eps, self.embed_scale, (self.d // self.heads) ** -0.5,
+            self.positions, self.eps, self.embed_scale, self.scale,
             src.data_ptr(), mask.data_ptr(), b, s,
             memory.data_ptr(), *_threads_isa(),
         )  # fmt: skip
         return memory
 
 
-class DecoderStep:
+class DecoderStep(_Stack):
     """The decoder's weights as one table of addresses for `_kernels.decoder_step`, and its
     cross-attention key/value projections as one packed weight for `_kernels.cross_kv`."""
 
     def __init__(self, model: Transformer, plan: _Plan, cross: fused.PackedWeight):
-        cfg = model.cfg
-        self.layers, self.d, self.heads = cfg.decoder_layers, cfg.d_model, cfg.n_heads
-        self.d_ff, self.vocab, self.eps = cfg.d_ff, cfg.tgt_vocab_size, float(cfg.layer_norm_eps)
-        self.positions = model.positions.shape[0]
-        self.embed_scale = float(model.embed_scale)
-        self.suppress = torch.tensor(sorted(cfg.suppress_ids), dtype=torch.int64)
-        self._keep = plan.keep  # the tensors whose addresses the plan holds
-        self.plan = plan.tensor()
+        super().__init__(model, plan, model.cfg.decoder_layers, model.cfg.tgt_vocab_size)
+        self.suppress = torch.tensor(sorted(model.cfg.suppress_ids), dtype=torch.int64)
         self.cross = cross
-
-    def __deepcopy__(self, memo) -> None:
-        """A copied model holds other tensors than these addresses: it gets no fused step."""
-        return None
 
     @classmethod
     def build(cls, model: Transformer) -> DecoderStep | None:
@@ -324,7 +322,7 @@ class DecoderStep:
         logits = torch.empty((n, self.vocab), dtype=torch.float32)
         fused._kernels.decoder_step(
             self.plan.data_ptr(), layers, self.d, self.heads, self.d_ff, self.vocab,
-            self.positions, self.eps, self.embed_scale, (self.d // self.heads) ** -0.5,
+            self.positions, self.eps, self.embed_scale, self.scale,
             tokens.data_ptr(), n, cache.length, 0 if row_steps is None else row_steps.data_ptr(),
             kv.data_ptr(), kv.shape[1], kv.shape[2], slots.data_ptr(), history.data_ptr(),
             pointers.data_ptr(), sentences, src_len, *strides, bias.data_ptr(),
