@@ -153,6 +153,11 @@ def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
     return engine
 
 
+@dataclass
+class _BatchWork:
+    work: float | None = None  # None: not known (the thread policy then judges by preemptions)
+
+
 class Engine:
     """The served models (a Registry); `run` is the batcher's function and `load` loads a
     model: both are called on the worker thread only."""
@@ -204,22 +209,27 @@ class Engine:
     @contextmanager
     def threads_for_batch(self):
         """The thread count for the next batch or step (MT_THREADS=0 on a CPU: fewer while
-        other processes take CPUs)."""
+        other processes take CPUs). The body sets `.work` on what it yields: the batch's
+        decoder rows x steps plus its source tokens, by which fewer threads are judged."""
+        batch = _BatchWork()
         if self.threads is not None:
             wanted = self.threads.before_batch()
             if wanted != torch.get_num_threads():
                 torch.set_num_threads(wanted)
         try:
-            yield
+            yield batch
         finally:
             if self.threads is not None:
-                self.threads.after_batch()
+                self.threads.after_batch(batch.work)
 
     def run(self, key: DecodeKey, payloads: list[list[int]]) -> list[SentenceResult]:
         translator = self.translator(key.model)
-        with self.threads_for_batch():
+        with self.threads_for_batch() as batch:
             hyps = translator.translate_ids(
                 payloads, beam_size=key.beam_size, n_best=key.n_best, max_length=key.max_length
+            )
+            batch.work = sum(map(len, payloads)) + key.beam_size * sum(
+                len(sent[0].tokens) + 1 for sent in hyps if sent
             )
         return [sentence_result(translator, sent) for sent in hyps]
 
@@ -270,7 +280,8 @@ class RunningGroup:
         self.running = translator.running_batch(beam_size)
 
     def join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
-        with self.engine.threads_for_batch():
+        with self.engine.threads_for_batch() as batch:
+            batch.work = sum(len(payload) for _, _, payload in entries)
             self.translator.join(
                 self.running,
                 [sid for sid, _, _ in entries],
@@ -280,7 +291,8 @@ class RunningGroup:
             )
 
     def step(self) -> list[tuple[int, SentenceResult]]:
-        with self.engine.threads_for_batch():
+        with self.engine.threads_for_batch() as batch:
+            batch.work = self.running.rows
             finished = self.running.step()
         return [(sid, sentence_result(self.translator, hyps)) for sid, hyps in finished]
 

@@ -74,6 +74,11 @@ class RunningBatch:
         return len(self.sentences)
 
     @property
+    def rows(self) -> int:
+        """Decoder rows the next step computes (sentences x beam size)."""
+        return self.tokens.numel()
+
+    @property
     def ids(self) -> list[Hashable]:
         return [s.id for s in self.sentences]
 

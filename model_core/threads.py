@@ -139,7 +139,15 @@ class SharedCpuThreads:
     the other core kept busy. Batches are judged together once `window_s` seconds of them have
     run: at more than `rate` switches per second (and at least `least`), the next batches run
     on half the threads (at least one); `hold_s` seconds after the last such judgement, a
-    batch runs on all of them again to see whether the competition is over. `counter` and
+    batch runs on all of them again to see whether the competition is over.
+
+    Preemptions alone do not tell a neighbour that spins (fewer threads win) from neighbours
+    that yield often: a load generator, or this process's own event loop answering requests,
+    preempt as often, yet two threads then served 1.6x the sentences/s of one
+    (docs/BENCHMARKS.md, section 6). So where the caller says how much work each batch did
+    (`after_batch(work)`, e.g. decoder rows x steps), halving is a trial: its window's work
+    per second must beat the window's before it, else the count goes back and the next trial
+    waits `backoff_s`, doubling after each failed one up to `max_backoff_s`. `counter` and
     `clock` are parameters for the tests."""
 
     def __init__(
@@ -150,6 +158,8 @@ class SharedCpuThreads:
         least: int = 5,
         window_s: float = 0.1,
         hold_s: float = 2.0,
+        backoff_s: float = 5.0,
+        max_backoff_s: float = 60.0,
         counter=involuntary_switches,
         clock=None,
     ):
@@ -157,29 +167,55 @@ class SharedCpuThreads:
 
         self.most, self.rate, self.least = max(1, most), rate, least
         self.window_s, self.hold_s = window_s, hold_s
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.counter, self.clock = counter, clock or time.monotonic
         self.current, self.until = self.most, 0.0
         self._start: tuple[float, int] = (0.0, 0)
         self._seconds, self._switches = 0.0, 0  # of the batches not judged yet
+        self._work: float | None = 0.0  # their work, None once a batch did not say
+        # a trial of fewer threads: (the count before it, that window's work per second)
+        self._trial: tuple[int, float] | None = None
+        self._backoff, self.no_trial_until = 0.0, 0.0
 
     def before_batch(self) -> int:
         """The threads for the batch about to run."""
         now = self.clock()
-        if self.current < self.most and now >= self.until:
+        if self.current < self.most and now >= self.until and self._trial is None:
             self.current = self.most  # see whether the CPUs are free again
-            self._seconds, self._switches = 0.0, 0
+            self._new_window()
         self._start = (now, self.counter())
         return self.current
 
-    def after_batch(self) -> None:
-        """Called when the batch ended: fewer threads from now on if the batches of the last
-        window were preempted often."""
+    def _new_window(self) -> None:
+        self._seconds, self._switches, self._work = 0.0, 0, 0.0
+
+    def after_batch(self, work: float | None = None) -> None:
+        """Called when the batch ended, with the work it did if known (any unit proportional
+        to its compute, the same for every batch): fewer threads from now on if the batches of
+        the last window were preempted often (and, with `work`, if fewer proved faster)."""
         now, switches = self.clock(), self.counter()
         self._seconds += now - self._start[0]
         self._switches += switches - self._start[1]
+        self._work = None if work is None or self._work is None else self._work + work
         if self._seconds < self.window_s:
             return
-        if self._switches >= self.least and self._switches > self.rate * self._seconds:
+        speed = None if self._work is None else self._work / self._seconds
+        if self._trial is not None:  # this window ran on fewer threads, as a trial
+            before, before_speed = self._trial
+            self._trial = None
+            if speed is not None and speed <= before_speed:  # no faster: back, and wait
+                self.current = before
+                self._backoff = min(2 * self._backoff or self.backoff_s, self.max_backoff_s)
+                self.no_trial_until = now + self._backoff
+                self._new_window()
+                return
+            self._backoff = 0.0
+        preempted = self._switches >= self.least and self._switches > self.rate * self._seconds
+        if preempted and self.current > 1 and now >= self.no_trial_until:
+            if speed is not None:
+                self._trial = (self.current, speed)
             self.current = max(1, self.current // 2)
             self.until = now + self.hold_s
-        self._seconds, self._switches = 0.0, 0
+        elif preempted and self.current < self.most:
+            self.until = now + self.hold_s  # still competing: stay at this count
+        self._new_window()

@@ -8,11 +8,13 @@ class Fake:
     def __init__(self):
         self.now, self.switches = 0.0, 0
 
-    def batch(self, policy: SharedCpuThreads, seconds: float, switches: int) -> int:
+    def batch(
+        self, policy: SharedCpuThreads, seconds: float, switches: int, work: float | None = None
+    ) -> int:
         threads = policy.before_batch()
         self.now += seconds
         self.switches += switches
-        policy.after_batch()
+        policy.after_batch(work)
         return threads
 
 
@@ -58,6 +60,44 @@ def test_one_long_preempted_batch_is_judged_alone():
     assert fake.batch(policy, 0.01, 0) == 2
     assert fake.batch(policy, 1.0, 80) == 2  # 80 in a second: above it
     assert fake.batch(policy, 0.01, 0) == 1
+
+
+def test_fewer_threads_stay_only_where_they_prove_faster():
+    """Neighbours that yield (a load generator, the event loop) preempt as often as one that
+    spins, but there two threads do more work per second: the trial of one thread fails, the
+    count goes back, and the next trial waits, longer after each failure."""
+    fake = Fake()
+    policy = make(2, fake)
+
+    def window(work_per_batch: dict[int, float]) -> list[int]:
+        """A window (0.105 s) of ten batches, 2 switches each; each does the work its thread
+        count allows. Returns the thread counts they ran on."""
+        seen = []
+        for _ in range(10):
+            threads = policy.before_batch()
+            fake.now += 0.0105
+            fake.switches += 2
+            policy.after_batch(work_per_batch[threads])
+            seen.append(threads)
+        return seen
+
+    yielding = {2: 16.0, 1: 10.0}  # two threads 1.6x the work of one
+    assert window(yielding) == [2] * 10  # preempted: the next window tries one thread
+    assert window(yielding) == [1] * 10  # slower: back to two
+    assert window(yielding) == [2] * 10
+    fake.now += 4.0  # within the 5 s wait: no new trial
+    assert window(yielding) == [2] * 10
+    fake.now += 1.0  # the wait is over: one more trial, which fails again
+    assert window(yielding) == [2] * 10 and window(yielding) == [1] * 10
+    assert window(yielding) == [2] * 10
+    assert policy.no_trial_until - fake.now > 9.0  # and the next wait is 10 s
+
+    spinning = {2: 6.0, 1: 10.0}  # a core kept busy: one thread does more
+    fake.now += 11.0
+    assert window(spinning) == [2] * 10 and window(spinning) == [1] * 10
+    assert window(spinning) == [1] * 10  # it proved faster: it stays for the hold
+    fake.now += 2.5  # the hold is over: two threads again, then another trial
+    assert window(spinning) == [2] * 10 and window(spinning) == [1] * 10
 
 
 def test_the_kernel_counter_is_readable_and_never_decreases():
