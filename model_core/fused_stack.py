@@ -315,8 +315,11 @@ class DecoderStep(_Stack):
                 index.dtype != torch.int64 or not index.is_contiguous() or index.numel() != n
             ):
                 raise ValueError("decoder step: slots, sentences and steps: int64, one per row")
-        if not (_float_cpu(kv) and kv.dim() == 6 and kv.shape[0] == layers) or (
-            history.shape != kv.shape[1:3] or not history.is_contiguous()
+        hd = self.d // self.heads
+        if not (_float_cpu(kv) and kv.shape[:1] + kv.shape[3:] == (layers, 2, self.heads, hd)) or (
+            history.shape != kv.shape[1:3]
+            or history.dtype != torch.int64
+            or not history.is_contiguous()
         ):
             raise ValueError("decoder step: inconsistent self-attention cache")
         logits = torch.empty((n, self.vocab), dtype=torch.float32)

@@ -147,8 +147,13 @@ class SharedCpuThreads:
     (docs/BENCHMARKS.md, section 6). So where the caller says how much work each batch did
     (`after_batch(work)`, e.g. decoder rows x steps), halving is a trial: its window's work
     per second must beat the window's before it, else the count goes back and the next trial
-    waits `backoff_s`, doubling after each failed one up to `max_backoff_s`. `counter` and
-    `clock` are parameters for the tests."""
+    waits `backoff_s`, doubling after each failed one up to `max_backoff_s`. A count that
+    proved faster holds for `hold_s`, doubling while trials keep passing up to `max_hold_s`,
+    then all threads run again and are judged anew (preemptions alone no longer extend the
+    hold: they continue under a yielding neighbour too). A trial whose window has not filled
+    within `stale_s` (the traffic stopped) is dropped, the count going back. A batch that
+    failed is not reported (not counted). `counter` and `clock` are parameters for the
+    tests."""
 
     def __init__(
         self,
@@ -160,26 +165,34 @@ class SharedCpuThreads:
         hold_s: float = 2.0,
         backoff_s: float = 5.0,
         max_backoff_s: float = 60.0,
+        max_hold_s: float = 30.0,
+        stale_s: float = 1.0,
         counter=involuntary_switches,
         clock=None,
     ):
         import time
 
         self.most, self.rate, self.least = max(1, most), rate, least
-        self.window_s, self.hold_s = window_s, hold_s
+        self.window_s, self.hold_s = max(window_s, 1e-6), hold_s
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.max_hold_s, self.stale_s = max_hold_s, stale_s
+        self._hold = hold_s  # the next hold after a trial passes
         self.counter, self.clock = counter, clock or time.monotonic
         self.current, self.until = self.most, 0.0
         self._start: tuple[float, int] = (0.0, 0)
         self._seconds, self._switches = 0.0, 0  # of the batches not judged yet
         self._work: float | None = 0.0  # their work, None once a batch did not say
-        # a trial of fewer threads: (the count before it, that window's work per second)
-        self._trial: tuple[int, float] | None = None
+        # a trial of fewer threads: (the count before it, that window's work per second, when
+        # it began)
+        self._trial: tuple[int, float, float] | None = None
         self._backoff, self.no_trial_until = 0.0, 0.0
 
     def before_batch(self) -> int:
         """The threads for the batch about to run."""
         now = self.clock()
+        if self._trial is not None and now - self._trial[2] > self.stale_s:
+            self.current, self._trial = self._trial[0], None  # the traffic stopped: no verdict
+            self._new_window()
         if self.current < self.most and now >= self.until and self._trial is None:
             self.current = self.most  # see whether the CPUs are free again
             self._new_window()
@@ -201,21 +214,23 @@ class SharedCpuThreads:
             return
         speed = None if self._work is None else self._work / self._seconds
         if self._trial is not None:  # this window ran on fewer threads, as a trial
-            before, before_speed = self._trial
+            before, before_speed, _ = self._trial
             self._trial = None
-            if speed is not None and speed <= before_speed:  # no faster: back, and wait
-                self.current = before
+            if speed is None or speed <= before_speed:  # no faster: back, and wait
+                self.current, self._hold = before, self.hold_s
                 self._backoff = min(2 * self._backoff or self.backoff_s, self.max_backoff_s)
                 self.no_trial_until = now + self._backoff
                 self._new_window()
                 return
             self._backoff = 0.0
+            self.until = now + self._hold  # it proved faster: hold it, longer each time
+            self._hold = min(2 * self._hold, self.max_hold_s)
         preempted = self._switches >= self.least and self._switches > self.rate * self._seconds
         if preempted and self.current > 1 and now >= self.no_trial_until:
             if speed is not None:
-                self._trial = (self.current, speed)
+                self._trial = (self.current, speed, now)
             self.current = max(1, self.current // 2)
-            self.until = now + self.hold_s
-        elif preempted and self.current < self.most:
-            self.until = now + self.hold_s  # still competing: stay at this count
+            self.until = max(self.until, now + self.hold_s)
+        elif preempted and self.current < self.most and speed is None:
+            self.until = now + self.hold_s  # without work to judge by: stay while preempted
         self._new_window()

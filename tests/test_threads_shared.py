@@ -1,6 +1,9 @@
 """SharedCpuThreads: fewer threads while the process's threads are being preempted, all of them
 again once they are not (a fake clock and switch counter stand in for the kernel's)."""
 
+import pytest
+import torch
+
 from model_core.threads import SharedCpuThreads, involuntary_switches
 
 
@@ -98,6 +101,59 @@ def test_fewer_threads_stay_only_where_they_prove_faster():
     assert window(spinning) == [1] * 10  # it proved faster: it stays for the hold
     fake.now += 2.5  # the hold is over: two threads again, then another trial
     assert window(spinning) == [2] * 10 and window(spinning) == [1] * 10
+    assert policy.until - fake.now > 3.5  # it passed again: the hold doubled (4 s)
+
+
+def test_a_count_that_proved_faster_is_judged_again_while_preemptions_go_on():
+    """Preemptions go on under a yielding neighbour whatever the count: they alone must not
+    keep fewer threads for good."""
+    fake = Fake()
+    policy = make(2, fake)
+    work = {2: 6.0, 1: 10.0}
+    seen = []
+    for _ in range(700):  # 7.35 s of back-to-back batches, all preempted
+        threads = policy.before_batch()
+        fake.now += 0.0105
+        fake.switches += 2
+        policy.after_batch(work[threads])
+        seen.append(threads)
+        if len(seen) == 300:
+            work = {2: 16.0, 1: 10.0}  # the neighbour now yields: two threads do more
+    assert seen[:10] == [2] * 10 and seen[300:310] == [1] * 10  # held (2 s, then 4 s)
+    assert seen[-10:] == [2] * 10  # the hold ran out and one thread no longer proved faster
+
+
+def test_a_trial_left_unfinished_when_the_traffic_stops_is_dropped():
+    fake = Fake()
+    policy = make(2, fake)
+    for _ in range(10):  # a preempted window: the next batches are a trial of one thread
+        fake.batch(policy, 0.0105, 2, 16.0)
+    assert fake.batch(policy, 0.0105, 2, 10.0) == 1
+    fake.now += 30.0  # no traffic for 30 s, then a batch: the old trial says nothing now
+    assert fake.batch(policy, 0.0105, 0, 16.0) == 2
+
+
+def test_a_batch_that_raised_is_not_counted():
+    from app.engine import Engine
+
+    calls = []
+
+    class Policy:
+        def before_batch(self):
+            return torch.get_num_threads()
+
+        def after_batch(self, work):
+            calls.append(work)
+
+    class Owner:
+        threads = Policy()
+
+    with Engine.threads_for_batch(Owner()) as batch:
+        batch.work = 7.0
+    with pytest.raises(RuntimeError), Engine.threads_for_batch(Owner()) as batch:
+        batch.work = 3.0
+        raise RuntimeError("a failed batch")
+    assert calls == [7.0]
 
 
 def test_the_kernel_counter_is_readable_and_never_decreases():
