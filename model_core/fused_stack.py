@@ -101,6 +101,26 @@ class _Plan:
         self._add(embed, positions)
         return True
 
+    def self_attention(self, attn: nn.Module, norm: nn.Module) -> bool:
+        """The fused q|k|v projection, the LayerNorm before it, the output projection."""
+        d = self.cfg.d_model
+        return (
+            attn.fused_qkv is not None
+            and self.weight(attn.fused_qkv, 3 * d, d)
+            and self.norm(norm)
+            and self.weight(attn.out_proj, d, d)
+        )
+
+    def feed_forward(self, ffn: nn.Module, norm: nn.Module) -> bool:
+        """The LayerNorm before it, then both ReLU feed-forward layers."""
+        d, ff = self.cfg.d_model, self.cfg.d_ff
+        return (
+            ffn.act is F.relu
+            and self.norm(norm)
+            and self.weight(ffn.w1, ff, d)
+            and self.weight(ffn.w2, d, ff)
+        )
+
     def tensor(self) -> torch.Tensor:
         return torch.tensor(self.addresses, dtype=torch.int64)
 
@@ -143,18 +163,10 @@ class EncoderStack(_Stack):
         if not _fits(model):
             return None
         plan, cfg = _Plan(model), model.cfg
-        d, ff = cfg.d_model, cfg.d_ff
         for layer in model.encoder_layers:
-            attn, ffn = layer.self_attn, layer.ffn
-            if ffn.act is not F.relu or attn.fused_qkv is None:
-                return None
             if not (
-                plan.weight(attn.fused_qkv, 3 * d, d)
-                and plan.norm(layer.res_attn.norm)
-                and plan.weight(attn.out_proj, d, d)
-                and plan.norm(layer.res_ffn.norm)
-                and plan.weight(ffn.w1, ff, d)
-                and plan.weight(ffn.w2, d, ff)
+                plan.self_attention(layer.self_attn, layer.res_attn.norm)
+                and plan.feed_forward(layer.ffn, layer.res_ffn.norm)
             ):
                 return None
         if not (
@@ -199,22 +211,16 @@ class DecoderStep(_Stack):
         if not _fits(model):
             return None
         plan, cfg = _Plan(model), model.cfg
-        d, ff = cfg.d_model, cfg.d_ff
+        d = cfg.d_model
         cross_weights, cross_biases = [], []
         for layer in model.decoder_layers:
-            sa, ca, ffn = layer.self_attn, layer.cross_attn, layer.ffn
-            if ffn.act is not F.relu or sa.fused_qkv is None:
-                return None
+            ca = layer.cross_attn
             if not (
-                plan.weight(sa.fused_qkv, 3 * d, d)
-                and plan.norm(layer.res_self.norm)
-                and plan.weight(sa.out_proj, d, d)
+                plan.self_attention(layer.self_attn, layer.res_self.norm)
                 and plan.weight(ca.q_proj, d, d)
                 and plan.norm(layer.res_cross.norm)
                 and plan.weight(ca.out_proj, d, d)
-                and plan.norm(layer.res_ffn.norm)
-                and plan.weight(ffn.w1, ff, d)
-                and plan.weight(ffn.w2, d, ff)
+                and plan.feed_forward(layer.ffn, layer.res_ffn.norm)
             ):
                 return None
             for proj in (ca.k_proj, ca.v_proj):
