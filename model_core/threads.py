@@ -145,9 +145,15 @@ class SharedCpuThreads:
     that yield often: a load generator, or this process's own event loop answering requests,
     preempt as often, yet two threads then served 1.6x the sentences/s of one
     (docs/BENCHMARKS.md, section 6). So where the caller says how much work each batch did
-    (`after_batch(work)`, e.g. decoder rows x steps), halving is a trial: its window's work
-    per second must beat the window's before it, else the count goes back and the next trial
-    waits `backoff_s`, doubling after each failed one up to `max_backoff_s`. A count that
+    (`after_batch(work)`, e.g. decoder rows x steps), halving is a trial of three windows:
+    the one before on the old count, one on half of it, and one more on the old count; the
+    half must beat both of the others' work per second by the factor `margin`, else the count
+    stays and the next trial waits `backoff_s`, doubling after each failed one up to
+    `max_backoff_s`. The work per second of a window also depends on the batches that ran in
+    it (a decoding step of many rows does more per second than one of a few; traffic ramps up
+    and down), so one window on each side and the margin keep a change of traffic from
+    passing for a verdict; where fewer threads do help (a neighbour that spins), they are
+    several times faster (docs/BENCHMARKS.md, section 4). A count that
     proved faster holds for `hold_s`, doubling while trials keep passing up to `max_hold_s`,
     then all threads run again and are judged anew (preemptions alone no longer extend the
     hold: they continue under a yielding neighbour too). A trial whose window has not filled
@@ -167,6 +173,7 @@ class SharedCpuThreads:
         max_backoff_s: float = 60.0,
         max_hold_s: float = 30.0,
         stale_s: float = 1.0,
+        margin: float = 1.25,
         counter=involuntary_switches,
         clock=None,
     ):
@@ -175,7 +182,7 @@ class SharedCpuThreads:
         self.most, self.rate, self.least = max(1, most), rate, least
         self.window_s, self.hold_s = max(window_s, 1e-6), hold_s
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
-        self.max_hold_s, self.stale_s = max_hold_s, stale_s
+        self.max_hold_s, self.stale_s, self.margin = max_hold_s, stale_s, margin
         self._hold = hold_s  # the next hold after a trial passes
         self.counter, self.clock = counter, clock or time.monotonic
         self.current, self.until = self.most, 0.0
@@ -183,8 +190,8 @@ class SharedCpuThreads:
         self._seconds, self._switches = 0.0, 0  # of the batches not judged yet
         self._work: float | None = 0.0  # their work, None once a batch did not say
         # a trial of fewer threads: (the count before it, that window's work per second, when
-        # it began)
-        self._trial: tuple[int, float, float] | None = None
+        # it began, the fewer threads, their window's work per second once it is known)
+        self._trial: tuple[int, float, float, int, float | None] | None = None
         self._backoff, self.no_trial_until = 0.0, 0.0
 
     def before_batch(self) -> int:
@@ -213,22 +220,32 @@ class SharedCpuThreads:
         if self._seconds < self.window_s:
             return
         speed = None if self._work is None else self._work / self._seconds
-        if self._trial is not None:  # this window ran on fewer threads, as a trial
-            before, before_speed, _ = self._trial
-            self._trial = None
-            if speed is None or speed <= before_speed:  # no faster: back, and wait
-                self.current, self._hold = before, self.hold_s
-                self._backoff = min(2 * self._backoff or self.backoff_s, self.max_backoff_s)
-                self.no_trial_until = now + self._backoff
+        if self._trial is not None:
+            before, before_speed, began, fewer, fewer_speed = self._trial
+            if fewer_speed is None and speed is not None:  # the window on fewer threads:
+                self._trial = (before, before_speed, began, fewer, speed)  # one more before's
+                self.current = before
                 self._new_window()
                 return
-            self._backoff = 0.0
+            self._trial, self.current = None, before
+            self._new_window()
+            if (
+                speed is None
+                or fewer_speed is None
+                or fewer_speed <= self.margin * max(before_speed, speed)
+            ):  # not faster: the count stays, and the next trial waits
+                self._hold = self.hold_s
+                self._backoff = min(2 * self._backoff or self.backoff_s, self.max_backoff_s)
+                self.no_trial_until = now + self._backoff
+                return
+            self.current, self._backoff = fewer, 0.0
             self.until = now + self._hold  # it proved faster: hold it, longer each time
             self._hold = min(2 * self._hold, self.max_hold_s)
+            return
         preempted = self._switches >= self.least and self._switches > self.rate * self._seconds
         if preempted and self.current > 1 and now >= self.no_trial_until:
             if speed is not None:
-                self._trial = (self.current, speed, now)
+                self._trial = (self.current, speed, now, max(1, self.current // 2), None)
             self.current = max(1, self.current // 2)
             self.until = max(self.until, now + self.hold_s)
         elif preempted and self.current < self.most and speed is None:

@@ -98,10 +98,42 @@ def test_fewer_threads_stay_only_where_they_prove_faster():
     spinning = {2: 6.0, 1: 10.0}  # a core kept busy: one thread does more
     fake.now += 11.0
     assert window(spinning) == [2] * 10 and window(spinning) == [1] * 10
+    assert window(spinning) == [2] * 10  # two threads once more, to compare with
     assert window(spinning) == [1] * 10  # it proved faster: it stays for the hold
+    assert window(spinning) == [1] * 10
     fake.now += 2.5  # the hold is over: two threads again, then another trial
-    assert window(spinning) == [2] * 10 and window(spinning) == [1] * 10
+    assert [window(spinning)[0] for _ in range(3)] == [2, 1, 2]
     assert policy.until - fake.now > 3.5  # it passed again: the hold doubled (4 s)
+    assert window(spinning) == [1] * 10
+
+
+def test_a_change_of_traffic_during_a_trial_is_no_verdict():
+    """The work per second of a window depends on the batches in it: traffic ramping up while
+    one thread is tried makes that window look faster than the one before. The window after
+    it, on two threads again, shows the ramp, and the count stays."""
+    fake = Fake()
+    policy = make(2, fake)
+    ramp = iter([{2: 6.0}, {1: 10.0}, {2: 16.0}] + [{2: 16.0, 1: 10.0}] * 10)
+    seen = []
+    for work in ramp:
+        for _ in range(10):  # a window of ten batches, 2 switches each
+            threads = policy.before_batch()
+            fake.now += 0.0105
+            fake.switches += 2
+            policy.after_batch(work[threads])
+            seen.append(threads)
+    assert seen[:30] == [2] * 10 + [1] * 10 + [2] * 10
+    assert seen[30:] == [2] * 100  # the trial failed: the next one waits 5 s
+
+
+def test_fewer_threads_must_be_clearly_faster():
+    """Windows of the same count differ by a few percent: one thread slightly ahead of both
+    windows of two is not enough."""
+    fake = Fake()
+    policy = make(2, fake)
+    work = {2: 10.0, 1: 11.0}
+    seen = [fake.batch(policy, 0.0105, 2, work[policy.current]) for _ in range(60)]
+    assert seen[:30] == [2] * 10 + [1] * 10 + [2] * 10 and seen[30:] == [2] * 30
 
 
 def test_a_count_that_proved_faster_is_judged_again_while_preemptions_go_on():
