@@ -20,7 +20,12 @@ Admission:
   group's footprint for the (key, cost) pairs of its sentences, and a sentence is admitted only
   while the sum over groups, with it, stays within the budget (a lone sentence always runs);
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
-  sentence), so a request of many sentences does not hold back the requests behind it;
+  sentence), so a request of many sentences does not hold back the requests behind it. The
+  turn goes to the request with the fewest sentences running now (then the oldest): a request
+  that just arrived takes the next free place ahead of the next sentence of one already
+  running (a short request waits for no round of every long one), and a long request whose
+  sentences have finished is back at the front (it is not starved by a stream of short
+  ones): each request gets an equal share of the running places, as far as it can use them;
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
 
 The loop leaves the worker thread whenever another job is waiting for it (the service loads
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
 import logging
 import threading
@@ -75,13 +81,20 @@ class _Sentence:
     state: str = "waiting"  # waiting, running, done, dropped
     wait_s: float = 0.0  # from submit until it joined a running decode
     batch: int = -1  # (no batch of the static batcher: Ticket.compute_s counts `step_s`)
+    request: _Request | None = None  # the request it belongs to, for its turns
 
 
 @dataclass(eq=False)
 class _Request:
-    """A ticket's sentences of one group still waiting, in order."""
+    """A ticket's sentences of one group still waiting, in order; requests wait in a heap,
+    the one with the fewest sentences running first, then the oldest."""
 
     sentences: deque[_Sentence]
+    seq: int
+    running: int = 0  # its sentences in the running decode now
+
+    def __lt__(self, other: _Request) -> bool:
+        return (self.running, self.seq) < (other.running, other.seq)
 
 
 @dataclass(eq=False)
@@ -118,7 +131,7 @@ class ContinuousBatcher(Tickets):
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
-        self._waiting: dict[Hashable, deque[_Request]] = {}
+        self._waiting: dict[Hashable, list[_Request]] = {}  # heaps
         self._running: dict[Hashable, _Running] = {}
         self._turns: deque[Hashable] = deque()  # running groups, the next to step first
         self._depth = 0
@@ -178,14 +191,22 @@ class ContinuousBatcher(Tickets):
                     f"{self._depth} sentences are waiting (limit {self.max_queue_size})"
                 )
             ticket.results, ticket.pending = [None] * len(payloads), len(payloads)
-            request = _Request(deque())
+            request = _Request(deque(), next(self._ids))
             for i, (payload, cost) in enumerate(zip(payloads, costs, strict=True)):
                 s = _Sentence(
-                    next(self._ids), key, group, payload, max(int(cost), 1), ticket, i, now
+                    next(self._ids),
+                    key,
+                    group,
+                    payload,
+                    max(int(cost), 1),
+                    ticket,
+                    i,
+                    now,
+                    request=request,
                 )
                 ticket.items.append(s)
                 request.sentences.append(s)
-            self._waiting.setdefault(group, deque()).append(request)
+            heapq.heappush(self._waiting.setdefault(group, []), request)
             self._set_depth(len(payloads))
             self._idle.clear()
             self._drive_soon()
@@ -202,6 +223,7 @@ class ContinuousBatcher(Tickets):
                             request.sentences.remove(s)
                             if not request.sentences:
                                 requests.remove(request)
+                                heapq.heapify(requests)
                             break
                     if requests is not None and not requests:
                         del self._waiting[s.group]
@@ -287,7 +309,7 @@ class ContinuousBatcher(Tickets):
                     for running, ids in leaves:
                         running.leaving.clear()
                         for i in ids:
-                            running.members.pop(i, None)
+                            self._stopped(running.members.pop(i, None))
                 for running, ids in leaves:
                     self._guarded(running, lambda r, ids=ids: r.engine.leave(ids))
                 joins = self._admit()
@@ -320,7 +342,7 @@ class ContinuousBatcher(Tickets):
             self._fail_all(exc)
 
     def _admit(self) -> list[tuple[_Running, list[tuple[int, Hashable, Any]]]]:
-        """Waiting sentences that may join now, by group; round-robin over requests."""
+        """Waiting sentences that may join now, by group; the requests take turns."""
         now = time.monotonic()
         joins = []
         with self._lock:
@@ -330,19 +352,23 @@ class ContinuousBatcher(Tickets):
                 running.footprint = self._footprint(running)
             used = sum(r.footprint for r in self._running.values())
             for group, requests in list(self._waiting.items()):
+                heapq.heapify(requests)  # sentences have finished since: the turns moved
                 running = self._running.get(group)
                 members = [(s.key, s.cost) for s in running.members.values()] if running else []
                 before = running.footprint if running else 0
                 entries, admitted = [], []
                 while requests and len(members) < self.max_batch_size:
-                    s = requests[0].sentences[0]
+                    request = requests[0]
+                    s = request.sentences[0]
                     footprint = self.envelope(group, members + [(s.key, s.cost)])
                     if used - before + footprint > self.budget and (members or used):
                         break
-                    request = requests.popleft()
                     request.sentences.popleft()
+                    request.running += 1  # its next sentence after the others' turns
                     if request.sentences:
-                        requests.append(request)  # its next sentence after the others' turns
+                        heapq.heapreplace(requests, request)
+                    else:
+                        heapq.heappop(requests)
                     members.append((s.key, s.cost))
                     used, before = used - before + footprint, footprint
                     s.state = "running"
@@ -375,6 +401,7 @@ class ContinuousBatcher(Tickets):
                 failed = [s for s in running.members.values() if s.state == "running"]
                 for s in failed:
                     s.state = "done"
+                    self._stopped(s)
                 running.members.clear()
                 if self._running.get(running.group) is running:
                     del self._running[running.group]
@@ -384,6 +411,13 @@ class ContinuousBatcher(Tickets):
             self._notify_loop([], failed, error_id)
             self._report(running, len(failed), running.footprint, 0.0, [], failed=True)
             return None
+
+    @staticmethod
+    def _stopped(s: _Sentence | None) -> None:
+        """(Under the lock.) The sentence has left its running decode: one fewer of its
+        request's."""
+        if s is not None and s.request is not None:
+            s.request.running -= 1
 
     def _footprint(self, running: _Running) -> int:
         members = [(s.key, s.cost) for s in running.members.values()]
@@ -402,6 +436,7 @@ class ContinuousBatcher(Tickets):
                 ticket.step_s += compute_s
             for sid, result in results:
                 s = running.members.pop(sid, None)
+                self._stopped(s)
                 if s is not None and s.state == "running":
                     s.state = "done"
                     finished.append((s, result))

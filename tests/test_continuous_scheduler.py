@@ -168,6 +168,43 @@ async def test_waiting_requests_take_turns_one_sentence_each():
     await b.stop(5)
 
 
+async def test_a_request_that_just_arrived_goes_before_the_rest_of_one_that_had_turns():
+    """Turns go by the sentences a request has running, fewest first: a short request that
+    arrives while a long one runs takes the next free place, not the long one's next sentence
+    (it waits for no round of every request queued before it)."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=2)
+    big = b.submit(("m", 1), [("big0", 1), ("big1", 3), ("big2", 1), ("big3", 1)], [1] * 4)
+    await asyncio.to_thread(engine.wait_started, 1)  # step 0 runs big0 and big1
+    small = b.submit(("m", 1), [("small", 1)], [1])
+    await step_until(engine, small.future.done)
+    assert await b.wait(small) == ["llams"]
+    assert engine.names_in(0) == ["big0", "big1"]
+    assert engine.names_in(1) == ["big1", "small"]  # big0's place went to the newcomer
+    await step_until(engine, big.future.done)
+    assert await b.wait(big) == ["0gib", "1gib", "2gib", "3gib"]
+    assert engine.names_in(2) == ["big1", "big2"]
+    await b.stop(5)
+
+
+async def test_a_long_request_with_nothing_running_is_not_starved_by_newer_ones():
+    """The turns count the sentences running now, not those served so far: once a long
+    request's running sentences have finished it is the oldest with none running, and takes
+    the next place before requests that came after it."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=2)
+    big = b.submit(("m", 1), [("big0", 1), ("big1", 1), ("big2", 1), ("big3", 1)], [1] * 4)
+    await asyncio.to_thread(engine.wait_started, 1)  # step 0 runs big0 and big1
+    first = b.submit(("m", 1), [("first", 1)], [1])
+    second = b.submit(("m", 1), [("second", 1)], [1])
+    await step_until(engine, lambda: big.future.done() and second.future.done())
+    assert engine.names_in(0) == ["big0", "big1"]
+    assert engine.names_in(1) == ["big2", "first"]
+    assert engine.names_in(2) == ["big3", "second"]
+    assert [await b.wait(t) for t in (first, second)] == [["tsrif"], ["dnoces"]]
+    await b.stop(5)
+
+
 async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
     engine = FakeEngine()
     b = await started(engine, budget=10)
