@@ -257,15 +257,35 @@ class RunningBatch:
         assert cache is not None
         sents = self.sentences
         generated = [s.step + 1 for s in sents]  # tokens each sentence holds after this step
-        logits = self.model.decode_step(self.tokens, cache)  # (N, V)
-        device = logits.device
+        device = self.tokens.device
         at_limit = torch.tensor(
             [g >= s.limit for g, s in zip(generated, sents, strict=True)], device=device
         )
+        # a newcomer's K - 1 extra rows (score -inf) are not computed in its first step
+        live = None
+        if self.slots and k > 1 and any(s.step == 0 for s in sents):
+            live = torch.tensor(
+                [
+                    r
+                    for i, s in enumerate(sents)
+                    for r in range(i * k, (i + 1) * k if s.step else i * k + 1)
+                ],
+                dtype=torch.long,
+                device=device,
+            )
+        logits = self.model.decode_step(self.tokens, cache, rows=live)  # (N or live rows, V)
         if cfg.force_eos_at_limit:
-            force_eos(logits, at_limit.repeat_interleave(k), cfg.eos_id)
+            limit_rows = at_limit.repeat_interleave(k)
+            force_eos(logits, limit_rows if live is None else limit_rows[live], cfg.eos_id)
         per_row = min(2 * k, logits.shape[-1])
-        row_logits, row_words, lse = topk_logsumexp(logits, per_row)  # (N, per_row)
+        row_logits, row_words, lse = topk_logsumexp(logits, per_row)  # (rows, per_row)
+        if live is not None:  # the rows not computed: no candidates (their score is -inf)
+            n_rows = self.tokens.numel()
+            row_logits = row_logits.new_full((n_rows, per_row), float("-inf")).index_copy_(
+                0, live, row_logits
+            )
+            row_words = row_words.new_zeros((n_rows, per_row)).index_copy_(0, live, row_words)
+            lse = lse.new_zeros((n_rows, *lse.shape[1:])).index_copy_(0, live, lse)
         choice = beam_select(row_logits, row_words, lse, self.scores, at_limit, k, cfg.eos_id)
         done = at_limit.clone()
         if choice.finished:

@@ -528,15 +528,34 @@ class Transformer(nn.Module):
             src_bias=bias,
         )
 
-    def decode_step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
+    def decode_step(
+        self, tokens: torch.Tensor, cache: DecoderCache, rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """(N,) last tokens -> float32 logits (N, V) of the next token; advances the cache.
 
         Inference only (no dropout). The searches normalise the logits themselves, so that
         they can take the top candidates before touching the whole vocabulary twice.
+
+        `rows` (slot layout only): compute only these rows (int64 indices, ascending), the
+        logits then (len(rows), V); the others write nothing this step (a row no later step
+        extends: a beam with score -inf). A row's logits are the same bits either way.
         """
         cache.reserve()
         if cache.steps is not None:  # each sentence at its own step
             cache.row_steps = cache.steps.repeat_interleave(cache.group)  # (N,)
+        if rows is not None:
+            if cache.slots is None or cache.row_steps is None:
+                raise ValueError("decode_step(rows=...) needs the slot layout with per-row steps")
+            whole = cache.slots, cache.sentence, cache.row_steps
+            cache.slots, cache.sentence, cache.row_steps = (t.index_select(0, rows) for t in whole)
+            try:
+                return self._decode_rows(tokens.index_select(0, rows), cache)
+            finally:
+                cache.slots, cache.sentence, cache.row_steps = whole
+        return self._decode_rows(tokens, cache)
+
+    def _decode_rows(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
+        """decode_step after its room is reserved and the rows' steps set."""
         step = self.fused_step
         if step is not None and step.fits(cache):  # the whole step in one C call
             logits = step(tokens, cache)

@@ -1,6 +1,8 @@
 """Continuous decoding (model_core/continuous.py): a sentence that joins a running decode at any
 step, beside others at other steps and with other limits, gets what it gets decoded alone."""
 
+import copy
+
 import pytest
 import torch
 
@@ -182,3 +184,50 @@ def test_newcomers_take_the_slots_of_finished_sentences():
         done.update(running.step())
     want = alone(model, srcs[3], 9, 2, 1, "first_k", 1.0)
     assert [h.tokens for h in done[3]] == [t for t, _ in want]
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_a_newcomers_extra_beams_are_not_computed_in_its_first_step(monkeypatch, prepared):
+    """A newcomer starts with one real row of its K (the others' score is -inf): its first
+    step computes that row only, and the rows computed are those of the whole step (the same
+    bits with packed layers, whose results do not depend on the other rows; torch's own
+    matrix products may round differently with fewer rows)."""
+    model = random_model(tiny_config(VOCAB), seed=17)
+    if prepared:
+        model = model.prepare_for_inference(packed=True)
+    srcs = sources(27, 3)
+    running = RunningBatch(model, beam_size=3)
+    running.join([0], srcs[0], pad_mask(srcs[0], 0), [20], [1])
+    running.step()
+    running.step()
+    rest = srcs[1:]
+    src = torch.zeros((2, max(s.shape[1] for s in rest)), dtype=torch.long)
+    for i, s in enumerate(rest):
+        src[i, : s.shape[1]] = s[0]
+    running.join([1, 2], src, pad_mask(src, 0), [20, 20], [1, 1])
+
+    whole_cache = copy.deepcopy(running.cache)
+    whole = model.decode_step(running.tokens.clone(), whole_cache)  # all 9 rows
+    computed = []
+    decode_step = model.decode_step
+
+    def counting(tokens, cache, rows=None):
+        logits = decode_step(tokens, cache, rows=rows)
+        computed.append(logits.shape[0])
+        if rows is not None:
+            if prepared:
+                assert torch.equal(logits, whole[rows])
+            else:
+                torch.testing.assert_close(logits, whole[rows], rtol=0, atol=1e-5)
+        return logits
+
+    monkeypatch.setattr(model, "decode_step", counting)
+    running.step()
+    running.step()
+    assert computed == [3 + 1 + 1, 9]
+    done = {}
+    while len(running):
+        done.update(running.step())
+    for i in (1, 2):
+        want = alone(model, srcs[i], 20, 3, 1, "first_k", 1.0)
+        assert [h.tokens for h in done[i]] == [t for t, _ in want]
