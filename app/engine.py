@@ -251,16 +251,20 @@ class Engine:
         model, beam_size = group
         translator = self.translator(model)
         opts = translator.options(beam_size=beam_size, n_best=1)
+        # the limit grows with the source and with max_length: the longest source of each
+        # max_length gives the longest limit (admission calls this for every candidate)
+        most: dict[int, int] = {}
+        for key, cost in members:
+            if cost > most.get(key.max_length, 0):
+                most[key.max_length] = cost
+        ratio, extra = opts.max_length_ratio, opts.max_length_extra
         longest = max(
-            translator.max_output_length(
-                cost, key.max_length, opts.max_length_ratio, opts.max_length_extra
-            )
-            for key, cost in members
+            translator.max_output_length(cost, limit, ratio, extra) for limit, cost in most.items()
         )
         running = self.groups.get(group)
         places, positions, width = running.running.buffers() if running else (0, 0, 0)
         sentences = max(places, len(members))
-        source = max(width, *(cost for _, cost in members))
+        source = max(width, *most.values())
         return sentences * (beam_size * max(positions, longest) + source)
 
 

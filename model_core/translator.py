@@ -250,10 +250,9 @@ class Translator:
         """Pad source ids (+EOS) into (B, S) on the device, with the (B, 1, 1, S) pad mask."""
         cfg = self.config
         width = max(len(s) for s in sources) + 1
-        src = torch.full((len(sources), width), cfg.pad_id, dtype=torch.long)
-        for row, ids in enumerate(sources):
-            src[row, : len(ids) + 1] = torch.tensor(ids + [cfg.eos_id])
-        src = src.to(self.device)
+        eos, pad = [cfg.eos_id], cfg.pad_id
+        rows = [ids + eos + [pad] * (width - 1 - len(ids)) for ids in sources]
+        src = torch.tensor(rows, dtype=torch.long).to(self.device)  # one op: on the hot path
         return src, pad_mask(src, cfg.pad_id)
 
     def translate_ids(self, sources: list[list[int]], **options) -> list[list[Hypothesis]]:
