@@ -2,8 +2,10 @@
 several concurrencies, with batching on (the default max_batch_size) and off (max_batch_size=1),
 same model and sentences, in one run: two servers side by side, the levels alternating between
 them, with the mean batch size and the engine's busy time that each server's metrics recorded
-at each level. Also the engine's own rates alone, and what HTTP + the batcher add to each
-request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on
+at each level, and where the CPU time went per request: the server's event loop (its main
+thread: HTTP, JSON, tokenization), its engine threads (the worker and the threads it computes
+on) and the load generator itself, which shares the machine. Also the engine's own rates
+alone, and what HTTP + the batcher add to each request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on
 asyncio streams for concurrent levels, on a blocking socket at concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
@@ -253,6 +255,29 @@ def run(coroutine):
     return uvloop.run(coroutine)
 
 
+def thread_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of process `pid`: (its main thread, all its other threads), from
+    /proc (Linux); NaN where that cannot be read."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main = other = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return float("nan"), float("nan")
+    for tid in tasks:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # from the state on: utime, stime at 11, 12
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        if int(tid) == pid:
+            main += seconds
+        else:
+            other += seconds
+    return main, other
+
+
 def batch_totals(url: str) -> tuple[float, float, float]:
     """From the server's metrics so far: sentences batched, batches, and seconds the engine
     spent computing them."""
@@ -333,10 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     # batches of max_batch_size consecutive sentences, as the requests arrive (unsorted across
     # batches): the most batching on / off could reach without HTTP and the batcher
     engine_one_rate = len(engine_lat) / sum(engine_lat)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for start in range(0, len(sentences), args.batch_size):
         tr.translate_batch(sentences[start : start + args.batch_size], beam_size=args.beam_size)
     engine_batched_rate = len(sentences) / (time.perf_counter() - t0)
+    engine_batched_cpu = (time.process_time() - cpu0) * 1e3 / len(sentences)
     del tr
 
     # Both servers run side by side and the levels alternate between them (on, off, on, ...),
@@ -357,12 +383,18 @@ def main(argv: list[str] | None = None) -> int:
             for mode, (_, port) in modes.items():
                 url = f"http://{host}:{port}"
                 before = batch_totals(url)
+                cpu_before = (*thread_cpu(servers[mode].pid), time.process_time())
                 budget = (max(args.max_requests, c), args.max_seconds, args.beam_size)
                 if c == 1:
                     r = sequential(host, port, sentences, *budget)
                 else:
                     r = run(level(host, port, sentences, c, *budget))
                 after = batch_totals(url)
+                cpu_after = (*thread_cpu(servers[mode].pid), time.process_time())
+                per_request = 1e3 / max(r["requests"] + r["errors"], 1)
+                r["cpu_loop"], r["cpu_engine"], r["cpu_client"] = (
+                    (b - a) * per_request for a, b in zip(cpu_before, cpu_after, strict=True)
+                )
                 batches = after[1] - before[1]
                 r["mean_batch"] = (after[0] - before[0]) / batches if batches else float("nan")
                 # the share of the level's time the engine was computing (idle otherwise)
@@ -390,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
             r["p50"],
             r["p95"],
             r["p99"],
+            r["cpu_loop"],
+            r["cpu_engine"],
+            r["cpu_client"],
         ]
         for mode in modes
         for c in levels
@@ -412,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
                 "p50 ms",
                 "p95 ms",
                 "p99 ms",
+                "CPU ms/req: event loop",
+                "engine",
+                "load generator",
             ],
             rows,
         )
@@ -419,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nengine alone, one sentence at a time: p50 {engine_p50:.1f} ms, "
         f"{engine_one_rate:.1f} sentences/s; in batches of {args.batch_size} in arrival order: "
-        f"{engine_batched_rate:.1f} sentences/s ({engine_batched_rate / engine_one_rate:.2f}x)"
+        f"{engine_batched_rate:.1f} sentences/s ({engine_batched_rate / engine_one_rate:.2f}x), "
+        f"{engine_batched_cpu:.2f} CPU ms per sentence"
     )
     if ("on", 1) in results:
         on1 = results[("on", 1)]

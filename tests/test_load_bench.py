@@ -74,5 +74,8 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
         and float(row.split("|")[7]) > 0
         for row in rows
     )
+    # where the CPU went, per request: the server's engine threads did the translating
+    assert all(float(row.split("|")[12]) > 0 for row in rows)
+    assert all(float(row.split("|")[c]) >= 0 for row in rows for c in (11, 13))
     assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
     assert sum("batching on / off" in line for line in lines) == 2
