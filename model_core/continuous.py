@@ -258,9 +258,8 @@ class RunningBatch:
         sents = self.sentences
         generated = [s.step + 1 for s in sents]  # tokens each sentence holds after this step
         device = self.tokens.device
-        at_limit = torch.tensor(
-            [g >= s.limit for g, s in zip(generated, sents, strict=True)], device=device
-        )
+        done = [g >= s.limit for g, s in zip(generated, sents, strict=True)]  # at the limit
+        at_limit = torch.tensor(done, device=device)
         # a newcomer's K - 1 extra rows (score -inf) are not computed in its first step
         live = None
         if self.slots and k > 1 and any(s.step == 0 for s in sents):
@@ -287,7 +286,6 @@ class RunningBatch:
             row_words = row_words.new_zeros((n_rows, per_row)).index_copy_(0, live, row_words)
             lse = lse.new_zeros((n_rows, *lse.shape[1:])).index_copy_(0, live, lse)
         choice = beam_select(row_logits, row_words, lse, self.scores, at_limit, k, cfg.eos_id)
-        done = at_limit.clone()
         if choice.finished:
             prefixes = self.seqs[[row for _, _, row, _ in choice.finished]].tolist()
             for (i, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
@@ -312,18 +310,21 @@ class RunningBatch:
                     worst = sents[i].finished[-1][0]
                     if length_normalise(run, generated[i], self.alpha) <= worst:
                         done[i] = True
-        done |= choice.scores[:, 0] == float("-inf")
+        for i, best in enumerate(choice.scores[:, 0].tolist()):
+            done[i] = done[i] or best == float("-inf")  # no beam left to extend
         for s in sents:
             s.step += 1
         cache.steps += 1
         out = []
-        if bool(done.any()):
-            for i in done.nonzero().squeeze(1).tolist():
+        if any(done):
+            for i in [i for i, d in enumerate(done) if d]:
                 hyps = sorted(sents[i].finished, key=lambda h: h[0], reverse=True)[
                     : sents[i].n_best
                 ]
                 out.append((sents[i].id, [Hypothesis(t, sc, finished=e) for sc, t, e in hyps]))
-            kept = (~done).nonzero().squeeze(1)
+            kept = torch.tensor(
+                [i for i, d in enumerate(done) if not d], dtype=torch.long, device=device
+            )
             rows, words, scores = choice.rows[kept], choice.words[kept], choice.scores[kept]
             self._update(kept, rows.flatten(), words.flatten(), scores, wrote=True)
         else:
@@ -349,33 +350,32 @@ class RunningBatch:
                 self.places, self.free = [], []
                 self.tokens, self.scores, self.seqs = tokens, scores, self.seqs[:0]
                 return
-        seqs = self.seqs.index_select(0, rows)
-        if wrote:
-            steps = [s.step - 1 for s in self.sentences for _ in range(self.k)]
-            seqs[
-                torch.arange(len(steps), device=seqs.device),
-                torch.tensor(steps, device=seqs.device),
-            ] = tokens
-        self.seqs, self.tokens, self.scores = seqs, tokens, scores
         cache = self.cache
         assert cache is not None
+        seqs = self.seqs.index_select(0, rows)
+        if wrote:  # at each row's step (its parent's: the same sentence's), set by decode_step
+            row_steps = cache.row_steps if kept is None else cache.row_steps.index_select(0, rows)
+            seqs[torch.arange(rows.numel(), device=seqs.device), row_steps] = tokens
+        self.seqs, self.tokens, self.scores = seqs, tokens, scores
         if not self.slots:
             cache.select(rows, sentences=kept, group=self.k)
         else:  # slot layout: nothing moves; the history says where each prefix is
             device = rows.device
             parents = cache.slots.index_select(0, rows)
-            if kept is not None:
+            if kept is None:  # the same sentences in the same places: the same slots
+                slots = cache.slots
+            else:
                 kept_list = kept.tolist()
                 gone = set(range(len(self.places))) - set(kept_list)
                 self.free += [self.places[i] for i in gone]
                 self.places = [self.places[i] for i in kept_list]
                 cache.steps = cache.steps.index_select(0, kept)
-            index = torch.tensor(self.places, dtype=torch.long, device=device)
-            slots = (index[:, None] * self.k + torch.arange(self.k, device=device)).flatten()
+                index = torch.tensor(self.places, dtype=torch.long, device=device)
+                slots = (index[:, None] * self.k + torch.arange(self.k, device=device)).flatten()
+                cache.slots, cache.sentence = slots, index.repeat_interleave(self.k)
             if wrote:  # row j's next position follows its parent's prefix
                 steps = cache.steps.repeat_interleave(self.k)
                 cache.history.index_put_((slots, steps), parents)
-            cache.slots, cache.sentence = slots, index.repeat_interleave(self.k)
         if kept is not None:  # the oldest may have left: read no wider than the rest need
             cache.length = max(s.step for s in self.sentences)
 
