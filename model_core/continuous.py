@@ -7,12 +7,15 @@ step for every row and returns the sentences that finished in it; `leave` drops 
 deadline passed, the client went away) before the next step. Each sentence keeps its own output
 limit and n-best count, so sentences with different limits share the batch.
 
-The decoder cache runs in gather mode with per-sentence steps (model.DecoderCache.steps): row i
-writes its key/value at its own step and attends to the positions up to it, with its own position
-embedding, so a sentence that joins at step 7 of the others decodes exactly as if it were alone,
-up to float rounding of the padded attention. A newcomer gets all K beam rows at once, the K - 1
-extra rows with score -inf: the first step then selects from its one real row, as
-decoding.beam_search does.
+The decoder cache has per-sentence steps (model.DecoderCache.steps): row i writes its key/value
+at its own step and attends to the positions up to it, with its own position embedding, so a
+sentence that joins at step 7 of the others decodes exactly as if it were alone, up to float
+rounding of the padded attention. On a CPU in float32 the cache is in the slot layout of the
+attention kernels (each sentence keeps its K slots and its place in the cross-attention state
+from its first step to its last; a newcomer takes the places of finished ones), elsewhere in
+gather mode. A newcomer gets all K beam rows at once, the K - 1 extra rows with score -inf: the
+first step then selects from its one real row, as decoding.beam_search does, and in the slot
+layout computes only that row.
 
 Memory: the self-attention buffer holds rows x the largest output limit among the sentences
 (positions a row never reaches are allocated, not written); the cross-attention state holds
