@@ -81,7 +81,7 @@ class _Sentence:
     state: str = "waiting"  # waiting, running, done, dropped
     wait_s: float = 0.0  # from submit until it joined a running decode
     batch: int = -1  # (no batch of the static batcher: Ticket.compute_s counts `step_s`)
-    request: _Request | None = None  # the request it belongs to, for its turns
+    request: _Request | None = None  # the request it belongs to (set by submit)
 
 
 @dataclass(eq=False)
@@ -217,16 +217,12 @@ class ContinuousBatcher(Tickets):
         with self._lock:
             for s in ticket.items:
                 if s.state == "waiting":
-                    requests = self._waiting.get(s.group)
-                    for request in requests or ():
-                        if s in request.sentences:
-                            request.sentences.remove(s)
-                            if not request.sentences:
-                                requests.remove(request)
-                                heapq.heapify(requests)
-                            break
-                    if requests is not None and not requests:
-                        del self._waiting[s.group]
+                    request, requests = s.request, self._waiting[s.group]
+                    request.sentences.remove(s)
+                    if not request.sentences:  # (admission re-orders the heap before use)
+                        requests.remove(request)
+                        if not requests:
+                            del self._waiting[s.group]
                     self._set_depth(-1)
                 elif s.state == "running":
                     self._running[s.group].leaving.add(s.id)
@@ -305,11 +301,15 @@ class ContinuousBatcher(Tickets):
         try:
             while True:
                 with self._lock:
-                    leaves = [(r, list(r.leaving)) for r in self._running.values() if r.leaving]
-                    for running, ids in leaves:
-                        running.leaving.clear()
-                        for i in ids:
-                            self._stopped(running.members.pop(i, None))
+                    leaves = []  # those still in their decode (not finished since)
+                    for running in self._running.values():
+                        if running.leaving:
+                            ids = [i for i in running.leaving if i in running.members]
+                            running.leaving.clear()
+                            for i in ids:
+                                self._stopped(running.members.pop(i))
+                            if ids:
+                                leaves.append((running, ids))
                 for running, ids in leaves:
                     self._guarded(running, lambda r, ids=ids: r.engine.leave(ids))
                 joins = self._admit()
@@ -401,6 +401,7 @@ class ContinuousBatcher(Tickets):
                 failed = [s for s in running.members.values() if s.state == "running"]
                 for s in failed:
                     s.state = "done"
+                for s in running.members.values():
                     self._stopped(s)
                 running.members.clear()
                 if self._running.get(running.group) is running:

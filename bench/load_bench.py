@@ -3,8 +3,9 @@ several concurrencies, with batching on (the default max_batch_size) and off (ma
 same model and sentences, in one run: two servers side by side, the levels alternating between
 them, with the mean batch size and the engine's busy time that each server's metrics recorded
 at each level, and where the CPU time went per request: the server's event loop (its main
-thread: HTTP, JSON, tokenization), its engine threads (the worker and the threads it computes
-on) and the load generator itself, which shares the machine. Also the engine's own rates
+thread: HTTP, JSON, tokenization), its other threads (the worker thread and the threads it
+computes on; nothing else runs there under this load) and the load generator itself, which
+shares the machine. Also the engine's own rates
 alone, and what HTTP + the batcher add to each request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on
 asyncio streams for concurrent levels, on a blocking socket at concurrency 1.
 
@@ -255,27 +256,21 @@ def run(coroutine):
     return uvloop.run(coroutine)
 
 
-def thread_cpu(pid: int) -> tuple[float, float]:
-    """CPU seconds so far of process `pid`: (its main thread, all its other threads), from
-    /proc (Linux); NaN where that cannot be read."""
+def server_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of process `pid`: (its main thread, all its other threads, those
+    that ended included), from /proc (Linux); NaN where that cannot be read."""
     tick = os.sysconf("SC_CLK_TCK")
-    main = other = 0.0
+
+    def seconds(stat: str) -> float:
+        fields = stat.rsplit(")", 1)[1].split()  # from the state on: utime, stime at 11, 12
+        return (int(fields[11]) + int(fields[12])) / tick
+
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
+        main = seconds(Path(f"/proc/{pid}/task/{pid}/stat").read_text())
+        total = seconds(Path(f"/proc/{pid}/stat").read_text())
     except OSError:
         return float("nan"), float("nan")
-    for tid in tasks:
-        try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # from the state on: utime, stime at 11, 12
-        seconds = (int(fields[11]) + int(fields[12])) / tick
-        if int(tid) == pid:
-            main += seconds
-        else:
-            other += seconds
-    return main, other
+    return main, total - main  # a tick of the main thread between the reads counts here
 
 
 def batch_totals(url: str) -> tuple[float, float, float]:
@@ -383,17 +378,21 @@ def main(argv: list[str] | None = None) -> int:
             for mode, (_, port) in modes.items():
                 url = f"http://{host}:{port}"
                 before = batch_totals(url)
-                cpu_before = (*thread_cpu(servers[mode].pid), time.process_time())
+                cpu_before = (*server_cpu(servers[mode].pid), time.process_time())
                 budget = (max(args.max_requests, c), args.max_seconds, args.beam_size)
                 if c == 1:
                     r = sequential(host, port, sentences, *budget)
                 else:
                     r = run(level(host, port, sentences, c, *budget))
+                cpu_after = (*server_cpu(servers[mode].pid), time.process_time())
                 after = batch_totals(url)
-                cpu_after = (*thread_cpu(servers[mode].pid), time.process_time())
                 per_request = 1e3 / max(r["requests"] + r["errors"], 1)
+                # the kernel counts in ticks (10 ms): the two reads of server_cpu may split one
+                # between its columns differently before and after, so a column can come out
+                # a tick short, never less than 0
                 r["cpu_loop"], r["cpu_engine"], r["cpu_client"] = (
-                    (b - a) * per_request for a, b in zip(cpu_before, cpu_after, strict=True)
+                    max(b - a, 0.0) * per_request
+                    for a, b in zip(cpu_before, cpu_after, strict=True)
                 )
                 batches = after[1] - before[1]
                 r["mean_batch"] = (after[0] - before[0]) / batches if batches else float("nan")
@@ -448,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                 "p95 ms",
                 "p99 ms",
                 "CPU ms/req: event loop",
-                "engine",
+                "other threads",
                 "load generator",
             ],
             rows,

@@ -78,7 +78,8 @@ class RunningBatch:
 
     @property
     def rows(self) -> int:
-        """Decoder rows the next step computes (sentences x beam size)."""
+        """Decoder rows (sentences x beam size; in the slot layout a newcomer's first step
+        computes one of its K)."""
         return self.tokens.numel()
 
     @property

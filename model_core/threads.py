@@ -190,7 +190,8 @@ class SharedCpuThreads:
         self._seconds, self._switches = 0.0, 0  # of the batches not judged yet
         self._work: float | None = 0.0  # their work, None once a batch did not say
         # a trial of fewer threads: (the count before it, that window's work per second, when
-        # it began, the fewer threads, their window's work per second once it is known)
+        # its current window began, the fewer threads, their window's work per second once it
+        # is known)
         self._trial: tuple[int, float, float, int, float | None] | None = None
         self._backoff, self.no_trial_until = 0.0, 0.0
 
@@ -221,9 +222,9 @@ class SharedCpuThreads:
             return
         speed = None if self._work is None else self._work / self._seconds
         if self._trial is not None:
-            before, before_speed, began, fewer, fewer_speed = self._trial
+            before, before_speed, _, fewer, fewer_speed = self._trial
             if fewer_speed is None and speed is not None:  # the window on fewer threads:
-                self._trial = (before, before_speed, began, fewer, speed)  # one more before's
+                self._trial = (before, before_speed, now, fewer, speed)  # one more before's
                 self.current = before
                 self._new_window()
                 return

@@ -9,6 +9,7 @@ until all are submitted.
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -38,6 +39,8 @@ class FakeGroup:
             engine.steps.append((self.group, names))
             engine.changed.notify_all()
         assert engine.gate.acquire(timeout=10), "the test never allowed this step"
+        if engine.delay:
+            time.sleep(engine.delay)
         if "bad-step" in names:
             raise RuntimeError("injected fault in step")
         done = []
@@ -50,8 +53,9 @@ class FakeGroup:
 
 
 class FakeEngine:
-    def __init__(self, free_steps: bool = False):
+    def __init__(self, free_steps: bool = False, delay: float = 0.0):
         self.gate = threading.Semaphore(10_000 if free_steps else 0)
+        self.delay = delay  # seconds each step takes
         self.changed = threading.Condition()
         self.steps: list[tuple[object, list[str]]] = []
         self.opened: list[object] = []
@@ -205,6 +209,24 @@ async def test_a_long_request_with_nothing_running_is_not_starved_by_newer_ones(
     await b.stop(5)
 
 
+async def test_turns_follow_the_running_counts_as_they_are_when_a_place_frees():
+    """A request's turn moves as its running sentences finish: the older request had more
+    running until the step that finished one of its sentences, and then the place that
+    freed goes to the other."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=4)
+    release = hold(b)
+    older = b.submit(("m", 1), [("b0", 9), ("b1", 9), ("b2", 9)], [1] * 3)
+    newer = b.submit(("m", 1), [("a0", 1), ("a1", 9), ("a2", 9)], [1] * 3)
+    release.set()
+    await step_until(engine, lambda: len(engine.steps) >= 2)
+    assert engine.names_in(0) == ["a0", "a1", "b0", "b1"]  # two each, by turns
+    # a0 finished: the newer request has one running, the older two; the place goes to a2
+    assert engine.names_in(1) == ["a1", "a2", "b0", "b1"]
+    await step_until(engine, lambda: older.future.done() and newer.future.done())
+    await b.stop(5)
+
+
 async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
     engine = FakeEngine()
     b = await started(engine, budget=10)
@@ -321,3 +343,33 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
     with pytest.raises(ShuttingDown):
         b.submit(("m", 1), [("b", 1)], [1])
     await b.stop(1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed):
+    """Requests of 1-6 sentences in two groups, a third of them cancelled at random moments
+    (waiting, running or done): every request not cancelled gets its results in order, and at
+    the end nothing waits or runs and every request's count of running sentences is 0."""
+    import random
+
+    rng = random.Random(seed)
+    engine = FakeEngine(free_steps=True, delay=0.001)
+    b = await started(engine, max_batch_size=5, max_queue_size=1000)
+    tickets, cancelled = [], set()
+    for n in range(60):
+        group = rng.choice(("x", "y"))
+        items = [(f"{group}{n}s{i}", rng.randint(1, 5)) for i in range(rng.randint(1, 6))]
+        tickets.append((b.submit((group, 1), items, [1] * len(items)), items))
+        if rng.random() < 0.5:
+            await asyncio.sleep(rng.choice((0, 0.001, 0.002, 0.005)))
+        if rng.random() < 0.3:
+            victim = rng.randrange(len(tickets))
+            b.cancel(tickets[victim][0])
+            cancelled.add(victim)
+    for i, (ticket, items) in enumerate(tickets):
+        if i not in cancelled:
+            assert await b.wait(ticket, 10) == [name[::-1] for name, _ in items]
+    await until(b._idle.is_set)  # the worker's loop has seen the last step and ended
+    assert b.depth == 0 and b.running == 0 and not b._waiting and not b._running
+    assert all(s.request.running == 0 for ticket, _ in tickets for s in ticket.items)
+    await b.stop(5)

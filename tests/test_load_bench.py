@@ -74,8 +74,9 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
         and float(row.split("|")[7]) > 0
         for row in rows
     )
-    # where the CPU went, per request: the server's engine threads did the translating
-    assert all(float(row.split("|")[12]) > 0 for row in rows)
-    assert all(float(row.split("|")[c]) >= 0 for row in rows for c in (11, 13))
+    # where the CPU went, per request: numbers for every level (the kernel counts in 10 ms
+    # ticks, so a level of six requests to a tiny model may show 0)
+    assert all(float(row.split("|")[c]) >= 0 for row in rows for c in (11, 12, 13))
+    assert sum(float(row.split("|")[c]) for row in rows for c in (11, 12)) > 0
     assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
     assert sum("batching on / off" in line for line in lines) == 2

@@ -20,6 +20,24 @@ class Fake:
         policy.after_batch(work)
         return threads
 
+    def batches(
+        self,
+        policy: SharedCpuThreads,
+        count: int,
+        seconds: float,
+        switches: int,
+        work: dict[int, float],
+    ) -> list[int]:
+        """`count` batches, each doing the work its thread count allows: their counts."""
+        seen = []
+        for _ in range(count):
+            threads = policy.before_batch()
+            self.now += seconds
+            self.switches += switches
+            policy.after_batch(work[threads])
+            seen.append(threads)
+        return seen
+
 
 def make(most: int, fake: Fake) -> SharedCpuThreads:
     return SharedCpuThreads(
@@ -115,13 +133,8 @@ def test_a_change_of_traffic_during_a_trial_is_no_verdict():
     policy = make(2, fake)
     ramp = iter([{2: 6.0}, {1: 10.0}, {2: 16.0}] + [{2: 16.0, 1: 10.0}] * 10)
     seen = []
-    for work in ramp:
-        for _ in range(10):  # a window of ten batches, 2 switches each
-            threads = policy.before_batch()
-            fake.now += 0.0105
-            fake.switches += 2
-            policy.after_batch(work[threads])
-            seen.append(threads)
+    for work in ramp:  # windows of ten batches, 2 switches each
+        seen += fake.batches(policy, 10, 0.0105, 2, work)
     assert seen[:30] == [2] * 10 + [1] * 10 + [2] * 10
     assert seen[30:] == [2] * 100  # the trial failed: the next one waits 5 s
 
@@ -132,7 +145,7 @@ def test_fewer_threads_must_be_clearly_faster():
     fake = Fake()
     policy = make(2, fake)
     work = {2: 10.0, 1: 11.0}
-    seen = [fake.batch(policy, 0.0105, 2, work[policy.current]) for _ in range(60)]
+    seen = fake.batches(policy, 60, 0.0105, 2, work)
     assert seen[:30] == [2] * 10 + [1] * 10 + [2] * 10 and seen[30:] == [2] * 30
 
 
@@ -193,3 +206,16 @@ def test_the_kernel_counter_is_readable_and_never_decreases():
     assert first >= 0
     sum(i * i for i in range(200_000))
     assert involuntary_switches() >= first
+
+
+def test_a_trial_of_batches_longer_than_the_stale_limit_is_judged():
+    """A batch of many long sentences can take longer than `stale_s` (1 s) alone: each window
+    of the trial is then one batch, and the trial still reaches its verdict."""
+    fake = Fake()
+    policy = make(2, fake)
+    work = {2: 1.0, 1: 4.0}  # a spinning neighbour: one thread does 4x the work
+    seen = fake.batches(policy, 14, 1.2, 200, work)
+    assert seen[:3] == [2, 1, 2]  # before, the trial, after
+    assert seen[3:5] == [1, 1]  # it proved faster: held for 2 s
+    assert seen[5:8] == [2, 1, 2]  # judged again, and it passes again
+    assert seen[8:] == [1, 1, 1, 1, 2, 1]  # held for 4 s
