@@ -144,7 +144,7 @@ class SharedCpuThreads:
     Preemptions alone do not tell a neighbour that spins (fewer threads win) from neighbours
     that yield often: a load generator, or this process's own event loop answering requests,
     preempt as often, yet two threads then served 1.6x the sentences/s of one
-    (docs/BENCHMARKS.md, section 6). So where the caller says how much work each batch did
+    (docs/BENCHMARKS.md, section 4). So where the caller says how much work each batch did
     (`after_batch(work)`, e.g. decoder rows x steps), halving is a trial of three windows:
     the one before on the old count, one on half of it, and one more on the old count; the
     half must beat both of the others' work per second by the factor `margin`, else the count
@@ -152,8 +152,9 @@ class SharedCpuThreads:
     `max_backoff_s`. The work per second of a window also depends on the batches that ran in
     it (a decoding step of many rows does more per second than one of a few; traffic ramps up
     and down), so one window on each side and the margin keep a change of traffic from
-    passing for a verdict; where fewer threads do help (a neighbour that spins), they are
-    several times faster (docs/BENCHMARKS.md, section 4). A count that
+    passing for a verdict; where fewer threads do help (a neighbour that spins), one thread
+    took 11-12 ms per request at the median against 16 ms for two, and at most 16 ms against
+    up to 149 (docs/BENCHMARKS.md, section 4). A count that
     proved faster holds for `hold_s`, doubling while trials keep passing up to `max_hold_s`,
     then all threads run again and are judged anew (preemptions alone no longer extend the
     hold: they continue under a yielding neighbour too). A trial whose window has not filled
