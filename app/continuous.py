@@ -217,10 +217,12 @@ class ContinuousBatcher(Tickets):
         with self._lock:
             for s in ticket.items:
                 if s.state == "waiting":
-                    request, requests = s.request, self._waiting[s.group]
-                    request.sentences.remove(s)
-                    if not request.sentences:  # (admission re-orders the heap before use)
-                        requests.remove(request)
+                    requests = self._waiting.get(s.group)
+                    if requests is None:  # the scheduler failed: it holds nothing any more
+                        continue
+                    s.request.sentences.remove(s)
+                    if not s.request.sentences:  # (admission re-orders the heap first)
+                        requests.remove(s.request)
                         if not requests:
                             del self._waiting[s.group]
                     self._set_depth(-1)

@@ -340,6 +340,7 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
     with pytest.raises(BatchFailed):
         await b.wait(t, 10)
     assert "broken envelope" in b.problem()
+    assert b.cancel(t) == 0 and b.depth == 0  # its sentence failed with the rest: nothing left
     with pytest.raises(ShuttingDown):
         b.submit(("m", 1), [("b", 1)], [1])
     await b.stop(1)
