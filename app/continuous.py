@@ -15,15 +15,17 @@ then one group takes one step (groups take turns). Finished sentences go to thei
 right after the step that finished them, in one call into the event loop.
 
 Admission:
-- a group holds at most `max_batch_size` sentences;
+- a group holds at most `places(group)` sentences (by default `max_batch_size`): the service
+  bounds a step's decoder rows (sentences x beam size), which a step's time grows with;
 - `budget` bounds what the running groups may allocate: `envelope(group, members)` gives a
   group's footprint for the (key, cost) pairs of its sentences, and a sentence is admitted only
   while the sum over groups, with it, stays within the budget (a lone sentence always runs);
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
   sentence), so a request of many sentences does not hold back the requests behind it. The
-  turn goes to the request with the fewest sentences running now (then the oldest): a request
-  that just arrived takes the next free place ahead of the next sentence of one already
-  running (a short request waits for no round of every long one), and a long request whose
+  turn goes to the request with the fewest sentences running now, then to the one that has
+  waited longest since its last turn (or its arrival). A request that just arrived takes the
+  next free place ahead of the next sentence of one already running, and waits for at most
+  one round of those with none running, never for them to finish; a long request whose
   sentences have finished is back at the front (it is not starved by a stream of short
   ones): each request gets an equal share of the running places, as far as it can use them;
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
@@ -87,10 +89,11 @@ class _Sentence:
 @dataclass(eq=False)
 class _Request:
     """A ticket's sentences of one group still waiting, in order; requests wait in a heap,
-    the one with the fewest sentences running first, then the oldest."""
+    the one with the fewest sentences running first, then the one whose last turn (or
+    arrival) came first."""
 
     sentences: deque[_Sentence]
-    seq: int
+    seq: int  # renewed at each turn
     running: int = 0  # its sentences in the running decode now
 
     def __lt__(self, other: _Request) -> bool:
@@ -116,6 +119,7 @@ class ContinuousBatcher(Tickets):
         envelope: Callable[[Hashable, list[tuple[Hashable, int]]], int],
         budget: int,
         max_batch_size: int = 64,
+        places: Callable[[Hashable], int] | None = None,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -128,6 +132,7 @@ class ContinuousBatcher(Tickets):
             max_batch_size,
             max_queue_size,
         )
+        self.places = places or (lambda group: max_batch_size)
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -359,14 +364,16 @@ class ContinuousBatcher(Tickets):
                 members = [(s.key, s.cost) for s in running.members.values()] if running else []
                 before = running.footprint if running else 0
                 entries, admitted = [], []
-                while requests and len(members) < self.max_batch_size:
+                places = max(1, min(self.max_batch_size, self.places(group)))
+                while requests and len(members) < places:
                     request = requests[0]
                     s = request.sentences[0]
                     footprint = self.envelope(group, members + [(s.key, s.cost)])
                     if used - before + footprint > self.budget and (members or used):
                         break
                     request.sentences.popleft()
-                    request.running += 1  # its next sentence after the others' turns
+                    request.running += 1
+                    request.seq = next(self._ids)  # its next turn after the others' turns
                     if request.sentences:
                         heapq.heapreplace(requests, request)
                     else:

@@ -82,6 +82,7 @@ async def load_models(app: FastAPI) -> None:
             engine.group_of,
             envelope=engine.envelope,
             budget=s.max_running_tokens,
+            places=engine.places_for(s.max_running_rows),
             on_running=metrics.running.set,
             **common,
         )

@@ -77,6 +77,13 @@ class Settings(BaseSettings):
         description="continuous scheduler: key/value positions the running decodes may "
         "allocate (per group: rows x longest output limit + sentences x longest source)",
     )
+    max_running_rows: int = Field(
+        0,
+        ge=0,
+        description="continuous scheduler: decoder rows (sentences x beam size) one running "
+        "decode steps at most, which bounds a step's time (0: 128 on a CPU, where a step's time "
+        "grows with its rows; on a GPU only MT_MAX_BATCH_SIZE)",
+    )
     max_request_share: float = Field(
         0.5,
         gt=0,

@@ -209,6 +209,27 @@ async def test_a_long_request_with_nothing_running_is_not_starved_by_newer_ones(
     await b.stop(5)
 
 
+async def test_a_newcomer_waits_one_round_not_for_older_requests_to_finish():
+    """Round-robin by request: a request that had a turn goes behind every request waiting
+    since before that turn, so a newcomer waits for one round of the requests before it, even
+    where their sentences finish at every step and leave them with none running, as the
+    newcomer has."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=1)
+    release = hold(b)
+    first = b.submit(("m", 1), [(f"a{i}", 1) for i in range(4)], [1] * 4)
+    second = b.submit(("m", 1), [(f"b{i}", 1) for i in range(4)], [1] * 4)
+    release.set()
+    await step_until(engine, lambda: len(engine.steps) >= 3)  # a0, b0, a1 (waiting to run)
+    late = b.submit(("m", 1), [("late", 1)], [1])
+    await step_until(engine, lambda: all(t.future.done() for t in (first, second, late)))
+    order = [engine.names_in(i)[0] for i in range(len(engine.steps))]
+    # after a1: b (its turn came before a1's), a (a1's), then the newcomer
+    assert order == ["a0", "b0", "a1", "b1", "a2", "late", "b2", "a3", "b3"]
+    assert await b.wait(late) == ["etal"]
+    await b.stop(5)
+
+
 async def test_turns_follow_the_running_counts_as_they_are_when_a_place_frees():
     """A request's turn moves as its running sentences finish: the older request had more
     running until the step that finished one of its sentences, and then the place that
@@ -224,6 +245,24 @@ async def test_turns_follow_the_running_counts_as_they_are_when_a_place_frees():
     # a0 finished: the newer request has one running, the older two; the place goes to a2
     assert engine.names_in(1) == ["a1", "a2", "b0", "b1"]
     await step_until(engine, lambda: older.future.done() and newer.future.done())
+    await b.stop(5)
+
+
+async def test_each_group_runs_at_most_its_places_and_never_more_than_max_batch_size():
+    """`places(group)` bounds a group's running sentences (the service derives it from a
+    bound on decoder rows, so a wider beam gets fewer places); max_batch_size still caps it."""
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine, max_batch_size=3, places={"one": 1, "two": 2, "many": 9}.get)
+    release = hold(b)
+    tickets = {
+        g: b.submit((g, 1), [(f"{g}{i}", 2) for i in range(4)], [1] * 4)
+        for g in ("one", "two", "many")
+    }
+    release.set()
+    answers = {g: await b.wait(t) for g, t in tickets.items()}
+    assert answers["two"] == [f"{i}owt" for i in range(4)]
+    most = {g: max(len(names) for group, names in engine.steps if group == g) for g in tickets}
+    assert most == {"one": 1, "two": 2, "many": 3}
     await b.stop(5)
 
 

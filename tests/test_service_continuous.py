@@ -141,3 +141,41 @@ def test_the_engine_counts_what_a_running_decode_allocates(weights_dir):  # noqa
     self_positions, cross_positions = group.running.envelope()
     assert engine.envelope(("en-de", 3), members) == self_positions + cross_positions
     assert group.running.allocated() == self_positions
+
+
+def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
+    """MT_MAX_RUNNING_ROWS=8: at beam 4 a step holds 2 sentences at most, at beam 1 eight; the
+    answers are those of the static batcher."""
+    body = {"q": [f"I see {n} trees." for n in range(2, 8)], "source": "en", "target": "de"}
+    answers = {}
+    for scheduler in ("static", "continuous"):
+        with serve_in_thread(weights_dir, scheduler=scheduler, max_running_rows=8) as (url, _):
+            answers[scheduler] = []
+            for beam, most in ((4, 2), (1, 8)):
+                answer = post(url, json={**body, "beam_size": beam})
+                answers[scheduler].append(answer.json()["translatedText"])
+                if scheduler == "continuous":  # steps so far, and those of <= `most` sentences
+                    steps = metric(url, "mt_batch_size_count")
+                    assert metric(url, "mt_batch_size_bucket", f'le="{most}.0"') == steps
+            if scheduler == "continuous":  # beam 1 ran more than 2 in some steps
+                assert metric(url, "mt_batch_size_bucket", 'le="2.0"') < steps
+    assert answers["continuous"] == answers["static"]
+
+
+def test_the_row_bound_on_a_cpu_and_on_a_gpu():
+    """0 (the default): 128 rows on a CPU, whatever a GPU's batch size allows; otherwise the
+    setting. (No GPU here: the engine's device is the only thing that says which.)"""
+    from types import SimpleNamespace
+
+    import torch
+
+    from app.engine import Engine
+
+    def places(device: str, rows: int, beam: int) -> int:
+        engine = SimpleNamespace(device=torch.device(device), CPU_RUNNING_ROWS=128)
+        return Engine.places_for(engine, rows)(("en-de", beam))
+
+    assert [places("cpu", 0, beam) for beam in (1, 4, 5, 200)] == [128, 32, 25, 1]
+    assert places("cpu", 20, 4) == 5
+    assert places("cuda", 0, 4) > 10_000
+    assert places("cuda", 64, 4) == 16
