@@ -12,7 +12,11 @@ options (output limit, number of alternatives): the engine's group handles them 
 One loop on the worker thread runs everything, between steps in this order: sentences whose
 request went away (deadline, disconnect) leave their group; waiting sentences are admitted;
 then one group takes one step (groups take turns). Finished sentences go to their requests
-right after the step that finished them, in one call into the event loop.
+right after the step that finished them, in one call into the event loop, once one of them
+completes its request: a finished sentence whose request still has others to come waits on the
+worker thread for the next call (each call wakes the event loop, which then takes a core from
+the engine's threads in the middle of a step: the answers of a long request's first sentences
+would wake it for nothing, as nobody can read them yet).
 
 Admission:
 - a group holds at most `places(group)` sentences (by default `max_batch_size`): the service
@@ -95,6 +99,7 @@ class _Request:
     sentences: deque[_Sentence]
     seq: int  # renewed at each turn
     running: int = 0  # its sentences in the running decode now
+    left: int = 0  # its sentences not finished yet (the worker's count)
 
     def __lt__(self, other: _Request) -> bool:
         return (self.running, self.seq) < (other.running, other.seq)
@@ -148,6 +153,7 @@ class ContinuousBatcher(Tickets):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._reports: list[BatchReport] = []  # steps not reported yet (worker thread)
+        self._held: list[tuple[_Sentence, Any]] = []  # finished, their request not (worker)
 
     # -- the event loop's side -------------------------------------------------------------
 
@@ -196,7 +202,7 @@ class ContinuousBatcher(Tickets):
                     f"{self._depth} sentences are waiting (limit {self.max_queue_size})"
                 )
             ticket.results, ticket.pending = [None] * len(payloads), len(payloads)
-            request = _Request(deque(), next(self._ids))
+            request = _Request(deque(), next(self._ids), left=len(payloads))
             for i, (payload, cost) in enumerate(zip(payloads, costs, strict=True)):
                 s = _Sentence(
                     next(self._ids),
@@ -440,7 +446,7 @@ class ContinuousBatcher(Tickets):
         if results is None:
             return
         compute_s = time.perf_counter() - started
-        finished = []
+        complete = False
         with self._lock:
             for ticket in {s.ticket for s in running.members.values()}:
                 ticket.step_s += compute_s
@@ -449,18 +455,24 @@ class ContinuousBatcher(Tickets):
                 self._stopped(s)
                 if s is not None and s.state == "running":
                     s.state = "done"
-                    finished.append((s, result))
+                    self._held.append((s, result))
+                    if s.request is not None:
+                        s.request.left -= 1
+                        complete = complete or s.request.left == 0
             waits, running.joined_waits = running.joined_waits, []
         # the footprint admission last counted for it
         self._report(running, size, running.footprint, compute_s, waits, failed=False)
-        if finished:
-            self._notify_loop(finished, [], None)
+        if complete:  # a request has all its answers: they go now, with those held so far
+            self._notify_loop([], [], None)
 
     def _notify_loop(self, finished, failed, error_id) -> None:
-        """One call into the event loop: the results, then the steps' reports since the last."""
+        """One call into the event loop: the results (with those held), then the steps'
+        reports since the last."""
         if self.on_running:
             self.on_running(self.running)
         reports, self._reports = self._reports, []
+        if self._held:
+            finished, self._held = self._held + list(finished), []
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self._deliver, finished, failed, error_id, reports)

@@ -7,6 +7,10 @@ every N steps, all waiting at once), until all are done. Both alternate `--repea
 table gives sentences/s and the continuous decode's step count.
 
     python -m bench.continuous_engine_bench --checkpoint weights/en-de --beam-size 4
+
+`--step-sizes 1,4,16,64` instead times single steps and joins with that many sentences in
+flight (each finished sentence replaced by the next at the next step): how a step's time grows
+with its rows, which `MT_MAX_RUNNING_ROWS` bounds.
 """
 
 from __future__ import annotations
@@ -57,6 +61,39 @@ def continuous_rate(
     return len(ids) / (time.perf_counter() - start), steps
 
 
+def step_times(
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int
+) -> tuple[float, float]:
+    """Median ms of one step with `inflight` sentences running, and of a join per sentence
+    joining (the newcomers' encoder and cache rows), over `steps` steps."""
+    opts = tr.options(beam_size=beam)
+    limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
+    running = tr.running_batch(beam)
+    taken = 0
+
+    def join(count: int) -> None:
+        nonlocal taken
+        batch = [(taken + i) % len(ids) for i in range(count)]
+        taken += count
+        src, mask = tr.batch_tensors([ids[i] for i in batch])
+        running.join(
+            [taken - count + i for i in range(count)], src, mask, [limits[i] for i in batch],
+            [1] * count,
+        )  # fmt: skip
+
+    join(inflight)
+    step_s, join_s = [], []
+    for _ in range(steps):
+        start = time.perf_counter()
+        finished = running.step()
+        step_s.append(time.perf_counter() - start)
+        if finished:
+            start = time.perf_counter()
+            join(len(finished))
+            join_s.append((time.perf_counter() - start) / len(finished))
+    return median(step_s) * 1e3, median(join_s) * 1e3
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
@@ -67,11 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--join-every", type=int, default=1)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--step-sizes", default="", help="comma list: time steps at these in flight")
+    p.add_argument("--steps", type=int, default=300, help="steps timed per size")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     tr = Translator.load(args.checkpoint, device="cpu", linear_backend="auto")
     ids = [tr.encode_source(s) for s in read_sentences(args.src, args.sentences)]
     tr.translate_ids(ids[:4], beam_size=args.beam_size)  # warm-up
+    if args.step_sizes:
+        rows = []
+        for n in [int(x) for x in args.step_sizes.split(",")]:
+            step_ms, join_ms = step_times(tr, ids, n, args.beam_size, args.steps)
+            rows.append([n, n * args.beam_size, f"{step_ms:.2f}", f"{step_ms / n:.3f}",
+                         f"{join_ms:.2f}"])  # fmt: skip
+        print(machine())
+        print(
+            f"{args.checkpoint}: beam {args.beam_size}, {args.threads} threads; medians over "
+            f"{args.steps} steps per size"
+        )
+        print()
+        headers = ["sentences in flight", "rows", "step ms", "step ms per sentence"]
+        print(table(headers + ["join ms per sentence joining"], rows))
+        return 0
     static, continuous, steps = [], [], 0
     for _ in range(args.repeats):
         static.append(static_rate(tr, ids, args.inflight, args.beam_size))

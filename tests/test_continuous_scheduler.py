@@ -136,6 +136,31 @@ async def test_a_short_request_joins_a_running_decode_and_is_answered_first():
     await b.stop(5)
 
 
+async def test_the_event_loop_is_woken_when_a_request_completes_not_per_sentence():
+    """A finished sentence whose request has more to come waits on the worker thread; the
+    answers go to the event loop, all held ones together, in the step a request completes."""
+    engine = FakeEngine()
+    b = await started(engine)
+    calls = []
+    deliver = b._deliver
+
+    def counted(finished, failed, error_id, reports=()):
+        if finished:
+            calls.append(sorted(result for _, result in finished))
+        deliver(finished, failed, error_id, reports)
+
+    b._deliver = counted
+    release = hold(b)
+    long = b.submit(("m", 1), [("x0", 1), ("x1", 2), ("x2", 3)], [1] * 3)
+    short = b.submit(("m", 1), [("s", 2)], [1])
+    release.set()
+    await step_until(engine, lambda: long.future.done())
+    # step 0 finished x0 (held), step 1 x1 and s (s completes its request), step 2 x2
+    assert calls == [["0x", "1x", "s"], ["2x"]]
+    assert await b.wait(long) == ["0x", "1x", "2x"] and await b.wait(short) == ["s"]
+    await b.stop(5)
+
+
 async def test_results_come_back_per_request_in_order_across_groups():
     engine = FakeEngine(free_steps=True)
     b = await started(engine)
