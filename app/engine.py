@@ -235,19 +235,13 @@ class Engine:
 
     # The continuous scheduler's side (app/continuous.py): a group is one model and beam size.
 
-    # A CPU step's time grows with its rows (the cores are busy with every row's matrix
-    # products from a few rows on): 128 rows (32 sentences at beam 4) keep a step of the shipped
-    # model near 8 ms on 2 cores, and lose little to smaller batches (docs/BENCHMARKS.md, 6).
-    CPU_RUNNING_ROWS = 128
-
-    def places_for(self, max_rows: int) -> Callable[[tuple[str, int]], int]:
+    @staticmethod
+    def places_for(max_rows: int) -> Callable[[tuple[str, int]], int]:
         """The continuous scheduler's bound on a group's sentences for a bound on its decoder
-        rows (0: CPU_RUNNING_ROWS on a CPU, none on a GPU, where a step of a few hundred rows
-        takes hardly longer than one of a few)."""
-        rows = max_rows or (self.CPU_RUNNING_ROWS if self.device.type == "cpu" else 0)
-        if not rows:
+        rows, sentences x beam size (0: none)."""
+        if not max_rows:
             return lambda group: sys.maxsize
-        return lambda group: max(1, rows // group[1])
+        return lambda group: max(1, max_rows // group[1])
 
     @staticmethod
     def group_of(key: DecodeKey) -> tuple[str, int]:

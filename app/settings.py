@@ -81,8 +81,8 @@ class Settings(BaseSettings):
         0,
         ge=0,
         description="continuous scheduler: decoder rows (sentences x beam size) one running "
-        "decode steps at most, which bounds a step's time (0: 128 on a CPU, where a step's time "
-        "grows with its rows; on a GPU only MT_MAX_BATCH_SIZE)",
+        "decode steps at most, which bounds a step's time where it grows with its rows, as on a "
+        "CPU (0: no bound but MT_MAX_BATCH_SIZE)",
     )
     max_request_share: float = Field(
         0.5,

@@ -10,6 +10,9 @@ long requests, with each server's peak resident memory.
 
     python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
 
+`--rows 128` adds a third server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds
+one per value), which takes its turn with the other two.
+
 Traffic goes only to the two servers this command starts on loopback ports; each level is
 bounded in requests and seconds. It measures; it asserts nothing about speed.
 """
@@ -146,17 +149,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long-share", type=float, default=0.2)
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--port", type=int, default=8775, help="static; continuous uses the next one")
+    p.add_argument(
+        "--port", type=int, default=8775, help="static; the continuous servers the next ones"
+    )
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rows", default="", help="comma list: continuous servers with these "
+                   "MT_MAX_RUNNING_ROWS besides the default one")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
-    schedulers = {"static": args.port, "continuous": args.port + 1}
+    variants = {"static": ("static", ""), "continuous": ("continuous", "")}
+    for rows in filter(None, args.rows.split(",")):
+        variants[f"continuous rows={int(rows)}"] = ("continuous", str(int(rows)))
+    schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
     for name, port in schedulers.items():
-        os.environ["MT_SCHEDULER"] = name
+        scheduler, rows = variants[name]
+        os.environ["MT_SCHEDULER"] = scheduler
+        if rows:
+            os.environ["MT_MAX_RUNNING_ROWS"] = rows
         servers[name] = start_server(args.weights, port, 64, args.threads, "default")
+        os.environ.pop("MT_MAX_RUNNING_ROWS", None)
     os.environ.pop("MT_SCHEDULER")
     results = {}
     try:
@@ -214,9 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     print(table(headers, rows))
     print("\npeak resident memory: " + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items()))
     for load in loads:
-        s, c = results[(load, "static")][0], results[(load, "continuous")][0]
-        ratio = percentile(c["short"], 0.99) / percentile(s["short"], 0.99)
-        print(f"{load:.0%}: short p99 continuous / static = {ratio:.2f}")
+        s = results[(load, "static")][0]
+        for name in list(variants)[1:]:
+            ratio = percentile(results[(load, name)][0]["short"], 0.99) / percentile(
+                s["short"], 0.99
+            )
+            print(f"{load:.0%}: short p99 {name} / static = {ratio:.2f}")
     return 0
 
 
