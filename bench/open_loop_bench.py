@@ -3,8 +3,8 @@
 Requests arrive as a Poisson process at fixed rates, whether or not earlier ones were answered
 (as traffic from many independent users does); 80% are short texts (5-15 words) and 20% long
 ones (60-150 words, several sentences each, which the service splits), all at one beam size.
-First the static server's capacity is measured (requests/s answered with the same mix, closed
-loop, many clients); then each rate (a share of that capacity) runs on both servers, side by
+First each server's capacity is measured (requests/s answered with the same mix, closed
+loop, many clients); then each rate (a share of static's) runs on every server, side by
 side and alternating, and the table gives throughput and the p50/p99 latency of short and of
 long requests, with each server's peak resident memory.
 
@@ -13,7 +13,7 @@ long requests, with each server's peak resident memory.
 `--rows 128` adds a third server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds
 one per value), which takes its turn with the other two.
 
-Traffic goes only to the two servers this command starts on loopback ports; each level is
+Traffic goes only to the servers this command starts on loopback ports; each level is
 bounded in requests and seconds. It measures; it asserts nothing about speed.
 """
 
@@ -177,16 +177,20 @@ def main(argv: list[str] | None = None) -> int:
         for port in schedulers.values():
             wait_ready(f"http://127.0.0.1:{port}")
             run(closed_loop(port, Mix(lines, args.long_share, 99), 4, 5, args.beam_size))
-        capacity = run(
-            closed_loop(
-                schedulers["static"],
-                Mix(lines, args.long_share, args.seed),
-                args.capacity_clients,
-                args.capacity_seconds,
-                args.beam_size,
+        capacities = {  # every server's, one after the other; the loads are static's
+            name: run(
+                closed_loop(
+                    port,
+                    Mix(lines, args.long_share, args.seed),
+                    args.capacity_clients,
+                    args.capacity_seconds,
+                    args.beam_size,
+                )
             )
-        )
-        print(f"static capacity: {capacity:.2f} requests/s", file=sys.stderr)
+            for name, port in schedulers.items()
+        }
+        capacity = capacities["static"]
+        print(f"capacities: {capacities}", file=sys.stderr)
         for load in loads:
             for name, port in schedulers.items():
                 mix = Mix(lines, args.long_share, args.seed)  # the same requests for both
@@ -226,7 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     headers = ["load", "scheduler", "answered", "failed", "requests/s"]
     headers += ["short p50 ms", "short p99 ms", "long p50 ms", "long p99 ms"]
     print(table(headers, rows))
-    print("\npeak resident memory: " + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items()))
+    print(
+        f"\ncapacity ({args.capacity_clients} clients back to back, requests/s): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in capacities.items())
+    )
+    print("peak resident memory: " + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items()))
     for load in loads:
         s = results[(load, "static")][0]
         for name in list(variants)[1:]:
