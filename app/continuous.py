@@ -19,8 +19,9 @@ the engine's threads in the middle of a step: the answers of a long request's fi
 would wake it for nothing, as nobody can read them yet).
 
 Admission:
-- a group holds at most `places(group)` sentences (by default `max_batch_size`): the service
-  bounds a step's decoder rows (sentences x beam size), which a step's time grows with;
+- a group holds at most `places(group)` sentences, and never more than `max_batch_size` (the
+  service derives `places` from MT_MAX_RUNNING_ROWS, a bound on a step's decoder rows,
+  sentences x beam size, where it is set);
 - `budget` bounds what the running groups may allocate: `envelope(group, members)` gives a
   group's footprint for the (key, cost) pairs of its sentences, and a sentence is admitted only
   while the sum over groups, with it, stays within the budget (a lone sentence always runs);
