@@ -414,7 +414,8 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
 async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed):
     """Requests of 1-6 sentences in two groups, a third of them cancelled at random moments
     (waiting, running or done): every request not cancelled gets its results in order, and at
-    the end nothing waits or runs and every request's count of running sentences is 0."""
+    the end nothing waits, runs or is held back, and every request's count of running
+    sentences is 0."""
     import random
 
     rng = random.Random(seed)
@@ -437,4 +438,8 @@ async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zer
     await until(b._idle.is_set)  # the worker's loop has seen the last step and ended
     assert b.depth == 0 and b.running == 0 and not b._waiting and not b._running
     assert all(s.request.running == 0 for ticket, _ in tickets for s in ticket.items)
+    # every request not cancelled has all its sentences finished, and no answer is held back
+    for i, (ticket, _) in enumerate(tickets):
+        assert i in cancelled or ticket.items[0].request.left == 0
+    assert b._held == []
     await b.stop(5)
