@@ -110,4 +110,4 @@ def test_own_cgroup_missing_from_the_mount_falls_back_to_its_ancestors(tmp_path,
 
 def test_this_machine_reports_at_least_one_cpu_within_the_affinity_mask():
     n = available_cpus()
-    assert 1 <= n <= threads.affinity_cpus()
+    assert threads.affinity_cpus() >= n >= 1
