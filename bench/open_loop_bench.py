@@ -159,19 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
-    variants = {"static": ("static", ""), "continuous": ("continuous", "")}
+    variants = {"static": ("static", 0), "continuous": ("continuous", 0)}
     for rows in filter(None, args.rows.split(",")):
-        variants[f"continuous rows={int(rows)}"] = ("continuous", str(int(rows)))
+        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
     for name, port in schedulers.items():
         scheduler, rows = variants[name]
-        os.environ["MT_SCHEDULER"] = scheduler
-        if rows:
-            os.environ["MT_MAX_RUNNING_ROWS"] = rows
+        os.environ["MT_SCHEDULER"], os.environ["MT_MAX_RUNNING_ROWS"] = scheduler, str(rows)
         servers[name] = start_server(args.weights, port, 64, args.threads, "default")
-        os.environ.pop("MT_MAX_RUNNING_ROWS", None)
     os.environ.pop("MT_SCHEDULER")
+    os.environ.pop("MT_MAX_RUNNING_ROWS")
     results = {}
     try:
         for port in schedulers.values():
