@@ -135,14 +135,17 @@ class RunningBatch:
         if self.cache is None:
             # the attention kernels (CPU float32) run over the slot layout; torch elsewhere
             self.slots = fused.attention_kernels_for(memory)
-        fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=not self.slots)
         device = src.device
         rows_old = self.tokens.numel()
         rows = rows_old + b * k
         capacity = max(s.limit for s in self.sentences + new)
-        if self.slots:
-            self._join_slots(fresh, b, capacity)
+        if self.slots and self.cache is not None:  # only the newcomers' cross-attention state
+            self._join_slots(model.slot_cross_state(memory, src_mask), b, capacity)
+        elif self.slots:
+            fresh = model.init_cache(memory, src_mask, 1, beams=1)
+            self._start_slots(fresh, b, capacity)
         else:
+            fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=True)
             self._join_gather(fresh, b, capacity)
         start = torch.full((b, k), float("-inf"), device=device)
         start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
@@ -185,38 +188,49 @@ class RunningBatch:
             kv[:rows_old, :t] = old_kv[:, :t]
         cache.kv, cache.spare, cache.group = kv, None, k
 
-    def _join_slots(self, fresh: DecoderCache, b: int, capacity: int) -> None:
+    def _start_slots(self, fresh: DecoderCache, b: int, capacity: int) -> None:
+        """Slot layout, the first sentences: the cache is theirs, sentence i in place i."""
+        k, device = self.k, fresh.kv.device
+        cache = self.cache = fresh
+        cache.kv = fresh.kv.new_empty((fresh.kv.shape[0], b * k, capacity, *fresh.kv.shape[3:]))
+        cache.history = identity_history(b * k, capacity, device)
+        self.places = list(range(b))
+        index = torch.arange(b, device=device)
+        cache.slots = torch.arange(b * k, device=device)
+        cache.sentence = index.repeat_interleave(k)
+        cache.steps = torch.zeros(b, dtype=torch.long, device=device)
+        cache.spare, cache.group, cache.beams = None, k, k
+
+    def _join_slots(
+        self,
+        state: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor],
+        b: int,
+        capacity: int,
+    ) -> None:
         """Slot layout: each sentence owns K slots (and one place in the cross-attention state)
         from its first step to its last; a newcomer takes those of a finished sentence, and
-        the buffers grow (to exactly what is needed) only when none are free."""
+        the buffers grow (to exactly what is needed) only when none are free. `state`: the
+        newcomers' cross-attention keys, values and bias (Transformer.slot_cross_state)."""
         cache, k = self.cache, self.k
-        device = fresh.kv.device
+        assert cache is not None
+        add_k, add_v, add_bias = state
+        device = add_bias.device
         taken = [self.free.pop() for _ in range(min(b, len(self.free)))]
-        add_k, add_v, add_bias = list(fresh.cross_k), list(fresh.cross_v), fresh.src_bias
-        if cache is None:
-            cache = self.cache = fresh
-            cache.steps = torch.zeros(0, dtype=torch.long, device=device)
-            cache.slots = torch.zeros(0, dtype=torch.long, device=device)
-            cache.sentence = torch.zeros(0, dtype=torch.long, device=device)
-            cache.cross_k = [x[:0] for x in fresh.cross_k]
-            cache.cross_v = [x[:0] for x in fresh.cross_v]
-            cache.src_bias = fresh.src_bias[:0]
-            cache.kv = fresh.kv.new_empty((fresh.kv.shape[0], 0, capacity, *fresh.kv.shape[3:]))
-            cache.history = identity_history(0, capacity, device)
         places = cache.src_bias.shape[0]
         grow = b - len(taken)
-        width = max(cache.src_bias.shape[-1], add_bias.shape[-1])
-        positions = max(capacity, cache.kv.shape[2])
-        if grow or width > cache.src_bias.shape[-1]:
+        width, new_width = cache.src_bias.shape[-1], add_bias.shape[-1]
+        if new_width > width:  # every place's state widens (zeros, -inf: padding)
             for tensors in (cache.cross_k, cache.cross_v):
                 for i, x in enumerate(tensors):
-                    shape = (places + grow, x.shape[1], width, x.shape[3])
-                    out = x.new_zeros(shape)
-                    out[:places, :, : x.shape[2]] = x
-                    tensors[i] = out
-            bias = cache.src_bias.new_full((places + grow, width), float("-inf"))
-            bias[:places, : cache.src_bias.shape[1]] = cache.src_bias
-            cache.src_bias = bias
+                    tensors[i] = _pad_to(x, 2, new_width, 0.0)
+            cache.src_bias = _pad_to(cache.src_bias, 1, new_width, float("-inf"))
+            width = new_width
+        if grow:  # new places at the end (written below)
+            for tensors in (cache.cross_k, cache.cross_v):
+                for i, x in enumerate(tensors):
+                    tensors[i] = torch.cat([x, x.new_empty((grow, *x.shape[1:]))])
+            cache.src_bias = torch.cat([cache.src_bias, cache.src_bias.new_empty((grow, width))])
+        positions = max(capacity, cache.kv.shape[2])
         if grow or positions > cache.kv.shape[2]:
             t, old = cache.length, cache.kv
             kv = old.new_empty((old.shape[0], (places + grow) * k, positions, *old.shape[3:]))
@@ -226,10 +240,15 @@ class RunningBatch:
             cache.kv, cache.history = kv, history
         places_new = taken + list(range(places, places + grow))
         index = torch.tensor(places_new, dtype=torch.long, device=device)
+        # the newcomers' state written in place: their own width, then padding to the rest
         for tensors, add in ((cache.cross_k, add_k), (cache.cross_v, add_v)):
             for x, c in zip(tensors, add, strict=True):
-                x[index] = _pad_to(c, 2, width, 0.0)
-        cache.src_bias[index] = _pad_to(add_bias, 1, width, float("-inf"))
+                x[index, :, :new_width] = c
+                if new_width < width:
+                    x[index, :, new_width:] = 0.0
+        cache.src_bias[index, :new_width] = add_bias
+        if new_width < width:
+            cache.src_bias[index, new_width:] = float("-inf")
         self.places += places_new
         slots = (index[:, None] * k + torch.arange(k, device=device)).flatten()
         cache.slots = torch.cat([cache.slots, slots])

@@ -498,28 +498,22 @@ class Transformer(nn.Module):
         h, hd = self.cfg.n_heads, self.cfg.head_dim
         scale = 1.0 / math.sqrt(hd)
         layers, positions = len(self.decoder_layers), min(capacity, INITIAL_CACHE_POSITIONS)
-        bias = torch.zeros(src_mask.shape, dtype=memory.dtype, device=memory.device)
-        bias = bias.masked_fill(~src_mask, float("-inf"))  # (b, 1, 1, S)
         if not gather and fused.attention_kernels_for(memory):
             sentences = torch.arange(b, device=memory.device)
-            step = self.fused_step
-            if step is not None and step.fits_memory(memory):  # one C call for every layer
-                cross_k, cross_v = step.cross_kv(memory, src_mask)
-            else:
-                cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
-                cross_k = [(k * scale).contiguous() for k, _ in cross]
-                cross_v = [v.contiguous() for _, v in cross]
+            cross_k, cross_v, bias = self.slot_cross_state(memory, src_mask)
             return DecoderCache(  # positions >= length are never read: no zero fill
                 kv=memory.new_empty((layers, b * beams, positions, 2, h, hd)),
                 cross_k=cross_k,
                 cross_v=cross_v,
-                src_bias=bias.reshape(b, -1).contiguous(),
+                src_bias=bias,
                 slots=sentences * beams,
                 sentence=sentences,
                 active=sentences,
                 beams=beams,
                 history=identity_history(b * beams, positions, memory.device),
             )
+        bias = torch.zeros(src_mask.shape, dtype=memory.dtype, device=memory.device)
+        bias = bias.masked_fill(~src_mask, float("-inf"))  # (b, 1, 1, S)
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
         return DecoderCache(
             kv=memory.new_empty((b, positions, layers, 2, h, hd)),
@@ -527,6 +521,26 @@ class Transformer(nn.Module):
             cross_v=[v for _, v in cross],
             src_bias=bias,
         )
+
+    def slot_cross_state(
+        self, memory: torch.Tensor, src_mask: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """The slot layout's cross-attention state of (b, S, d) memory: per layer keys times
+        1/sqrt(head_dim) and values, each (b, heads, S, head_dim), and the (b, S) bias (0 at
+        tokens, -inf at padding); what init_cache puts in a slot-layout cache, without its
+        self-attention buffers (continuous decoding adds it to a running cache)."""
+        b = memory.shape[0]
+        bias = torch.zeros((b, src_mask.shape[-1]), dtype=memory.dtype, device=memory.device)
+        bias.masked_fill_(~src_mask.reshape(b, -1), float("-inf"))
+        step = self.fused_step
+        if step is not None and step.fits_memory(memory):  # one C call for every layer
+            cross_k, cross_v = step.cross_kv(memory, src_mask)
+        else:
+            scale = 1.0 / math.sqrt(self.cfg.head_dim)
+            cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
+            cross_k = [(k * scale).contiguous() for k, _ in cross]
+            cross_v = [v.contiguous() for _, v in cross]
+        return cross_k, cross_v, bias
 
     def decode_step(
         self, tokens: torch.Tensor, cache: DecoderCache, rows: torch.Tensor | None = None

@@ -186,6 +186,30 @@ def test_newcomers_take_the_slots_of_finished_sentences():
     assert [h.tokens for h in done[3]] == [t for t, _ in want]
 
 
+def test_a_newcomer_in_a_wider_sentences_place_decodes_as_alone():
+    """A short source takes the place of a finished long one (the rest of the place's
+    cross-attention state is padding again), with a wider one and one in a new place joining
+    at the same step; then a still wider one widens every place."""
+    model = random_model(tiny_config(VOCAB), seed=18)
+    g = torch.Generator().manual_seed(28)
+
+    def source(length: int) -> torch.Tensor:
+        return torch.cat(
+            [torch.randint(4, VOCAB, (1, length), generator=g), torch.tensor([[3]])], 1
+        )
+
+    srcs = [source(n) for n in (14, 3, 9, 2, 11, 5, 20, 1)]
+    limits = [2, 12, 2, 10, 12, 9, 8, 6]  # 0 and 2 finish first, leaving wide places
+    joins_at = [0, 0, 0, 4, 4, 4, 6, 6]  # 3 and 5 take their places, 4 a new one; 6 widens
+    running = RunningBatch(model, beam_size=2)
+    got = run_staggered(running, srcs, limits, [1] * 8, joins_at)
+    assert running.slots
+    for i, src in enumerate(srcs):
+        want = alone(model, src, limits[i], 2, 1, "first_k", 1.0)
+        assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"
+        assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
 @pytest.mark.parametrize("prepared", [False, True])
 def test_a_newcomers_extra_beams_are_not_computed_in_its_first_step(monkeypatch, prepared):
     """A newcomer starts with one real row of its K (the others' score is -inf): its first
