@@ -5,13 +5,17 @@ Requests arrive as a Poisson process at fixed rates, whether or not earlier ones
 ones (60-150 words, several sentences each, which the service splits), all at one beam size.
 First each server's capacity is measured (requests/s answered with the same mix, closed
 loop, many clients); then each rate (a share of static's) runs on every server, side by
-side and alternating, and the table gives throughput and the p50/p99 latency of short and of
-long requests, with each server's peak resident memory.
+side, the servers taking turns in an order that rotates at each round and load (the machine's
+speed drifts; no server always goes first or last). `--rounds N` runs each load N times on
+every server, round r with its own request sequence (the same for every server), and pools
+them. The table gives throughput and the p50/p99 latency of short and of long requests, with
+each server's peak resident memory.
 
     python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
 
 `--rows 128` adds a third server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds
-one per value), which takes its turn with the other two.
+one per value), which takes its turn with the other two; `128:500` also sets
+MT_ROW_BOUND_WAIT_MS=500 (the bound gives way while a sentence has waited longer than 500 ms).
 
 Traffic goes only to the servers this command starts on loopback ports; each level is
 bounded in requests and seconds. It measures; it asserts nothing about speed.
@@ -153,23 +157,26 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=int, default=8775, help="static; the continuous servers the next ones"
     )
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=1, help="runs per load and server, pooled")
     p.add_argument("--rows", default="", help="comma list: continuous servers with these "
-                   "MT_MAX_RUNNING_ROWS besides the default one")  # fmt: skip
+                   "MT_MAX_RUNNING_ROWS (ROWS or ROWS:WAIT_MS) besides the default one")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
-    variants = {"static": ("static", 0), "continuous": ("continuous", 0)}
-    for rows in filter(None, args.rows.split(",")):
-        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows))
+    variants = {"static": ("static", 0, 0.0), "continuous": ("continuous", 0, 0.0)}
+    for spec in filter(None, args.rows.split(",")):
+        rows, _, wait = spec.partition(":")
+        name = f"continuous rows={int(rows)}" + (f" wait={float(wait):g}ms" if wait else "")
+        variants[name] = ("continuous", int(rows), float(wait or 0))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
-    for name, port in schedulers.items():
-        scheduler, rows = variants[name]
-        os.environ["MT_SCHEDULER"], os.environ["MT_MAX_RUNNING_ROWS"] = scheduler, str(rows)
+    names = ("MT_SCHEDULER", "MT_MAX_RUNNING_ROWS", "MT_ROW_BOUND_WAIT_MS")
+    for name, port in schedulers.items():  # each server's own, whatever the caller's are
+        os.environ.update(zip(names, map(str, variants[name]), strict=True))
         servers[name] = start_server(args.weights, port, 64, args.threads, "default")
-    os.environ.pop("MT_SCHEDULER")
-    os.environ.pop("MT_MAX_RUNNING_ROWS")
+    for env in names:
+        os.environ.pop(env)
     results = {}
     try:
         for port in schedulers.values():
@@ -189,15 +196,30 @@ def main(argv: list[str] | None = None) -> int:
         }
         capacity = capacities["static"]
         print(f"capacities: {capacities}", file=sys.stderr)
+        order = list(schedulers)
         for load in loads:
-            for name, port in schedulers.items():
-                mix = Mix(lines, args.long_share, args.seed)  # the same requests for both
-                lat, failures, wall = run(
-                    open_loop(port, mix, load * capacity, args.seconds, args.beam_size, args.seed)
-                )
-                results[(load, name)] = (lat, failures, wall)
-                n = len(lat["short"]) + len(lat["long"])
-                print(f"{load:.0%} {name}: {n / wall:.2f} requests/s {failures}", file=sys.stderr)
+            results.update({(load, name): ({"short": [], "long": []}, {}, 0.0) for name in order})
+            for r in range(args.rounds):
+                for name in order:
+                    port = schedulers[name]
+                    seed = args.seed + r  # the same requests for every server in a round
+                    mix = Mix(lines, args.long_share, seed)
+                    lat, failures, wall = run(
+                        open_loop(port, mix, load * capacity, args.seconds, args.beam_size, seed)
+                    )
+                    pooled, failed, walls = results[(load, name)]
+                    for kind in pooled:
+                        pooled[kind] += lat[kind]
+                    for kind, count in failures.items():
+                        failed[kind] = failed.get(kind, 0) + count
+                    results[(load, name)] = (pooled, failed, walls + wall)
+                    n = len(lat["short"]) + len(lat["long"])
+                    print(
+                        f"{load:.0%} {name}: {n / wall:.2f} requests/s {failures}", file=sys.stderr
+                    )
+                # the next round (and load) starts with the next server: no server always
+                # runs first or last, where the machine's speed drifts
+                order = order[1:] + order[:1]
         peaks = {name: peak_rss_mb(server.pid) for name, server in servers.items()}
     finally:
         for server in servers.values():
@@ -223,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nmachine: {machine()}; beam {args.beam_size}; {1 - args.long_share:.0%} short "
         f"(5-15 words), {args.long_share:.0%} long (60-150 words); static capacity "
-        f"{capacity:.2f} requests/s; {args.seconds:.0f} s of arrivals per level and server\n"
+        f"{capacity:.2f} requests/s; {args.seconds:.0f} s of arrivals per level and server, "
+        f"{args.rounds} round(s) pooled\n"
     )
     headers = ["load", "scheduler", "answered", "failed", "requests/s"]
     headers += ["short p50 ms", "short p99 ms", "long p50 ms", "long p99 ms"]
