@@ -21,9 +21,7 @@ would wake it for nothing, as nobody can read them yet).
 Admission:
 - a group holds at most `places(group)` sentences, and never more than `max_batch_size` (the
   service derives `places` from MT_MAX_RUNNING_ROWS, a bound on a step's decoder rows,
-  sentences x beam size, where it is set); with `bound_wait` (seconds), that bound gives way
-  while a sentence of the group has waited longer than that: then sentences join up to
-  `max_batch_size` (a backlog is decoded in full steps, which cost less per sentence);
+  sentences x beam size, where it is set);
 - `budget` bounds what the running groups may allocate: `envelope(group, members)` gives a
   group's footprint for the (key, cost) pairs of its sentences, and a sentence is admitted only
   while the sum over groups, with it, stays within the budget (a lone sentence always runs);
@@ -128,15 +126,12 @@ class ContinuousBatcher(Tickets):
         budget: int,
         max_batch_size: int = 64,
         places: Callable[[Hashable], int] | None = None,
-        bound_wait: float | None = None,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
         on_running: Callable[[int], None] | None = None,
         worker: Worker | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ):
-        self.clock = clock  # seconds, for the waits
         self.open_group, self.group_of, self.envelope = open_group, group_of, envelope
         self.budget, self.max_batch_size, self.max_queue_size = (
             budget,
@@ -144,7 +139,6 @@ class ContinuousBatcher(Tickets):
             max_queue_size,
         )
         self.places = places or (lambda group: max_batch_size)
-        self.bound_wait = bound_wait
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -202,7 +196,7 @@ class ContinuousBatcher(Tickets):
             ticket.future.set_result([])
             return ticket
         group = self.group_of(key)
-        now = self.clock()
+        now = time.monotonic()
         with self._lock:
             if self._depth + len(payloads) > self.max_queue_size:
                 raise QueueFull(
@@ -363,7 +357,7 @@ class ContinuousBatcher(Tickets):
 
     def _admit(self) -> list[tuple[_Running, list[tuple[int, Hashable, Any]]]]:
         """Waiting sentences that may join now, by group; the requests take turns."""
-        now = self.clock()
+        now = time.monotonic()
         joins = []
         with self._lock:
             if not self._waiting:
@@ -378,10 +372,6 @@ class ContinuousBatcher(Tickets):
                 before = running.footprint if running else 0
                 entries, admitted = [], []
                 places = max(1, min(self.max_batch_size, self.places(group)))
-                if self.bound_wait is not None and places < self.max_batch_size:
-                    oldest = min(r.sentences[0].enqueued for r in requests)
-                    if now - oldest > self.bound_wait:  # a backlog: the bound gives way
-                        places = self.max_batch_size
                 while requests and len(members) < places:
                     request = requests[0]
                     s = request.sentences[0]

@@ -83,7 +83,6 @@ async def load_models(app: FastAPI) -> None:
             envelope=engine.envelope,
             budget=s.max_running_tokens,
             places=engine.places_for(s.max_running_rows),
-            bound_wait=s.row_bound_wait_ms / 1000 if s.row_bound_wait_ms else None,
             on_running=metrics.running.set,
             **common,
         )

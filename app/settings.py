@@ -84,13 +84,6 @@ class Settings(BaseSettings):
         "decode steps at most, which bounds a step's time where it grows with its rows, as on a "
         "CPU (0: no bound but MT_MAX_BATCH_SIZE)",
     )
-    row_bound_wait_ms: float = Field(
-        0,
-        ge=0,
-        description="continuous scheduler: while a sentence has waited longer than this, "
-        "MT_MAX_RUNNING_ROWS gives way (sentences join up to MT_MAX_BATCH_SIZE), so that a "
-        "backlog is decoded in full steps (0: the bound never gives way)",
-    )
     max_request_share: float = Field(
         0.5,
         gt=0,

@@ -14,8 +14,7 @@ each server's peak resident memory.
     python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
 
 `--rows 128` adds a third server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds
-one per value), which takes its turn with the other two; `128:500` also sets
-MT_ROW_BOUND_WAIT_MS=500 (the bound gives way while a sentence has waited longer than 500 ms).
+one per value), which takes its turns with the other two.
 
 Traffic goes only to the servers this command starts on loopback ports; each level is
 bounded in requests and seconds. It measures; it asserts nothing about speed.
@@ -159,24 +158,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rounds", type=int, default=1, help="runs per load and server, pooled")
     p.add_argument("--rows", default="", help="comma list: continuous servers with these "
-                   "MT_MAX_RUNNING_ROWS (ROWS or ROWS:WAIT_MS) besides the default one")  # fmt: skip
+                   "MT_MAX_RUNNING_ROWS besides the default one")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
-    variants = {"static": ("static", 0, 0.0), "continuous": ("continuous", 0, 0.0)}
-    for spec in filter(None, args.rows.split(",")):
-        rows, _, wait = spec.partition(":")
-        name = f"continuous rows={int(rows)}" + (f" wait={float(wait):g}ms" if wait else "")
-        variants[name] = ("continuous", int(rows), float(wait or 0))
+    variants = {"static": ("static", 0), "continuous": ("continuous", 0)}
+    for rows in filter(None, args.rows.split(",")):
+        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
-    names = ("MT_SCHEDULER", "MT_MAX_RUNNING_ROWS", "MT_ROW_BOUND_WAIT_MS")
+    names = ("MT_SCHEDULER", "MT_MAX_RUNNING_ROWS")
+    saved = {env: os.environ.get(env) for env in names}
     for name, port in schedulers.items():  # each server's own, whatever the caller's are
         os.environ.update(zip(names, map(str, variants[name]), strict=True))
         servers[name] = start_server(args.weights, port, 64, args.threads, "default")
-    for env in names:
+    for env, value in saved.items():
         os.environ.pop(env)
+        if value is not None:
+            os.environ[env] = value
     results = {}
     try:
         for port in schedulers.values():
@@ -198,11 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capacities: {capacities}", file=sys.stderr)
         order = list(schedulers)
         for load in loads:
-            results.update({(load, name): ({"short": [], "long": []}, {}, 0.0) for name in order})
+            results.update(
+                {(load, name): ({"short": [], "long": []}, {}, 0.0) for name in variants}
+            )
             for r in range(args.rounds):
                 for name in order:
                     port = schedulers[name]
-                    seed = args.seed + r  # the same requests for every server in a round
+                    seed = args.seed + 1000 * r  # the same requests for every server in a round
                     mix = Mix(lines, args.long_share, seed)
                     lat, failures, wall = run(
                         open_loop(port, mix, load * capacity, args.seconds, args.beam_size, seed)

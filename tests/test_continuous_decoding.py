@@ -186,24 +186,38 @@ def test_newcomers_take_the_slots_of_finished_sentences():
     assert [h.tokens for h in done[3]] == [t for t, _ in want]
 
 
-def test_a_newcomer_in_a_wider_sentences_place_decodes_as_alone():
+@pytest.mark.parametrize("prepared", [False, True])
+def test_a_newcomer_in_a_wider_sentences_place_decodes_as_alone(prepared):
     """A short source takes the place of a finished long one (the rest of the place's
     cross-attention state is padding again), with a wider one and one in a new place joining
-    at the same step; then a still wider one widens every place."""
+    at the same step; then a still wider one widens every place. Prepared: the whole decoder
+    step and the cross-attention state in one C call each."""
     model = random_model(tiny_config(VOCAB), seed=18)
+    if prepared:
+        model = model.prepare_for_inference(packed=True)
     g = torch.Generator().manual_seed(28)
 
     def source(length: int) -> torch.Tensor:
-        return torch.cat(
-            [torch.randint(4, VOCAB, (1, length), generator=g), torch.tensor([[3]])], 1
-        )
+        tokens = torch.randint(4, VOCAB, (1, length), generator=g)
+        return torch.cat([tokens, torch.tensor([[3]])], 1)
 
     srcs = [source(n) for n in (14, 3, 9, 2, 11, 5, 20, 1)]
     limits = [2, 12, 2, 10, 12, 9, 8, 6]  # 0 and 2 finish first, leaving wide places
     joins_at = [0, 0, 0, 4, 4, 4, 6, 6]  # 3 and 5 take their places, 4 a new one; 6 widens
     running = RunningBatch(model, beam_size=2)
+    seen = []
+    join = running.join
+
+    def spy(*args):
+        free, width = sorted(running.free), running.buffers()[2]
+        join(*args)
+        seen.append((free, width, sorted(running.places), running.buffers()[2]))
+
+    running.join = spy
     got = run_staggered(running, srcs, limits, [1] * 8, joins_at)
     assert running.slots
+    assert seen[1] == ([0, 2], 15, [0, 1, 2, 3], 15)  # two places taken, one new; 12 < 15 wide
+    assert seen[2][1:] == (15, [0, 1, 2, 3, 4, 5], 21)  # two new places, every place widened
     for i, src in enumerate(srcs):
         want = alone(model, src, limits[i], 2, 1, "first_k", 1.0)
         assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"

@@ -291,43 +291,6 @@ async def test_each_group_runs_at_most_its_places_and_never_more_than_max_batch_
     await b.stop(5)
 
 
-async def test_the_bound_on_places_gives_way_while_a_sentence_has_waited_too_long():
-    """With `bound_wait`, places(group) holds while the waits are short; once a waiting
-    sentence has waited longer than that, sentences join up to max_batch_size (a backlog is
-    decoded in full steps); with the backlog gone, the bound holds again."""
-    engine = FakeEngine()
-    clock = [0.0]
-    b = await started(
-        engine,
-        max_batch_size=4,
-        places=lambda group: 2,
-        bound_wait=1.0,
-        clock=lambda: clock[0],
-    )
-    release = hold(b)
-    first = b.submit(("m", 1), [(f"a{i}", 3) for i in range(6)], [1] * 6)
-    release.set()
-    engine.wait_started(1)
-    assert engine.names_in(0) == ["a0", "a1"]  # nothing has waited 1 s: two places
-    engine.allow()
-    engine.wait_started(2)
-    assert engine.names_in(1) == ["a0", "a1"]
-    clock[0] = 1.5  # a2..a5 have waited 1.5 s
-    await step_until(engine, lambda: len(engine.steps) >= 3)
-    assert engine.names_in(2) == ["a0", "a1", "a2", "a3"]  # up to max_batch_size
-    await step_until(engine, lambda: first.future.done())
-    assert await b.wait(first) == [f"{i}a" for i in range(6)]
-    assert max(len(names) for _, names in engine.steps) == 4
-    assert ["a2", "a3", "a4", "a5"] in [names for _, names in engine.steps]
-    steps_before = len(engine.steps)
-    release = hold(b)
-    second = b.submit(("m", 1), [(f"b{i}", 1) for i in range(3)], [1] * 3)  # at 1.5 s
-    release.set()
-    await step_until(engine, lambda: second.future.done())
-    assert [names for _, names in engine.steps[steps_before:]] == [["b0", "b1"], ["b2"]]
-    await b.stop(5)
-
-
 async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
     engine = FakeEngine()
     b = await started(engine, budget=10)
