@@ -287,12 +287,14 @@ def batch_totals(url: str) -> tuple[float, float, float]:
 
 
 def start_server(
-    weights: Path, port: int, batch: int, threads: int, malloc: str
+    weights: Path, port: int, batch: int, threads: int, malloc: str, **settings: str
 ) -> subprocess.Popen:
+    """A server on 127.0.0.1:port; `settings` (MT_... variables) override the caller's."""
     env = {
         "MT_THREADS": str(threads),
         "MT_TUNE_MALLOC": str(malloc == "tuned").lower(),
         **os.environ,
+        **settings,
         "MT_WEIGHTS_DIR": str(weights),
         "MT_PORT": str(port),
         "MT_HOST": "127.0.0.1",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import sys
 import time
@@ -168,15 +167,17 @@ def main(argv: list[str] | None = None) -> int:
         variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
-    names = ("MT_SCHEDULER", "MT_MAX_RUNNING_ROWS")
-    saved = {env: os.environ.get(env) for env in names}
     for name, port in schedulers.items():  # each server's own, whatever the caller's are
-        os.environ.update(zip(names, map(str, variants[name]), strict=True))
-        servers[name] = start_server(args.weights, port, 64, args.threads, "default")
-    for env, value in saved.items():
-        os.environ.pop(env)
-        if value is not None:
-            os.environ[env] = value
+        scheduler, rows = variants[name]
+        servers[name] = start_server(
+            args.weights,
+            port,
+            64,
+            args.threads,
+            "default",
+            MT_SCHEDULER=scheduler,
+            MT_MAX_RUNNING_ROWS=str(rows),
+        )
     results = {}
     try:
         for port in schedulers.values():
