@@ -77,7 +77,13 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    text = f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    import torch  # here, not at the top: the load generators' imports stay light
+
+    text += f", torch {torch.__version__}"
+    if torch.cuda.is_available():
+        text += f", GPU {torch.cuda.get_device_name(0)}"
+    return text
 
 
 def table(headers: list[str], rows: list[list[object]]) -> str:

@@ -8,6 +8,9 @@ table gives sentences/s and the continuous decode's step count.
 
     python -m bench.continuous_engine_bench --checkpoint weights/en-de --beam-size 4
 
+`--device cuda --dtype bfloat16` runs it on a GPU (device and dtype default to the server's
+auto: CUDA in bfloat16 when present, else the CPU in float32).
+
 `--step-sizes 1,4,16,64` instead times single steps and joins with that many sentences in
 flight (each finished sentence replaced by the next at the next step): how a step's time grows
 with its rows, which `MT_MAX_RUNNING_ROWS` bounds.
@@ -27,10 +30,18 @@ from model_core.translator import Translator
 from .common import DEFAULT_SRC, machine, read_sentences, table
 
 
+def sync(tr: Translator) -> None:
+    """Wait for the GPU's queued work, so that a host clock times it (no-op on the CPU)."""
+    if tr.device.type == "cuda":
+        torch.cuda.synchronize(tr.device)
+
+
 def static_rate(tr: Translator, ids: list[list[int]], inflight: int, beam: int) -> float:
+    sync(tr)
     start = time.perf_counter()
     for i in range(0, len(ids), inflight):
         tr.translate_ids(ids[i : i + inflight], beam_size=beam)
+    sync(tr)
     return len(ids) / (time.perf_counter() - start)
 
 
@@ -50,6 +61,7 @@ def continuous_rate(
             src, mask = tr.batch_tensors([ids[i] for i in batch])
             running.join(batch, src, mask, [limits[i] for i in batch], [1] * len(batch))
 
+    sync(tr)
     start = time.perf_counter()
     join(inflight)
     while len(running):
@@ -58,6 +70,7 @@ def continuous_rate(
         if pending and steps % join_every == 0:
             join(pending)
             pending = 0
+    sync(tr)
     return len(ids) / (time.perf_counter() - start), steps
 
 
@@ -84,12 +97,15 @@ def step_times(
     join(inflight)
     step_s, join_s = [], []
     for _ in range(steps):
+        sync(tr)
         start = time.perf_counter()
         finished = running.step()
+        sync(tr)
         step_s.append(time.perf_counter() - start)
         if finished:
             start = time.perf_counter()
             join(len(finished))
+            sync(tr)
             join_s.append((time.perf_counter() - start) / len(finished))
     return median(step_s) * 1e3, median(join_s) * 1e3
 
@@ -106,9 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--step-sizes", default="", help="comma list: time steps at these in flight")
     p.add_argument("--steps", type=int, default=300, help="steps timed per size")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
+    p.add_argument("--dtype", default="auto", help="auto (bfloat16 on a GPU), float32, ...")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    tr = Translator.load(args.checkpoint, device="cpu", linear_backend="auto")
+    tr = Translator.load(
+        args.checkpoint, device=args.device, dtype=args.dtype, linear_backend="auto"
+    )
     ids = [tr.encode_source(s) for s in read_sentences(args.src, args.sentences)]
     tr.translate_ids(ids[:4], beam_size=args.beam_size)  # warm-up
     if args.step_sizes:
@@ -119,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"{join_ms:.2f}"])  # fmt: skip
         print(machine())
         print(
-            f"{args.checkpoint}: beam {args.beam_size}, {args.threads} threads; medians over "
+            f"{args.checkpoint}: {tr.device.type} {tr.precision}, beam {args.beam_size}, "
+            f"{args.threads} threads; medians over "
             f"{args.steps} steps per size"
         )
         print()
@@ -133,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         continuous.append(rate)
     print(machine())
     print(
-        f"{args.checkpoint}: {len(ids)} sentences, {args.inflight} in flight, beam "
+        f"{args.checkpoint}: {tr.device.type} {tr.precision}, {len(ids)} sentences, "
+        f"{args.inflight} in flight, beam "
         f"{args.beam_size}, {args.threads} threads; medians of {args.repeats} alternating runs"
     )
     print()

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     print(
-        f"\nmachine: {machine()}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"\nmachine: {machine()}; {torch.get_num_threads()} threads, "
         f"device {tr.device}, dtype {str(tr.dtype).replace('torch.', '')}"
     )
     print(

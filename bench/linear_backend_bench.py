@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                                   norm=norms[i])  # fmt: skip
                         best[b] = min(best[b], time.perf_counter() - t0)
                 rows_out.append([rows, name, *(f"{best[b] * 1e6:.1f}" for b in backends)])
-    print(f"# {machine()}; torch {torch.__version__} ({cpu_capability()}); {args.threads} threads")
+    print(f"# {machine()} ({cpu_capability()}); {args.threads} threads")
     print(f"# {args.checkpoint}: d_model {d}, d_ff {ff}, vocabulary {vocab}\n")
     print(table(["rows", "layer", *(f"{b} us" for b in backends)], rows_out))
     shapes = [(o, i) for o, i, _ in layers.values()]

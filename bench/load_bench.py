@@ -334,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--threads", type=int, default=0, help="MT_THREADS for the server and the engine baseline"
     )
+    p.add_argument("--device", default="auto", help="MT_DEVICE for the servers and the baseline")
+    p.add_argument("--dtype", default="auto", help="MT_DTYPE for the servers and the baseline")
     add_malloc_option(p)
     args = p.parse_args(argv)
     apply_malloc(args.malloc)  # the engine baseline below, like the servers
@@ -342,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    tr = Translator.load(args.weights / args.model, device="cpu")
+    tr = Translator.load(args.weights / args.model, device=args.device, dtype=args.dtype)
     tr.translate_batch(sentences[:4], beam_size=args.beam_size)
     freeze_gc()
     engine_lat = []
@@ -367,7 +369,15 @@ def main(argv: list[str] | None = None) -> int:
     # speed drifts over minutes. The idle server only waits; its threads sleep.
     modes = {"on": (args.batch_size, args.port), "off": (1, args.port + 1)}
     servers = {
-        mode: start_server(args.weights, port, batch, args.threads, args.malloc)
+        mode: start_server(
+            args.weights,
+            port,
+            batch,
+            args.threads,
+            args.malloc,
+            MT_DEVICE=args.device,
+            MT_DTYPE=args.dtype,
+        )  # fmt: skip
         for mode, (batch, port) in modes.items()
     }
     results = {}

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(timeout=60)
         log.close()
     print(
-        f"machine: {machine()}; torch {torch.__version__}; {args.threads} threads; "
+        f"machine: {machine()}; {args.threads} threads; "
         f"sentence of {len(words)} words, greedy, max_length 8"
     )
     print(

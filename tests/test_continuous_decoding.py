@@ -18,6 +18,7 @@ VOCAB = 60
 
 def alone(model, src, limit: int, beam_size: int, n_best: int, stop: str, alpha: float):
     """The static decoders on one sentence: its n-best (tokens, score) pairs."""
+    src = src.to(next(model.parameters()).device)
     mask = pad_mask(src, 0)
     limits = torch.tensor([limit])
     if beam_size == 1:
@@ -43,6 +44,7 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at) -> dic
             src = torch.zeros((len(newcomers), width), dtype=torch.long)
             for row, i in enumerate(newcomers):
                 src[row, : srcs[i].shape[1]] = srcs[i][0]
+            src = src.to(next(running.model.parameters()).device)
             running.join(
                 newcomers,
                 src,
@@ -105,6 +107,25 @@ def test_the_gather_layout_decodes_as_alone(beam_size, monkeypatch):
         want = alone(model, src, limits[i], beam_size, n_best, "heuristic", 1.0)
         assert [t for t, _ in got[i]] == [t for t, _ in want]
         assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_on_a_gpu_a_sentence_joining_at_any_step_decodes_as_alone(beam_size):
+    """The service's continuous scheduler on a GPU: the gather layout, on CUDA tensors, in
+    float32 (half precision rounds batches and lone sentences differently)."""
+    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=17).to("cuda")
+    srcs = sources(27, 8)
+    limits = [20, 5, 14, 20, 9, 3, 17, 12]
+    n_bests = [min(beam_size, 1 + i % 3) for i in range(8)]
+    running = RunningBatch(model, beam_size=beam_size, stop="heuristic")
+    got = run_staggered(running, srcs, limits, n_bests, [0, 0, 1, 3, 3, 4, 7, 12])
+    assert not running.slots and running.tokens.device.type == "cuda"
+    for i, src in enumerate(srcs):
+        want = alone(model, src, limits[i], beam_size, n_bests[i], "heuristic", 1.0)
+        assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"
+        assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-3)
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
