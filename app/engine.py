@@ -83,6 +83,25 @@ def preload_names(s: Settings, registry: Registry) -> list[str]:
     return names
 
 
+def warm_up(translator: Translator) -> None:
+    """Take each decode path a request can take once, so that the first requests do not pay
+    for one-time work: on a GPU, loading each kernel at its first use (CUDA loads modules
+    lazily) and the libraries' handles, which made a first greedy request take over a second;
+    on a CPU, the first calls of the packed layers. Greedy and beam search, in a static batch
+    and in a continuous decode that a second sentence joins while it runs."""
+    ids = [translator.encode_source(t) for t in ("Hello world.", "Good morning, how are you?")]
+    for beam in (1, 2):
+        translator.translate_ids(ids, beam_size=beam, max_length=16)
+        running = translator.running_batch(beam)
+        translator.join(running, [0], ids[:1], [16], [1])
+        steps = 0
+        while len(running):
+            running.step()
+            steps += 1
+            if steps == 1:
+                translator.join(running, [1], ids[1:], [16], [1])
+
+
 def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
     """Set the thread count, list the served models, load those to preload, warm up: all of it
     on the calling thread, which must be the thread that then runs every batch and every later
@@ -194,8 +213,7 @@ class Engine:
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
         translator = self.registry.load(name, reason)
         if self.warmup:
-            ids = translator.encode_source("Hello world.")
-            self.run(DecodeKey(name, 2, 1, 16), [ids])
+            warm_up(translator)
         if self.freeze_loads:  # as start_engine does for the models loaded at start-up. A
             # model holds no reference cycles, so once unloaded it is freed by reference
             # counting, frozen or not.

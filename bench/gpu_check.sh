@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The GPU checks and benchmarks in one run, for a machine with CUDA: the CUDA tests and the
-# service's tests (whose servers take the GPU, MT_DEVICE=auto), then the engine and load
-# benchmarks in bfloat16. Each step has its own time limit, writes its log to OUTDIR and
-# prints the end of it; a step that fails or runs out of time does not stop the next.
+# The GPU checks and benchmarks in one run, for a machine with CUDA: the engine and load
+# benchmarks in bfloat16, then the CUDA tests and the tests that take the machine's own CPU
+# (the C extension built there), then the first-call costs. Each step has its own time limit,
+# writes its log to OUTDIR and prints the end of it; a step that fails or runs out of time
+# does not stop the next.
 #
-#     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL]
+#     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]
 #
-# docs/BENCHMARKS.md section 7 gives the figures of such a run.
+# SOURCE_SENTENCES defaults to the benchmarks' own (../shared/data/tatoeba/dev.en); a machine
+# without ../shared needs a copy. docs/BENCHMARKS.md section 7 gives the figures of such a run.
 set -u
-out=${1:?usage: bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL]}
+out=${1:?usage: bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]}
 seconds=${2:-15}
+src=()
+[ -n "${3:-}" ] && src=(--src "$3")
 py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
@@ -24,22 +28,32 @@ step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.lo
     tail -n "${TAIL:-25}" "$out/$name.log"
 }
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-"$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    "$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+    grep -m1 "model name" /proc/cpuinfo
+    grep -m1 -o -w -E "avx512f|amx_tile|avx512_bf16|avx512_vnni" /proc/cpuinfo | sort -u | tr '\n' ' '
+    echo
+    "$py" setup.py -q build_ext --inplace 2>&1 | grep -i -E "error|warning: build" | head -5
+    "$py" -c 'from model_core import fused; print("C kernels built:", fused.kernel_available())'
+} 2>&1 | tee "$out/machine.log"
 
-TAIL=6 step tests 240 "$py" -m pytest -q -p no:cacheprovider -rs \
-    tests/test_translator.py tests/test_continuous_decoding.py tests/test_model_decoding.py \
-    tests/test_continuous_scheduler.py tests/test_service_continuous.py tests/test_service.py
-TAIL=10 step steps 90 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
-    --step-sizes 1,4,16,64,128,256 --steps 200
-TAIL=6 step continuous_engine 120 "$py" -m bench.continuous_engine_bench --device cuda \
-    --dtype bfloat16 --sentences 512 --inflight 64 --repeats 3
-step open_loop 240 "$py" -m bench.open_loop_bench --loads 0.5,0.8,1.0 --seconds "$seconds" \
-    --capacity-seconds 10 --capacity-clients 64
+TAIL=10 step steps 60 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
+    "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200
+TAIL=6 step continuous_engine 90 "$py" -m bench.continuous_engine_bench --device cuda \
+    --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3
+step open_loop 200 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
+    --seconds "$seconds" --capacity-seconds 10 --capacity-clients 64
 for scheduler in continuous static; do
-    TAIL=12 MT_SCHEDULER=$scheduler step "load_$scheduler" 150 "$py" -m bench.load_bench \
-        --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 --max-requests 400 \
-        --max-seconds 10
+    TAIL=12 MT_SCHEDULER=$scheduler step "load_$scheduler" 100 "$py" -m bench.load_bench \
+        "${src[@]}" --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 \
+        --max-requests 400 --max-seconds 8
 done
-TAIL=14 step engine 120 "$py" -m bench.engine_bench --device cuda --sentences 128 \
-    --reference-sentences 16 --repeats 2
+TAIL=12 step tests 150 "$py" -m pytest -q -p no:cacheprovider -rs --durations=8 \
+    tests/test_translator.py tests/test_continuous_decoding.py tests/test_linear_backend.py \
+    tests/test_fused.py tests/test_service_continuous.py \
+    tests/test_service.py::test_deadline_gives_504_and_abandoned_work_is_not_computed \
+    tests/test_service.py::test_health_languages_models \
+    tests/test_service.py::test_metrics_exposition \
+    tests/test_service.py::test_int8_setting_serves_a_quantized_model
+TAIL=8 step first_call 60 "$py" -m bench.first_call_bench --device cuda

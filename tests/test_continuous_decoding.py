@@ -11,6 +11,7 @@ from model_core.continuous import RunningBatch
 from model_core.decoding import beam_search, greedy_search
 from model_core.masks import pad_mask
 from tests.conftest import random_model, tiny_config
+from tests.test_fused import needs_kernel
 from tests.test_model_decoding import VARIANTS, random_batch
 
 VOCAB = 60
@@ -184,6 +185,7 @@ def test_n_best_beyond_the_beam_size_is_refused():
         running.join([0], src, pad_mask(src, 0), [5], [3])
 
 
+@needs_kernel  # the slot layout is the attention kernels'
 def test_newcomers_take_the_slots_of_finished_sentences():
     model = random_model(tiny_config(VOCAB), seed=17)
     srcs = sources(27, 4)
@@ -207,6 +209,7 @@ def test_newcomers_take_the_slots_of_finished_sentences():
     assert [h.tokens for h in done[3]] == [t for t, _ in want]
 
 
+@needs_kernel  # the slot layout is the attention kernels'
 @pytest.mark.parametrize("prepared", [False, True])
 def test_a_newcomer_in_a_wider_sentences_place_decodes_as_alone(prepared):
     """A short source takes the place of a finished long one (the rest of the place's
@@ -245,6 +248,7 @@ def test_a_newcomer_in_a_wider_sentences_place_decodes_as_alone(prepared):
         assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
 
 
+@needs_kernel  # the slot layout is the attention kernels'
 @pytest.mark.parametrize("prepared", [False, True])
 def test_a_newcomers_extra_beams_are_not_computed_in_its_first_step(monkeypatch, prepared):
     """A newcomer starts with one real row of its K (the others' score is -inf): its first

@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from model_core.translator import resolve_device, resolve_dtype
 from tests.service_helpers import serve_in_thread
 
 
@@ -80,7 +81,7 @@ def test_health_languages_models(server):
     models = httpx.get(f"{url}/models").json()
     assert (
         models[0]["name"] == "en-de"
-        and models[0]["device"] == "cpu"
+        and models[0]["device"] == str(resolve_device("auto"))  # the GPU where there is one
         and models[0]["parameters"] > 0
     )
 
@@ -391,7 +392,8 @@ def test_metrics_exposition(server):
     ):
         assert name in text, name
     assert re.search(r'mt_requests_total\{route="/translate",status="200"\} [1-9]', text)
-    assert 'dtype="float32"' in text
+    dtype = str(resolve_dtype("auto", resolve_device("auto"))).removeprefix("torch.")
+    assert f'dtype="{dtype}"' in text  # float32 on a CPU, half precision on a GPU
 
 
 def requests_counted(url: str, route: str, status: int) -> float:
@@ -648,7 +650,7 @@ def test_client_disconnect_drops_its_queued_sentences(weights_dir):
 
 
 def test_int8_setting_serves_a_quantized_model(weights_dir):
-    with serve_in_thread(weights_dir, quantize="int8") as (url, app):
+    with serve_in_thread(weights_dir, quantize="int8", device="cpu") as (url, app):
         assert httpx.get(f"{url}/models").json()[0]["dtype"] == "int8"
         r = post(url, json={"q": "The cat is big.", "source": "en", "target": "de"})
         assert r.status_code == 200 and isinstance(r.json()["translatedText"], str)

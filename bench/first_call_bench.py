@@ -1,0 +1,70 @@
+"""What a decode path's first call costs over its later ones, right after a model loads: the
+one-time work (on a GPU, loading each kernel at its first use; the libraries' handles) that the
+service's warm-up (app/engine.py `warm_up`) takes before it reports ready.
+
+    python -m bench.first_call_bench --checkpoint weights/en-de --device cuda
+
+Each path runs three times, in the order of the table, in one fresh process; the
+table gives each call's milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from model_core.translator import Translator
+
+from .common import machine, table
+
+
+def timed(tr: Translator, fn) -> float:
+    if tr.device.type == "cuda":
+        torch.cuda.synchronize(tr.device)
+    start = time.perf_counter()
+    fn()
+    if tr.device.type == "cuda":
+        torch.cuda.synchronize(tr.device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def continuous(tr: Translator, ids: list[list[int]], beam: int) -> None:
+    running = tr.running_batch(beam)
+    tr.join(running, [0], ids[:1], [16], [1])
+    steps = 0
+    while len(running):
+        running.step()
+        steps += 1
+        if steps == 1:
+            tr.join(running, [1], ids[1:], [16], [1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    args = p.parse_args(argv)
+    load_start = time.perf_counter()
+    tr = Translator.load(args.checkpoint, device=args.device, dtype=args.dtype)
+    load_ms = (time.perf_counter() - load_start) * 1e3
+    ids = [tr.encode_source(t) for t in ("Hello world.", "Good morning, how are you?")]
+    paths = {
+        "static beam 2": lambda: tr.translate_ids(ids, beam_size=2, max_length=16),
+        "static greedy": lambda: tr.translate_ids(ids, beam_size=1, max_length=16),
+        "continuous beam 2": lambda: continuous(tr, ids, 2),
+        "continuous greedy": lambda: continuous(tr, ids, 1),
+    }
+    rows = [[name] + [f"{timed(tr, fn):.1f}" for _ in range(3)] for name, fn in paths.items()]
+    print(machine())
+    print(f"{args.checkpoint}: {tr.device.type} {tr.precision}, loaded in {load_ms:.0f} ms")
+    print()
+    print(table(["path (in this order)", "1st call ms", "2nd ms", "3rd ms"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
