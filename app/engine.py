@@ -83,23 +83,36 @@ def preload_names(s: Settings, registry: Registry) -> list[str]:
     return names
 
 
-def warm_up(translator: Translator) -> None:
+WARM_UP_TEXTS = (
+    "Hello world.",
+    "Good morning, how are you?",
+    "The weather was cold, so we stayed at home and read books all afternoon.",
+)
+
+
+def warm_up(translator: Translator, beam_sizes: tuple[int, ...] = (1, 4)) -> None:
     """Take each decode path a request can take once, so that the first requests do not pay
-    for one-time work: on a GPU, loading each kernel at its first use (CUDA loads modules
-    lazily) and the libraries' handles, which made a first greedy request take over a second;
-    on a CPU, the first calls of the packed layers. Greedy and beam search, in a static batch
-    and in a continuous decode that a second sentence joins while it runs."""
-    ids = [translator.encode_source(t) for t in ("Hello world.", "Good morning, how are you?")]
-    for beam in (1, 2):
-        translator.translate_ids(ids, beam_size=beam, max_length=16)
+    for one-time work. On a GPU that is loading each kernel at its first use (CUDA loads
+    modules lazily) and the libraries' choices per matrix shape: on an H200 the first call of
+    a path took 0.4-0.9 s against 20-34 ms later (docs/BENCHMARKS.md section 7), so there the
+    batches span 1 to 64 sentences. On a CPU, the first calls of the packed layers. Greedy and
+    each of `beam_sizes`, in static batches and in a continuous decode that more sentences
+    join while it runs."""
+    sizes = (1, 2, 8, 64) if translator.device.type == "cuda" else (1, 2)
+    texts = [WARM_UP_TEXTS[i % len(WARM_UP_TEXTS)] for i in range(max(sizes))]
+    ids = [translator.encode_source(t) for t in texts]
+    for beam in sorted(set(beam_sizes)):
+        for size in sizes:
+            translator.translate_ids(ids[:size], beam_size=beam, max_length=16)
         running = translator.running_batch(beam)
         translator.join(running, [0], ids[:1], [16], [1])
         steps = 0
         while len(running):
             running.step()
             steps += 1
-            if steps == 1:
-                translator.join(running, [1], ids[1:], [16], [1])
+            if steps == 1:  # the others join a running decode
+                rest = list(range(1, max(sizes)))
+                translator.join(running, rest, ids[1:], [16] * len(rest), [1] * len(rest))
 
 
 def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
@@ -144,6 +157,7 @@ def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
         ),
         device=dev,
         warmup=s.warmup,
+        warmup_beams=(1, s.default_beam_size),
         # MT_THREADS=0 on a CPU: fewer threads while other processes take CPUs (threads.py)
         threads=SharedCpuThreads(threads) if not s.threads and dev.type == "cpu" else None,
     )
@@ -189,9 +203,11 @@ class Engine:
         *,
         device: torch.device,
         warmup: bool = True,
+        warmup_beams: tuple[int, ...] = (1, 4),
         threads: SharedCpuThreads | None = None,
     ):
         self.registry, self.device, self.warmup = registry, device, warmup
+        self.warmup_beams = warmup_beams
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
         self.freeze_loads = False  # set once started: see `load`
@@ -213,7 +229,7 @@ class Engine:
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
         translator = self.registry.load(name, reason)
         if self.warmup:
-            warm_up(translator)
+            warm_up(translator, self.warmup_beams)
         if self.freeze_loads:  # as start_engine does for the models loaded at start-up. A
             # model holds no reference cycles, so once unloaded it is freed by reference
             # counting, frozen or not.

@@ -6,19 +6,27 @@
   also run whole stacks in one C call (fused_stack.py), which the micro-benchmark below does
   not count: it times single layer calls.
 - "onednn": torch's oneDNN linear ops on a blocked weight; oneDNN picks its own kernels for
-  the CPU (AVX-512 where there is one). Batch invariance is tested (tests/test_model_decoding.py,
-  row counts 1-64 and the encoder's larger ones), not guaranteed by construction.
+  the CPU (AVX-512 where there is one), and whether a row gets the same bits in any batch
+  depends on them: it held on the AMD EPYC machines here (AVX2 and AVX-512, torch 2.13) but
+  not on an Intel Xeon with AMX (torch 2.11), where one row alone and in a batch of 64
+  differed in the last bits.
 
 `choose_linear_backend("auto", ...)` decides once per machine:
 
 1. only one backend built: that one;
-2. a CPU without x86 AVX2 (arm64, old x86): the panels kernel runs its scalar code there, so
-   oneDNN;
-3. otherwise a micro-benchmark of the model's layer shapes at 1, 4, 32 and 128 rows (about a
+2. otherwise only the backends that pass `batch_invariant` here at the model's shapes (each
+   row the same bits at 1 to 600 rows; about 0.1 s) are candidates: a sentence must translate
+   the same alone and in a batch (with none passing, a warning, and all are candidates);
+3. a CPU without x86 AVX2 (arm64, old x86): the panels kernel runs its scalar code there, so
+   oneDNN if it is a candidate;
+4. otherwise a micro-benchmark of the model's layer shapes at 1, 4, 32 and 128 rows (about a
    second; `time_backends`): the backend with the lowest cost relative to the fastest,
    averaged over the row counts, wins, so that one sentence's latency weighs as much as a
-   full batch's throughput; the result is cached in a JSON file keyed by CPU model, instruction
-   set, torch version, thread count and shapes, so later starts skip it.
+   full batch's throughput.
+
+The result of 2-4 is cached in a JSON file keyed by CPU model, instruction set, torch version,
+thread count and shapes, so later starts skip them. A backend named by the setting is used as
+named.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ log = logging.getLogger("model_core.linear_backend")
 BACKENDS = ("panels", "onednn")
 CHOICES = ("auto", *BACKENDS)
 BENCH_ROWS = (1, 4, 32, 128)  # one sentence greedy and beam 4; a batch of 32 of each
+INVARIANCE_ROWS = (1, 3, 8, 33, 64, 257)  # decoder steps to an encoder's hundreds of tokens
+CACHE_FORMAT = "2"  # entries of format 1 chose without the batch-invariance check
 
 
 def available_backends() -> list[str]:
@@ -83,6 +93,7 @@ def _cpu_model() -> str:
 def cache_key(shapes: Sequence[tuple[int, int]], threads: int) -> str:
     text = "|".join(
         [
+            CACHE_FORMAT,
             _cpu_model(),
             platform.machine(),
             cpu_capability(),
@@ -149,6 +160,42 @@ def time_backends(
     }
 
 
+def batch_invariant(
+    backend: str, shapes: Sequence[tuple[int, int]], rows: Sequence[int] = INVARIANCE_ROWS
+) -> bool:
+    """Whether `backend` gives each row the same bits whatever else is in the call: at each
+    (out, in) shape, as the model calls it (plain, LayerNorm and ReLU, residual add for a
+    square layer), the first and the last `rows` rows of a 600-row batch alone against the
+    whole batch."""
+    from .model import PackedLinear  # model imports this module
+
+    torch.manual_seed(0)
+    total = max(600, *rows)
+    with torch.inference_mode():
+        for out_features, in_features in shapes:
+            layer = PackedLinear(torch.nn.Linear(in_features, out_features), backend=backend)
+            norm = torch.nn.LayerNorm(in_features)
+            x = torch.randn(total, in_features)
+            residual = torch.randn(total, out_features)
+            kinds = ["plain", "norm_relu"] + ["residual"] * (out_features == in_features)
+            for kind in kinds:
+                full = _call(layer, norm, kind, x, residual)
+                for part in [slice(None, n) for n in rows] + [slice(-n, None) for n in rows]:
+                    if not torch.equal(
+                        _call(layer, norm, kind, x[part], residual[part]), full[part]
+                    ):
+                        return False
+    return True
+
+
+def _call(layer, norm, kind: str, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    if kind == "residual":
+        return layer.add_to(x, residual)
+    if kind == "norm_relu":
+        return layer(x, activation="relu", norm=norm)
+    return layer(x)
+
+
 def _read_cache(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -165,6 +212,7 @@ def choose_linear_backend(
     available: Sequence[str] | None = None,
     vectorised: bool | None = None,
     timer: Callable[[Sequence[str], Sequence[tuple[int, int]]], dict[str, float]] = time_backends,
+    invariant: Callable[[str, Sequence[tuple[int, int]]], bool] = batch_invariant,
 ) -> str:
     """The backend for `setting` ("auto", "panels" or "onednn") on this machine. `shapes`: the
     model's linear layers as (out, in). A named backend that is not built raises ValueError."""
@@ -182,23 +230,43 @@ def choose_linear_backend(
         return setting
     if len(available) == 1:
         return available[0]
-    if not (panels_vectorised() if vectorised is None else vectorised):
-        return "onednn"
     threads = torch.get_num_threads()
     key = cache_key(shapes, threads)
     path = cache_path or default_cache_path()
     cached = _read_cache(path).get(key)
     if isinstance(cached, dict) and cached.get("backend") in available:
         return cached["backend"]
-    times = timer(available, shapes)
-    choice = min(available, key=lambda b: times[b])  # ties: the first (panels)
-    log.info(
-        "linear backend: %s (micro-benchmark, %s)",
-        choice,
-        ", ".join(f"{b} {t:.2f}x the fastest" for b, t in times.items()),
-    )
+    passed = {b: invariant(b, shapes) for b in available}
+    candidates = [b for b in available if passed[b]]
+    if not candidates:
+        log.warning(
+            "linear backend: none of %s gives a row the same bits in any batch on this CPU: "
+            "a sentence may translate differently alone and in a batch",
+            ", ".join(available),
+        )
+        candidates = available
+    elif len(candidates) < len(available):
+        log.warning(
+            "linear backend: %s left out: on this CPU it does not give a row the same bits "
+            "in any batch",
+            ", ".join(b for b in available if not passed[b]),
+        )
+    times: dict[str, float] = {}
+    if len(candidates) == 1:
+        choice = candidates[0]
+    elif not (panels_vectorised() if vectorised is None else vectorised):
+        choice = "onednn"
+    else:
+        times = timer(candidates, shapes)
+        choice = min(candidates, key=lambda b: times[b])  # ties: the first (panels)
+        log.info(
+            "linear backend: %s (micro-benchmark, %s)",
+            choice,
+            ", ".join(f"{b} {t:.2f}x the fastest" for b, t in times.items()),
+        )
     entry = {
         "backend": choice,
+        "batch_invariant": passed,
         "relative_cost": times,
         "cpu": _cpu_model(),
         "capability": cpu_capability(),

@@ -137,10 +137,7 @@ class Translator:
         self.packed = packed
         backend = None
         if packed and linear_backend is not None:
-            cfg = self.config
-            d, ff = cfg.d_model, cfg.d_ff
-            shapes = ((3 * d, d), (d, d), (ff, d), (d, ff), (cfg.tgt_vocab_size, d))
-            backend = choose_linear_backend(linear_backend, shapes)
+            backend = choose_linear_backend(linear_backend, self.linear_shapes)
         self.linear_backend = backend
         self.model.prepare_for_inference(packed=packed, backend=backend)
 
@@ -169,6 +166,13 @@ class Translator:
         self.model = quantize_linears(self.model.unpack())
         self.quantized, self.packed, self.linear_backend = True, False, None
         return self
+
+    @property
+    def linear_shapes(self) -> tuple[tuple[int, int], ...]:
+        """The model's linear layers as (out, in) shapes, as linear_backend.py measures them."""
+        cfg = self.config
+        d, ff = cfg.d_model, cfg.d_ff
+        return ((3 * d, d), (d, d), (ff, d), (d, ff), (cfg.tgt_vocab_size, d))
 
     @property
     def precision(self) -> str:

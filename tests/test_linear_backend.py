@@ -14,6 +14,7 @@ from model_core import linear_backend as lb
 from model_core.linear_backend import available_backends, cache_key, choose_linear_backend
 from model_core.model import PackedLinear
 from model_core.translator import Translator
+from tests.conftest import skip_unless_batch_invariant
 
 SHAPES = ((48, 16), (16, 48))
 WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
@@ -21,6 +22,10 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
 
 def never(backends, shapes):
     raise AssertionError("no micro-benchmark expected")
+
+
+def every(backend, shapes) -> bool:  # a batch-invariance check that every backend passes
+    return True
 
 
 def fake_timer(times: dict[str, float], calls: list):
@@ -65,6 +70,7 @@ def test_auto_without_a_vectorised_panels_kernel_takes_onednn(tmp_path):
         available=["panels", "onednn"],
         vectorised=False,
         timer=never,
+        invariant=every,
     )
     assert got == "onednn"
 
@@ -89,6 +95,7 @@ def test_auto_measures_once_then_reads_the_cache(tmp_path, faster):
     times = {"panels": 2.0, "onednn": 1.0} if faster == "onednn" else {"panels": 1.0, "onednn": 3.0}
     calls: list = []
     kw = {"cache_path": cache, "available": ["panels", "onednn"], "vectorised": True}
+    kw["invariant"] = every
     assert choose_linear_backend("auto", SHAPES, timer=fake_timer(times, calls), **kw) == faster
     assert sorted(calls) == ["onednn", "panels"]
     entry = json.loads(cache.read_text())[cache_key(SHAPES, torch.get_num_threads())]
@@ -110,6 +117,7 @@ def test_cache_key_depends_on_threads_and_shapes():
 def test_a_corrupt_or_stale_cache_is_measured_again(tmp_path):
     cache = tmp_path / "c.json"
     kw = {"cache_path": cache, "available": ["panels", "onednn"], "vectorised": True}
+    kw["invariant"] = every
     times = {"panels": 1.0, "onednn": 2.0}
     cache.write_text("{not json")
     calls: list = []
@@ -133,8 +141,68 @@ def test_an_unwritable_cache_still_chooses(tmp_path):
         available=["panels", "onednn"],
         vectorised=True,
         timer=fake_timer({"panels": 1.0, "onednn": 2.0}, []),
+        invariant=every,
     )
     assert got == "panels"
+
+
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_auto_leaves_out_a_backend_that_gives_a_row_other_bits_in_a_batch(
+    tmp_path, caplog, vectorised
+):
+    # as oneDNN did on an Intel Xeon with AMX: faster, but a sentence would translate
+    # differently alone and in a batch; without vector code the own kernel is still taken
+    cache = tmp_path / "c.json"
+    checked: list = []
+
+    def only_panels(backend, shapes):
+        checked.append(backend)
+        return backend == "panels"
+
+    kw = {"cache_path": cache, "available": ["panels", "onednn"], "vectorised": vectorised}
+    with caplog.at_level("WARNING", logger="model_core.linear_backend"):
+        got = choose_linear_backend(
+            "auto", SHAPES, timer=fake_timer({"panels": 3.0, "onednn": 1.0}, []),
+            invariant=only_panels, **kw,
+        )  # fmt: skip
+    assert got == "panels" and sorted(checked) == ["onednn", "panels"]
+    assert "onednn left out" in caplog.text
+    entry = json.loads(cache.read_text())[cache_key(SHAPES, torch.get_num_threads())]
+    assert entry["backend"] == "panels"
+    assert entry["batch_invariant"] == {"panels": True, "onednn": False}
+    # the next start reads the choice: no check, no measurement
+    assert choose_linear_backend("auto", SHAPES, timer=never, invariant=never, **kw) == "panels"
+
+
+def test_with_no_batch_invariant_backend_auto_warns_and_measures_all(tmp_path, caplog):
+    calls: list = []
+    with caplog.at_level("WARNING", logger="model_core.linear_backend"):
+        got = choose_linear_backend(
+            "auto", SHAPES, cache_path=tmp_path / "c.json", available=["panels", "onednn"],
+            vectorised=True, timer=fake_timer({"panels": 2.0, "onednn": 1.0}, calls),
+            invariant=lambda backend, shapes: False,
+        )  # fmt: skip
+    assert got == "onednn" and sorted(calls) == ["onednn", "panels"]
+    assert "may translate differently alone and in a batch" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["plain", "norm_relu", "residual"])
+def test_the_batch_invariance_check_catches_rows_that_depend_on_the_batch(monkeypatch, kind):
+    backend = available_backends()[0] if available_backends() else pytest.skip("none built")
+    shapes = ((48, 16), (16, 16))  # the square one adds a residual
+    assert lb.batch_invariant(backend, shapes)
+    # one call kind whose rows move by a rounding step with the batch's row count
+    method = "add_to" if kind == "residual" else "forward"
+    inner = getattr(PackedLinear, method)
+
+    def drifting(self, x, *args, **kwargs):
+        out = inner(self, x, *args, **kwargs)
+        if (kind == "norm_relu") == ("norm" in kwargs) and x.shape[0] == 600:
+            out = out + 1e-6
+        return out
+
+    monkeypatch.setattr(PackedLinear, method, drifting)
+    assert not lb.batch_invariant(backend, shapes)
 
 
 def test_the_real_micro_benchmark_times_every_backend_built_here(tmp_path):
@@ -179,6 +247,7 @@ def test_each_backend_gives_a_row_the_same_bits_at_encoder_sizes(backend):
     # the encoder runs all of a batch's tokens at once: hundreds to thousands of rows
     if backend not in available_backends():
         pytest.skip(f"{backend} is not built here")
+    skip_unless_batch_invariant(backend, ((1024, 256),))
     torch.manual_seed(1)
     layer = PackedLinear(torch.nn.Linear(256, 1024), backend=backend)
     x = torch.randn(2048, 256)
@@ -195,6 +264,7 @@ def test_a_shipped_model_translates_a_sentence_the_same_alone_and_in_a_batch(bac
         pytest.skip(f"{backend} is not built here")
     translator = Translator.load(WEIGHTS / "en-de", device="cpu", linear_backend=backend)
     assert translator.linear_backend == backend
+    skip_unless_batch_invariant(backend, translator.linear_shapes)
     texts = ["The weather is nice today.", "Where is the station?", "I like tea.", "Yes."]
     for beam in (1, 4):
         together = translator.translate_batch(texts, beam_size=beam)

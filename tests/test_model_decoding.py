@@ -20,7 +20,7 @@ from model_core.model import (
     packed_linear_backends,
     sinusoidal_table,
 )
-from tests.conftest import random_model, tiny_config
+from tests.conftest import random_model, skip_unless_batch_invariant, tiny_config
 
 VOCAB = 60
 VARIANTS = {
@@ -275,6 +275,7 @@ def test_packed_linear_gives_each_row_the_same_bits_in_any_batch(
     # what lets a sentence translate the same alone or in a batch of any size
     if backend not in packed_linear_backends():
         pytest.skip(f"PackedLinear backend {backend} is not available here")
+    skip_unless_batch_invariant(backend, ((out_features, in_features),))
     torch.manual_seed(out_features)
     layer = PackedLinear(torch.nn.Linear(in_features, out_features), backend=backend)
     x = torch.randn(64, in_features)
