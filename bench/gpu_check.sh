@@ -42,12 +42,13 @@ TAIL=10 step steps 60 "$py" -m bench.continuous_engine_bench --device cuda --dty
     "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200
 TAIL=6 step continuous_engine 90 "$py" -m bench.continuous_engine_bench --device cuda \
     --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3
-step open_loop 200 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
-    --seconds "$seconds" --capacity-seconds 10 --capacity-clients 64
+step open_loop 300 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
+    --seconds "$seconds" --capacity-seconds 10 --capacity-clients 64 --warm-seconds 20 \
+    --warm-clients 64
 for scheduler in continuous static; do
     TAIL=12 MT_SCHEDULER=$scheduler step "load_$scheduler" 100 "$py" -m bench.load_bench \
         "${src[@]}" --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 \
-        --max-requests 400 --max-seconds 8
+        --max-requests 400 --max-seconds 8 --warm-requests 512 --warm-concurrency 64
 done
 TAIL=12 step tests 150 "$py" -m pytest -q -p no:cacheprovider -rs --durations=8 \
     tests/test_translator.py tests/test_continuous_decoding.py tests/test_linear_backend.py \

@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=40.0, help="arrivals per level and server")
     p.add_argument("--capacity-seconds", type=float, default=30.0)
     p.add_argument("--capacity-clients", type=int, default=32)
+    p.add_argument(
+        "--warm-seconds", type=float, default=5.0, help="closed loop per server before measuring"
+    )
+    p.add_argument("--warm-clients", type=int, default=4)
     p.add_argument("--long-share", type=float, default=0.2)
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--threads", type=int, default=0)
@@ -182,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for port in schedulers.values():
             wait_ready(f"http://127.0.0.1:{port}")
-            run(closed_loop(port, Mix(lines, args.long_share, 99), 4, 5, args.beam_size))
+            # untimed: on a GPU the first batches of each shape pay one-time costs
+            mix = Mix(lines, args.long_share, 99)
+            run(closed_loop(port, mix, args.warm_clients, args.warm_seconds, args.beam_size))
         capacities = {  # every server's, one after the other; the loads are static's
             name: run(
                 closed_loop(
