@@ -83,36 +83,44 @@ def preload_names(s: Settings, registry: Registry) -> list[str]:
     return names
 
 
-WARM_UP_TEXTS = (
+WARM_UP_TEXTS = (  # the first, long, still runs when the others join it
+    "The weather was cold, so we stayed at home and read books all afternoon.",
     "Hello world.",
     "Good morning, how are you?",
-    "The weather was cold, so we stayed at home and read books all afternoon.",
 )
 
 
 def warm_up(translator: Translator, beam_sizes: tuple[int, ...] = (1, 4)) -> None:
-    """Take each decode path a request can take once, so that the first requests do not pay
-    for one-time work. On a GPU that is loading each kernel at its first use (CUDA loads
-    modules lazily) and the libraries' choices per matrix shape: on an H200 the first call of
-    a path took 0.4-0.9 s against 20-34 ms later (docs/BENCHMARKS.md section 7), so there the
-    batches span 1 to 64 sentences. On a CPU, the first calls of the packed layers. Greedy and
-    each of `beam_sizes`, in static batches and in a continuous decode that more sentences
-    join while it runs."""
+    """Run the decode paths most requests take once, so that the first requests do not pay
+    for one-time work: greedy and each of `beam_sizes` (the service passes 1 and its default
+    beam), in static batches and in a continuous decode that sentences join while it runs.
+    On a GPU a path's first call took 0.4-0.9 s on an H200 against 20-34 ms later (kernels
+    are loaded at their first use; docs/BENCHMARKS.md section 7), so there the static batches
+    span 1, 2, 8 and 64 sentences and 63 join the continuous decode; on a CPU 1 and 2
+    sentences, and one joins. Other beam sizes and n-best counts are not run."""
     sizes = (1, 2, 8, 64) if translator.device.type == "cuda" else (1, 2)
     texts = [WARM_UP_TEXTS[i % len(WARM_UP_TEXTS)] for i in range(max(sizes))]
     ids = [translator.encode_source(t) for t in texts]
     for beam in sorted(set(beam_sizes)):
         for size in sizes:
             translator.translate_ids(ids[:size], beam_size=beam, max_length=16)
-        running = translator.running_batch(beam)
-        translator.join(running, [0], ids[:1], [16], [1])
-        steps = 0
-        while len(running):
-            running.step()
-            steps += 1
-            if steps == 1:  # the others join a running decode
-                rest = list(range(1, max(sizes)))
-                translator.join(running, rest, ids[1:], [16] * len(rest), [1] * len(rest))
+        decode_continuously(translator, ids, beam, max_length=16)
+
+
+def decode_continuously(
+    translator: Translator, ids: list[list[int]], beam: int, max_length: int
+) -> None:
+    """A continuous decode of `ids`: the first alone, the others joining after its first
+    step, until all are done (the warm-up's; bench.first_call_bench times it)."""
+    running = translator.running_batch(beam)
+    translator.join(running, [0], ids[:1], [max_length], [1])
+    steps = 0
+    while len(running):
+        running.step()
+        steps += 1
+        if steps == 1 and len(ids) > 1:  # the others join a running decode
+            rest = list(range(1, len(ids)))
+            translator.join(running, rest, ids[1:], [max_length] * len(rest), [1] * len(rest))
 
 
 def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:

@@ -65,7 +65,11 @@ class Settings(BaseSettings):
     skip_bad_checkpoints: bool = Field(
         False, description="warn and skip a bad checkpoint instead of stopping"
     )
-    warmup: bool = Field(True, description="run one translation per model before reporting ready")
+    warmup: bool = Field(
+        True,
+        description="before reporting ready, decode a few sentences with each loaded model: "
+        "greedy and the default beam, static and continuous (app/engine.py warm_up)",
+    )
     scheduler: Literal["continuous", "static"] = Field(
         "static",
         description="continuous: sentences join a running decode between steps and leave it "

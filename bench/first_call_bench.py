@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from app.engine import decode_continuously
 from model_core.translator import Translator
 
 from .common import machine, table
@@ -31,17 +32,6 @@ def timed(tr: Translator, fn) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def continuous(tr: Translator, ids: list[list[int]], beam: int) -> None:
-    running = tr.running_batch(beam)
-    tr.join(running, [0], ids[:1], [16], [1])
-    steps = 0
-    while len(running):
-        running.step()
-        steps += 1
-        if steps == 1:
-            tr.join(running, [1], ids[1:], [16], [1])
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
@@ -55,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = {
         "static beam 2": lambda: tr.translate_ids(ids, beam_size=2, max_length=16),
         "static greedy": lambda: tr.translate_ids(ids, beam_size=1, max_length=16),
-        "continuous beam 2": lambda: continuous(tr, ids, 2),
-        "continuous greedy": lambda: continuous(tr, ids, 1),
+        "continuous beam 2": lambda: decode_continuously(tr, ids, 2, max_length=16),
+        "continuous greedy": lambda: decode_continuously(tr, ids, 1, max_length=16),
     }
     rows = [[name] + [f"{timed(tr, fn):.1f}" for _ in range(3)] for name, fn in paths.items()]
     print(machine())

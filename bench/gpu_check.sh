@@ -36,6 +36,7 @@ step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.lo
     echo
     "$py" setup.py -q build_ext --inplace 2>&1 | grep -i -E "error|warning: build" | head -5
     "$py" -c 'from model_core import fused; print("C kernels built:", fused.kernel_available())'
+    "$py" -m bench.linear_backend_bench --rounds 5 | tail -n 4  # batch invariance on this CPU
 } 2>&1 | tee "$out/machine.log"
 
 TAIL=10 step steps 60 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
@@ -48,10 +49,11 @@ step open_loop 300 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.
 for scheduler in continuous static; do
     TAIL=12 MT_SCHEDULER=$scheduler step "load_$scheduler" 100 "$py" -m bench.load_bench \
         "${src[@]}" --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 \
-        --max-requests 400 --max-seconds 8 --warm-requests 512 --warm-concurrency 64
+        --max-requests 400 --max-seconds 8 --warm-requests 512 --warm-concurrency 64 --warm-engine
 done
 TAIL=12 step tests 150 "$py" -m pytest -q -p no:cacheprovider -rs --durations=8 \
     tests/test_translator.py tests/test_continuous_decoding.py tests/test_linear_backend.py \
+    tests/test_model_decoding.py \
     tests/test_fused.py tests/test_service_continuous.py \
     tests/test_service.py::test_deadline_gives_504_and_abandoned_work_is_not_computed \
     tests/test_service.py::test_health_languages_models \

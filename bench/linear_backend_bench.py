@@ -1,7 +1,9 @@
 """The packed linear backends side by side at a model's layer shapes, as the decoder calls
 them: each layer's time per call at 1, 4, 32 and 128 rows (one sentence greedy and beam 4, a
 batch of 32 of each), each call's fastest of `--rounds` turns with the backends taking turns,
-then the relative costs `MT_LINEAR_BACKEND=auto` compares and the backend it picks.
+then the relative costs `MT_LINEAR_BACKEND=auto` compares, whether each backend gives a row
+the same bits in any batch here (`batch_invariant`, and how long that check took), and the
+backend auto picks.
 
     python -m bench.linear_backend_bench --checkpoint weights/en-de --threads 2
 """
@@ -19,6 +21,7 @@ from model_core.checkpoint import read_metadata
 from model_core.linear_backend import (
     BENCH_ROWS,
     available_backends,
+    batch_invariant,
     cpu_capability,
     time_backends,
 )
@@ -74,7 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     costs = time_backends(backends, shapes)
     print("\nrelative cost (1.0: the fastest at every row count): ", end="")
     print(", ".join(f"{b} {c:.2f}" for b, c in costs.items()))
-    print(f"MT_LINEAR_BACKEND=auto picks: {min(backends, key=lambda b: costs[b])}")
+    passed = {}
+    for b in backends:
+        start = time.perf_counter()
+        passed[b] = batch_invariant(b, shapes)
+        print(f"{b}: batch-invariant here: {passed[b]} (check {time.perf_counter() - start:.2f} s)")
+    candidates = [b for b in backends if b == "panels" or passed[b]]
+    print(f"MT_LINEAR_BACKEND=auto picks: {min(candidates, key=lambda b: costs[b])}")
     return 0
 
 

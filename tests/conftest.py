@@ -11,7 +11,7 @@ import torch
 
 from model_core.checkpoint import save_checkpoint
 from model_core.config import ModelConfig
-from model_core.linear_backend import batch_invariant
+from model_core.linear_backend import batch_invariant, choose_linear_backend
 from model_core.model import Transformer
 from model_core.tokenizer import Tokenizer, train_sentencepiece
 
@@ -138,9 +138,11 @@ def save_random_checkpoint(
     )
 
 
-def skip_unless_batch_invariant(backend: str, shapes) -> None:
-    """oneDNN's batch invariance depends on the CPU: where it fails, `auto` leaves it out
-    (test_auto_leaves_out_a_backend_that_gives_a_row_other_bits_in_a_batch), and the tests
-    that pin it are skipped, saying so."""
+def skip_unless_batch_invariant(backend: str, shapes, cache_dir: Path) -> None:
+    """oneDNN's batch invariance depends on the CPU (an Intel Xeon with AMX failed it). Where
+    `backend` fails the check, `auto` must leave it out; the test that pins it then stops
+    there, skipped, saying so."""
     if not batch_invariant(backend, shapes):
+        chosen = choose_linear_backend("auto", shapes, cache_path=cache_dir / "backend.json")
+        assert chosen != backend, f"auto chose {backend}, which is not batch-invariant here"
         pytest.skip(f"{backend} gives a row other bits in a batch on this CPU; auto leaves it out")

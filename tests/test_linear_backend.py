@@ -165,7 +165,7 @@ def test_auto_leaves_out_a_backend_that_gives_a_row_other_bits_in_a_batch(
             "auto", SHAPES, timer=fake_timer({"panels": 3.0, "onednn": 1.0}, []),
             invariant=only_panels, **kw,
         )  # fmt: skip
-    assert got == "panels" and sorted(checked) == ["onednn", "panels"]
+    assert got == "panels" and checked == ["onednn"]  # panels gives the same bits by design
     assert "onednn left out" in caplog.text
     entry = json.loads(cache.read_text())[cache_key(SHAPES, torch.get_num_threads())]
     assert entry["backend"] == "panels"
@@ -174,30 +174,20 @@ def test_auto_leaves_out_a_backend_that_gives_a_row_other_bits_in_a_batch(
     assert choose_linear_backend("auto", SHAPES, timer=never, invariant=never, **kw) == "panels"
 
 
-def test_with_no_batch_invariant_backend_auto_warns_and_measures_all(tmp_path, caplog):
-    calls: list = []
-    with caplog.at_level("WARNING", logger="model_core.linear_backend"):
-        got = choose_linear_backend(
-            "auto", SHAPES, cache_path=tmp_path / "c.json", available=["panels", "onednn"],
-            vectorised=True, timer=fake_timer({"panels": 2.0, "onednn": 1.0}, calls),
-            invariant=lambda backend, shapes: False,
-        )  # fmt: skip
-    assert got == "onednn" and sorted(calls) == ["onednn", "panels"]
-    assert "may translate differently alone and in a batch" in caplog.text
-
-
 @pytest.mark.parametrize("kind", ["plain", "norm_relu", "residual"])
 def test_the_batch_invariance_check_catches_rows_that_depend_on_the_batch(monkeypatch, kind):
-    backend = available_backends()[0] if available_backends() else pytest.skip("none built")
     shapes = ((48, 16), (16, 16))  # the square one adds a residual
-    assert lb.batch_invariant(backend, shapes)
+    passing = [b for b in available_backends() if lb.batch_invariant(b, shapes)]
+    if not passing:  # panels passes wherever it is built (by design; tested above)
+        pytest.skip("no backend built here gives a row the same bits in any batch")
+    backend = passing[0]
     # one call kind whose rows move by a rounding step with the batch's row count
     method = "add_to" if kind == "residual" else "forward"
     inner = getattr(PackedLinear, method)
 
     def drifting(self, x, *args, **kwargs):
         out = inner(self, x, *args, **kwargs)
-        if (kind == "norm_relu") == ("norm" in kwargs) and x.shape[0] == 600:
+        if (kind == "norm_relu") == ("norm" in kwargs) and x.shape[0] == lb.INVARIANCE_BATCH:
             out = out + 1e-6
         return out
 
@@ -243,11 +233,11 @@ def test_each_backend_matches_a_float64_reference(backend, rows):
 
 
 @pytest.mark.parametrize("backend", ["panels", "onednn"])
-def test_each_backend_gives_a_row_the_same_bits_at_encoder_sizes(backend):
+def test_each_backend_gives_a_row_the_same_bits_at_encoder_sizes(backend, tmp_path):
     # the encoder runs all of a batch's tokens at once: hundreds to thousands of rows
     if backend not in available_backends():
         pytest.skip(f"{backend} is not built here")
-    skip_unless_batch_invariant(backend, ((1024, 256),))
+    skip_unless_batch_invariant(backend, ((1024, 256),), tmp_path)
     torch.manual_seed(1)
     layer = PackedLinear(torch.nn.Linear(256, 1024), backend=backend)
     x = torch.randn(2048, 256)
@@ -259,12 +249,12 @@ def test_each_backend_gives_a_row_the_same_bits_at_encoder_sizes(backend):
 
 
 @pytest.mark.parametrize("backend", ["panels", "onednn"])
-def test_a_shipped_model_translates_a_sentence_the_same_alone_and_in_a_batch(backend):
+def test_a_shipped_model_translates_a_sentence_the_same_alone_and_in_a_batch(backend, tmp_path):
     if backend not in available_backends():
         pytest.skip(f"{backend} is not built here")
     translator = Translator.load(WEIGHTS / "en-de", device="cpu", linear_backend=backend)
     assert translator.linear_backend == backend
-    skip_unless_batch_invariant(backend, translator.linear_shapes)
+    skip_unless_batch_invariant(backend, translator.linear_shapes, tmp_path)
     texts = ["The weather is nice today.", "Where is the station?", "I like tea.", "Yes."]
     for beam in (1, 4):
         together = translator.translate_batch(texts, beam_size=beam)

@@ -270,12 +270,12 @@ def test_prepared_model_decodes_like_the_reference(variant, packed):
     "out_features,in_features", [(256, 256), (768, 256), (256, 1024), (8000, 256)]
 )
 def test_packed_linear_gives_each_row_the_same_bits_in_any_batch(
-    backend, out_features, in_features
+    backend, out_features, in_features, tmp_path
 ):
     # what lets a sentence translate the same alone or in a batch of any size
     if backend not in packed_linear_backends():
         pytest.skip(f"PackedLinear backend {backend} is not available here")
-    skip_unless_batch_invariant(backend, ((out_features, in_features),))
+    skip_unless_batch_invariant(backend, ((out_features, in_features),), tmp_path)
     torch.manual_seed(out_features)
     layer = PackedLinear(torch.nn.Linear(in_features, out_features), backend=backend)
     x = torch.randn(64, in_features)
