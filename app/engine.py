@@ -90,15 +90,27 @@ WARM_UP_TEXTS = (  # the first, long, still runs when the others join it
 )
 
 
-def warm_up(translator: Translator, beam_sizes: tuple[int, ...] = (1, 4)) -> None:
-    """Run the decode paths most requests take once, so that the first requests do not pay
-    for one-time work: greedy and each of `beam_sizes` (the service passes 1 and its default
-    beam), in static batches and in a continuous decode that sentences join while it runs.
-    On a GPU a path's first call took 0.4-0.9 s on an H200 against 20-34 ms later (kernels
-    are loaded at their first use; docs/BENCHMARKS.md section 7), so there the static batches
-    span 1, 2, 8 and 64 sentences and 63 join the continuous decode; on a CPU 1 and 2
-    sentences, and one joins. Other beam sizes and n-best counts are not run."""
-    sizes = (1, 2, 8, 64) if translator.device.type == "cuda" else (1, 2)
+def warm_up(
+    translator: Translator, beam_sizes: tuple[int, ...] = (1, 4), every_path: bool | None = None
+) -> None:
+    """Decode before the first requests do, so that they do not pay for one-time work.
+
+    On a GPU (`every_path`, by default where the model is on CUDA) a decode path's first call
+    took 0.4-0.9 s on an H200 against 20-34 ms later (kernels are loaded at their first use;
+    docs/BENCHMARKS.md section 7), so there greedy and each of `beam_sizes` (the service
+    passes 1 and its default beam) run in static batches of 1, 2, 8 and 64 sentences and in a
+    continuous decode that 63 sentences join while it runs. Other beam sizes and n-best
+    counts are not run. On a CPU a path's first call cost at most about 2 ms more than later
+    ones (the shipped en-de model on the 2-core machine, `bench.first_call_bench`), so there
+    one sentence is decoded at the largest of `beam_sizes`, and a load on a request's path
+    stays short."""
+    if every_path is None:
+        every_path = translator.device.type == "cuda"
+    if not every_path:
+        ids = [translator.encode_source(WARM_UP_TEXTS[0])]
+        translator.translate_ids(ids, beam_size=max(beam_sizes), max_length=16)
+        return
+    sizes = (1, 2, 8, 64)
     texts = [WARM_UP_TEXTS[i % len(WARM_UP_TEXTS)] for i in range(max(sizes))]
     ids = [translator.encode_source(t) for t in texts]
     for beam in sorted(set(beam_sizes)):

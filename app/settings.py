@@ -67,8 +67,9 @@ class Settings(BaseSettings):
     )
     warmup: bool = Field(
         True,
-        description="before reporting ready, decode a few sentences with each loaded model: "
-        "greedy and the default beam, static and continuous (app/engine.py warm_up)",
+        description="decode with each model as it loads, before it serves: on a CPU one "
+        "sentence at the default beam; on a GPU greedy and the default beam, static batches of "
+        "1-64 sentences and a continuous decode (app/engine.py warm_up)",
     )
     scheduler: Literal["continuous", "static"] = Field(
         "static",
