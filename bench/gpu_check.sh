@@ -6,6 +6,11 @@
 # does not stop the next.
 #
 #     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]
+#     STEPS="tests first_call" bash bench/gpu_check.sh OUTDIR    # only these steps
+#
+# The steps: steps continuous_engine open_loop load_continuous load_static tests first_call
+# (all by default; the machine block first always runs). With 10 s per level the whole run
+# took about 7 minutes on an H200 (docs/TESTING.md).
 #
 # SOURCE_SENTENCES defaults to the benchmarks' own (../shared/data/tatoeba/dev.en); a machine
 # without ../shared needs a copy. docs/BENCHMARKS.md section 7 gives the figures of such a run.
@@ -18,9 +23,15 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 
+wanted=" ${STEPS:-steps continuous_engine open_loop load_continuous load_static tests first_call} "
+
 step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.log
     local name=$1 limit=$2
     shift 2
+    if [[ $wanted != *" $name "* ]]; then
+        echo "== $name: not in STEPS"
+        return
+    fi
     local t0=$SECONDS
     timeout "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$?
