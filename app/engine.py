@@ -106,13 +106,13 @@ def warm_up(
     stays short."""
     if every_path is None:
         every_path = translator.device.type == "cuda"
+    # a model of few positions (or pieces) may not take the long one whole
+    sources = [translator.encode_source(t)[: translator.max_source_tokens] for t in WARM_UP_TEXTS]
     if not every_path:
-        ids = [translator.encode_source(WARM_UP_TEXTS[0])]
-        translator.translate_ids(ids, beam_size=max(beam_sizes), max_length=16)
+        translator.translate_ids(sources[:1], beam_size=max(beam_sizes), max_length=16)
         return
     sizes = (1, 2, 8, 64)
-    texts = [WARM_UP_TEXTS[i % len(WARM_UP_TEXTS)] for i in range(max(sizes))]
-    ids = [translator.encode_source(t) for t in texts]
+    ids = [sources[i % len(sources)] for i in range(max(sizes))]
     for beam in sorted(set(beam_sizes)):
         for size in sizes:
             translator.translate_ids(ids[:size], beam_size=beam, max_length=16)
