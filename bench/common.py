@@ -86,6 +86,14 @@ def machine() -> str:
     return text
 
 
+def sync(device) -> None:
+    """Wait for a GPU's queued work, so that a host clock times it (no-op on the CPU)."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
 def table(headers: list[str], rows: list[list[object]]) -> str:
     def fmt(v: object) -> str:
         if isinstance(v, float):

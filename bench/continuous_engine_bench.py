@@ -27,21 +27,15 @@ import torch
 
 from model_core.translator import Translator
 
-from .common import DEFAULT_SRC, machine, read_sentences, table
-
-
-def sync(tr: Translator) -> None:
-    """Wait for the GPU's queued work, so that a host clock times it (no-op on the CPU)."""
-    if tr.device.type == "cuda":
-        torch.cuda.synchronize(tr.device)
+from .common import DEFAULT_SRC, machine, read_sentences, sync, table
 
 
 def static_rate(tr: Translator, ids: list[list[int]], inflight: int, beam: int) -> float:
-    sync(tr)
+    sync(tr.device)
     start = time.perf_counter()
     for i in range(0, len(ids), inflight):
         tr.translate_ids(ids[i : i + inflight], beam_size=beam)
-    sync(tr)
+    sync(tr.device)
     return len(ids) / (time.perf_counter() - start)
 
 
@@ -61,7 +55,7 @@ def continuous_rate(
             src, mask = tr.batch_tensors([ids[i] for i in batch])
             running.join(batch, src, mask, [limits[i] for i in batch], [1] * len(batch))
 
-    sync(tr)
+    sync(tr.device)
     start = time.perf_counter()
     join(inflight)
     while len(running):
@@ -70,7 +64,7 @@ def continuous_rate(
         if pending and steps % join_every == 0:
             join(pending)
             pending = 0
-    sync(tr)
+    sync(tr.device)
     return len(ids) / (time.perf_counter() - start), steps
 
 
@@ -97,15 +91,15 @@ def step_times(
     join(inflight)
     step_s, join_s = [], []
     for _ in range(steps):
-        sync(tr)
+        sync(tr.device)
         start = time.perf_counter()
         finished = running.step()
-        sync(tr)
+        sync(tr.device)
         step_s.append(time.perf_counter() - start)
         if finished:
             start = time.perf_counter()
             join(len(finished))
-            sync(tr)
+            sync(tr.device)
             join_s.append((time.perf_counter() - start) / len(finished))
     return median(step_s) * 1e3, median(join_s) * 1e3
 

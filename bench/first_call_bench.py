@@ -14,21 +14,17 @@ import argparse
 import time
 from pathlib import Path
 
-import torch
-
 from app.engine import decode_continuously
 from model_core.translator import Translator
 
-from .common import machine, table
+from .common import machine, sync, table
 
 
 def timed(tr: Translator, fn) -> float:
-    if tr.device.type == "cuda":
-        torch.cuda.synchronize(tr.device)
+    sync(tr.device)
     start = time.perf_counter()
     fn()
-    if tr.device.type == "cuda":
-        torch.cuda.synchronize(tr.device)
+    sync(tr.device)
     return (time.perf_counter() - start) * 1e3
 
 

@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for port in schedulers.values():
             wait_ready(f"http://127.0.0.1:{port}")
-            # untimed: on a GPU the first batches of each shape pay one-time costs
+            # untimed: on a GPU a decode path's first call pays one-time costs
             mix = Mix(lines, args.long_share, 99)
             run(closed_loop(port, mix, args.warm_clients, args.warm_seconds, args.beam_size))
         capacities = {  # every server's, one after the other; the loads are static's
