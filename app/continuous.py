@@ -35,6 +35,14 @@ Admission:
   ones): each request gets an equal share of the running places, as far as it can use them;
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
 
+Stepping: a step computes every sentence of its group, unless they are more than
+`step_places(group)` (the service derives it from MT_MAX_STEP_ROWS) and the engine can step a
+subset (`Group.partial_steps`, `step(only)`): then the requests take turns within the step as
+they do for admission, one sentence each, those that stepped least recently first (see
+`_stepping`). Where a step's time grows with its sentences (a CPU), a short request then
+decodes at the pace of a bounded step beside a burst of long ones, and unlike a bound on
+admission (`places`) no sentence waits to join for it.
+
 The loop leaves the worker thread whenever another job is waiting for it (the service loads
 models there) and comes back after it. A failure inside the engine fails the sentences of that
 group only, with an error id that is also logged; a failure of the loop itself fails everything
@@ -70,8 +78,10 @@ log = logging.getLogger("app.continuous")
 
 
 class Group(Protocol):
+    partial_steps: bool  # whether step(only) can step a subset of the sentences
+
     def join(self, entries: list[tuple[int, Hashable, Any]]) -> None: ...
-    def step(self) -> Sequence[tuple[int, Any]]: ...
+    def step(self, only: list[int] | None = None) -> Sequence[tuple[int, Any]]: ...
     def leave(self, ids: list[int]) -> None: ...
 
 
@@ -87,6 +97,7 @@ class _Sentence:
     enqueued: float
     state: str = "waiting"  # waiting, running, done, dropped
     wait_s: float = 0.0  # from submit until it joined a running decode
+    stepped: int = 0  # when it last took a step (the loop's step count; 0: not yet)
     batch: int = -1  # (no batch of the static batcher: Ticket.compute_s counts `step_s`)
     request: _Request | None = None  # the request it belongs to (set by submit)
 
@@ -126,6 +137,7 @@ class ContinuousBatcher(Tickets):
         budget: int,
         max_batch_size: int = 64,
         places: Callable[[Hashable], int] | None = None,
+        step_places: Callable[[Hashable], int] | None = None,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -139,6 +151,8 @@ class ContinuousBatcher(Tickets):
             max_queue_size,
         )
         self.places = places or (lambda group: max_batch_size)
+        self.step_places = step_places
+        self._step_count = itertools.count(1)  # (worker thread)
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -441,15 +455,21 @@ class ContinuousBatcher(Tickets):
         return self.envelope(running.group, members) if members else 0
 
     def _step(self, running: _Running) -> None:
+        with self._lock:
+            only = self._stepping(running)
+            members = running.members
+            stepping = list(members.values()) if only is None else [members[i] for i in only]
         started = time.perf_counter()
-        size = len(running.members)
-        results = self._guarded(running, lambda r: r.engine.step())
+        results = self._guarded(running, lambda r: r.engine.step(only))
         if results is None:
             return
         compute_s = time.perf_counter() - started
+        count = next(self._step_count)
         complete = False
         with self._lock:
-            for ticket in {s.ticket for s in running.members.values()}:
+            for s in stepping:
+                s.stepped = count
+            for ticket in {s.ticket for s in stepping}:
                 ticket.step_s += compute_s
             for sid, result in results:
                 s = running.members.pop(sid, None)
@@ -461,10 +481,32 @@ class ContinuousBatcher(Tickets):
                         s.request.left -= 1
                         complete = complete or s.request.left == 0
             waits, running.joined_waits = running.joined_waits, []
+        size = len(stepping)
         # the footprint admission last counted for it
         self._report(running, size, running.footprint, compute_s, waits, failed=False)
         if complete:  # a request has all its answers: they go now, with those held so far
             self._notify_loop([], [], None)
+
+    def _stepping(self, running: _Running) -> list[int] | None:
+        """(Under the lock.) The sentences that take the group's next step, None: all. Where
+        they are more than `step_places(group)` and the engine can step a subset, the
+        requests take turns: every request's sentence that stepped least recently, then every
+        request's second, and so on, each rank in the order they last stepped (a newcomer
+        first). A step's time grows with its sentences on a CPU: a request of one sentence
+        then steps at the pace of a bounded step, however many sentences run beside it."""
+        if self.step_places is None or not running.engine.partial_steps:
+            return None
+        places = max(1, self.step_places(running.group))
+        if len(running.members) <= places:
+            return None
+        by_request: dict[int, list[_Sentence]] = {}
+        for s in running.members.values():
+            by_request.setdefault(id(s.request), []).append(s)
+        order = []
+        for mine in by_request.values():
+            mine.sort(key=lambda s: (s.stepped, s.id))
+            order += [(rank, s.stepped, s.id) for rank, s in enumerate(mine)]
+        return [sid for _, _, sid in heapq.nsmallest(places, order)]
 
     def _notify_loop(self, finished, failed, error_id) -> None:
         """One call into the event loop: the results (with those held), then the steps'

@@ -291,8 +291,8 @@ class Engine:
 
     @staticmethod
     def places_for(max_rows: int) -> Callable[[tuple[str, int]], int]:
-        """The continuous scheduler's bound on a group's sentences for a bound on its decoder
-        rows, sentences x beam size (0: none)."""
+        """The continuous scheduler's bound on a group's sentences (running, or in one step)
+        for a bound on its decoder rows, sentences x beam size (0: none)."""
         if not max_rows:
             return lambda group: sys.maxsize
         return lambda group: max(1, max_rows // group[1])
@@ -356,10 +356,14 @@ class RunningGroup:
                 [key.n_best for _, key, _ in entries],
             )
 
-    def step(self) -> list[tuple[int, SentenceResult]]:
+    @property
+    def partial_steps(self) -> bool:
+        return self.running.partial_steps
+
+    def step(self, only: list[int] | None = None) -> list[tuple[int, SentenceResult]]:
         with self.engine.threads_for_batch() as batch:
-            batch.work = self.running.rows
-            finished = self.running.step()
+            batch.work = self.running.rows if only is None else len(only) * self.running.k
+            finished = self.running.step(only)
         return [(sid, sentence_result(self.translator, hyps)) for sid, hyps in finished]
 
     def leave(self, ids: list[int]) -> None:

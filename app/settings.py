@@ -89,6 +89,14 @@ class Settings(BaseSettings):
         "decode steps at most, which bounds a step's time where it grows with its rows, as on a "
         "CPU (0: no bound but MT_MAX_BATCH_SIZE)",
     )
+    max_step_rows: int = Field(
+        0,
+        ge=0,
+        description="continuous scheduler: decoder rows (sentences x beam size) one step "
+        "computes at most where the engine can step a subset (the CPU's slot layout); beyond, "
+        "the requests' sentences take turns, one per request, so a short request steps at the "
+        "pace of a bounded step beside many long ones (0: every sentence steps)",
+    )
     max_request_share: float = Field(
         0.5,
         gt=0,

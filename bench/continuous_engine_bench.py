@@ -40,8 +40,15 @@ def static_rate(tr: Translator, ids: list[list[int]], inflight: int, beam: int) 
 
 
 def continuous_rate(
-    tr: Translator, ids: list[list[int]], inflight: int, beam: int, join_every: int
+    tr: Translator,
+    ids: list[list[int]],
+    inflight: int,
+    beam: int,
+    join_every: int,
+    step_places: int = 0,
 ) -> tuple[float, int]:
+    """`step_places`: each step steps that many sentences at most, those that stepped least
+    recently (as the scheduler's MT_MAX_STEP_ROWS does for requests of one sentence)."""
     opts = tr.options(beam_size=beam)
     limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
     running = tr.running_batch(beam)
@@ -58,8 +65,14 @@ def continuous_rate(
     sync(tr.device)
     start = time.perf_counter()
     join(inflight)
+    stepped: dict[int, int] = {}
     while len(running):
-        pending += len(running.step())
+        only = None
+        if step_places and len(running) > step_places:
+            only = sorted(running.ids, key=lambda i: (stepped.get(i, 0), i))[:step_places]
+        for i in running.ids if only is None else only:
+            stepped[i] = steps + 1
+        pending += len(running.step(only))
         steps += 1
         if pending and steps % join_every == 0:
             join(pending)
@@ -112,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inflight", type=int, default=64)
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--join-every", type=int, default=1)
+    p.add_argument(
+        "--step-places",
+        default="",
+        help="comma list: also continuous decodes that step this many sentences at most",
+    )
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--step-sizes", default="", help="comma list: time steps at these in flight")
@@ -141,11 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         headers = ["sentences in flight", "rows", "step ms", "step ms per sentence"]
         print(table(headers + ["join ms per sentence joining"], rows))
         return 0
-    static, continuous, steps = [], [], 0
+    bounds = [0] + [int(x) for x in args.step_places.split(",") if x]
+    static, continuous, steps = [], {b: [] for b in bounds}, {}
     for _ in range(args.repeats):
         static.append(static_rate(tr, ids, args.inflight, args.beam_size))
-        rate, steps = continuous_rate(tr, ids, args.inflight, args.beam_size, args.join_every)
-        continuous.append(rate)
+        for bound in bounds:
+            rate, steps[bound] = continuous_rate(
+                tr, ids, args.inflight, args.beam_size, args.join_every, bound
+            )
+            continuous[bound].append(rate)
     print(machine())
     print(
         f"{args.checkpoint}: {tr.device.type} {tr.precision}, {len(ids)} sentences, "
@@ -153,16 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.beam_size}, {args.threads} threads; medians of {args.repeats} alternating runs"
     )
     print()
-    print(
-        table(
-            ["decoder", "sentences/s", "steps"],
-            [
-                ["static batches", f"{median(static):.1f}", "-"],
-                [f"continuous (joins every {args.join_every} steps)", f"{median(continuous):.1f}",
-                 str(steps)],
-            ],
-        )
-    )  # fmt: skip
+    rows = [["static batches", f"{median(static):.1f}", "-"]]
+    for bound in bounds:
+        name = f"continuous (joins every {args.join_every} steps)"
+        if bound:
+            name += f", {bound} sentences per step at most"
+        rows.append([name, f"{median(continuous[bound]):.1f}", str(steps[bound])])
+    print(table(["decoder", "sentences/s", "steps"], rows))
     return 0
 
 

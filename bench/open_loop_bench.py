@@ -13,8 +13,9 @@ each server's peak resident memory.
 
     python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
 
-`--rows 128` adds a third server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds
-one per value), which takes its turns with the other two.
+`--rows 128` adds a server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds one
+per value), and `--step-rows 128` one with MT_MAX_STEP_ROWS=128; each takes its turns with the
+others.
 
 Traffic goes only to the servers this command starts on loopback ports; each level is
 bounded in requests and seconds. It measures; it asserts nothing about speed.
@@ -162,17 +163,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="runs per load and server, pooled")
     p.add_argument("--rows", default="", help="comma list: continuous servers with these "
                    "MT_MAX_RUNNING_ROWS besides the default one")  # fmt: skip
+    p.add_argument("--step-rows", default="", help="comma list: continuous servers with "
+                   "these MT_MAX_STEP_ROWS")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
-    variants = {"static": ("static", 0), "continuous": ("continuous", 0)}
+    variants = {"static": ("static", 0, 0), "continuous": ("continuous", 0, 0)}
     for rows in filter(None, args.rows.split(",")):
-        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows))
+        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows), 0)
+    for rows in filter(None, args.step_rows.split(",")):
+        variants[f"continuous step_rows={int(rows)}"] = ("continuous", 0, int(rows))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
     for name, port in schedulers.items():  # each server's own, whatever the caller's are
-        scheduler, rows = variants[name]
+        scheduler, rows, step_rows = variants[name]
         servers[name] = start_server(
             args.weights,
             port,
@@ -181,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             "default",
             MT_SCHEDULER=scheduler,
             MT_MAX_RUNNING_ROWS=str(rows),
+            MT_MAX_STEP_ROWS=str(step_rows),
         )
     results = {}
     try:

@@ -25,7 +25,7 @@ service's admission budget counts in.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -81,6 +81,12 @@ class RunningBatch:
         """Decoder rows (sentences x beam size; in the slot layout a newcomer's first step
         computes one of its K)."""
         return self.tokens.numel()
+
+    @property
+    def partial_steps(self) -> bool:
+        """Whether `step(only=...)` can step a subset of the sentences (the slot layout); in
+        the gather layout every sentence steps."""
+        return self.slots
 
     @property
     def ids(self) -> list[Hashable]:
@@ -271,88 +277,133 @@ class RunningBatch:
         return dropped
 
     @torch.inference_mode()
-    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+    def step(
+        self, only: Collection[Hashable] | None = None
+    ) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One decoder step for every row; returns (id, n-best hypotheses) of each sentence
-        that finished in it (they have left the batch)."""
+        that finished in it (they have left the batch).
+
+        `only`: in the slot layout (`partial_steps`), step only these sentences; the others
+        wait, their state untouched, and take their next step in a later call as if there had
+        been no pause (a sentence's result does not depend on which steps it sat out)."""
         if not self.sentences:
             return []
         cfg, k, cache = self.cfg, self.k, self.cache
         assert cache is not None
         sents = self.sentences
-        generated = [s.step + 1 for s in sents]  # tokens each sentence holds after this step
         device = self.tokens.device
-        done = [g >= s.limit for g, s in zip(generated, sents, strict=True)]  # at the limit
+        act = None  # the positions of the sentences that step, None: all of them
+        if only is not None and self.slots:
+            wanted = set(only)
+            act = [i for i, s in enumerate(sents) if s.id in wanted]
+            if not act:
+                return []
+            if len(act) == len(sents):
+                act = None
+        idx = range(len(sents)) if act is None else act
+        stepping = [sents[i] for i in idx]
+        generated = [s.step + 1 for s in stepping]  # tokens each holds after this step
+        done = [g >= s.limit for g, s in zip(generated, stepping, strict=True)]  # at the limit
         at_limit = torch.tensor(done, device=device)
-        # a newcomer's K - 1 extra rows (score -inf) are not computed in its first step
-        live = None
-        if self.slots and k > 1 and any(s.step == 0 for s in sents):
-            live = torch.tensor(
-                [
-                    r
-                    for i, s in enumerate(sents)
-                    for r in range(i * k, (i + 1) * k if s.step else i * k + 1)
-                ],
-                dtype=torch.long,
-                device=device,
-            )
-        logits = self.model.decode_step(self.tokens, cache, rows=live)  # (N or live rows, V)
+        # the rows computed: those of the sentences that step, less a newcomer's K - 1 extra
+        # rows (score -inf) in its first step; `local`: their places among the stepping rows
+        live = local = None
+        first = self.slots and k > 1 and any(s.step == 0 for s in stepping)
+        if act is not None or first:
+            pairs = [
+                (i * k + b, j * k + b)
+                for j, i in enumerate(idx)
+                for b in range(k if sents[i].step else 1)
+            ]
+            live = torch.tensor([g for g, _ in pairs], dtype=torch.long, device=device)
+            local = torch.tensor([loc for _, loc in pairs], dtype=torch.long, device=device)
+        logits = self.model.decode_step(self.tokens, cache, rows=live)  # (live rows, V)
         if cfg.force_eos_at_limit:
             limit_rows = at_limit.repeat_interleave(k)
-            force_eos(logits, limit_rows if live is None else limit_rows[live], cfg.eos_id)
+            force_eos(logits, limit_rows if local is None else limit_rows[local], cfg.eos_id)
         per_row = min(2 * k, logits.shape[-1])
         row_logits, row_words, lse = topk_logsumexp(logits, per_row)  # (rows, per_row)
-        if live is not None:  # the rows not computed: no candidates (their score is -inf)
-            n_rows = self.tokens.numel()
+        n_rows = len(stepping) * k
+        if local is not None and local.numel() < n_rows:  # rows not computed: no candidates
             row_logits = row_logits.new_full((n_rows, per_row), float("-inf")).index_copy_(
-                0, live, row_logits
+                0, local, row_logits
             )
-            row_words = row_words.new_zeros((n_rows, per_row)).index_copy_(0, live, row_words)
-            lse = lse.new_zeros((n_rows, *lse.shape[1:])).index_copy_(0, live, lse)
-        choice = beam_select(row_logits, row_words, lse, self.scores, at_limit, k, cfg.eos_id)
+            row_words = row_words.new_zeros((n_rows, per_row)).index_copy_(0, local, row_words)
+            lse = lse.new_zeros((n_rows, *lse.shape[1:])).index_copy_(0, local, lse)
+        act_t = None if act is None else torch.tensor(act, dtype=torch.long, device=device)
+        scores = self.scores if act_t is None else self.scores.index_select(0, act_t)
+        choice = beam_select(row_logits, row_words, lse, scores, at_limit, k, cfg.eos_id)
         if choice.finished:
-            prefixes = self.seqs[[row for _, _, row, _ in choice.finished]].tolist()
-            for (i, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
-                sent = sents[i]
+            prefixes = self.seqs[
+                [idx[row // k] * k + row % k for _, _, row, _ in choice.finished]
+            ].tolist()
+            for (j, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
+                sent = stepping[j]
                 if len(sent.finished) >= k and not self.keep_best:
                     continue
                 is_eos = w == cfg.eos_id
                 tokens = prefix[: sent.step] + ([] if is_eos else [w])
                 sent.finished.append(
-                    (length_normalise(total, generated[i], self.alpha), tokens, is_eos)
+                    (length_normalise(total, generated[j], self.alpha), tokens, is_eos)
                 )
                 if self.keep_best:  # the K best so far, as Hugging Face's beam search keeps them
                     sent.finished.sort(key=lambda h: h[0], reverse=True)
                     del sent.finished[k:]
                 elif len(sent.finished) >= k:
-                    done[i] = True
+                    done[j] = True
         if self.keep_best:  # done once no running beam can beat the worst of K finished ones
-            full = [i for i, s in enumerate(sents) if len(s.finished) >= k]
+            full = [j for j, s in enumerate(stepping) if len(s.finished) >= k]
             if full:
                 best = choice.scores[full, 0].tolist()
-                for i, run in zip(full, best, strict=True):
-                    worst = sents[i].finished[-1][0]
-                    if length_normalise(run, generated[i], self.alpha) <= worst:
-                        done[i] = True
-        for i, best in enumerate(choice.scores[:, 0].tolist()):
-            done[i] = done[i] or best == float("-inf")  # no beam left to extend
-        for s in sents:
+                for j, run in zip(full, best, strict=True):
+                    worst = stepping[j].finished[-1][0]
+                    if length_normalise(run, generated[j], self.alpha) <= worst:
+                        done[j] = True
+        for j, best in enumerate(choice.scores[:, 0].tolist()):
+            done[j] = done[j] or best == float("-inf")  # no beam left to extend
+        for s in stepping:
             s.step += 1
-        cache.steps += 1
-        out = []
-        if any(done):
-            for i in [i for i, d in enumerate(done) if d]:
-                hyps = sorted(sents[i].finished, key=lambda h: h[0], reverse=True)[
-                    : sents[i].n_best
-                ]
-                out.append((sents[i].id, [Hypothesis(t, sc, finished=e) for sc, t, e in hyps]))
-            kept = torch.tensor(
-                [i for i, d in enumerate(done) if not d], dtype=torch.long, device=device
-            )
-            rows, words, scores = choice.rows[kept], choice.words[kept], choice.scores[kept]
-            self._update(kept, rows.flatten(), words.flatten(), scores, wrote=True)
+        if act_t is None:
+            cache.steps += 1
         else:
-            rows, words = choice.rows.flatten(), choice.words.flatten()
-            self._update(None, rows, words, choice.scores, wrote=True)
+            cache.steps.index_add_(0, act_t, torch.ones_like(act_t))
+        out = [
+            (s.id, [Hypothesis(t, sc, finished=e) for sc, t, e in _best(s)])
+            for s, d in zip(stepping, done, strict=True)
+            if d
+        ]
+        if act_t is None:
+            if out:
+                kept = torch.tensor(
+                    [i for i, d in enumerate(done) if not d], dtype=torch.long, device=device
+                )
+                rows, words, scores = choice.rows[kept], choice.words[kept], choice.scores[kept]
+                self._update(kept, rows.flatten(), words.flatten(), scores, wrote=True)
+            else:
+                rows, words = choice.rows.flatten(), choice.words.flatten()
+                self._update(None, rows, words, choice.scores, wrote=True)
+            return out
+        # some sentences sat this step out: their rows stay as they are and record nothing
+        n = len(sents)
+        rows = torch.arange(n * k, device=device).view(n, k)
+        rows[act_t] = act_t[:, None] * k + choice.rows % k  # local row j*k+b: sentence idx[j]
+        words = self.tokens.view(n, k).clone()
+        words[act_t] = choice.words
+        scores = self.scores.clone()
+        scores[act_t] = choice.scores
+        wrote = torch.zeros(n, dtype=torch.bool, device=device)
+        wrote[act_t] = True
+        finished = {i for i, d in zip(idx, done, strict=True) if d}
+        kept = torch.tensor(
+            [i for i in range(n) if i not in finished], dtype=torch.long, device=device
+        )
+        self._update(
+            kept,
+            rows[kept].flatten(),
+            words[kept].flatten(),
+            scores[kept],
+            wrote=wrote[kept].repeat_interleave(k),
+        )
         return out
 
     def _update(
@@ -361,11 +412,12 @@ class RunningBatch:
         rows: torch.Tensor,
         tokens: torch.Tensor,
         scores: torch.Tensor,
-        wrote: bool,
+        wrote: bool | torch.Tensor,
     ) -> None:
         """The sentences `kept` stay (None: all), in that order, their rows taken from `rows`
         (beams reordered); `tokens` are the rows' next inputs, and `wrote`: also the tokens
-        this step chose, recorded in each row's sequence."""
+        this step chose, recorded in each row's sequence (a bool per row: only in the rows
+        that stepped)."""
         if kept is not None:
             self.sentences = [self.sentences[i] for i in kept.tolist()]
             if not self.sentences:
@@ -376,9 +428,15 @@ class RunningBatch:
         cache = self.cache
         assert cache is not None
         seqs = self.seqs.index_select(0, rows)
-        if wrote:  # at each row's step (its parent's: the same sentence's), set by decode_step
+        partial = isinstance(wrote, torch.Tensor)
+        if partial or wrote:  # at each row's step (its parent's: the same sentence's)
             row_steps = cache.row_steps if kept is None else cache.row_steps.index_select(0, rows)
-            seqs[torch.arange(rows.numel(), device=seqs.device), row_steps] = tokens
+            at = torch.arange(rows.numel(), device=seqs.device)
+            if partial:
+                at, row_steps, tokens_written = at[wrote], row_steps[wrote], tokens[wrote]
+            else:
+                tokens_written = tokens
+            seqs[at, row_steps] = tokens_written
         self.seqs, self.tokens, self.scores = seqs, tokens, scores
         if not self.slots:
             cache.select(rows, sentences=kept, group=self.k)
@@ -396,11 +454,19 @@ class RunningBatch:
                 index = torch.tensor(self.places, dtype=torch.long, device=device)
                 slots = (index[:, None] * self.k + torch.arange(self.k, device=device)).flatten()
                 cache.slots, cache.sentence = slots, index.repeat_interleave(self.k)
-            if wrote:  # row j's next position follows its parent's prefix
+            if partial:  # row j's next position follows its parent's prefix
+                steps = cache.steps.repeat_interleave(self.k)
+                cache.history.index_put_((slots[wrote], steps[wrote]), parents[wrote])
+            elif wrote:
                 steps = cache.steps.repeat_interleave(self.k)
                 cache.history.index_put_((slots, steps), parents)
-        if kept is not None:  # the oldest may have left: read no wider than the rest need
+        if kept is not None:  # the oldest may have left (or not stepped): read no wider than needed
             cache.length = max(s.step for s in self.sentences)
+
+
+def _best(sentence: _Sentence) -> list[tuple[float, list[int], bool]]:
+    """A finished sentence's n-best (score, tokens, ended with EOS), best first."""
+    return sorted(sentence.finished, key=lambda h: h[0], reverse=True)[: sentence.n_best]
 
 
 def _pad_to(x: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:

@@ -294,3 +294,73 @@ def test_a_newcomers_extra_beams_are_not_computed_in_its_first_step(monkeypatch,
     for i in (1, 2):
         want = alone(model, srcs[i], 20, 3, 1, "first_k", 1.0)
         assert [h.tokens for h in done[i]] == [t for t, _ in want]
+
+
+@needs_kernel  # the slot layout is the attention kernels'
+@pytest.mark.parametrize(
+    ("beam_size", "stop", "prepared"),
+    [(1, "first_k", False), (4, "first_k", True), (3, "heuristic", False)],
+)
+def test_sentences_that_sit_out_steps_decode_as_alone(beam_size, stop, prepared):
+    """step(only=...): the sentences left out of a step (the scheduler steps a bounded share
+    of a large running decode) keep their state, and each sentence's result is what it gets
+    decoded alone, whichever steps it sat out, newcomers and finishing ones included."""
+    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=19)
+    if prepared:
+        model = model.prepare_for_inference(packed=True)
+    srcs = sources(29, 8)
+    limits = [20, 5, 14, 20, 9, 3, 17, 12]
+    n_bests = [min(beam_size, 1 + i % 3) for i in range(8)]
+    joins_at = [0, 0, 1, 3, 3, 4, 7, 12]
+    running = RunningBatch(model, beam_size=beam_size, length_penalty=0.8, stop=stop)
+    assert running.partial_steps is False  # nothing joined yet: no layout
+    results, step, sat_out = {}, 0, set()
+    while len(results) < len(srcs):
+        newcomers = [i for i, at in enumerate(joins_at) if at == step]
+        if newcomers:
+            width = max(srcs[i].shape[1] for i in newcomers)
+            src = torch.zeros((len(newcomers), width), dtype=torch.long)
+            for row, i in enumerate(newcomers):
+                src[row, : srcs[i].shape[1]] = srcs[i][0]
+            running.join(
+                newcomers,
+                src,
+                pad_mask(src, 0),
+                [limits[i] for i in newcomers],
+                [n_bests[i] for i in newcomers],
+            )
+        ids = running.ids
+        # a pattern that leaves out different sentences each step, newcomers among them
+        only = [sid for n, sid in enumerate(ids) if (n + step) % 3 != 0] or ids[:1]
+        sat_out.update(set(ids) - set(only))
+        steps_before = {s.id: s.step for s in running.sentences}
+        finished = running.step(only=only)
+        assert running.partial_steps
+        for s in running.sentences:  # those left out did not move
+            assert s.step == steps_before[s.id] + (s.id in only)
+        for sid, hyps in finished:
+            assert sid in only
+            results[sid] = [(h.tokens, h.score) for h in hyps]
+        step += 1
+        assert step < 500
+    assert sat_out == set(range(8))
+    for i, src in enumerate(srcs):
+        want = alone(model, src, limits[i], beam_size, n_bests[i], stop, 0.8)
+        assert [t for t, _ in results[i]] == [t for t, _ in want], f"sentence {i}"
+        assert [s for _, s in results[i]] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
+def test_in_the_gather_layout_every_sentence_steps(monkeypatch):
+    """The gather layout (a GPU, or no attention kernels) computes all rows in each step:
+    `only` is ignored there, and partial_steps says so."""
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB), seed=20)
+    srcs = sources(30, 2)
+    src = torch.zeros((2, max(s.shape[1] for s in srcs)), dtype=torch.long)
+    for i, s in enumerate(srcs):
+        src[i, : s.shape[1]] = s[0]
+    running = RunningBatch(model, beam_size=2)
+    running.join(["a", "b"], src, pad_mask(src, 0), [30, 30], [1, 1])
+    running.step(only=["a"])
+    assert not running.partial_steps
+    assert [s.step for s in running.sentences] == [1, 1]

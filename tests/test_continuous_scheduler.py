@@ -18,6 +18,8 @@ from app.continuous import ContinuousBatcher
 
 
 class FakeGroup:
+    partial_steps = True
+
     def __init__(self, engine, group):
         self.engine, self.group = engine, group
         self.members: dict[int, list] = {}  # id -> [name, steps left]
@@ -32,9 +34,10 @@ class FakeGroup:
         for sid in ids:
             self.members.pop(sid)
 
-    def step(self):
+    def step(self, only=None):
         engine = self.engine
-        names = sorted(name for name, _ in self.members.values())
+        stepping = {sid: m for sid, m in self.members.items() if only is None or sid in only}
+        names = sorted(name for name, _ in stepping.values())
         with engine.changed:
             engine.steps.append((self.group, names))
             engine.changed.notify_all()
@@ -44,7 +47,7 @@ class FakeGroup:
         if "bad-step" in names:
             raise RuntimeError("injected fault in step")
         done = []
-        for sid, member in list(self.members.items()):
+        for sid, member in stepping.items():
             member[1] -= 1
             if member[1] == 0:
                 done.append((sid, member[0][::-1]))
@@ -442,4 +445,62 @@ async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zer
     for i, (ticket, _) in enumerate(tickets):
         assert i in cancelled or ticket.items[0].request.left == 0
     assert b._held == []
+    await b.stop(5)
+
+
+async def test_a_bounded_step_takes_one_sentence_per_request_in_turn():
+    """step_places(group) = 2: a request of one sentence steps in every step beside a long
+    request of four, whose sentences take the other place in turn; all finish, each after its
+    own number of steps."""
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine, step_places=lambda group: 2)
+    release = hold(b)
+    long = b.submit(("m", 1), [(f"l{i}", 3) for i in range(4)], [1] * 4)
+    short = b.submit(("m", 1), [("s", 2)], [1])
+    release.set()
+    assert await b.wait(short) == ["s"]
+    assert await b.wait(long) == [f"{i}l" for i in range(4)]
+    steps = [names for _, names in engine.steps]
+    assert steps[:2] == [["l0", "s"], ["l1", "s"]]  # the short request in every step
+    assert all(len(names) <= 2 for names in steps)
+    assert steps[2:] == [["l2", "l3"], ["l0", "l1"], ["l2", "l3"], ["l0", "l1"], ["l2", "l3"]]
+    await b.stop(5)
+
+
+async def test_in_a_bounded_step_the_least_recently_stepped_go_first():
+    """Five requests of one sentence, two places per step: they take turns, none waits more
+    than two steps for its next."""
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine, step_places=lambda group: 2)
+    release = hold(b)
+    tickets = [b.submit(("m", 1), [(name, 4)], [1]) for name in "abcde"]
+    release.set()
+    assert [await b.wait(t) for t in tickets] == [[name] for name in "abcde"]
+    steps = [names for _, names in engine.steps]
+    assert steps[:3] == [["a", "b"], ["c", "d"], ["a", "e"]]
+    for name in "abcde":
+        mine = [i for i, names in enumerate(steps) if name in names]
+        assert len(mine) == 4 and max(b - a for a, b in zip(mine, mine[1:], strict=False)) <= 3, (
+            name
+        )
+    await b.stop(5)
+
+
+async def test_an_engine_that_cannot_step_a_subset_steps_every_sentence():
+    """(A GPU's gather layout.) step_places is then not applied."""
+    engine = FakeEngine(free_steps=True)
+    opened = engine.open
+
+    def whole_steps_only(group):
+        running = opened(group)
+        running.partial_steps = False
+        return running
+
+    engine.open = whole_steps_only
+    b = await started(engine, step_places=lambda group: 1)
+    release = hold(b)
+    ticket = b.submit(("m", 1), [("x", 2), ("y", 2), ("z", 2)], [1] * 3)
+    release.set()
+    assert await b.wait(ticket) == ["x", "y", "z"]
+    assert [names for _, names in engine.steps] == [["x", "y", "z"]] * 2
     await b.stop(5)

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.service_helpers import serve_in_thread
+from tests.test_fused import needs_kernel
 from tests.test_service import metric, post, weights_dir  # noqa: F401 (fixture)
 
 REQUESTS = [
@@ -159,6 +160,24 @@ def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
                     assert metric(url, "mt_batch_size_bucket", f'le="{most}.0"') == steps
             if scheduler == "continuous":  # beam 1 ran more than 2 in some steps
                 assert metric(url, "mt_batch_size_bucket", 'le="2.0"') < steps
+    assert answers["continuous"] == answers["static"]
+
+
+@needs_kernel  # the slot layout is the attention kernels'
+def test_step_rows_bound_a_step_and_every_sentence_still_gets_its_answer(weights_dir):  # noqa: F811
+    """MT_MAX_STEP_ROWS=8 (the CPU's slot layout): at beam 4 a step computes 2 sentences at
+    most, while all six run at once and take turns; the answers are the static batcher's."""
+    body = {"q": [f"I see {n} trees." for n in range(2, 8)], "source": "en", "target": "de"}
+    body["beam_size"] = 4
+    answers = {}
+    for scheduler in ("static", "continuous"):
+        options = dict(scheduler=scheduler, max_step_rows=8, device="cpu")
+        with serve_in_thread(weights_dir, **options) as (url, _):
+            answers[scheduler] = post(url, json=body).json()["translatedText"]
+            if scheduler == "continuous":
+                steps = metric(url, "mt_batch_size_count")
+                assert metric(url, "mt_batch_size_bucket", 'le="2.0"') == steps
+                assert steps > 6 * 2  # six sentences, two per step, each several tokens long
     assert answers["continuous"] == answers["static"]
 
 
