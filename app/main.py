@@ -83,7 +83,7 @@ async def load_models(app: FastAPI) -> None:
             envelope=engine.envelope,
             budget=s.max_running_tokens,
             places=engine.places_for(s.max_running_rows),
-            step_places=engine.places_for(s.max_step_rows),
+            step_places=engine.places_for(s.max_step_rows) if s.max_step_rows else None,
             on_running=metrics.running.set,
             **common,
         )

@@ -72,10 +72,12 @@ class Gate:
                 gate.left.extend(ids)
                 inner.leave(ids)
 
-            def step(self):
+            partial_steps = property(lambda self: inner.partial_steps)
+
+            def step(self, only=None):
                 gate.stepped.set()
                 assert gate.open.wait(30)
-                return inner.step()
+                return inner.step(only)
 
         return Held()
 
