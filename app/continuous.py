@@ -37,11 +37,12 @@ Admission:
 
 Stepping: a step computes every sentence of its group, unless they are more than
 `step_places(group)` (the service derives it from MT_MAX_STEP_ROWS) and the engine can step a
-subset (`Group.partial_steps`, `step(only)`): then the requests take turns within the step as
-they do for admission, one sentence each, those that stepped least recently first (see
-`_stepping`). Where a step's time grows with its sentences (a CPU), a short request then
-decodes at the pace of a bounded step beside a burst of long ones, and unlike a bound on
-admission (`places`) no sentence waits to join for it.
+subset (`Group.partial_steps`, `step(only)`): then the sentences that sat out the last
+STEP_PATIENCE steps go first (newcomers among them), and the rest of the step goes to the
+requests with the fewest sentences left (see `_stepping`). Where a step's time grows with its
+sentences (a CPU), a short request then decodes at the pace of a bounded step beside a burst
+of long ones, the long ones still step at least every STEP_PATIENCE + 1 steps while they fit,
+and unlike a bound on admission (`places`) no sentence waits to join for it.
 
 The loop leaves the worker thread whenever another job is waiting for it (the service loads
 models there) and comes back after it. A failure inside the engine fails the sentences of that
@@ -76,6 +77,9 @@ from .batcher import (
 
 log = logging.getLogger("app.continuous")
 
+# bounded steps (step_places): a sentence that sat out this many steps of its group goes first
+STEP_PATIENCE = 4
+
 
 class Group(Protocol):
     partial_steps: bool  # whether step(only) can step a subset of the sentences
@@ -97,7 +101,7 @@ class _Sentence:
     enqueued: float
     state: str = "waiting"  # waiting, running, done, dropped
     wait_s: float = 0.0  # from submit until it joined a running decode
-    stepped: int = 0  # when it last took a step (the loop's step count; 0: not yet)
+    stepped: int = 0  # its group's step count when it last took a step (0: not yet)
     batch: int = -1  # (no batch of the static batcher: Ticket.compute_s counts `step_s`)
     request: _Request | None = None  # the request it belongs to (set by submit)
 
@@ -124,6 +128,7 @@ class _Running:
     members: dict[int, _Sentence] = field(default_factory=dict)
     leaving: set[int] = field(default_factory=set)
     footprint: int = 0
+    steps: int = 0  # steps taken
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
 
 
@@ -152,7 +157,6 @@ class ContinuousBatcher(Tickets):
         )
         self.places = places or (lambda group: max_batch_size)
         self.step_places = step_places
-        self._step_count = itertools.count(1)  # (worker thread)
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -464,7 +468,8 @@ class ContinuousBatcher(Tickets):
         if results is None:
             return
         compute_s = time.perf_counter() - started
-        count = next(self._step_count)
+        running.steps += 1
+        count = running.steps
         complete = False
         with self._lock:
             for s in stepping:
@@ -489,24 +494,26 @@ class ContinuousBatcher(Tickets):
 
     def _stepping(self, running: _Running) -> list[int] | None:
         """(Under the lock.) The sentences that take the group's next step, None: all. Where
-        they are more than `step_places(group)` and the engine can step a subset, the
-        requests take turns: every request's sentence that stepped least recently, then every
-        request's second, and so on, each rank in the order they last stepped (a newcomer
-        first). A step's time grows with its sentences on a CPU: a request of one sentence
-        then steps at the pace of a bounded step, however many sentences run beside it."""
+        they are more than `step_places(group)` and the engine can step a subset, first those
+        that sat out the last STEP_PATIENCE steps (a newcomer among them), the least recently
+        stepped first, then the sentences of the requests with the fewest sentences left,
+        each request's in the order they last stepped. A step's time grows with its sentences
+        on a CPU: a short request then steps at the pace of a bounded step beside a burst of
+        long ones, and every sentence still steps at least once in STEP_PATIENCE + 1 steps
+        while the overdue ones fit in a step (beyond, they take turns)."""
         if self.step_places is None or not running.engine.partial_steps:
             return None
         places = max(1, self.step_places(running.group))
         if len(running.members) <= places:
             return None
-        by_request: dict[int, list[_Sentence]] = {}
-        for s in running.members.values():
-            by_request.setdefault(id(s.request), []).append(s)
-        order = []
-        for mine in by_request.values():
-            mine.sort(key=lambda s: (s.stepped, s.id))
-            order += [(rank, s.stepped, s.id) for rank, s in enumerate(mine)]
-        return [sid for _, _, sid in heapq.nsmallest(places, order)]
+        steps = running.steps
+
+        def key(s: _Sentence) -> tuple:
+            overdue = steps - s.stepped > STEP_PATIENCE
+            left = s.request.left if s.request is not None else 1
+            return (not overdue, 0 if overdue else left, s.stepped, s.id)
+
+        return [s.id for s in heapq.nsmallest(places, running.members.values(), key=key)]
 
     def _notify_loop(self, finished, failed, error_id) -> None:
         """One call into the event loop: the results (with those held), then the steps'

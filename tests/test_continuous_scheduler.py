@@ -448,22 +448,49 @@ async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zer
     await b.stop(5)
 
 
-async def test_a_bounded_step_takes_one_sentence_per_request_in_turn():
+async def test_a_bounded_step_goes_to_the_request_with_fewest_sentences_left():
     """step_places(group) = 2: a request of one sentence steps in every step beside a long
-    request of four, whose sentences take the other place in turn; all finish, each after its
-    own number of steps."""
+    request of four, whose sentences take the other place in turn (the least recently stepped
+    first); all finish, each after its own number of steps."""
     engine = FakeEngine(free_steps=True)
     b = await started(engine, step_places=lambda group: 2)
     release = hold(b)
     long = b.submit(("m", 1), [(f"l{i}", 3) for i in range(4)], [1] * 4)
-    short = b.submit(("m", 1), [("s", 2)], [1])
+    short = b.submit(("m", 1), [("s", 2)], [1])  # after the long one, ahead in each step
     release.set()
     assert await b.wait(short) == ["s"]
     assert await b.wait(long) == [f"{i}l" for i in range(4)]
     steps = [names for _, names in engine.steps]
-    assert steps[:2] == [["l0", "s"], ["l1", "s"]]  # the short request in every step
-    assert all(len(names) <= 2 for names in steps)
+    assert steps[:2] == [["l0", "s"], ["l1", "s"]]
     assert steps[2:] == [["l2", "l3"], ["l0", "l1"], ["l2", "l3"], ["l0", "l1"], ["l2", "l3"]]
+    await b.stop(5)
+
+
+async def test_in_a_bounded_step_a_sentence_that_sat_out_long_enough_goes_first():
+    """Two places, a short request beside a long one of 8 sentences: the short one steps in
+    every step and the long one's take the other place in turn, until those that sat out more
+    than STEP_PATIENCE steps go first, ahead of the short one; no sentence is starved."""
+    from app.continuous import STEP_PATIENCE
+
+    assert STEP_PATIENCE == 4  # the steps below
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine, step_places=lambda group: 2, max_batch_size=16)
+    release = hold(b)
+    long = b.submit(("m", 1), [(f"a{i}", 3) for i in range(8)], [1] * 8)
+    short = b.submit(("m", 1), [("b", 12)], [1])
+    release.set()
+    await b.wait(short)
+    await b.wait(long)
+    steps = [names for _, names in engine.steps]
+    assert steps[:5] == [[f"a{i}", "b"] for i in range(5)]
+    assert steps[5] == ["a5", "a6"]  # they sat out steps 1-5: ahead of the short request
+    assert steps[6] == ["a0", "a7"]  # a0 last stepped in step 1
+    assert steps[7] == ["a1", "b"]
+    # nobody waits long: at most 6 steps between two of one's own here, where the overdue ones
+    # do not always fit in the two places and so take turns
+    for name in [f"a{i}" for i in range(8)] + ["b"]:
+        mine = [-1] + [i for i, names in enumerate(steps) if name in names]
+        assert max(y - x - 1 for x, y in zip(mine, mine[1:], strict=False)) <= 6, (name, mine)
     await b.stop(5)
 
 
