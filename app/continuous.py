@@ -38,7 +38,7 @@ Admission:
 Stepping: a step computes every sentence of its group, unless they are more than
 `step_places(group)` (the service derives it from MT_MAX_STEP_ROWS) and the engine can step a
 subset (`Group.partial_steps`, `step(only)`): then the sentences that sat out the last
-STEP_PATIENCE steps go first (newcomers among them), and the rest of the step goes to the
+STEP_PATIENCE steps in a row go first, and the rest of the step goes to the
 requests with the fewest sentences left (see `_stepping`). Where a step's time grows with its
 sentences (a CPU), a short request then decodes at the pace of a bounded step beside a burst
 of long ones, the long ones still step at least every STEP_PATIENCE + 1 steps while they fit,
@@ -77,8 +77,9 @@ from .batcher import (
 
 log = logging.getLogger("app.continuous")
 
-# bounded steps (step_places): a sentence that sat out this many steps of its group goes first
-STEP_PATIENCE = 4
+# bounded steps (step_places): a sentence that sat out this many steps of its group in a row
+# (since its last step, or since it joined) goes first
+STEP_PATIENCE = 5
 
 
 class Group(Protocol):
@@ -101,7 +102,7 @@ class _Sentence:
     enqueued: float
     state: str = "waiting"  # waiting, running, done, dropped
     wait_s: float = 0.0  # from submit until it joined a running decode
-    stepped: int = 0  # its group's step count when it last took a step (0: not yet)
+    stepped: int = 0  # its group's step count when it last took a step, or when it joined
     batch: int = -1  # (no batch of the static batcher: Ticket.compute_s counts `step_s`)
     request: _Request | None = None  # the request it belongs to (set by submit)
 
@@ -418,6 +419,7 @@ class ContinuousBatcher(Tickets):
                 running.footprint = before
                 for s in admitted:
                     running.members[s.id] = s
+                    s.stepped = running.steps  # it sits out no step before it joined
                     s.wait_s = now - s.enqueued
                     running.joined_waits.append(s.wait_s)
                 self._set_depth(-len(admitted))
@@ -495,12 +497,12 @@ class ContinuousBatcher(Tickets):
     def _stepping(self, running: _Running) -> list[int] | None:
         """(Under the lock.) The sentences that take the group's next step, None: all. Where
         they are more than `step_places(group)` and the engine can step a subset, first those
-        that sat out the last STEP_PATIENCE steps (a newcomer among them), the least recently
-        stepped first, then the sentences of the requests with the fewest sentences left,
-        each request's in the order they last stepped. A step's time grows with its sentences
-        on a CPU: a short request then steps at the pace of a bounded step beside a burst of
-        long ones, and every sentence still steps at least once in STEP_PATIENCE + 1 steps
-        while the overdue ones fit in a step (beyond, they take turns)."""
+        that sat out the last STEP_PATIENCE steps in a row, the least recently stepped first,
+        then the sentences of the requests with the fewest sentences left, each request's in
+        the order they last stepped (or joined). A step's time grows with its sentences on a
+        CPU: a short request then steps at the pace of a bounded step beside a burst of long
+        ones, and every sentence still steps at least once in STEP_PATIENCE + 1 steps while the
+        overdue ones fit in a step (beyond, they take turns, the longest waiting first)."""
         if self.step_places is None or not running.engine.partial_steps:
             return None
         places = max(1, self.step_places(running.group))
@@ -509,7 +511,7 @@ class ContinuousBatcher(Tickets):
         steps = running.steps
 
         def key(s: _Sentence) -> tuple:
-            overdue = steps - s.stepped > STEP_PATIENCE
+            overdue = steps - s.stepped >= STEP_PATIENCE  # the steps it sat out
             left = s.request.left if s.request is not None else 1
             return (not overdue, 0 if overdue else left, s.stepped, s.id)
 

@@ -472,7 +472,7 @@ async def test_in_a_bounded_step_a_sentence_that_sat_out_long_enough_goes_first(
     than STEP_PATIENCE steps go first, ahead of the short one; no sentence is starved."""
     from app.continuous import STEP_PATIENCE
 
-    assert STEP_PATIENCE == 4  # the steps below
+    assert STEP_PATIENCE == 5  # the steps below
     engine = FakeEngine(free_steps=True)
     b = await started(engine, step_places=lambda group: 2, max_batch_size=16)
     release = hold(b)
@@ -486,8 +486,8 @@ async def test_in_a_bounded_step_a_sentence_that_sat_out_long_enough_goes_first(
     assert steps[5] == ["a5", "a6"]  # they sat out steps 1-5: ahead of the short request
     assert steps[6] == ["a0", "a7"]  # a0 last stepped in step 1
     assert steps[7] == ["a1", "b"]
-    # nobody waits long: at most 6 steps between two of one's own here, where the overdue ones
-    # do not always fit in the two places and so take turns
+    # nobody waits long: at most 6 steps in a row sat out here (STEP_PATIENCE + 1), where the
+    # overdue ones do not always fit in the two places and so take turns
     for name in [f"a{i}" for i in range(8)] + ["b"]:
         mine = [-1] + [i for i, names in enumerate(steps) if name in names]
         assert max(y - x - 1 for x, y in zip(mine, mine[1:], strict=False)) <= 6, (name, mine)
@@ -530,4 +530,24 @@ async def test_an_engine_that_cannot_step_a_subset_steps_every_sentence():
     release.set()
     assert await b.wait(ticket) == ["x", "y", "z"]
     assert [names for _, names in engine.steps] == [["x", "y", "z"]] * 2
+    await b.stop(5)
+
+
+async def test_in_a_bounded_step_a_newcomer_counts_its_wait_from_when_it_joined():
+    """A request that joins a group past its STEP_PATIENCE-th step is not overdue (it sat out
+    no step of the group): among requests with as many sentences left, those that stepped
+    least recently go first, the newcomers counting from when they joined."""
+    engine = FakeEngine()
+    b = await started(engine, step_places=lambda group: 1)
+    first = b.submit(("m", 1), [("x", 9), ("y", 9)], [1, 1])
+    await step_until(engine, lambda: len(engine.steps) >= 7)  # x and y took turns
+    late = b.submit(("m", 1), [("z", 1), ("w", 1)], [1, 1])  # as many left as x and y's
+    await step_until(engine, late.future.done)
+    steps = [names for _, names in engine.steps]
+    assert steps[:7] == [["x"], ["y"]] * 3 + [["x"]]
+    # z and w joined before step 7 (index 7) and are not overdue: the step goes to y, which
+    # stepped least recently, then x, which stepped when they joined, then z and w
+    assert steps[7:11] == [["y"], ["x"], ["z"], ["w"]]
+    engine.allow(100)
+    assert await b.wait(first) == ["x", "y"]
     await b.stop(5)
