@@ -94,9 +94,9 @@ class Settings(BaseSettings):
         ge=0,
         description="continuous scheduler: decoder rows (sentences x beam size) one step "
         "computes at most where the engine can step a subset (the CPU's slot layout); beyond, "
-        "sentences that sat out 4 steps go first, then those of the requests with the fewest "
-        "sentences left, so a short request steps at the pace of a bounded step beside many "
-        "long ones (0: every sentence steps)",
+        "sentences that sat out 5 steps in a row go first, then those of the requests with the "
+        "fewest sentences left, so a short request steps at the pace of a bounded step beside "
+        "many long ones (0: every sentence steps)",
     )
     max_request_share: float = Field(
         0.5,
