@@ -34,9 +34,10 @@ def sources(seed: int, count: int) -> list[torch.Tensor]:
     return [src[i : i + 1, : int(mask[i, 0, 0].sum())] for i in range(count)]
 
 
-def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at) -> dict:
+def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose=None) -> dict:
     """Sentence i joins when the running decode has taken joins_at[i] steps; until all are
-    done. Returns id -> [(tokens, score)]."""
+    done. `choose(step, ids)`: the sentences that take that step (`step(only=...)`; those left
+    out must not move). Returns id -> [(tokens, score)]."""
     results, step = {}, 0
     while len(results) < len(srcs):
         newcomers = [i for i, at in enumerate(joins_at) if at == step]
@@ -53,8 +54,14 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at) -> dic
                 [limits[i] for i in newcomers],
                 [n_bests[i] for i in newcomers],
             )
-        for sid, hyps in running.step():
+        only = choose(step, running.ids) if choose is not None else None
+        before = {s.id: s.step for s in running.sentences}
+        for sid, hyps in running.step(only):
+            assert only is None or sid in only
             results[sid] = [(h.tokens, h.score) for h in hyps]
+        if only is not None:  # those left out did not move
+            for s in running.sentences:
+                assert s.step == before[s.id] + (s.id in only)
         step += 1
         assert step < 500
     assert len(running) == 0
@@ -314,35 +321,15 @@ def test_sentences_that_sit_out_steps_decode_as_alone(beam_size, stop, prepared)
     joins_at = [0, 0, 1, 3, 3, 4, 7, 12]
     running = RunningBatch(model, beam_size=beam_size, length_penalty=0.8, stop=stop)
     assert running.partial_steps is False  # nothing joined yet: no layout
-    results, step, sat_out = {}, 0, set()
-    while len(results) < len(srcs):
-        newcomers = [i for i, at in enumerate(joins_at) if at == step]
-        if newcomers:
-            width = max(srcs[i].shape[1] for i in newcomers)
-            src = torch.zeros((len(newcomers), width), dtype=torch.long)
-            for row, i in enumerate(newcomers):
-                src[row, : srcs[i].shape[1]] = srcs[i][0]
-            running.join(
-                newcomers,
-                src,
-                pad_mask(src, 0),
-                [limits[i] for i in newcomers],
-                [n_bests[i] for i in newcomers],
-            )
-        ids = running.ids
-        # a pattern that leaves out different sentences each step, newcomers among them
+    sat_out = set()
+
+    def choose(step, ids):  # different sentences left out each step, newcomers among them
         only = [sid for n, sid in enumerate(ids) if (n + step) % 3 != 0] or ids[:1]
         sat_out.update(set(ids) - set(only))
-        steps_before = {s.id: s.step for s in running.sentences}
-        finished = running.step(only=only)
-        assert running.partial_steps
-        for s in running.sentences:  # those left out did not move
-            assert s.step == steps_before[s.id] + (s.id in only)
-        for sid, hyps in finished:
-            assert sid in only
-            results[sid] = [(h.tokens, h.score) for h in hyps]
-        step += 1
-        assert step < 500
+        return only
+
+    results = run_staggered(running, srcs, limits, n_bests, joins_at, choose)
+    assert running.partial_steps
     assert sat_out == set(range(8))
     for i, src in enumerate(srcs):
         want = alone(model, src, limits[i], beam_size, n_bests[i], stop, 0.8)
