@@ -34,6 +34,14 @@ def sources(seed: int, count: int) -> list[torch.Tensor]:
     return [src[i : i + 1, : int(mask[i, 0, 0].sum())] for i in range(count)]
 
 
+def padded(srcs: list[torch.Tensor]) -> torch.Tensor:
+    """Single-sentence sources (1, n_i) as one batch (len, max n_i), padded with 0."""
+    src = torch.zeros((len(srcs), max(x.shape[1] for x in srcs)), dtype=torch.long)
+    for i, x in enumerate(srcs):
+        src[i, : x.shape[1]] = x[0]
+    return src
+
+
 def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose=None) -> dict:
     """Sentence i joins when the running decode has taken joins_at[i] steps; until all are
     done. `choose(step, ids)`: the sentences that take that step (`step(only=...)`; those left
@@ -42,11 +50,7 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose
     while len(results) < len(srcs):
         newcomers = [i for i, at in enumerate(joins_at) if at == step]
         if newcomers:
-            width = max(srcs[i].shape[1] for i in newcomers)
-            src = torch.zeros((len(newcomers), width), dtype=torch.long)
-            for row, i in enumerate(newcomers):
-                src[row, : srcs[i].shape[1]] = srcs[i][0]
-            src = src.to(next(running.model.parameters()).device)
+            src = padded([srcs[i] for i in newcomers]).to(next(running.model.parameters()).device)
             running.join(
                 newcomers,
                 src,
@@ -154,9 +158,7 @@ def test_a_prepared_model_decodes_continuously_as_its_static_search(beam_size):
 def test_sentences_that_leave_are_never_computed_again_and_the_rest_are_unaffected():
     model = random_model(tiny_config(VOCAB), seed=13)
     srcs = sources(23, 5)
-    src = torch.zeros((5, max(s.shape[1] for s in srcs)), dtype=torch.long)
-    for i, s in enumerate(srcs):
-        src[i, : s.shape[1]] = s[0]
+    src = padded(srcs)
     running = RunningBatch(model, beam_size=4)
     running.join(list("abcde"), src, pad_mask(src, 0), [30] * 5, [1] * 5)
     results = dict(running.step())
@@ -175,9 +177,7 @@ def test_the_envelope_counts_rows_times_the_longest_limit():
     srcs = sources(24, 3)
     running = RunningBatch(model, beam_size=2)
     assert running.envelope() == (0, 0)
-    src = torch.zeros((3, max(s.shape[1] for s in srcs)), dtype=torch.long)
-    for i, s in enumerate(srcs):
-        src[i, : s.shape[1]] = s[0]
+    src = padded(srcs)
     running.join([0, 1, 2], src, pad_mask(src, 0), [7, 11, 5], [1, 1, 1])
     longest_source = max(s.shape[1] for s in srcs)
     assert running.envelope() == (3 * 2 * 11, 3 * longest_source)
@@ -199,9 +199,7 @@ def test_newcomers_take_the_slots_of_finished_sentences():
     running = RunningBatch(model, beam_size=2)
     assert running.allocated() == 0
     first = srcs[:3]
-    src = torch.zeros((3, max(s.shape[1] for s in first)), dtype=torch.long)
-    for i, s in enumerate(first):
-        src[i, : s.shape[1]] = s[0]
+    src = padded(first)
     running.join([0, 1, 2], src, pad_mask(src, 0), [3, 9, 9], [1, 1, 1])
     done = {}
     while 0 not in done:
@@ -271,9 +269,7 @@ def test_a_newcomers_extra_beams_are_not_computed_in_its_first_step(monkeypatch,
     running.step()
     running.step()
     rest = srcs[1:]
-    src = torch.zeros((2, max(s.shape[1] for s in rest)), dtype=torch.long)
-    for i, s in enumerate(rest):
-        src[i, : s.shape[1]] = s[0]
+    src = padded(rest)
     running.join([1, 2], src, pad_mask(src, 0), [20, 20], [1, 1])
 
     whole_cache = copy.deepcopy(running.cache)
@@ -343,9 +339,7 @@ def test_in_the_gather_layout_every_sentence_steps(monkeypatch):
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
     model = random_model(tiny_config(VOCAB), seed=20)
     srcs = sources(30, 2)
-    src = torch.zeros((2, max(s.shape[1] for s in srcs)), dtype=torch.long)
-    for i, s in enumerate(srcs):
-        src[i, : s.shape[1]] = s[0]
+    src = padded(srcs)
     running = RunningBatch(model, beam_size=2)
     running.join(["a", "b"], src, pad_mask(src, 0), [30, 30], [1, 1])
     running.step(only=["a"])
