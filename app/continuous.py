@@ -144,6 +144,7 @@ class ContinuousBatcher(Tickets):
         max_batch_size: int = 64,
         places: Callable[[Hashable], int] | None = None,
         step_places: Callable[[Hashable], int] | None = None,
+        step_wait: float = 0.0,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -157,7 +158,7 @@ class ContinuousBatcher(Tickets):
             max_queue_size,
         )
         self.places = places or (lambda group: max_batch_size)
-        self.step_places = step_places
+        self.step_places, self.step_wait = step_places, step_wait
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -506,7 +507,7 @@ class ContinuousBatcher(Tickets):
         if self.step_places is None or not running.engine.partial_steps:
             return None
         places = max(1, self.step_places(running.group))
-        if len(running.members) <= places:
+        if len(running.members) <= places or self._backlogged(running.group):
             return None
         steps = running.steps
 
@@ -516,6 +517,19 @@ class ContinuousBatcher(Tickets):
             return (not overdue, 0 if overdue else left, s.stepped, s.id)
 
         return [s.id for s in heapq.nsmallest(places, running.members.values(), key=key)]
+
+    def _backlogged(self, group: Hashable) -> bool:
+        """(Under the lock.) Whether a sentence of the group has waited more than `step_wait`
+        seconds to join (its places are full: admission has just run): the decode is behind
+        its arrivals, and bounded steps, which finish fewer sentences per second, would let
+        the queue grow."""
+        if not self.step_wait:
+            return False
+        requests = self._waiting.get(group)
+        if not requests:
+            return False
+        oldest = min(r.sentences[0].enqueued for r in requests)
+        return time.monotonic() - oldest > self.step_wait
 
     def _notify_loop(self, finished, failed, error_id) -> None:
         """One call into the event loop: the results (with those held), then the steps'

@@ -84,6 +84,7 @@ async def load_models(app: FastAPI) -> None:
             budget=s.max_running_tokens,
             places=engine.places_for(s.max_running_rows),
             step_places=engine.places_for(s.max_step_rows) if s.max_step_rows else None,
+            step_wait=s.step_bound_wait_ms / 1000,
             on_running=metrics.running.set,
             **common,
         )

@@ -98,6 +98,14 @@ class Settings(BaseSettings):
         "fewest sentences left, so a short request steps at the pace of a bounded step beside "
         "many long ones (0: every sentence steps)",
     )
+    step_bound_wait_ms: float = Field(
+        0.0,
+        ge=0,
+        description="continuous scheduler, with MT_MAX_STEP_ROWS: while a sentence has waited "
+        "longer than this to join a full running decode, every running sentence steps (the "
+        "bound finishes fewer sentences per second; under overload the queue would grow) "
+        "(0: the bound always applies)",
+    )
     max_request_share: float = Field(
         0.5,
         gt=0,

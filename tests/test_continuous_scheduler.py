@@ -551,3 +551,28 @@ async def test_in_a_bounded_step_a_newcomer_counts_its_wait_from_when_it_joined(
     engine.allow(100)
     assert await b.wait(first) == ["x", "y"]
     await b.stop(5)
+
+
+@pytest.mark.parametrize("step_wait", [0.0, 0.05])
+async def test_bounded_steps_take_every_sentence_while_one_has_waited_too_long_to_join(step_wait):
+    """Two places, one per step: a sentence that has waited more than `step_wait` to join the
+    full decode makes the next steps take every running sentence (so places free sooner);
+    once nothing waits, the bound applies again. With step_wait 0 the bound always applies."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=2, step_places=lambda group: 1, step_wait=step_wait)
+    running = b.submit(("m", 1), [("x", 6), ("y", 2)], [1, 1])
+    engine.wait_started(1)  # step 0 decided before anything waited: x alone
+    waiting = b.submit(("m", 1), [("z", 1)], [1])
+    await asyncio.sleep(0.1)  # z waits, longer than step_wait
+    await step_until(engine, lambda: len(engine.steps) >= 2)
+    if step_wait:
+        assert engine.names_in(1) == ["x", "y"]  # z waited too long: every sentence steps
+        await step_until(engine, lambda: len(engine.steps) >= 4)
+        assert engine.names_in(2) == ["x", "y"]  # y finished: z joins
+        assert len(engine.names_in(3)) == 1  # nothing waits: bounded again
+    else:
+        assert engine.names_in(1) == ["y"]
+    engine.allow(100)
+    assert await b.wait(waiting) == ["z"]
+    assert await b.wait(running) == ["x", "y"]
+    await b.stop(5)

@@ -80,3 +80,11 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
     assert sum(float(row.split("|")[c]) for row in rows for c in (11, 12)) > 0
     assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
     assert sum("batching on / off" in line for line in lines) == 2
+    # the ceiling: the engine alone in batches, the median of three timed passes after an
+    # untimed one, and the service's share of it at each concurrency above one
+    engine = next(line for line in lines if line.startswith("engine alone"))
+    assert "(median of 3 passes: " in engine
+    assert any(
+        line.startswith("batching on, concurrency 3: ") and "of the engine alone" in line
+        for line in lines
+    )
