@@ -102,8 +102,8 @@ class Settings(BaseSettings):
         0.0,
         ge=0,
         description="continuous scheduler, with MT_MAX_STEP_ROWS: while a sentence has waited "
-        "longer than this to join a full running decode, every running sentence steps (the "
-        "bound finishes fewer sentences per second; under overload the queue would grow) "
+        "longer than this to join a full running decode, every running sentence steps (bounded "
+        "steps finish fewer sentences per second: under overload the queue would only grow) "
         "(0: the bound always applies)",
     )
     max_request_share: float = Field(

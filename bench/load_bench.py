@@ -5,9 +5,12 @@ them, with the mean batch size and the engine's busy time that each server's met
 at each level, and where the CPU time went per request: the server's event loop (its main
 thread: HTTP, JSON, tokenization), its other threads (the worker thread and the threads it
 computes on; nothing else runs there under this load) and the load generator itself, which
-shares the machine. Also the engine's own rates
-alone, and what HTTP + the batcher add to each request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on
-asyncio streams for concurrent levels, on a blocking socket at concurrency 1.
+shares the machine. Also the engine's own rates alone, in this process while the servers
+idle (in batches: `--engine-repeats` passes after an untimed one, then one between levels and
+one after the last; each level's rate with batching on is compared with the passes on either
+side of it, since the machine's speed drifts), and what HTTP + the batcher add to each
+request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on asyncio streams for
+concurrent levels, on a blocking socket at concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
 
@@ -388,9 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     # batches (the median of the timed passes): the most batching on / off could reach
     # without HTTP and the batcher
     engine_one_rate = len(engine_lat) / sum(engine_lat)
-    passes = sorted(batched_pass(tr) for _ in range(max(args.engine_repeats, 1)))
-    engine_batched_rate, engine_batched_cpu = passes[len(passes) // 2]
-    del tr
+    passes = [batched_pass(tr) for _ in range(max(args.engine_repeats, 1))]
 
     # Both servers run side by side and the levels alternate between them (on, off, on, ...),
     # so that each on / off pair is measured within seconds of each other: this machine's
@@ -415,7 +416,11 @@ def main(argv: list[str] | None = None) -> int:
             wait_ready(f"http://{host}:{port}")
             warm = (args.warm_requests, 60.0, args.beam_size)  # untimed
             run(level(host, port, sentences, args.warm_concurrency, *warm))
-        for c in levels:
+        beside = {}  # per level: the engine's passes just before and just after it
+        for i, c in enumerate(levels):
+            if i:  # (the first level follows the passes above)
+                passes.append(batched_pass(tr))  # the servers idle meanwhile
+            beside[c] = [passes[-1]]
             for mode, (_, port) in modes.items():
                 url = f"http://{host}:{port}"
                 before = batch_totals(url)
@@ -445,11 +450,17 @@ def main(argv: list[str] | None = None) -> int:
                     + (f", failures {r['failures']}" if r["failures"] else ""),
                     file=sys.stderr,
                 )
+        passes.append(batched_pass(tr))
+        for i, c in enumerate(levels):  # and the pass after each level
+            beside[c].append(beside[levels[i + 1]][0] if i + 1 < len(levels) else passes[-1])
     finally:
         for server in servers.values():
             server.terminate()
         for server in servers.values():
             server.wait(timeout=60)
+    # the ceiling: the median of every timed pass; each level's share against the mean of
+    # the passes on either side of it, where the machine's speed was nearest that level's
+    engine_batched_rate, engine_batched_cpu = sorted(passes)[len(passes) // 2]
     rows = [
         [
             f"{mode} (max_batch_size={modes[mode][0]})",
@@ -498,14 +509,19 @@ def main(argv: list[str] | None = None) -> int:
         f"\nengine alone, one sentence at a time: p50 {engine_p50:.1f} ms, "
         f"{engine_one_rate:.1f} sentences/s; in batches of {args.batch_size} in arrival order: "
         f"{engine_batched_rate:.1f} sentences/s ({engine_batched_rate / engine_one_rate:.2f}x), "
-        f"{engine_batched_cpu:.2f} CPU ms per sentence (median of {len(passes)} passes: "
+        f"{engine_batched_cpu:.2f} CPU ms per sentence (median of {len(passes)} passes, in "
+        "their order, the later ones between the levels: "
         + ", ".join(f"{rate:.1f}" for rate, _ in passes)
         + ")"
     )
     for c in levels:
         if ("on", c) in results and c > 1:
-            share = results[("on", c)]["sent_s"] / engine_batched_rate
-            print(f"batching on, concurrency {c}: {share:.0%} of the engine alone in batches")
+            ceiling = sum(rate for rate, _ in beside[c]) / 2
+            share = results[("on", c)]["sent_s"] / ceiling
+            print(
+                f"batching on, concurrency {c}: {share:.0%} of the engine alone in batches "
+                f"({ceiling:.1f} sentences/s, the passes before and after the level)"
+            )
     if ("on", 1) in results:
         on1 = results[("on", 1)]
         print(

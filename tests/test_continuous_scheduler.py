@@ -413,17 +413,19 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
     await b.stop(1)
 
 
+@pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed):
+async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed, bounded):
     """Requests of 1-6 sentences in two groups, a third of them cancelled at random moments
     (waiting, running or done): every request not cancelled gets its results in order, and at
     the end nothing waits, runs or is held back, and every request's count of running
-    sentences is 0."""
+    sentences is 0. Also with bounded steps that give way to sentences waiting 3 ms."""
     import random
 
     rng = random.Random(seed)
     engine = FakeEngine(free_steps=True, delay=0.001)
-    b = await started(engine, max_batch_size=5, max_queue_size=1000)
+    bound = dict(step_places=lambda group: 2, step_wait=0.003) if bounded else {}
+    b = await started(engine, max_batch_size=5, max_queue_size=1000, **bound)
     tickets, cancelled = [], set()
     for n in range(60):
         group = rng.choice(("x", "y"))
@@ -445,6 +447,8 @@ async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zer
     for i, (ticket, _) in enumerate(tickets):
         assert i in cancelled or ticket.items[0].request.left == 0
     assert b._held == []
+    if bounded:  # the bound gave way while sentences had waited (the queue held dozens)
+        assert max(len(names) for _, names in engine.steps) > 2
     await b.stop(5)
 
 

@@ -168,17 +168,19 @@ def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
 @needs_kernel  # the slot layout is the attention kernels'
 def test_step_rows_bound_a_step_and_every_sentence_still_gets_its_answer(weights_dir):  # noqa: F811
     """MT_MAX_STEP_ROWS=8 (the CPU's slot layout): at beam 4 a step computes 2 sentences at
-    most, the six of the request taking turns; the answers are the static batcher's."""
+    most, the six of the request taking turns; the answers are the static batcher's. With
+    MT_STEP_BOUND_WAIT_MS set, the bound still holds while no sentence waits to join."""
     body = {"q": [f"I see {n} trees." for n in range(2, 8)], "source": "en", "target": "de"}
     body["beam_size"] = 4
     answers = {}
     for scheduler in ("static", "continuous"):
         options = dict(scheduler=scheduler, device="cpu")
         if scheduler == "continuous":
-            options["max_step_rows"] = 8
-        with serve_in_thread(weights_dir, **options) as (url, _):
+            options.update(max_step_rows=8, step_bound_wait_ms=1000)
+        with serve_in_thread(weights_dir, **options) as (url, app):
             answers[scheduler] = post(url, json=body).json()["translatedText"]
             if scheduler == "continuous":
+                assert app.state.batcher.step_wait == 1.0
                 steps = metric(url, "mt_batch_size_count")
                 assert metric(url, "mt_batch_size_bucket", 'le="2.0"') == steps
                 assert steps > 6 * 2  # six sentences, two per step, each several tokens long
