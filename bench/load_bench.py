@@ -6,9 +6,9 @@ at each level, and where the CPU time went per request: the server's event loop 
 thread: HTTP, JSON, tokenization), its other threads (the worker thread and the threads it
 computes on; nothing else runs there under this load) and the load generator itself, which
 shares the machine. Also the engine's own rates alone, in this process while the servers
-idle (in batches: `--engine-repeats` passes after an untimed one, then one between levels and
-one after the last; each level's rate with batching on is compared with the passes on either
-side of it, since the machine's speed drifts), and what HTTP + the batcher add to each
+idle (in batches: `--engine-repeats` passes after an untimed one, as many between levels and
+after the last; each level's rate with batching on is compared with the mean of the medians
+of the passes on either side of it, since the machine's speed drifts), and what HTTP + the batcher add to each
 request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on asyncio streams for
 concurrent levels, on a blocking socket at concurrency 1.
 
@@ -348,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         "--engine-repeats",
         type=int,
         default=3,
-        help="timed passes of the engine in batches (after an untimed one); the median counts",
+        help="timed passes of the engine in batches before the first level (after an untimed "
+        "one), between levels and after the last",
     )
     p.add_argument("--device", default="auto", help="MT_DEVICE for the servers and the baseline")
     p.add_argument("--dtype", default="auto", help="MT_DTYPE for the servers and the baseline")
@@ -391,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     # batches (the median of the timed passes): the most batching on / off could reach
     # without HTTP and the batcher
     engine_one_rate = len(engine_lat) / sum(engine_lat)
-    passes = [batched_pass(tr) for _ in range(max(args.engine_repeats, 1))]
+    repeats = max(args.engine_repeats, 1)
+    groups = [[batched_pass(tr) for _ in range(repeats)]]  # before, between and after levels
 
     # Both servers run side by side and the levels alternate between them (on, off, on, ...),
     # so that each on / off pair is measured within seconds of each other: this machine's
@@ -416,11 +418,9 @@ def main(argv: list[str] | None = None) -> int:
             wait_ready(f"http://{host}:{port}")
             warm = (args.warm_requests, 60.0, args.beam_size)  # untimed
             run(level(host, port, sentences, args.warm_concurrency, *warm))
-        beside = {}  # per level: the engine's passes just before and just after it
         for i, c in enumerate(levels):
-            if i:  # (the first level follows the passes above)
-                passes.append(batched_pass(tr))  # the servers idle meanwhile
-            beside[c] = [passes[-1]]
+            if i:  # (the first level follows the passes above); the servers idle meanwhile
+                groups.append([batched_pass(tr) for _ in range(repeats)])
             for mode, (_, port) in modes.items():
                 url = f"http://{host}:{port}"
                 before = batch_totals(url)
@@ -450,17 +450,24 @@ def main(argv: list[str] | None = None) -> int:
                     + (f", failures {r['failures']}" if r["failures"] else ""),
                     file=sys.stderr,
                 )
-        passes.append(batched_pass(tr))
-        for i, c in enumerate(levels):  # and the pass after each level
-            beside[c].append(beside[levels[i + 1]][0] if i + 1 < len(levels) else passes[-1])
+        groups.append([batched_pass(tr) for _ in range(repeats)])
     finally:
         for server in servers.values():
             server.terminate()
         for server in servers.values():
             server.wait(timeout=60)
+
     # the ceiling: the median of every timed pass; each level's share against the mean of
-    # the passes on either side of it, where the machine's speed was nearest that level's
-    engine_batched_rate, engine_batched_cpu = sorted(passes)[len(passes) // 2]
+    # the medians of the passes on either side of it, where the machine's speed was nearest
+    # that level's
+    def middle(runs: list[tuple[float, float]]) -> tuple[float, float]:  # (the upper one)
+        return sorted(runs)[len(runs) // 2]
+
+    passes = [p for group in groups for p in group]
+    engine_batched_rate, engine_batched_cpu = middle(passes)
+    beside = {
+        c: (middle(groups[i])[0] + middle(groups[i + 1])[0]) / 2 for i, c in enumerate(levels)
+    }
     rows = [
         [
             f"{mode} (max_batch_size={modes[mode][0]})",
@@ -509,18 +516,17 @@ def main(argv: list[str] | None = None) -> int:
         f"\nengine alone, one sentence at a time: p50 {engine_p50:.1f} ms, "
         f"{engine_one_rate:.1f} sentences/s; in batches of {args.batch_size} in arrival order: "
         f"{engine_batched_rate:.1f} sentences/s ({engine_batched_rate / engine_one_rate:.2f}x), "
-        f"{engine_batched_cpu:.2f} CPU ms per sentence (median of {len(passes)} passes, in "
-        "their order, the later ones between the levels: "
-        + ", ".join(f"{rate:.1f}" for rate, _ in passes)
+        f"{engine_batched_cpu:.2f} CPU ms per sentence (median of {len(passes)} passes, "
+        f"{repeats} before the first level, between levels and after the last: "
+        + " | ".join(", ".join(f"{rate:.1f}" for rate, _ in group) for group in groups)
         + ")"
     )
     for c in levels:
         if ("on", c) in results and c > 1:
-            ceiling = sum(rate for rate, _ in beside[c]) / 2
-            share = results[("on", c)]["sent_s"] / ceiling
+            share = results[("on", c)]["sent_s"] / beside[c]
             print(
                 f"batching on, concurrency {c}: {share:.0%} of the engine alone in batches "
-                f"({ceiling:.1f} sentences/s, the passes before and after the level)"
+                f"({beside[c]:.1f} sentences/s, the passes before and after the level)"
             )
     if ("on", 1) in results:
         on1 = results[("on", 1)]

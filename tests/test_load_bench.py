@@ -80,11 +80,12 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
     assert sum(float(row.split("|")[c]) for row in rows for c in (11, 12)) > 0
     assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
     assert sum("batching on / off" in line for line in lines) == 2
-    # the ceiling: the engine alone in batches, three timed passes after an untimed one, one
-    # between the two levels and one after them; the service's share at concurrency 3 is
-    # against the passes on either side of that level
+    # the ceiling: the engine alone in batches, three timed passes after an untimed one,
+    # three between the two levels and three after them; the service's share at concurrency
+    # 3 is against the passes on either side of that level
     engine = next(line for line in lines if line.startswith("engine alone"))
-    assert "(median of 5 passes, in their order" in engine
+    assert "(median of 9 passes, 3 before the first level" in engine
+    assert engine.count(" | ") == 2
     assert any(
         line.startswith("batching on, concurrency 3: ")
         and "of the engine alone in batches" in line
