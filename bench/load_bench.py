@@ -7,8 +7,8 @@ thread: HTTP, JSON, tokenization), its other threads (the worker thread and the 
 computes on; nothing else runs there under this load) and the load generator itself, which
 shares the machine. Also the engine's own rates alone, in this process while the servers
 idle (in batches: `--engine-repeats` passes after an untimed one, as many between levels and
-after the last; each level's rate with batching on is compared with the mean of the medians
-of the passes on either side of it, since the machine's speed drifts), and what HTTP + the batcher add to each
+after the last; each level's rate with batching on is compared with the median of the passes
+on either side of it, since the machine's speed drifts), and what HTTP + the batcher add to each
 request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on asyncio streams for
 concurrent levels, on a blocking socket at concurrency 1.
 
@@ -457,17 +457,14 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers.values():
             server.wait(timeout=60)
 
-    # the ceiling: the median of every timed pass; each level's share against the mean of
-    # the medians of the passes on either side of it, where the machine's speed was nearest
-    # that level's
+    # the ceiling: the median of every timed pass; each level's share against the median of
+    # the passes on either side of it, where the machine's speed was nearest that level's
     def middle(runs: list[tuple[float, float]]) -> tuple[float, float]:  # (the upper one)
         return sorted(runs)[len(runs) // 2]
 
     passes = [p for group in groups for p in group]
     engine_batched_rate, engine_batched_cpu = middle(passes)
-    beside = {
-        c: (middle(groups[i])[0] + middle(groups[i + 1])[0]) / 2 for i, c in enumerate(levels)
-    }
+    beside = {c: (middle(groups[i])[0], middle(groups[i + 1])[0]) for i, c in enumerate(levels)}
     rows = [
         [
             f"{mode} (max_batch_size={modes[mode][0]})",
@@ -523,10 +520,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for c in levels:
         if ("on", c) in results and c > 1:
-            share = results[("on", c)]["sent_s"] / beside[c]
+            rate, (before, after) = results[("on", c)]["sent_s"], beside[c]
             print(
-                f"batching on, concurrency {c}: {share:.0%} of the engine alone in batches "
-                f"({beside[c]:.1f} sentences/s, the passes before and after the level)"
+                f"batching on, concurrency {c}: {rate / before:.0%} / {rate / after:.0%} of the "
+                f"engine alone in batches just before / after the level ({before:.1f} / "
+                f"{after:.1f} sentences/s)"
             )
     if ("on", 1) in results:
         on1 = results[("on", 1)]
