@@ -42,7 +42,9 @@ STEP_PATIENCE steps in a row go first, and the rest of the step goes to the
 requests with the fewest sentences left (see `_stepping`). Where a step's time grows with its
 sentences (a CPU), a short request then decodes at the pace of a bounded step beside a burst
 of long ones, the long ones still step at least every STEP_PATIENCE + 1 steps while they fit,
-and unlike a bound on admission (`places`) no sentence waits to join for it.
+and unlike a bound on admission (`places`) no sentence waits to join for it. With `step_wait`
+(seconds; MT_STEP_BOUND_WAIT_MS), the bound gives way while a sentence of the group has waited
+longer than that to join: every running sentence steps until none has (see `_backlogged`).
 
 The loop leaves the worker thread whenever another job is waiting for it (the service loads
 models there) and comes back after it. A failure inside the engine fails the sentences of that
