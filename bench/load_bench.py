@@ -8,9 +8,9 @@ computes on; nothing else runs there under this load) and the load generator its
 shares the machine. Also the engine's own rates alone, in this process while the servers
 idle (in batches: `--engine-repeats` passes after an untimed one, as many between levels and
 after the last; each level's rate with batching on is compared with the median of the passes
-on either side of it, since the machine's speed drifts), and what HTTP + the batcher add to each
-request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client: on asyncio streams for
-concurrent levels, on a blocking socket at concurrency 1.
+on either side of it, since the machine's speed drifts), and what HTTP + the batcher add to
+each request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client:
+on asyncio streams for concurrent levels, on a blocking socket at concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
 
@@ -378,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         return len(sentences) / seconds, cpu * 1e3 / len(sentences)
 
-    # untimed: the first pass runs a few percent slower on a CPU too (caches, the allocator's
-    # first requests), which would lower the ceiling the service is compared with
+    # untimed: a first pass can run slower on a CPU too (caches, the allocator's first
+    # requests), which would lower the ceiling the service is compared with
     batched_pass(tr)
     freeze_gc()
     engine_lat = []

@@ -565,7 +565,8 @@ async def test_bounded_steps_take_every_sentence_while_one_has_waited_too_long_t
     engine = FakeEngine()
     b = await started(engine, max_batch_size=2, step_places=lambda group: 1, step_wait=step_wait)
     running = b.submit(("m", 1), [("x", 6), ("y", 2)], [1, 1])
-    engine.wait_started(1)  # step 0 decided before anything waited: x alone
+    await until(lambda: len(engine.steps) >= 1)  # step 0 decided before anything waited
+    assert engine.names_in(0) == ["x"]
     waiting = b.submit(("m", 1), [("z", 1)], [1])
     await asyncio.sleep(0.1)  # z waits, longer than step_wait
     await step_until(engine, lambda: len(engine.steps) >= 2)
