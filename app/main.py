@@ -36,6 +36,7 @@ from .file_routes import router as file_router
 from .keys import install_log_redaction
 from .limits import ConcurrencyLimit
 from .metrics import Metrics
+from .protocol import HTTP_PROTOCOL
 from .routes import JSONBody, health_of, router
 from .settings import Settings
 from .translate import ApiError, internal_error
@@ -280,6 +281,22 @@ class Server(uvicorn.Server):
             captured.pop()
 
 
+def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Config:
+    """uvicorn's configuration of the service (`overrides`: other uvicorn.Config options)."""
+    options = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "access_log": settings.access_log,
+        # uvicorn waits this long for the requests, then cancels those left; they answer 503
+        "timeout_graceful_shutdown": settings.shutdown_timeout_s,
+        "workers": 1,
+        "http": HTTP_PROTOCOL,  # an answer's headers and body in one write (app/protocol.py)
+        **overrides,
+    }
+    return uvicorn.Config(app, **options)
+
+
 def main() -> int:
     try:
         settings = Settings()
@@ -297,16 +314,7 @@ def main() -> int:
     except (OSError, sqlite3.Error) as exc:
         print(f"mt-serve: MT_API_KEYS_DB {settings.api_keys_db}: {exc}", file=sys.stderr)
         return 2
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        # uvicorn waits this long for the requests, then cancels those left; they answer 503
-        timeout_graceful_shutdown=settings.shutdown_timeout_s,
-        workers=1,
-    )
+    config = server_config(app, settings)
     Server(config, app).run()
     return 1 if app.state.startup_error else 0
 

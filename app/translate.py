@@ -456,25 +456,21 @@ async def translate(
             route = explicit if req.source != "auto" else resolve_route(state, source, req.target)
             groups.setdefault(tuple(route), []).append(i)
     options = (beam, n_best, max_length)
-    tasks = [
-        asyncio.ensure_future(
-            run_route(
-                state,
-                list(route),
-                req.target,
-                [texts[i] for i in idx],
-                req.format,
-                options,
-                receive,
-            )
+    routes = [
+        run_route(
+            state, list(route), req.target, [texts[i] for i in idx], req.format, options, receive
         )
         for route, idx in groups.items()
     ]
-    try:
-        results = await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
+    if len(routes) == 1:  # the usual case: one route, no task of its own to schedule
+        results = [await routes[0]]
+    else:
+        tasks = [asyncio.ensure_future(route) for route in routes]
+        try:
+            results = await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
     if any(r is None for r in results):
         return None
     outputs: list[list[str]] = [list(texts) for _ in range(n_best)]  # untouched: in the target

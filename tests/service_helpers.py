@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from app.main import create_app
+from app.main import create_app, server_config
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ def serve_in_thread(weights_dir: Path, configure=None, **overrides):
     app = create_app(settings)
     if configure is not None:
         configure(app)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, settings, host="127.0.0.1", log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
