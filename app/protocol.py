@@ -1,17 +1,19 @@
 """uvicorn's HTTP protocol (httptools), writing each short answer in one piece.
 
 uvicorn writes an answer's status line and headers to the socket as soon as the application
-sends `http.response.start`, and the body when it sends `http.response.body`: two writes, so
-two TCP segments for every answer. On loopback each write runs the receiving side's network
-stack and wakes the client, who reads the headers alone and then waits again for the body; on
-a network it costs a packet and often an ACK. A translation answer is a few hundred bytes,
-and its second write costs about as much as the first (docs/BENCHMARKS.md, section 6).
+sends `http.response.start`, and the body when it sends `http.response.body`: two writes, two
+send calls and usually two TCP segments per answer, which the client may have to read
+separately; on a network the first costs a packet and often an ACK of its own. A translation
+answer is a few hundred bytes.
 
 `CoalescingTransport` holds a write back until the next one, which goes out with it, or until
-the end of the event loop's current iteration, whichever comes first. The headers and body of
-an answer sent in one go leave in one write; a streamed answer's headers still leave before the
-loop waits for anything, so nothing is delayed beyond the iteration that wrote it. aiohttp's
-server and client coalesce headers and a small body the same way.
+the event loop has run the rest of its current iteration's callbacks, whichever comes first.
+The headers and body of an answer sent in one go leave in one write. A held write never waits
+while the loop waits for I/O, so a streamed answer's headers or a `100 Continue` still leave
+before the loop sleeps. A write too large to be worth copying (over JOIN_LIMIT) goes out at
+once, after what is held. aiohttp's server and client coalesce headers and a small body the
+same way. The protocol flushes what is held before anything can close the connection, also
+when the client shuts down its side (uvloop then closes the inner transport itself).
 """
 
 from __future__ import annotations
@@ -38,16 +40,19 @@ class CoalescingTransport:
 
     def write(self, data: bytes) -> None:
         held = self._held
-        if held is None:
+        if len(data) > JOIN_LIMIT:  # not worth a copy: out at once, after what is held
+            self.flush()
+            self._transport.write(data)
+        elif held is None:
             self._held = bytes(data)
             self._loop.call_soon(self.flush)
-            return
-        self._held = None
-        if len(held) + len(data) <= JOIN_LIMIT:
-            self._transport.write(held + data)
         else:
-            self._transport.write(held)
-            self._transport.write(data)
+            self._held = None
+            if len(held) + len(data) <= JOIN_LIMIT:
+                self._transport.write(held + data)
+            else:
+                self._transport.write(held)
+                self._transport.write(data)
 
     def writelines(self, lines) -> None:
         for line in lines:
@@ -85,6 +90,12 @@ if HttpToolsProtocol is not None:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+        def eof_received(self) -> bool | None:
+            # uvloop closes the inner transport itself when this returns a false value: what is
+            # held goes out first
+            self.transport.flush()  # type: ignore[attr-defined]
+            return super().eof_received()
 
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol
 else:

@@ -310,8 +310,7 @@ async def _translate_with(
             if ticket
             else []
         )
-    except DeadlineExceeded as exc:
-        metrics.timed_out.inc()
+    except DeadlineExceeded as exc:  # counted as a timed-out request by `translate`
         metrics.dropped.labels("deadline").inc(exc.dropped)
         raise ApiError(
             504,
@@ -419,6 +418,19 @@ async def run_route(
     return Outputs(outputs, compute_s, queued)
 
 
+async def run_routes(routes: list[Awaitable[Outputs | None]]) -> list[Outputs | None]:
+    """The routes' outputs, in order; they run side by side, and when one raises, the others
+    are cancelled (their waiting sentences dropped)."""
+    if len(routes) == 1:  # the usual case: one route, no task of its own to schedule
+        return [await routes[0]]
+    tasks = [asyncio.ensure_future(route) for route in routes]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
 async def translate(
     state: Any,
     data: dict[str, Any],
@@ -462,15 +474,12 @@ async def translate(
         )
         for route, idx in groups.items()
     ]
-    if len(routes) == 1:  # the usual case: one route, no task of its own to schedule
-        results = [await routes[0]]
-    else:
-        tasks = [asyncio.ensure_future(route) for route in routes]
-        try:
-            results = await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+    try:
+        results = await run_routes(routes)
+    except ApiError as exc:
+        if exc.status == 504:  # once per request, however many of its routes ran out of time
+            state.metrics.timed_out.inc()
+        raise
     if any(r is None for r in results):
         return None
     outputs: list[list[str]] = [list(texts) for _ in range(n_best)]  # untouched: in the target

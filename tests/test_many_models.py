@@ -18,7 +18,8 @@ from model_core.checkpoint import describe, weights_bytes
 from model_core.translator import Translator
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
-from tests.test_service import metric, post
+from tests.test_service import SlowEngine, metric, post
+from tests.test_service_libre import DE, EN
 
 PAIRS = [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")]
 SENTENCE = "The big red car is very fast today."
@@ -171,6 +172,49 @@ def test_pivot_equals_translating_through_both_legs_by_hand(weights_dir):
     with serve_in_thread(weights_dir, pivot_language="") as (url, _):
         r = translate(url, "de", "fr")
         assert r.status_code == 400 and "no model translates 'de' to 'fr'" in r.json()["error"]
+
+
+def test_texts_in_two_languages_take_their_routes_at_once(weights_dir):
+    """`source: auto` with an English and a German text into French: the English one through
+    en-fr, the German one through the pivot (de-en, then en-fr), side by side; each as it is
+    translated alone."""
+    with serve_in_thread(weights_dir) as (url, _):
+        r = translate(url, "auto", "fr", text=[EN, DE])
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [d["language"] for d in body["detectedLanguage"]] == ["en", "de"]
+        assert body["models"] == ["en-fr", "de-en"] and body["model"] == "en-fr, de-en+en-fr"
+        alone = [translate(url, "en", "fr", text=EN), translate(url, "de", "fr", text=DE)]
+        assert body["translatedText"] == [a.json()["translatedText"] for a in alone]
+
+
+def test_a_deadline_on_two_routes_is_one_504_and_neither_is_computed(weights_dir):
+    with serve_in_thread(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
+        url,
+        app,
+    ):
+        engine = SlowEngine(app.state.batcher.fn, gated=True)
+        app.state.batcher.fn = engine
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                body = {"q": "The cat.", "source": "en", "target": "de", "beam_size": 1}
+                busy = asyncio.ensure_future(c.post(f"{url}/translate", json=body))
+                assert await asyncio.to_thread(engine.running.wait, 60)
+                two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
+                late = await c.post(f"{url}/translate", json=two)  # both routes wait, held
+                engine.release()
+                return await busy, late
+
+        busy, late = asyncio.run(scenario())
+        assert busy.status_code == 504  # its own batch ran past the 1 s deadline
+        assert late.status_code == 504 and "did not finish" in late.json()["error"]
+        water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
+        assert post(url, json=water).status_code == 200
+        # the worker takes its batches in order: the two routes' sentences were dropped
+        assert [key.beam_size for key, _ in engine.calls] == [1, 1]
+        # two requests timed out, however many routes of the second one ran out of time
+        assert metric(url, "mt_timed_out_requests_total") == 2
 
 
 def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):

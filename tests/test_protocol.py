@@ -8,10 +8,13 @@ import json
 import shutil
 import socket
 
+import httpx
 import pytest
+from uvicorn.config import Config
+from uvicorn.server import ServerState
 
-from app.protocol import JOIN_LIMIT, CoalescingTransport
-from tests.service_helpers import serve_in_process, wait_ready
+from app.protocol import JOIN_LIMIT, CoalescingTransport, HttpProtocol
+from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
 
 
 class Recorder(asyncio.Transport):
@@ -80,6 +83,32 @@ async def test_large_writes_are_not_copied_together_and_keep_their_order():
     assert inner.writes == [b"head", body]
 
 
+async def test_a_write_too_large_to_join_goes_out_at_once_after_what_is_held():
+    inner = Recorder()
+    t = CoalescingTransport(inner, asyncio.get_running_loop())
+    big = b"y" * (JOIN_LIMIT + 1)
+    t.write(big)
+    assert inner.writes == [big]  # not held for the rest of the iteration
+    t.write(b"head")
+    t.write(big)
+    assert inner.writes == [big, b"head", big]
+
+
+async def test_what_is_held_goes_out_when_the_client_shuts_its_side():
+    """uvloop closes the inner transport itself after eof_received returns a false value (the
+    client shut down its writing side): the held write must be out by then."""
+    inner = Recorder()
+    protocol = HttpProtocol(
+        config=Config(app=None), server_state=ServerState(), app_state={},
+        _loop=asyncio.get_running_loop(),
+    )  # fmt: skip
+    protocol.connection_made(inner)
+    protocol.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    assert inner.writes == []
+    protocol.eof_received()
+    assert inner.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]
+
+
 async def test_close_sends_what_is_held_first_and_abort_drops_it():
     inner = Recorder()
     t = CoalescingTransport(inner, asyncio.get_running_loop())
@@ -138,3 +167,37 @@ def test_the_server_writes_each_answer_in_one_piece(weights_dir, tmp_path):
                 sent.append(len(chunks))
             # one write of the whole answer arrives whole: the first read holds all of it
             assert sent == [1] * 12
+
+
+def test_every_answer_reaches_the_socket_in_one_write(weights_dir, monkeypatch):
+    """Counted at the transport under the coalescing one, in a server of this process."""
+    counters = []
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.writes = inner, []
+            counters.append(self)
+
+        def write(self, data):
+            self.writes.append(bytes(data))
+            self.inner.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    wrap = CoalescingTransport.__init__
+    monkeypatch.setattr(
+        CoalescingTransport, "__init__", lambda self, t, loop: wrap(self, Counting(t), loop)
+    )
+    with serve_in_thread(weights_dir) as (url, _), httpx.Client(timeout=60) as client:
+        texts = ["the cat is big", "we eat bread today", "the dog"]
+        for text in texts:
+            r = client.post(f"{url}/translate", json={"q": text, "source": "en", "target": "de"})
+            assert r.status_code == 200
+        head = client.head(f"{url}/health")  # no body: its headers leave alone, at once
+        assert head.status_code in (200, 405)
+    writes = [w for c in counters for w in c.writes]
+    answers = [w for w in writes if b"translatedText" in w]
+    assert len(answers) == len(texts)
+    assert all(w.startswith(b"HTTP/1.1 200") for w in answers)  # headers and body together
+    assert not any(w.startswith(b'{"translatedText"') for w in writes)  # never a body alone
