@@ -18,7 +18,7 @@ from model_core.checkpoint import describe, weights_bytes
 from model_core.translator import Translator
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
-from tests.test_service import SlowEngine, metric, post
+from tests.test_service import deadline_behind_a_held_batch, metric, post
 from tests.test_service_libre import DE, EN
 
 PAIRS = [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")]
@@ -189,32 +189,15 @@ def test_texts_in_two_languages_take_their_routes_at_once(weights_dir):
 
 
 def test_a_deadline_on_two_routes_is_one_504_and_neither_is_computed(weights_dir):
-    with serve_in_thread(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
-        url,
-        app,
-    ):
-        engine = SlowEngine(app.state.batcher.fn, gated=True)
-        app.state.batcher.fn = engine
-
-        async def scenario():
-            async with httpx.AsyncClient(timeout=60) as c:
-                body = {"q": "The cat.", "source": "en", "target": "de", "beam_size": 1}
-                busy = asyncio.ensure_future(c.post(f"{url}/translate", json=body))
-                assert await asyncio.to_thread(engine.running.wait, 60)
-                two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
-                late = await c.post(f"{url}/translate", json=two)  # both routes wait, held
-                engine.release()
-                return await busy, late
-
-        busy, late = asyncio.run(scenario())
-        assert busy.status_code == 504  # its own batch ran past the 1 s deadline
-        assert late.status_code == 504 and "did not finish" in late.json()["error"]
-        water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
-        assert post(url, json=water).status_code == 200
-        # the worker takes its batches in order: the two routes' sentences were dropped
-        assert [key.beam_size for key, _ in engine.calls] == [1, 1]
-        # two requests timed out, however many routes of the second one ran out of time
-        assert metric(url, "mt_timed_out_requests_total") == 2
+    two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
+    got = deadline_behind_a_held_batch(weights_dir, two)  # both routes wait behind the held batch
+    assert got["first"].status_code == 504
+    late = got["second"]
+    assert late.status_code == 504 and "did not finish" in late.json()["error"]
+    assert got["after"].status_code == 200
+    assert got["beams"] == [1, 1]  # the worker takes batches in order: the routes' were dropped
+    # two requests timed out, however many routes of the second one ran out of time
+    assert got["timed_out"] == 2
 
 
 def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):

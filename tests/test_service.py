@@ -451,6 +451,17 @@ class SlowEngine:
         return self.fn(key, payloads)
 
 
+async def hold_the_engine(
+    client: httpx.AsyncClient, url: str, engine: SlowEngine
+) -> asyncio.Future:
+    """Posts a one-sentence request (beam 1) whose batch the gated `engine` holds until the test
+    releases it; returns the future of its answer once that batch has started."""
+    body = {"q": "The cat.", "source": "en", "target": "de", "beam_size": 1}
+    busy = asyncio.ensure_future(client.post(f"{url}/translate", json=body))
+    assert await asyncio.to_thread(engine.running.wait, 60)
+    return busy
+
+
 def test_the_thread_that_loaded_the_models_runs_every_batch(server):
     # torch keeps per-thread OpenMP teams: loading on one thread and computing on another made
     # every small operation slower, so loading, warm-up and batches share one thread
@@ -562,7 +573,11 @@ def test_one_request_takes_at_most_its_share_of_the_queue(weights_dir, scheduler
         assert r.status_code == 200 and len(r.json()["translatedText"]) == 4
 
 
-def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
+def deadline_behind_a_held_batch(weights_dir, body: dict) -> dict:
+    """A server with a 1 s deadline and one sentence per batch, whose engine holds the first
+    batch (beam 1) past the deadlines: `body` is posted behind it, then the batch released and
+    a one-sentence request (beam 1) sent. Returns both answers, the beam sizes the engine
+    computed, and the deadline metrics."""
     with serve_in_thread(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
         url,
         app,
@@ -572,31 +587,37 @@ def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
 
         async def two():
             async with httpx.AsyncClient(timeout=60) as c:
-                first = asyncio.ensure_future(
-                    c.post(
-                        f"{url}/translate",
-                        json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 1},
-                    )
-                )
-                assert await asyncio.to_thread(engine.running.wait, 60)
-                # the first one's batch runs until the test releases it, after both deadlines
-                second = await c.post(
-                    f"{url}/translate",
-                    json={"q": "We eat bread.", "source": "en", "target": "de", "beam_size": 2},
-                )
+                first = await hold_the_engine(c, url, engine)
+                second = await c.post(f"{url}/translate", json=body)
                 engine.release()
                 return await first, second
 
         first, second = asyncio.run(two())
-        assert first.status_code == 504  # its own batch ran past the 1 s deadline
-        assert second.status_code == 504 and "did not finish" in second.json()["error"]
-        # the worker takes its batches in order: once a later one is computed, the second's
-        # would have been
         water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
-        assert post(url, json=water).status_code == 200
-        assert [key.beam_size for key, _ in engine.calls] == [1, 1]  # not the second's (2)
-        assert metric(url, "mt_timed_out_requests_total") == 2
-        assert metric(url, 'mt_dropped_sentences_total{reason="deadline"}') == 1
+        after = post(url, json=water)
+        return {
+            "first": first,
+            "second": second,
+            "after": after,
+            "beams": [key.beam_size for key, _ in engine.calls],
+            "timed_out": metric(url, "mt_timed_out_requests_total"),
+            "dropped": metric(url, 'mt_dropped_sentences_total{reason="deadline"}'),
+        }
+
+
+def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
+    got = deadline_behind_a_held_batch(
+        weights_dir, {"q": "We eat bread.", "source": "en", "target": "de", "beam_size": 2}
+    )
+    assert got["first"].status_code == 504  # its own batch ran past the 1 s deadline
+    second = got["second"]
+    assert second.status_code == 504 and "did not finish" in second.json()["error"]
+    # the worker takes its batches in order: once a later one is computed, the second's
+    # would have been
+    assert got["after"].status_code == 200
+    assert got["beams"] == [1, 1]  # not the second's (2)
+    assert got["timed_out"] == 2
+    assert got["dropped"] == 1
 
 
 def test_client_disconnect_drops_its_queued_sentences(weights_dir):
@@ -606,13 +627,7 @@ def test_client_disconnect_drops_its_queued_sentences(weights_dir):
 
         async def scenario():
             async with httpx.AsyncClient(timeout=60) as c:
-                busy = asyncio.ensure_future(
-                    c.post(
-                        f"{url}/translate",
-                        json={"q": "The cat.", "source": "en", "target": "de", "beam_size": 1},
-                    )
-                )
-                assert await asyncio.to_thread(engine.running.wait, 60)
+                busy = await hold_the_engine(c, url, engine)
                 gone = asyncio.ensure_future(
                     c.post(
                         f"{url}/translate",
