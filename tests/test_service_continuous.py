@@ -227,3 +227,69 @@ def test_start_up_warms_the_decode_paths_requests_take(weights_dir, monkeypatch)
     static.clear()
     start_engine(Settings(weights_dir=weights_dir, device="cpu", warmup=False))
     assert static == []
+
+
+class StepRecorder:
+    """Wraps the engine's running groups: records the sentences of each step that takes a
+    subset (`only`)."""
+
+    def __init__(self, open_group):
+        self.open_group = open_group
+        self.subsets: list[list[int]] = []
+
+    def __call__(self, group):
+        inner, subsets = self.open_group(group), self.subsets
+
+        class Recorded:
+            partial_steps = property(lambda self: inner.partial_steps)
+            join, leave = inner.join, inner.leave
+
+            def step(self, only=None):
+                if only is not None:
+                    subsets.append(list(only))
+                return inner.step(only)
+
+        return Recorded()
+
+
+async def sent_together(url: str, batcher, bodies: list[dict], sentences: int) -> list[str]:
+    """Posts the bodies while the continuous scheduler's worker thread is held, so that their
+    `sentences` sentences wait together, then lets it go; the translations."""
+    release = threading.Event()
+    batcher._worker.put(release.wait, 30)
+    async with httpx.AsyncClient(timeout=120) as c:
+        sent = [asyncio.ensure_future(c.post(f"{url}/translate", json=b)) for b in bodies]
+        await asyncio.wait_for(_until(lambda: batcher.depth == sentences), 30)
+        release.set()
+        return [(await answer).json()["translatedText"] for answer in sent]
+
+
+@needs_kernel  # the slot layout is the attention kernels'
+def test_a_short_request_takes_fast_lane_steps_beside_a_long_one(weights_dir):  # noqa: F811
+    """MT_FAST_LANE_ROWS=4 (one sentence at beam 4, the CPU's slot layout): a request of one
+    sentence that joins a decode with one of six sentences takes steps alone between the
+    steps of all seven; both answers are the static batcher's."""
+    long = {"q": [f"I see {n} trees." for n in range(2, 8)], "source": "en", "target": "de"}
+    long["beam_size"] = 4
+    short = {**long, "q": "The red car is fast today."}
+    answers = {}
+    for scheduler in ("static", "continuous"):
+        options = dict(scheduler=scheduler, device="cpu")
+        if scheduler == "continuous":
+            options.update(fast_lane_rows=4)
+        with serve_in_thread(weights_dir, **options) as (url, app):
+            batcher = app.state.batcher
+            if scheduler == "continuous":
+                assert batcher.lane_places(("en-de", 4)) == 1
+                batcher.open_group = recorder = StepRecorder(batcher.open_group)
+                answers[scheduler] = asyncio.run(sent_together(url, batcher, [long, short], 7))
+            else:  # a sentence's translation does not depend on its batch
+                answers[scheduler] = [
+                    post(url, json=b).json()["translatedText"] for b in (long, short)
+                ]
+            if scheduler == "continuous":  # lane steps of one sentence, always the short one's
+                lane = recorder.subsets
+                assert len(lane) >= 2 and {len(only) for only in lane} == {1}
+                assert len({only[0] for only in lane}) == 1
+                assert metric(url, "mt_running_sentences") == 0
+    assert answers["continuous"] == answers["static"]
