@@ -510,13 +510,13 @@ class ContinuousBatcher(Tickets):
     def _stepping(self, running: _Running) -> list[int] | None:
         """(Under the lock.) The sentences that take the group's next step, None: all. Where
         the engine can step a subset: a fast-lane step where one is due (`_lane`); else, where
-        they are more than `step_places(group)`, first those that sat out the last
-        STEP_PATIENCE steps in a row, the least recently stepped first, then the sentences of
-        the requests with the fewest sentences left, each request's in the order they last
-        stepped (or joined). A step's time grows with its sentences on a CPU: a short request
-        then steps at the pace of a bounded step beside a burst of long ones, and every
-        sentence still steps at least once in STEP_PATIENCE + 1 steps while the overdue ones
-        fit in a step (beyond, they take turns, the longest waiting first)."""
+        they are more than `step_places(group)`, first those
+        that sat out the last STEP_PATIENCE steps in a row, the least recently stepped first,
+        then the sentences of the requests with the fewest sentences left, each request's in
+        the order they last stepped (or joined). A step's time grows with its sentences on a
+        CPU: a short request then steps at the pace of a bounded step beside a burst of long
+        ones, and every sentence still steps at least once in STEP_PATIENCE + 1 steps while the
+        overdue ones fit in a step (beyond, they take turns, the longest waiting first)."""
         if not running.engine.partial_steps:
             return None
         if self.lane_places is not None:

@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-rows", default="", help="comma list: continuous servers with "
                    "these MT_MAX_STEP_ROWS; ROWS:N also sets MT_MAX_BATCH_SIZE=N, "
                    "ROWS@MS MT_STEP_BOUND_WAIT_MS=MS")  # fmt: skip
-    p.add_argument("--fast-lane-rows", default="", help="comma list: continuous servers "
-                   "with these MT_FAST_LANE_ROWS")  # fmt: skip
+    p.add_argument("--lane-rows", default="", help="comma list: continuous servers with "
+                   "these MT_FAST_LANE_ROWS")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
