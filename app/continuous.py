@@ -45,11 +45,6 @@ of long ones, the long ones still step at least every STEP_PATIENCE + 1 steps wh
 and unlike a bound on admission (`places`) no sentence waits to join for it. With `step_wait`
 (seconds; MT_STEP_BOUND_WAIT_MS), the bound gives way while a sentence of the group has waited
 longer than that to join: every running sentence steps until none has (see `_backlogged`).
-With `lane_places(group)` (MT_FAST_LANE_ROWS), every other step is a small one for the
-sentences of the requests about to complete (at most LANE_LEFT sentences left), while they are
-at most half of a group of more than twice that many: such a request takes two steps in the
-time of one step of the whole group and one small step, and the step of every sentence still
-comes every other step (see `_lane`).
 
 The loop leaves the worker thread whenever another job is waiting for it (the service loads
 models there) and comes back after it. A failure inside the engine fails the sentences of that
@@ -87,8 +82,6 @@ log = logging.getLogger("app.continuous")
 # bounded steps (step_places): a sentence that sat out this many steps of its group in a row
 # (since its last step, or since it joined) goes first
 STEP_PATIENCE = 5
-# fast-lane steps (lane_places): for the sentences of requests with at most this many left
-LANE_LEFT = 2
 
 
 class Group(Protocol):
@@ -139,7 +132,6 @@ class _Running:
     leaving: set[int] = field(default_factory=set)
     footprint: int = 0
     steps: int = 0  # steps taken
-    lane_due: bool = True  # the last step was not a fast-lane step (lane_places)
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
 
 
@@ -155,7 +147,6 @@ class ContinuousBatcher(Tickets):
         places: Callable[[Hashable], int] | None = None,
         step_places: Callable[[Hashable], int] | None = None,
         step_wait: float = 0.0,
-        lane_places: Callable[[Hashable], int] | None = None,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -170,7 +161,6 @@ class ContinuousBatcher(Tickets):
         )
         self.places = places or (lambda group: max_batch_size)
         self.step_places, self.step_wait = step_places, step_wait
-        self.lane_places = lane_places
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -509,21 +499,14 @@ class ContinuousBatcher(Tickets):
 
     def _stepping(self, running: _Running) -> list[int] | None:
         """(Under the lock.) The sentences that take the group's next step, None: all. Where
-        the engine can step a subset: a fast-lane step where one is due (`_lane`); else, where
-        they are more than `step_places(group)`, first those
+        they are more than `step_places(group)` and the engine can step a subset, first those
         that sat out the last STEP_PATIENCE steps in a row, the least recently stepped first,
         then the sentences of the requests with the fewest sentences left, each request's in
         the order they last stepped (or joined). A step's time grows with its sentences on a
         CPU: a short request then steps at the pace of a bounded step beside a burst of long
         ones, and every sentence still steps at least once in STEP_PATIENCE + 1 steps while the
         overdue ones fit in a step (beyond, they take turns, the longest waiting first)."""
-        if not running.engine.partial_steps:
-            return None
-        if self.lane_places is not None:
-            lane = self._lane(running)
-            if lane is not None:
-                return lane
-        if self.step_places is None:
+        if self.step_places is None or not running.engine.partial_steps:
             return None
         places = max(1, self.step_places(running.group))
         if len(running.members) <= places or self._backlogged(running.group):
@@ -532,33 +515,10 @@ class ContinuousBatcher(Tickets):
 
         def key(s: _Sentence) -> tuple:
             overdue = steps - s.stepped >= STEP_PATIENCE  # the steps it sat out
-            return (not overdue, 0 if overdue else _left(s), s.stepped, s.id)
+            left = s.request.left if s.request is not None else 1
+            return (not overdue, 0 if overdue else left, s.stepped, s.id)
 
         return [s.id for s in heapq.nsmallest(places, running.members.values(), key=key)]
-
-    def _lane(self, running: _Running) -> list[int] | None:
-        """(Under the lock.) The sentences of a fast-lane step, or None for a step of the
-        others' rules. After every step that is not one, where the group holds more than twice
-        `lane_places(group)` sentences and at most half of them belong to requests with at
-        most LANE_LEFT sentences left (short ones, or long ones near their end): those, the
-        fewest left first, then the least recently stepped, `lane_places(group)` at most. Such
-        a request then takes two steps in the time of one step of the whole group, plus that
-        of a small step; where most of the group is such requests, a step of all of them is
-        what they need anyway."""
-        due, running.lane_due = running.lane_due, True
-        if not due:
-            return None
-        places = max(1, self.lane_places(running.group))
-        members = running.members
-        if len(members) <= 2 * places:
-            return None
-        near = [s for s in members.values() if _left(s) <= LANE_LEFT]
-        if not near or 2 * len(near) > len(members):
-            return None
-        running.lane_due = False
-        return [
-            s.id for s in heapq.nsmallest(places, near, key=lambda s: (_left(s), s.stepped, s.id))
-        ]
 
     def _backlogged(self, group: Hashable) -> bool:
         """(Under the lock.) Whether a sentence of the group has waited more than `step_wait`
@@ -614,8 +574,3 @@ class ContinuousBatcher(Tickets):
             exc_info=exc,
         )
         self._notify_loop([], failed, error_id)
-
-
-def _left(s: _Sentence) -> int:
-    """The sentences of s's request not finished yet, s included."""
-    return s.request.left if s.request is not None else 1

@@ -86,7 +86,6 @@ async def load_models(app: FastAPI) -> None:
             places=engine.places_for(s.max_running_rows),
             step_places=engine.places_for(s.max_step_rows) if s.max_step_rows else None,
             step_wait=s.step_bound_wait_ms / 1000,
-            lane_places=engine.places_for(s.fast_lane_rows) if s.fast_lane_rows else None,
             on_running=metrics.running.set,
             **common,
         )

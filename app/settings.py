@@ -98,16 +98,6 @@ class Settings(BaseSettings):
         "fewest sentences left, so a short request steps at the pace of a bounded step beside "
         "many long ones (0: every sentence steps)",
     )
-    fast_lane_rows: int = Field(
-        0,
-        ge=0,
-        description="continuous scheduler, where the engine can step a subset (the CPU's slot "
-        "layout): after each step of a running decode, one more step of at most this many "
-        "decoder rows (sentences x beam size) for the sentences of the requests with at most 2 "
-        "sentences left, while they are at most half of a decode of more than twice as many "
-        "sentences: a short request beside many long ones then takes two steps in the time of "
-        "one step of all and one small step (0: off)",
-    )
     step_bound_wait_ms: float = Field(
         0.0,
         ge=0,

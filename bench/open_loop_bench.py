@@ -15,8 +15,8 @@ each server's peak resident memory.
 
 `--rows 128` adds a server, continuous with MT_MAX_RUNNING_ROWS=128 (a comma list adds one
 per value), and `--step-rows 128` one with MT_MAX_STEP_ROWS=128 (`128:N` also sets
-MT_MAX_BATCH_SIZE=N, `128@250` MT_STEP_BOUND_WAIT_MS=250), and `--fast-lane-rows 32` one
-with MT_FAST_LANE_ROWS=32; each takes its turns with the others.
+MT_MAX_BATCH_SIZE=N, `128@250` MT_STEP_BOUND_WAIT_MS=250); each takes its turns with the
+others.
 
 Traffic goes only to the servers this command starts on loopback ports; each level is
 bounded in requests and seconds. It measures; it asserts nothing about speed.
@@ -167,32 +167,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-rows", default="", help="comma list: continuous servers with "
                    "these MT_MAX_STEP_ROWS; ROWS:N also sets MT_MAX_BATCH_SIZE=N, "
                    "ROWS@MS MT_STEP_BOUND_WAIT_MS=MS")  # fmt: skip
-    p.add_argument("--lane-rows", default="", help="comma list: continuous servers with "
-                   "these MT_FAST_LANE_ROWS")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
     # name: (scheduler, MT_MAX_RUNNING_ROWS, MT_MAX_STEP_ROWS, MT_MAX_BATCH_SIZE,
-    # MT_STEP_BOUND_WAIT_MS, MT_FAST_LANE_ROWS)
-    variants = {
-        "static": ("static", 0, 0, 64, 0, 0),
-        "continuous": ("continuous", 0, 0, 64, 0, 0),
-    }
+    # MT_STEP_BOUND_WAIT_MS)
+    variants = {"static": ("static", 0, 0, 64, 0), "continuous": ("continuous", 0, 0, 64, 0)}
     for rows in filter(None, args.rows.split(",")):
-        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows), 0, 64, 0, 0)
-    for rows in filter(None, args.fast_lane_rows.split(",")):
-        variants[f"continuous fast_lane_rows={int(rows)}"] = ("continuous", 0, 0, 64, 0, int(rows))
+        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows), 0, 64, 0)
     for spec in filter(None, args.step_rows.split(",")):
         spec, _, wait = spec.partition("@")
         rows, _, batch = spec.partition(":")
         name = f"continuous step_rows={int(rows)}" + (f" batch={int(batch)}" if batch else "")
         name += f" wait={float(wait):g}ms" if wait else ""
-        variants[name] = ("continuous", 0, int(rows), int(batch or 64), float(wait or 0), 0)
+        variants[name] = ("continuous", 0, int(rows), int(batch or 64), float(wait or 0))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
     for name, port in schedulers.items():  # each server's own, whatever the caller's are
-        scheduler, rows, step_rows, batch, wait, lane = variants[name]
+        scheduler, rows, step_rows, batch, wait = variants[name]
         servers[name] = start_server(
             args.weights,
             port,
@@ -203,7 +196,6 @@ def main(argv: list[str] | None = None) -> int:
             MT_MAX_RUNNING_ROWS=str(rows),
             MT_MAX_STEP_ROWS=str(step_rows),
             MT_STEP_BOUND_WAIT_MS=str(wait),
-            MT_FAST_LANE_ROWS=str(lane),
         )
     results = {}
     try:

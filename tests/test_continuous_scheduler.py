@@ -413,22 +413,18 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
     await b.stop(1)
 
 
-@pytest.mark.parametrize("rules", ["every sentence", "bounded", "fast lane"])
+@pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed, rules):
+async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed, bounded):
     """Requests of 1-6 sentences in two groups, a third of them cancelled at random moments
     (waiting, running or done): every request not cancelled gets its results in order, and at
     the end nothing waits, runs or is held back, and every request's count of running
-    sentences is 0. Also with bounded steps that give way to sentences waiting 3 ms, and
-    with fast-lane steps."""
+    sentences is 0. Also with bounded steps that give way to sentences waiting 3 ms."""
     import random
 
     rng = random.Random(seed)
     engine = FakeEngine(free_steps=True, delay=0.001)
-    bounded = rules == "bounded"
     bound = dict(step_places=lambda group: 2, step_wait=0.003) if bounded else {}
-    if rules == "fast lane":
-        bound = dict(lane_places=lambda group: 1)
     b = await started(engine, max_batch_size=5, max_queue_size=1000, **bound)
     tickets, cancelled = [], set()
     for n in range(60):
@@ -584,99 +580,4 @@ async def test_bounded_steps_take_every_sentence_while_one_has_waited_too_long_t
     engine.allow(100)
     assert await b.wait(waiting) == ["z"]
     assert await b.wait(running) == ["x", "y"]
-    await b.stop(5)
-
-
-async def test_a_fast_lane_step_follows_each_step_of_all_for_a_short_request():
-    """lane_places(group) = 1: a request of one sentence beside a long one of four steps again
-    alone after each step of all five, so it finishes after two steps of all (and two of its
-    own) where it needs four steps; once it has left, nobody near the end of a request is
-    left and every step takes all."""
-    engine = FakeEngine(free_steps=True)
-    b = await started(engine, lane_places=lambda group: 1)
-    release = hold(b)
-    long = b.submit(("m", 1), [(f"l{i}", 5) for i in range(4)], [1] * 4)
-    short = b.submit(("m", 1), [("s", 4)], [1])
-    release.set()
-    assert await b.wait(short) == ["s"]
-    assert await b.wait(long) == [f"{i}l" for i in range(4)]
-    every = ["l0", "l1", "l2", "l3", "s"]
-    steps = [names for _, names in engine.steps]
-    # a fresh group has taken no lane step: the first step is one
-    assert steps[:4] == [["s"], every, ["s"], every]
-    assert steps[4:] == [["l0", "l1", "l2", "l3"]] * 3
-    await b.stop(5)
-
-
-async def test_the_fast_lane_takes_the_fewest_left_first_and_a_long_requests_last_two():
-    """lane_places = 2: the lane takes the sentences of the requests with the fewest sentences
-    left, two at most; a long request whose other sentences have finished is near its end too
-    (LANE_LEFT sentences left) and its last two get lane steps."""
-    from app.continuous import LANE_LEFT
-
-    assert LANE_LEFT == 2
-    engine = FakeEngine(free_steps=True)
-    b = await started(engine, lane_places=lambda group: 2, max_batch_size=16)
-    release = hold(b)
-    long = b.submit(("m", 1), [("a0", 1), ("a1", 1), ("a2", 8), ("a3", 8)], [1] * 4)
-    other = b.submit(("m", 1), [(f"c{i}", 9) for i in range(5)], [1] * 5)
-    pair = b.submit(("m", 1), [("p0", 2), ("p1", 2)], [1, 1])
-    one = b.submit(("m", 1), [("o", 2)], [1])
-    release.set()
-    for ticket in (one, pair, long, other):
-        await b.wait(ticket)
-    steps = [names for _, names in engine.steps]
-    assert steps[0] == ["o", "p0"]  # one left before two left; then the first joined
-    assert len(steps[1]) == 12  # every sentence: a0, a1, o and p0 finish in it
-    assert steps[2] == ["a2", "p1"]  # p1 (one left), then a2 of the long request (two left)
-    assert len(steps[3]) == 7  # a2, a3 and the five c
-    assert steps[4] == ["a2", "a3"]
-    await b.stop(5)
-
-
-@pytest.mark.parametrize(
-    "shorts, places, lane",
-    [(1, 1, True), (3, 1, True), (4, 1, False), (1, 2, False)],
-    ids=["one short", "half short", "most short", "group too small"],
-)
-async def test_no_fast_lane_where_its_requests_are_most_of_the_group_or_the_group_is_small(
-    shorts, places, lane
-):
-    """Beside a request of three sentences: lane steps only while the sentences near their
-    request's end are at most half of a group of more than 2 x lane_places; else every step
-    takes every sentence."""
-    engine = FakeEngine(free_steps=True)
-    b = await started(engine, lane_places=lambda group: places)
-    release = hold(b)
-    tickets = [b.submit(("m", 1), [(f"l{i}", 3) for i in range(3)], [1] * 3)]
-    tickets += [b.submit(("m", 1), [(f"s{i}", 3)], [1]) for i in range(shorts)]
-    release.set()
-    for ticket in tickets:
-        await b.wait(ticket)
-    sizes = [len(names) for _, names in engine.steps]
-    if lane:
-        assert sizes[0] == min(shorts, places) and sizes[1] == 3 + shorts
-    else:
-        assert sizes == [3 + shorts] * 3
-    await b.stop(5)
-
-
-async def test_an_engine_that_cannot_step_a_subset_takes_no_fast_lane_step():
-    engine = FakeEngine(free_steps=True)
-    opened = engine.open
-
-    def whole_steps_only(group):
-        running = opened(group)
-        running.partial_steps = False
-        return running
-
-    engine.open = whole_steps_only
-    b = await started(engine, lane_places=lambda group: 1)
-    release = hold(b)
-    long = b.submit(("m", 1), [(f"l{i}", 2) for i in range(4)], [1] * 4)
-    short = b.submit(("m", 1), [("s", 2)], [1])
-    release.set()
-    await b.wait(short)
-    await b.wait(long)
-    assert [len(names) for _, names in engine.steps] == [5, 5]
     await b.stop(5)
