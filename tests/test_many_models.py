@@ -18,7 +18,13 @@ from model_core.checkpoint import describe, weights_bytes
 from model_core.translator import Translator
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
-from tests.test_service import deadline_behind_a_held_batch, metric, post
+from tests.test_service import (
+    SlowEngine,
+    deadline_behind_a_held_batch,
+    hold_the_engine,
+    metric,
+    post,
+)
 from tests.test_service_libre import DE, EN
 
 PAIRS = [("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")]
@@ -198,6 +204,41 @@ def test_a_deadline_on_two_routes_is_one_504_and_neither_is_computed(weights_dir
     assert got["beams"] == [1, 1]  # the worker takes batches in order: the routes' were dropped
     # two requests timed out, however many routes of the second one ran out of time
     assert got["timed_out"] == 2
+
+
+def test_when_one_route_fails_the_other_routes_waiting_sentences_are_dropped(weights_dir):
+    """`source: auto` with an English and a German text into French, while the engine holds
+    a batch and one sentence may wait: the English route's sentence (en-fr) queues, the German
+    route's (de-en) finds the queue full. The answer is one 503, and the English sentence
+    leaves the queue uncomputed, cancelled with its request (not counted as dropped for a
+    client that went away): once the held batch ends, the engine computes only what comes
+    after."""
+    with serve_in_thread(weights_dir, max_queue_size=1, max_batch_size=1, max_wait_ms=0) as (
+        url,
+        app,
+    ):
+        engine = SlowEngine(app.state.batcher.fn, gated=True)
+        app.state.batcher.fn = engine
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                held = await hold_the_engine(c, url, engine)
+                two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
+                answer = await c.post(f"{url}/translate", json=two)
+                depth = metric(url, "mt_queue_depth")
+                engine.release()
+                return answer, depth, await held
+
+        answer, depth, held = asyncio.run(scenario())
+        assert answer.status_code == 503 and "busy" in answer.json()["error"], answer.text
+        assert depth == 0  # the English route's sentence left the queue with the answer
+        # cancelled with its request, not taken for a client that went away
+        assert metric(url, 'mt_dropped_sentences_total{reason="client_disconnected"}') == 0
+        assert held.status_code == 200
+        assert translate(url, "en", "fr", text="Water.").status_code == 200
+        computed = [(key.model, key.beam_size) for key, _ in engine.calls]
+        assert computed == [("en-de", 1), ("en-fr", 2)]  # the held batch, then "Water."
+        assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 1
 
 
 def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):
