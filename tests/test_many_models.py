@@ -19,8 +19,8 @@ from model_core.translator import Translator
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
 from tests.test_service import (
-    SlowEngine,
     deadline_behind_a_held_batch,
+    gated_server,
     hold_the_engine,
     metric,
     post,
@@ -213,12 +213,11 @@ def test_when_one_route_fails_the_other_routes_waiting_sentences_are_dropped(wei
     leaves the queue uncomputed, cancelled with its request (not counted as dropped for a
     client that went away): once the held batch ends, the engine computes only what comes
     after."""
-    with serve_in_thread(weights_dir, max_queue_size=1, max_batch_size=1, max_wait_ms=0) as (
+    with gated_server(weights_dir, max_queue_size=1, max_batch_size=1, max_wait_ms=0) as (
         url,
-        app,
+        _,
+        engine,
     ):
-        engine = SlowEngine(app.state.batcher.fn, gated=True)
-        app.state.batcher.fn = engine
 
         async def scenario():
             async with httpx.AsyncClient(timeout=60) as c:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import re
 import shutil
@@ -451,6 +452,16 @@ class SlowEngine:
         return self.fn(key, payloads)
 
 
+@contextlib.contextmanager
+def gated_server(weights_dir, **options):
+    """A server (serve_in_thread with `options`) whose engine is a gated SlowEngine:
+    yields (url, app, engine)."""
+    with serve_in_thread(weights_dir, **options) as (url, app):
+        engine = SlowEngine(app.state.batcher.fn, gated=True)
+        app.state.batcher.fn = engine
+        yield url, app, engine
+
+
 async def hold_the_engine(
     client: httpx.AsyncClient, url: str, engine: SlowEngine
 ) -> asyncio.Future:
@@ -578,12 +589,11 @@ def deadline_behind_a_held_batch(weights_dir, body: dict) -> dict:
     batch (beam 1) past the deadlines: `body` is posted behind it, then the batch released and
     a one-sentence request (beam 1) sent. Returns both answers, the beam sizes the engine
     computed, and the deadline metrics."""
-    with serve_in_thread(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
+    with gated_server(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
         url,
-        app,
+        _,
+        engine,
     ):
-        engine = SlowEngine(app.state.batcher.fn, gated=True)
-        app.state.batcher.fn = engine
 
         async def two():
             async with httpx.AsyncClient(timeout=60) as c:
@@ -621,9 +631,7 @@ def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
 
 
 def test_client_disconnect_drops_its_queued_sentences(weights_dir):
-    with serve_in_thread(weights_dir, max_batch_size=1, max_wait_ms=0) as (url, app):
-        engine = SlowEngine(app.state.batcher.fn, gated=True)
-        app.state.batcher.fn = engine
+    with gated_server(weights_dir, max_batch_size=1, max_wait_ms=0) as (url, _, engine):
 
         async def scenario():
             async with httpx.AsyncClient(timeout=60) as c:
