@@ -19,9 +19,8 @@ from model_core.translator import Translator
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
 from tests.test_service import (
+    behind_a_held_batch,
     deadline_behind_a_held_batch,
-    gated_server,
-    hold_the_engine,
     metric,
     post,
 )
@@ -213,31 +212,15 @@ def test_when_one_route_fails_the_other_routes_waiting_sentences_are_dropped(wei
     leaves the queue uncomputed, cancelled with its request (not counted as dropped for a
     client that went away): once the held batch ends, the engine computes only what comes
     after."""
-    with gated_server(weights_dir, max_queue_size=1, max_batch_size=1, max_wait_ms=0) as (
-        url,
-        _,
-        engine,
-    ):
-
-        async def scenario():
-            async with httpx.AsyncClient(timeout=60) as c:
-                held = await hold_the_engine(c, url, engine)
-                two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
-                answer = await c.post(f"{url}/translate", json=two)
-                depth = metric(url, "mt_queue_depth")
-                engine.release()
-                return answer, depth, await held
-
-        answer, depth, held = asyncio.run(scenario())
-        assert answer.status_code == 503 and "busy" in answer.json()["error"], answer.text
-        assert depth == 0  # the English route's sentence left the queue with the answer
-        # cancelled with its request, not taken for a client that went away
-        assert metric(url, 'mt_dropped_sentences_total{reason="client_disconnected"}') == 0
-        assert held.status_code == 200
-        assert translate(url, "en", "fr", text="Water.").status_code == 200
-        computed = [(key.model, key.beam_size) for key, _ in engine.calls]
-        assert computed == [("en-de", 1), ("en-fr", 2)]  # the held batch, then "Water."
-        assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 1
+    two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
+    got = behind_a_held_batch(weights_dir, two, max_queue_size=1)
+    second = got["second"]
+    assert second.status_code == 503 and "busy" in second.json()["error"], second.text
+    assert got["depth"] == 0  # the English route's sentence left the queue with the answer
+    assert got["disconnected"] == 0  # cancelled with its request: no client went away
+    assert got["first"].status_code == 200 and got["after"].status_code == 200
+    assert got["beams"] == [1, 1]  # the held batch and the one after: not the routes' (2)
+    assert got["queue_full"] == 1
 
 
 def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):

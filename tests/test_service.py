@@ -584,12 +584,12 @@ def test_one_request_takes_at_most_its_share_of_the_queue(weights_dir, scheduler
         assert r.status_code == 200 and len(r.json()["translatedText"]) == 4
 
 
-def deadline_behind_a_held_batch(weights_dir, body: dict) -> dict:
-    """A server with a 1 s deadline and one sentence per batch, whose engine holds the first
-    batch (beam 1) past the deadlines: `body` is posted behind it, then the batch released and
-    a one-sentence request (beam 1) sent. Returns both answers, the beam sizes the engine
-    computed, and the deadline metrics."""
-    with gated_server(weights_dir, request_timeout_s=1, max_batch_size=1, max_wait_ms=0) as (
+def behind_a_held_batch(weights_dir, body: dict, **options) -> dict:
+    """A server with one sentence per batch (and `options`) whose engine holds the first batch
+    (beam 1): `body` is posted behind it, the queue depth read once it is answered, then the
+    batch released and a one-sentence request (beam 1) sent. Returns both answers, that depth,
+    the beam sizes the engine computed, and the metrics of what was dropped or refused."""
+    with gated_server(weights_dir, max_batch_size=1, max_wait_ms=0, **options) as (
         url,
         _,
         engine,
@@ -599,20 +599,29 @@ def deadline_behind_a_held_batch(weights_dir, body: dict) -> dict:
             async with httpx.AsyncClient(timeout=60) as c:
                 first = await hold_the_engine(c, url, engine)
                 second = await c.post(f"{url}/translate", json=body)
+                depth = metric(url, "mt_queue_depth")
                 engine.release()
-                return await first, second
+                return await first, second, depth
 
-        first, second = asyncio.run(two())
+        first, second, depth = asyncio.run(two())
         water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
         after = post(url, json=water)
         return {
             "first": first,
             "second": second,
+            "depth": depth,
             "after": after,
             "beams": [key.beam_size for key, _ in engine.calls],
             "timed_out": metric(url, "mt_timed_out_requests_total"),
             "dropped": metric(url, 'mt_dropped_sentences_total{reason="deadline"}'),
+            "disconnected": metric(url, 'mt_dropped_sentences_total{reason="client_disconnected"}'),
+            "queue_full": metric(url, 'mt_rejected_requests_total{reason="queue_full"}'),
         }
+
+
+def deadline_behind_a_held_batch(weights_dir, body: dict) -> dict:
+    """behind_a_held_batch with a 1 s deadline: the held batch runs past the deadlines."""
+    return behind_a_held_batch(weights_dir, body, request_timeout_s=1)
 
 
 def test_deadline_gives_504_and_abandoned_work_is_not_computed(weights_dir):
