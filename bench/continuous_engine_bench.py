@@ -13,7 +13,11 @@ auto: CUDA in bfloat16 when present, else the CPU in float32).
 
 `--step-sizes 1,4,16,64` instead times single steps and joins with that many sentences in
 flight (each finished sentence replaced by the next at the next step): how a step's time grows
-with its rows, which `MT_MAX_RUNNING_ROWS` bounds.
+with its rows, which `MT_MAX_RUNNING_ROWS` bounds. With `--profile-steps N` it then runs N
+more steps per size under torch's profiler and splits a step's time: on a GPU, the time its
+kernels and copies kept the GPU busy, how many kernels it launched, and the host calls that
+took the most time; what the GPU is not busy for is the host's share, which capturing the
+step in a CUDA graph could cut.
 """
 
 from __future__ import annotations
@@ -117,6 +121,60 @@ def step_times(
     return median(step_s) * 1e3, median(join_s) * 1e3
 
 
+def step_profile(
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int
+) -> tuple[float, float, float, str]:
+    """`steps` steps with `inflight` sentences in flight (joins as in step_times, but outside
+    the figures) under torch's profiler: (GPU busy ms per step, kernels and copies a step
+    queued, wall ms per step under the profiler, a table of the host calls that took the most
+    time)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    opts = tr.options(beam_size=beam)
+    limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
+    running = tr.running_batch(beam)
+    taken = 0
+
+    def join(count: int) -> None:
+        nonlocal taken
+        batch = [(taken + i) % len(ids) for i in range(count)]
+        src, mask = tr.batch_tensors([ids[i] for i in batch])
+        running.join(
+            [taken + i for i in range(count)], src, mask, [limits[i] for i in batch],
+            [1] * count,
+        )  # fmt: skip
+        taken += count
+
+    join(inflight)
+    for _ in range(10):  # the profiler's own first-call costs fall outside the profile
+        if finished := running.step():
+            join(len(finished))
+    activities = [ProfilerActivity.CPU]
+    if tr.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    wall = 0.0
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            sync(tr.device)
+            start = time.perf_counter()
+            with torch.profiler.record_function("step"):
+                finished = running.step()
+            sync(tr.device)
+            wall += time.perf_counter() - start
+            if finished:
+                join(len(finished))
+
+    def launched(event) -> int:  # kernels and copies an operation and those inside it queued
+        return len(event.kernels) + sum(launched(c) for c in event.cpu_children)
+
+    marks = [e for e in prof.events() if e.name == "step" and e.device_type == DeviceType.CPU]
+    busy = sum(e.device_time_total for e in marks) / steps / 1e3
+    kernels = sum(launched(e) for e in marks) / steps
+    top = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12)
+    return busy, kernels, wall / steps * 1e3, top
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
@@ -134,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--step-sizes", default="", help="comma list: time steps at these in flight")
     p.add_argument("--steps", type=int, default=300, help="steps timed per size")
+    p.add_argument(
+        "--profile-steps", type=int, default=0, help="with --step-sizes: profile this many"
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
     p.add_argument("--dtype", default="auto", help="auto (bfloat16 on a GPU), float32, ...")
     args = p.parse_args(argv)
@@ -158,6 +219,28 @@ def main(argv: list[str] | None = None) -> int:
         print()
         headers = ["sentences in flight", "rows", "step ms", "step ms per sentence"]
         print(table(headers + ["join ms per sentence joining"], rows))
+        if args.profile_steps:
+            prof_rows, tops = [], []
+            for row in rows:
+                busy, kernels, wall, top = step_profile(
+                    tr, ids, row[0], args.beam_size, args.profile_steps
+                )
+                step_ms = float(row[2])
+                prof_rows.append([row[0], row[2], f"{wall:.2f}", f"{busy:.2f}",
+                                  f"{max(step_ms - busy, 0.0):.2f}", f"{kernels:.0f}"])  # fmt: skip
+                tops.append((row[0], top))
+            print()
+            print(
+                f"under torch's profiler, {args.profile_steps} steps per size "
+                "(the joins between them outside the figures)"
+            )
+            print()
+            headers = ["sentences in flight", "step ms", "step ms profiled", "GPU busy ms",
+                       "step ms less GPU busy", "kernels and copies per step"]  # fmt: skip
+            print(table(headers, prof_rows))
+            for n, top in (tops[0], tops[-1]):
+                print(f"\nhost calls by own time, {n} in flight, {args.profile_steps} steps:")
+                print(top)
         return 0
     bounds = [0] + [int(x) for x in args.step_places.split(",") if x]
     static, continuous, steps = [], {b: [] for b in bounds}, {}

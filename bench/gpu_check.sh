@@ -9,8 +9,9 @@
 #     STEPS="tests first_call" bash bench/gpu_check.sh OUTDIR    # only these steps
 #
 # The steps: steps continuous_engine open_loop load_continuous load_static tests first_call
-# (all by default; the machine block first always runs). With 10 s per level the whole run
-# took about 7 minutes on an H200 (docs/TESTING.md).
+# (all by default). The machine block (the machine, the C kernels' build, the linear backends'
+# batch invariance) runs first unless MACHINE=skip: a second run in the same tree can skip it.
+# With 10 s per level the whole run took about 7 minutes on an H200 (docs/TESTING.md).
 #
 # SOURCE_SENTENCES defaults to the benchmarks' own (../shared/data/tatoeba/dev.en); a machine
 # without ../shared needs a copy. docs/BENCHMARKS.md section 7 gives the figures of such a run.
@@ -39,7 +40,7 @@ step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.lo
     tail -n "${TAIL:-25}" "$out/$name.log"
 }
 
-{
+[ "${MACHINE:-}" = skip ] || {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     "$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
     grep -m1 "model name" /proc/cpuinfo
@@ -50,8 +51,8 @@ step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.lo
     "$py" -m bench.linear_backend_bench --rounds 5 | tail -n 4  # batch invariance on this CPU
 } 2>&1 | tee "$out/machine.log"
 
-TAIL=10 step steps 60 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
-    "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200
+TAIL=18 step steps 120 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
+    "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200 --profile-steps 50
 TAIL=6 step continuous_engine 90 "$py" -m bench.continuous_engine_bench --device cuda \
     --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3
 step open_loop 300 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
