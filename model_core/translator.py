@@ -140,6 +140,12 @@ class Translator:
             backend = choose_linear_backend(linear_backend, self.linear_shapes)
         self.linear_backend = backend
         self.model.prepare_for_inference(packed=packed, backend=backend)
+        if device.type == "cuda":
+            # cuDNN's attention builds a plan for each new shape of its inputs, and a decode
+            # step's keys grow by one position per step, so nearly every step of a batch of a
+            # new size pays that build; the other backends of scaled_dot_product_attention
+            # take any shape at no cost (torch's setting is per process)
+            torch.backends.cuda.enable_cudnn_sdp(False)
 
     @classmethod
     def load(

@@ -93,6 +93,23 @@ def test_gpu_half_precision_fast_equals_reference(random_checkpoint, dtype):
     assert [r.hypotheses[0].ids for r in fast] == [r.hypotheses[0].ids for r in ref]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_decoding_never_runs_cudnn_attention(random_checkpoint):
+    """cuDNN's attention builds a plan per input shape: a decode whose keys grow each step
+    would pay it at nearly every step of a batch of a new size."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tr = Translator.load(random_checkpoint, device="cuda", dtype="bfloat16")
+    texts = ["A big red car is very fast today.", "The cat.", "We eat bread."]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        tr.translate_batch(texts, beam_size=2)
+        tr.translate_batch(texts[:1], beam_size=1, reference=True)
+    names = {e.name for e in prof.events()}
+    assert any("attention" in n for n in names)  # the profile sees the attention calls
+    assert not [n for n in names if "cudnn_attention" in n]
+
+
 def test_int8_quantization_keeps_the_model_close(random_checkpoint):
     fp32 = Translator.load(random_checkpoint, device="cpu")
     int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
