@@ -110,6 +110,23 @@ def test_gpu_decoding_never_runs_cudnn_attention(random_checkpoint):
     assert not [n for n in names if "cudnn_attention" in n]
 
 
+def test_a_model_on_cuda_turns_cudnn_attention_off_one_on_the_cpu_leaves_it(random_checkpoint):
+    """The GPU is what cannot run here: the Translator gets a CUDA device over a model loaded
+    on the CPU (at construction it only reads the device's type)."""
+    from model_core.checkpoint import load_checkpoint
+
+    cpu = torch.device("cpu")
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        Translator(load_checkpoint(random_checkpoint, device=cpu), cpu, torch.float32)
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        checkpoint = load_checkpoint(random_checkpoint, device=cpu)
+        Translator(checkpoint, torch.device("cuda"), torch.float32)
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+
+
 def test_int8_quantization_keeps_the_model_close(random_checkpoint):
     fp32 = Translator.load(random_checkpoint, device="cpu")
     int8 = Translator.load(random_checkpoint, device="cpu").quantize_int8()
