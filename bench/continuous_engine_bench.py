@@ -85,11 +85,9 @@ def continuous_rate(
     return len(ids) / (time.perf_counter() - start), steps
 
 
-def step_times(
-    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int
-) -> tuple[float, float]:
-    """Median ms of one step with `inflight` sentences running, and of a join per sentence
-    joining (the newcomers' encoder and cache rows), over `steps` steps."""
+def refilled_batch(tr: Translator, ids: list[list[int]], inflight: int, beam: int):
+    """A running decode that `inflight` of the sentences (taken in turn, round and round)
+    have joined, and its join(count): the next `count` sentences join it."""
     opts = tr.options(beam_size=beam)
     limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
     running = tr.running_batch(beam)
@@ -98,14 +96,23 @@ def step_times(
     def join(count: int) -> None:
         nonlocal taken
         batch = [(taken + i) % len(ids) for i in range(count)]
-        taken += count
         src, mask = tr.batch_tensors([ids[i] for i in batch])
         running.join(
-            [taken - count + i for i in range(count)], src, mask, [limits[i] for i in batch],
+            [taken + i for i in range(count)], src, mask, [limits[i] for i in batch],
             [1] * count,
         )  # fmt: skip
+        taken += count
 
     join(inflight)
+    return running, join
+
+
+def step_times(
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int
+) -> tuple[float, float]:
+    """Median ms of one step with `inflight` sentences running, and of a join per sentence
+    joining (the newcomers' encoder and cache rows), over `steps` steps."""
+    running, join = refilled_batch(tr, ids, inflight, beam)
     step_s, join_s = [], []
     for _ in range(steps):
         sync(tr.device)
@@ -131,22 +138,7 @@ def step_profile(
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    opts = tr.options(beam_size=beam)
-    limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
-    running = tr.running_batch(beam)
-    taken = 0
-
-    def join(count: int) -> None:
-        nonlocal taken
-        batch = [(taken + i) % len(ids) for i in range(count)]
-        src, mask = tr.batch_tensors([ids[i] for i in batch])
-        running.join(
-            [taken + i for i in range(count)], src, mask, [limits[i] for i in batch],
-            [1] * count,
-        )  # fmt: skip
-        taken += count
-
-    join(inflight)
+    running, join = refilled_batch(tr, ids, inflight, beam)
     for _ in range(10):  # the profiler's own first-call costs fall outside the profile
         if finished := running.step():
             join(len(finished))
