@@ -95,8 +95,8 @@ def warm_up(
 ) -> None:
     """Decode before the first requests do, so that they do not pay for one-time work.
 
-    On a GPU (`every_path`, by default where the model is on CUDA) a decode path's first call
-    took 0.4-0.9 s on an H200 against 20-34 ms later (kernels are loaded at their first use;
+    On a GPU (`every_path`, by default where the model is on CUDA) the first decode took
+    0.54 s on an H200 against 18-50 ms for later ones (kernels are loaded at their first use;
     docs/BENCHMARKS.md section 7), so there greedy and each of `beam_sizes` (the service
     passes 1 and its default beam) run in static batches of 1, 2, 8 and 64 sentences and in a
     continuous decode that 63 sentences join while it runs. Other beam sizes and n-best

@@ -139,7 +139,7 @@ def step_profile(
     from torch.profiler import ProfilerActivity, profile
 
     running, join = refilled_batch(tr, ids, inflight, beam)
-    for _ in range(10):  # the profiler's own first-call costs fall outside the profile
+    for _ in range(10):  # the fresh decode warms up before the profiled steps
         if finished := running.step():
             join(len(finished))
     activities = [ProfilerActivity.CPU]
@@ -224,14 +224,18 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(
                 f"under torch's profiler, {args.profile_steps} steps per size "
-                "(the joins between them outside the figures)"
+                "(the joins between them outside the figures; step ms: the median above, "
+                "without the profiler; GPU busy: the mean of the profiled steps)"
             )
             print()
             headers = ["sentences in flight", "step ms", "step ms profiled", "GPU busy ms",
                        "step ms less GPU busy", "kernels and copies per step"]  # fmt: skip
             print(table(headers, prof_rows))
             for n, top in (tops[0], tops[-1]):
-                print(f"\nhost calls by own time, {n} in flight, {args.profile_steps} steps:")
+                print(
+                    f"\nhost calls by own time, {n} in flight, {args.profile_steps} steps "
+                    "and the joins between them:"
+                )
                 print(top)
         return 0
     bounds = [0] + [int(x) for x in args.step_places.split(",") if x]

@@ -11,7 +11,7 @@
 # The steps: steps continuous_engine open_loop load_continuous load_static tests first_call
 # (all by default). The machine block (the machine, the C kernels' build, the linear backends'
 # batch invariance) runs first unless MACHINE=skip: a second run in the same tree can skip it.
-# With 10 s per level the whole run (in two parts) took 542 s on an H200 (docs/BENCHMARKS.md 7).
+# With 10 s per level the whole run took 542 s on an H200 (docs/TESTING.md).
 #
 # SOURCE_SENTENCES defaults to the benchmarks' own (../shared/data/tatoeba/dev.en); a machine
 # without ../shared needs a copy. docs/BENCHMARKS.md section 7 gives the figures of such a run.

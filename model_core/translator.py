@@ -144,7 +144,8 @@ class Translator:
             # cuDNN's attention builds a plan for each new shape of its inputs, and a decode
             # step's keys grow by one position per step, so nearly every step of a batch of a
             # new size pays that build; the other backends of scaled_dot_product_attention
-            # take any shape at no cost (torch's setting is per process)
+            # build nothing per shape, though at a shape seen before they can be slower
+            # (docs/BENCHMARKS.md section 7; torch's setting is per process)
             torch.backends.cuda.enable_cudnn_sdp(False)
 
     @classmethod

@@ -195,8 +195,8 @@ def test_the_row_bound_in_sentences_per_beam_size():
 
 
 def test_start_up_warms_the_decode_paths_requests_take(weights_dir, monkeypatch):  # noqa: F811
-    """A GPU loads each kernel at its first use: on an H200 a path's first call took 0.4-0.9 s
-    against 20-34 ms later, past a short deadline. There the warm-up runs greedy and the
+    """A GPU loads each kernel at its first use: on an H200 the first decode took 0.54 s
+    against 18-50 ms for later ones, past a short deadline. There the warm-up runs greedy and the
     default beam, in static batches of 1 to 64 sentences and in a continuous decode that
     sentences join while it runs; on a CPU, where a first call costs about 2 ms more, one
     sentence at the default beam, so that a model loaded on a request's path is soon ready."""

@@ -97,14 +97,18 @@ def test_gpu_half_precision_fast_equals_reference(random_checkpoint, dtype):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_gpu_decoding_never_runs_cudnn_attention(random_checkpoint):
     """cuDNN's attention builds a plan per input shape: a decode whose keys grow each step
-    would pay it at nearly every step of a batch of a new size."""
+    would pay it at nearly every step of a batch of a new size. (It can fail only where
+    torch would choose cuDNN, as on an H100 or H200 in bfloat16.)"""
     from torch.profiler import ProfilerActivity, profile
+
+    from app.engine import decode_continuously
 
     tr = Translator.load(random_checkpoint, device="cuda", dtype="bfloat16")
     texts = ["A big red car is very fast today.", "The cat.", "We eat bread."]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         tr.translate_batch(texts, beam_size=2)
         tr.translate_batch(texts[:1], beam_size=1, reference=True)
+        decode_continuously(tr, [tr.encode_source(t) for t in texts], 2, max_length=12)
     names = {e.name for e in prof.events()}
     assert any("attention" in n for n in names)  # the profile sees the attention calls
     assert not [n for n in names if "cudnn_attention" in n]
@@ -116,6 +120,7 @@ def test_a_model_on_cuda_turns_cudnn_attention_off_one_on_the_cpu_leaves_it(rand
     from model_core.checkpoint import load_checkpoint
 
     cpu = torch.device("cpu")
+    before = torch.backends.cuda.cudnn_sdp_enabled()
     torch.backends.cuda.enable_cudnn_sdp(True)
     try:
         Translator(load_checkpoint(random_checkpoint, device=cpu), cpu, torch.float32)
@@ -124,7 +129,7 @@ def test_a_model_on_cuda_turns_cudnn_attention_off_one_on_the_cpu_leaves_it(rand
         Translator(checkpoint, torch.device("cuda"), torch.float32)
         assert not torch.backends.cuda.cudnn_sdp_enabled()
     finally:
-        torch.backends.cuda.enable_cudnn_sdp(True)
+        torch.backends.cuda.enable_cudnn_sdp(before)
 
 
 def test_int8_quantization_keeps_the_model_close(random_checkpoint):
