@@ -5,8 +5,8 @@ service's warm-up (app/engine.py `warm_up`) takes before it reports ready.
     python -m bench.first_call_bench --checkpoint weights/en-de --device cuda
 
 Each path runs three times, in the order of the table, in one fresh process, then once on
-three other sentences (other lengths: on a GPU, a kernel library that builds a plan per input
-shape pays again there); the table gives each call's milliseconds.
+three other sentences (other lengths and count: on a GPU, a kernel library that builds a plan
+per input shape pays again there); the table gives each call's milliseconds.
 """
 
 from __future__ import annotations
