@@ -133,6 +133,7 @@ class _Running:
     footprint: int = 0
     steps: int = 0  # steps taken
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
+    between_s: float = 0.0  # the engine's joins and leaves since its last step (seconds)
 
 
 class ContinuousBatcher(Tickets):
@@ -347,12 +348,15 @@ class ContinuousBatcher(Tickets):
                             if ids:
                                 leaves.append((running, ids))
                 for running, ids in leaves:
+                    started = time.perf_counter()
                     self._guarded(running, lambda r, ids=ids: r.engine.leave(ids))
+                    running.between_s += time.perf_counter() - started
                 joins = self._admit()
                 for running, entries in joins:
                     started = time.perf_counter()
                     self._guarded(running, lambda r, e=entries: r.engine.join(e))
                     spent = time.perf_counter() - started  # the newcomers' encoder, mostly
+                    running.between_s += spent
                     with self._lock:
                         members = running.members
                         for ticket in {members[i].ticket for i, _, _ in entries if i in members}:
@@ -492,8 +496,10 @@ class ContinuousBatcher(Tickets):
                         complete = complete or s.request.left == 0
             waits, running.joined_waits = running.joined_waits, []
         size = len(stepping)
-        # the footprint admission last counted for it
-        self._report(running, size, running.footprint, compute_s, waits, failed=False)
+        # the engine's time: the step, and the joins (the newcomers' encoder) and leaves since
+        # the last one; the footprint admission last counted for it
+        between, running.between_s = running.between_s, 0.0
+        self._report(running, size, running.footprint, compute_s + between, waits, failed=False)
         if complete:  # a request has all its answers: they go now, with those held so far
             self._notify_loop([], [], None)
 
@@ -548,8 +554,9 @@ class ContinuousBatcher(Tickets):
     def _report(
         self, running: _Running, size: int, footprint: int, compute_s: float, waits, failed: bool
     ) -> None:
-        """One step as a BatchReport: its sentences, its footprint as padded tokens, the waits
-        of the sentences that joined for it."""
+        """One step as a BatchReport: its sentences, its footprint as padded tokens, its
+        engine time (with the joins and leaves before it), the waits of the sentences that
+        joined for it."""
         if self.on_batch is None:
             return
         self._reports.append(BatchReport(running.group, size, footprint, compute_s, waits, failed))

@@ -61,7 +61,8 @@ class Metrics:
         )
         self.batch_compute = Histogram(
             "mt_batch_compute_seconds",
-            "time to translate one batch (continuous: one decoder step)",
+            "time to translate one batch (continuous: one decoder step, with the joins and leaves"
+            " since the last)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )

@@ -25,12 +25,14 @@ class FakeGroup:
         self.members: dict[int, list] = {}  # id -> [name, steps left]
 
     def join(self, entries):
+        time.sleep(self.engine.between_delay)
         for sid, _key, (name, steps) in entries:
             if name == "bad-join":
                 raise RuntimeError("injected fault in join")
             self.members[sid] = [name, steps]
 
     def leave(self, ids):
+        time.sleep(self.engine.between_delay)
         for sid in ids:
             self.members.pop(sid)
 
@@ -56,9 +58,10 @@ class FakeGroup:
 
 
 class FakeEngine:
-    def __init__(self, free_steps: bool = False, delay: float = 0.0):
+    def __init__(self, free_steps: bool = False, delay: float = 0.0, between: float = 0.0):
         self.gate = threading.Semaphore(10_000 if free_steps else 0)
         self.delay = delay  # seconds each step takes
+        self.between_delay = between  # seconds each join and each leave takes
         self.changed = threading.Condition()
         self.steps: list[tuple[object, list[str]]] = []
         self.opened: list[object] = []
@@ -322,6 +325,31 @@ async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     assert engine.names_in(0) == ["other", "slow", "slow2"]
     assert engine.names_in(1) == engine.names_in(2) == ["other"]
     assert await b.wait(other) == ["rehto"]
+    await b.stop(5)
+
+
+async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it():
+    """mt_batch_compute_seconds under continuous scheduling: the newcomers' encoder (a join)
+    and a leave are the engine's work too, counted in the next step's report, so that the
+    compute seconds over wall time give how busy the engine was."""
+    engine = FakeEngine(between=0.05)
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    release = hold(b)
+    began = time.perf_counter()
+    gone = b.submit(("m", 1), [("gone", 100)], [1])
+    stays = b.submit(("m", 1), [("stays", 2)], [1])
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)  # one join for both, then the first step
+    b.cancel(gone)  # leaves before the second step
+    await step_until(engine, stays.future.done)
+    assert await b.wait(stays) == ["syats"]
+    await until(lambda: len(reports) == 2)
+    first, second = (report.compute_s for report in reports)
+    assert first >= 0.05  # the join before it (the steps themselves take no time)
+    assert second >= 0.05  # the leave before it
+    assert first + second <= time.perf_counter() - began  # each counted once
+    assert [report.size for report in reports] == [2, 1]
     await b.stop(5)
 
 
