@@ -9,7 +9,12 @@ side, the servers taking turns in an order that rotates at each round and load (
 speed drifts; no server always goes first or last). `--rounds N` runs each load N times on
 every server, round r with its own request sequence (the same for every server), and pools
 them. The table gives throughput and the p50/p99 latency of short and of long requests, with
-each server's peak resident memory.
+each server's peak resident memory. Throughput twice: "steady", the answers given from a
+quarter of the arrival time to its end, per second (what the server keeps up with once the
+first requests are answered: the arrival rate while it keeps up, less where it falls behind),
+and "to the last answer", every answer over the time until the last one, which also counts
+how long the last requests took after the arrivals ended (a scheduler that leaves a long
+request for last scores lower there at the same capacity).
 
     python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
 
@@ -90,13 +95,19 @@ async def closed_loop(port: int, mix: Mix, clients: int, seconds: float, beam: i
     return done / (time.perf_counter() - start)
 
 
+# the steady part of a level: from this share of its arrival time to the end of the arrivals
+SETTLE = 0.25
+
+
 async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int, seed: int):
     """Poisson arrivals at `rate` requests/s for `seconds`; every request is awaited. Returns
-    {kind: [latency s]}, failures, wall seconds (until the last answer)."""
+    {kind: [latency s]}, failures, wall seconds (until the last answer), and the answers
+    given in the steady part of the arrivals (from SETTLE x seconds to seconds)."""
     rng = random.Random(seed)
     idle: list[tuple[float, Connection]] = []  # (when it was last used, connection)
     latencies: dict[str, list[float]] = {"short": [], "long": []}
     failures: dict[str, int] = {}
+    answered_at: list[float] = []  # seconds from the start
 
     async def one(kind: str, text: str) -> None:
         t0 = time.perf_counter()
@@ -113,7 +124,9 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
             failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
             return
         if status == 200:
-            latencies[kind].append(time.perf_counter() - t0)
+            now = time.perf_counter()
+            latencies[kind].append(now - t0)
+            answered_at.append(now - start)
         else:
             failures[str(status)] = failures.get(str(status), 0) + 1
         idle.append((time.perf_counter(), conn))
@@ -131,7 +144,8 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
     wall = time.perf_counter() - start
     for _, conn in idle:
         await conn.close()
-    return latencies, failures, wall
+    steady = sum(SETTLE * seconds <= t <= seconds for t in answered_at)
+    return latencies, failures, wall, steady
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -219,27 +233,30 @@ def main(argv: list[str] | None = None) -> int:
         capacity = capacities["static"]
         print(f"capacities: {capacities}", file=sys.stderr)
         order = list(schedulers)
+        steady_s = (1 - SETTLE) * args.seconds  # per round
         for load in loads:
             results.update(
-                {(load, name): ({"short": [], "long": []}, {}, 0.0) for name in variants}
+                {(load, name): ({"short": [], "long": []}, {}, 0.0, 0) for name in variants}
             )
             for r in range(args.rounds):
                 for name in order:
                     port = schedulers[name]
                     seed = args.seed + 1000 * r  # the same requests for every server in a round
                     mix = Mix(lines, args.long_share, seed)
-                    lat, failures, wall = run(
+                    lat, failures, wall, steady = run(
                         open_loop(port, mix, load * capacity, args.seconds, args.beam_size, seed)
                     )
-                    pooled, failed, walls = results[(load, name)]
+                    pooled, failed, walls, steadies = results[(load, name)]
                     for kind in pooled:
                         pooled[kind] += lat[kind]
                     for kind, count in failures.items():
                         failed[kind] = failed.get(kind, 0) + count
-                    results[(load, name)] = (pooled, failed, walls + wall)
+                    results[(load, name)] = (pooled, failed, walls + wall, steadies + steady)
                     n = len(lat["short"]) + len(lat["long"])
                     print(
-                        f"{load:.0%} {name}: {n / wall:.2f} requests/s {failures}", file=sys.stderr
+                        f"{load:.0%} {name}: {steady / steady_s:.2f} requests/s steady, "
+                        f"{n / wall:.2f} to the last answer {failures}",
+                        file=sys.stderr,
                     )
                 # the next round (and load) starts with the next server: no server always
                 # runs first or last, where the machine's speed drifts
@@ -251,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers.values():
             server.wait(timeout=60)
     rows = []
-    for (load, name), (lat, failures, wall) in results.items():
+    for (load, name), (lat, failures, wall, steady) in results.items():
         n = len(lat["short"]) + len(lat["long"])
         rows.append(
             [
@@ -259,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 name,
                 n,
                 sum(failures.values()),
+                steady / (steady_s * args.rounds),
                 n / wall,
                 percentile(lat["short"], 0.5) * 1e3,
                 percentile(lat["short"], 0.99) * 1e3,
@@ -272,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{capacity:.2f} requests/s; {args.seconds:.0f} s of arrivals per level and server, "
         f"{args.rounds} round(s) pooled\n"
     )
-    headers = ["load", "scheduler", "answered", "failed", "requests/s"]
+    headers = ["load", "scheduler", "answered", "failed", "requests/s steady"]
+    headers += ["requests/s to the last answer"]
     headers += ["short p50 ms", "short p99 ms", "long p50 ms", "long p99 ms"]
     print(table(headers, rows))
     print(
@@ -281,12 +300,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("peak resident memory: " + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items()))
     for load in loads:
-        s = results[(load, "static")][0]
+        s = results[(load, "static")]
         for name in list(variants)[1:]:
-            ratio = percentile(results[(load, name)][0]["short"], 0.99) / percentile(
-                s["short"], 0.99
+            r = results[(load, name)]
+            ratio = percentile(r[0]["short"], 0.99) / percentile(s[0]["short"], 0.99)
+            steady = r[3] / s[3] if s[3] else float("nan")
+            print(
+                f"{load:.0%}: {name} / static: short p99 {ratio:.2f}, "
+                f"requests/s steady {steady:.2f}"
             )
-            print(f"{load:.0%}: short p99 {name} / static = {ratio:.2f}")
     return 0
 
 
