@@ -91,3 +91,22 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
         and "of the engine alone in batches just before / after the level" in line
         for line in lines
     )
+
+
+def test_http_floor_bench_times_a_bare_server_with_the_same_client(tmp_path):
+    """bench.http_floor_bench: its own bare server on a loopback port answers every request
+    (the bench stops at the first that is not a 200) and the round trip is reported."""
+    src = write_lines(tmp_path / "src.txt", make_parallel(12, seed=3)[0])
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.http_floor_bench", "--src", str(src), "--requests", "30",
+         "--warm", "5", "--port", str(two_free_ports())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("bare uvicorn round trip"))
+    assert "30 requests one at a time" in line
+    p50 = float(line.split("p50 ")[1].split(" ms")[0])
+    assert 0 < p50 < 1000
