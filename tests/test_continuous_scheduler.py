@@ -10,6 +10,7 @@ until all are submitted.
 import asyncio
 import threading
 import time
+import types
 
 import pytest
 
@@ -25,14 +26,14 @@ class FakeGroup:
         self.members: dict[int, list] = {}  # id -> [name, steps left]
 
     def join(self, entries):
-        time.sleep(self.engine.between_delay)
+        self.engine.between(self.group)
         for sid, _key, (name, steps) in entries:
             if name == "bad-join":
                 raise RuntimeError("injected fault in join")
             self.members[sid] = [name, steps]
 
     def leave(self, ids):
-        time.sleep(self.engine.between_delay)
+        self.engine.between(self.group)
         for sid in ids:
             self.members.pop(sid)
 
@@ -58,10 +59,10 @@ class FakeGroup:
 
 
 class FakeEngine:
-    def __init__(self, free_steps: bool = False, delay: float = 0.0, between: float = 0.0):
+    def __init__(self, free_steps: bool = False, delay: float = 0.0, between=None):
         self.gate = threading.Semaphore(10_000 if free_steps else 0)
         self.delay = delay  # seconds each step takes
-        self.between_delay = between  # seconds each join and each leave takes
+        self.between = between or (lambda group: None)  # called by each join and leave
         self.changed = threading.Condition()
         self.steps: list[tuple[object, list[str]]] = []
         self.opened: list[object] = []
@@ -328,28 +329,36 @@ async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     await b.stop(5)
 
 
-async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it():
+async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monkeypatch):
     """mt_batch_compute_seconds under continuous scheduling: the newcomers' encoder (a join)
-    and a leave are the engine's work too, counted in the next step's report, so that the
-    compute seconds over wall time give how busy the engine was."""
-    engine = FakeEngine(between=0.05)
+    and a leave are the engine's work too, counted in the report of that group's next step,
+    so that the compute seconds over wall time give how busy the engine was. The scheduler's
+    clock is a fake one that only joins and leaves move (group "m" by 1 s, "n" by 10 s): the
+    steps themselves take no time on it."""
+    clock = [0.0]
+    monkeypatch.setattr(
+        "app.continuous.time",
+        types.SimpleNamespace(perf_counter=lambda: clock[0], monotonic=time.monotonic),
+    )
+
+    def between(group):
+        clock[0] += {"m": 1.0, "n": 10.0}[group]
+
+    engine = FakeEngine(between=between)
     reports = []
     b = await started(engine, on_batch=reports.append)
     release = hold(b)
-    began = time.perf_counter()
     gone = b.submit(("m", 1), [("gone", 100)], [1])
-    stays = b.submit(("m", 1), [("stays", 2)], [1])
+    stays = b.submit(("m", 1), [("stays", 3)], [1])
+    other = b.submit(("n", 1), [("other", 1)], [1])
     release.set()
-    await asyncio.to_thread(engine.wait_started, 1)  # one join for both, then the first step
-    b.cancel(gone)  # leaves before the second step
-    await step_until(engine, stays.future.done)
-    assert await b.wait(stays) == ["syats"]
-    await until(lambda: len(reports) == 2)
-    first, second = (report.compute_s for report in reports)
-    assert first >= 0.05  # the join before it (the steps themselves take no time)
-    assert second >= 0.05  # the leave before it
-    assert first + second <= time.perf_counter() - began  # each counted once
-    assert [report.size for report in reports] == [2, 1]
+    await asyncio.to_thread(engine.wait_started, 1)  # each group joined, "m" steps first
+    b.cancel(gone)  # leaves "m" before its second step
+    await step_until(engine, lambda: stays.future.done() and other.future.done())
+    assert await b.wait(stays) == ["syats"] and await b.wait(other) == ["rehto"]
+    await until(lambda: len(reports) == 4)
+    times = [(r.key, r.size, r.compute_s) for r in reports]
+    assert times == [("m", 2, 1.0), ("n", 1, 10.0), ("m", 1, 1.0), ("m", 1, 0.0)]
     await b.stop(5)
 
 
