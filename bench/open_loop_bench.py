@@ -9,12 +9,16 @@ side, the servers taking turns in an order that rotates at each round and load (
 speed drifts; no server always goes first or last). `--rounds N` runs each load N times on
 every server, round r with its own request sequence (the same for every server), and pools
 them. The table gives throughput and the p50/p99 latency of short and of long requests, with
-each server's peak resident memory. Throughput twice: "steady", the answers given from a
+each server's peak resident memory. Throughput three ways: "steady", the answers given from a
 quarter of the arrival time to its end, per second (what the server keeps up with once the
 first requests are answered: the arrival rate while it keeps up, less where it falls behind),
-and "to the last answer", every answer over the time until the last one, which also counts
-how long the last requests took after the arrivals ended (a scheduler that leaves a long
-request for last scores lower there at the same capacity).
+as requests and as their source words (a scheduler that answers short requests first
+answers more requests with the same work: words count the work); and "to the last answer",
+every answer over the time until the last one, which also counts how long the last requests
+took after the arrivals ended (a scheduler that leaves a long request for last scores lower
+there at the same capacity). During the capacity phase each server's own metrics give its
+engine's share of busy time, its steps (batches) per second, sentences per step and engine
+ms per step.
 
     python -m bench.open_loop_bench --weights weights --loads 0.5,0.8,1.0
 
@@ -37,7 +41,7 @@ import time
 from pathlib import Path
 
 from .common import DEFAULT_SRC, machine, table
-from .load_bench import Connection, percentile, run, start_server, wait_ready
+from .load_bench import Connection, batch_totals, percentile, run, start_server, wait_ready
 
 
 def make_texts(lines: list[str], lo: int, hi: int, count: int, seed: int) -> list[str]:
@@ -102,12 +106,13 @@ SETTLE = 0.25
 async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int, seed: int):
     """Poisson arrivals at `rate` requests/s for `seconds`; every request is awaited. Returns
     {kind: [latency s]}, failures, wall seconds (until the last answer), and the answers
-    given in the steady part of the arrivals (from SETTLE x seconds to seconds)."""
+    given in the steady part of the arrivals (from SETTLE x seconds to seconds): how many, and
+    their source words."""
     rng = random.Random(seed)
     idle: list[tuple[float, Connection]] = []  # (when it was last used, connection)
     latencies: dict[str, list[float]] = {"short": [], "long": []}
     failures: dict[str, int] = {}
-    answered_at: list[float] = []  # seconds from the start
+    answered_at: list[tuple[float, int]] = []  # (seconds from the start, source words)
 
     async def one(kind: str, text: str) -> None:
         t0 = time.perf_counter()
@@ -126,7 +131,7 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
         if status == 200:
             now = time.perf_counter()
             latencies[kind].append(now - t0)
-            answered_at.append(now - start)
+            answered_at.append((now - start, len(text.split())))
         else:
             failures[str(status)] = failures.get(str(status), 0) + 1
         idle.append((time.perf_counter(), conn))
@@ -144,8 +149,8 @@ async def open_loop(port: int, mix: Mix, rate: float, seconds: float, beam: int,
     wall = time.perf_counter() - start
     for _, conn in idle:
         await conn.close()
-    steady = sum(SETTLE * seconds <= t <= seconds for t in answered_at)
-    return latencies, failures, wall, steady
+    steady = [words for t, words in answered_at if SETTLE * seconds <= t <= seconds]
+    return latencies, failures, wall, (len(steady), sum(steady))
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -218,25 +223,23 @@ def main(argv: list[str] | None = None) -> int:
             # untimed: on a GPU a decode path's first call pays one-time costs
             mix = Mix(lines, args.long_share, 99)
             run(closed_loop(port, mix, args.warm_clients, args.warm_seconds, args.beam_size))
-        capacities = {  # every server's, one after the other; the loads are static's
-            name: run(
-                closed_loop(
-                    port,
-                    Mix(lines, args.long_share, args.seed),
-                    args.capacity_clients,
-                    args.capacity_seconds,
-                    args.beam_size,
-                )
+        capacities, engines = {}, {}  # every server's, one after the other
+        for name, port in schedulers.items():
+            before, start = batch_totals(f"http://127.0.0.1:{port}"), time.perf_counter()
+            mix = Mix(lines, args.long_share, args.seed)
+            capacities[name] = run(
+                closed_loop(port, mix, args.capacity_clients, args.capacity_seconds, args.beam_size)
             )
-            for name, port in schedulers.items()
-        }
-        capacity = capacities["static"]
+            after, wall = batch_totals(f"http://127.0.0.1:{port}"), time.perf_counter() - start
+            sentences, steps, busy = (b - a for a, b in zip(before, after, strict=True))
+            engines[name] = (100 * busy / wall, steps / wall, sentences / steps, 1e3 * busy / steps)
+        capacity = capacities["static"]  # the loads are static's
         print(f"capacities: {capacities}", file=sys.stderr)
         order = list(schedulers)
         steady_s = (1 - SETTLE) * args.seconds  # per round
         for load in loads:
             results.update(
-                {(load, name): ({"short": [], "long": []}, {}, 0.0, 0) for name in variants}
+                {(load, name): ({"short": [], "long": []}, {}, 0.0, (0, 0)) for name in variants}
             )
             for r in range(args.rounds):
                 for name in order:
@@ -251,11 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                         pooled[kind] += lat[kind]
                     for kind, count in failures.items():
                         failed[kind] = failed.get(kind, 0) + count
-                    results[(load, name)] = (pooled, failed, walls + wall, steadies + steady)
+                    steadies = (steadies[0] + steady[0], steadies[1] + steady[1])
+                    results[(load, name)] = (pooled, failed, walls + wall, steadies)
                     n = len(lat["short"]) + len(lat["long"])
                     print(
-                        f"{load:.0%} {name}: {steady / steady_s:.2f} requests/s steady, "
-                        f"{n / wall:.2f} to the last answer {failures}",
+                        f"{load:.0%} {name}: {steady[0] / steady_s:.2f} requests/s and "
+                        f"{steady[1] / steady_s:.0f} words/s steady, {n / wall:.2f} requests/s "
+                        f"to the last answer {failures}",
                         file=sys.stderr,
                     )
                 # the next round (and load) starts with the next server: no server always
@@ -268,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers.values():
             server.wait(timeout=60)
     rows = []
-    for (load, name), (lat, failures, wall, steady) in results.items():
+    for (load, name), (lat, failures, wall, (steady, words)) in results.items():
         n = len(lat["short"]) + len(lat["long"])
         rows.append(
             [
@@ -277,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                 n,
                 sum(failures.values()),
                 steady / (steady_s * args.rounds),
+                words / (steady_s * args.rounds),
                 n / wall,
                 percentile(lat["short"], 0.5) * 1e3,
                 percentile(lat["short"], 0.99) * 1e3,
@@ -290,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{capacity:.2f} requests/s; {args.seconds:.0f} s of arrivals per level and server, "
         f"{args.rounds} round(s) pooled\n"
     )
-    headers = ["load", "scheduler", "answered", "failed", "requests/s steady"]
+    headers = ["load", "scheduler", "answered", "failed", "requests/s steady", "words/s steady"]
     headers += ["requests/s to the last answer"]
     headers += ["short p50 ms", "short p99 ms", "long p50 ms", "long p99 ms"]
     print(table(headers, rows))
@@ -298,16 +304,23 @@ def main(argv: list[str] | None = None) -> int:
         f"\ncapacity ({args.capacity_clients} clients back to back, requests/s): "
         + ", ".join(f"{k} {v:.2f}" for k, v in capacities.items())
     )
+    print(
+        "engine meanwhile (busy %, batches or steps per second, sentences per batch or step, "
+        "engine ms per batch or step with a step's joins): "
+        + "; ".join(
+            f"{k} {b:.1f}%, {n:.1f}/s, {s:.1f}, {ms:.2f} ms" for k, (b, n, s, ms) in engines.items()
+        )
+    )
     print("peak resident memory: " + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items()))
     for load in loads:
         s = results[(load, "static")]
         for name in list(variants)[1:]:
             r = results[(load, name)]
             ratio = percentile(r[0]["short"], 0.99) / percentile(s[0]["short"], 0.99)
-            steady = r[3] / s[3] if s[3] else float("nan")
+            steady, words = (r[3][i] / s[3][i] if s[3][i] else float("nan") for i in (0, 1))
             print(
-                f"{load:.0%}: {name} / static: short p99 {ratio:.2f}, "
-                f"requests/s steady {steady:.2f}"
+                f"{load:.0%}: {name} / static: short p99 {ratio:.2f}, steady requests/s "
+                f"{steady:.2f}, steady words/s {words:.2f}"
             )
     return 0
 
