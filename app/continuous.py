@@ -133,7 +133,9 @@ class _Running:
     footprint: int = 0
     steps: int = 0  # steps taken
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
-    between_s: float = 0.0  # the engine's joins and leaves since its last step (seconds)
+    # the engine's joins and leaves since its last step (seconds), reported with that step;
+    # not reported where none follows (the leaves empty the group, or the engine call fails)
+    between_s: float = 0.0
 
 
 class ContinuousBatcher(Tickets):
