@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             after, wall = batch_totals(f"http://127.0.0.1:{port}"), time.perf_counter() - start
             sentences, steps, busy = (b - a for a, b in zip(before, after, strict=True))
-            engines[name] = (100 * busy / wall, steps / wall, sentences / steps, 1e3 * busy / steps)
+            per = 1 / steps if steps else float("nan")  # no batch in that time: no figures
+            engines[name] = (100 * busy / wall, steps / wall, sentences * per, 1e3 * busy * per)
         capacity = capacities["static"]  # the loads are static's
         print(f"capacities: {capacities}", file=sys.stderr)
         order = list(schedulers)
