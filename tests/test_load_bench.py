@@ -110,3 +110,35 @@ def test_http_floor_bench_times_a_bare_server_with_the_same_client(tmp_path):
     assert "30 requests one at a time" in line
     p50 = float(line.split("p50 ")[1].split(" ms")[0])
     assert 0 < p50 < 1000
+
+
+def test_open_loop_bench_runs_both_schedulers_and_reports_steady_throughput(
+    random_checkpoint, tmp_path
+):
+    """bench.open_loop_bench end to end on a tiny checkpoint: a static and a continuous server
+    on loopback ports, a short closed loop for their capacities (with their engines' figures
+    from the servers' metrics), then one open-loop level on each; every request answered."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    src = write_lines(tmp_path / "src.txt", make_parallel(300, seed=4)[0])
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.open_loop_bench", "--weights", str(weights), "--src",
+         str(src), "--loads", "0.5", "--seconds", "3", "--capacity-seconds", "2",
+         "--capacity-clients", "4", "--warm-seconds", "1", "--warm-clients", "2",
+         "--beam-size", "1", "--port", str(two_free_ports())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    rows = {row.split("|")[2].strip(): row.split("|") for row in lines if row.startswith("| 50%")}
+    assert set(rows) == {"static", "continuous"}
+    for row in rows.values():
+        assert int(row[3]) > 0 and row[4].strip() == "0"  # answered, none failed
+        steady_requests, steady_words = float(row[5]), float(row[6].replace(",", ""))
+        assert steady_requests > 0 and steady_words > steady_requests  # several words each
+    engine = next(line for line in lines if line.startswith("engine meanwhile"))
+    assert "static " in engine and "continuous " in engine and "nan" not in engine
+    assert any(line.startswith("50%: continuous / static: short p99 ") for line in lines)
