@@ -30,41 +30,44 @@ def two_free_ports() -> int:
     raise RuntimeError("no two consecutive free ports")
 
 
+def run_bench(module: str, *args: str, timeout: float = 300) -> list[str]:
+    """python -m bench.MODULE ARGS in the repository; its output lines, once it exited 0."""
+    out = subprocess.run(
+        [sys.executable, "-m", f"bench.{module}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.splitlines()
+
+
 def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, tmp_path):
     weights = tmp_path / "weights"
     shutil.copytree(random_checkpoint, weights / "en-de")
     src = write_lines(tmp_path / "src.txt", make_parallel(12, seed=3)[0])
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.load_bench",
-            "--weights",
-            str(weights),
-            "--src",
-            str(src),
-            "--sentences",
-            "12",
-            "--concurrency",
-            "1,3",
-            "--max-requests",
-            "6",
-            "--max-seconds",
-            "20",
-            "--beam-size",
-            "1",
-            "--batch-size",
-            "4",
-            "--port",
-            str(two_free_ports()),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    lines = run_bench(
+        "load_bench",
+        "--weights",
+        str(weights),
+        "--src",
+        str(src),
+        "--sentences",
+        "12",
+        "--concurrency",
+        "1,3",
+        "--max-requests",
+        "6",
+        "--max-seconds",
+        "20",
+        "--beam-size",
+        "1",
+        "--batch-size",
+        "4",
+        "--port",
+        str(two_free_ports()),
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = out.stdout.splitlines()
     rows = [line for line in lines if line.startswith("| o")]
     assert len(rows) == 4  # batching on and off, two concurrencies each
     # every request answered: 6 requests, 0 errors on each row
@@ -97,16 +100,11 @@ def test_http_floor_bench_times_a_bare_server_with_the_same_client(tmp_path):
     """bench.http_floor_bench: its own bare server on a loopback port answers every request
     (the bench stops at the first that is not a 200) and the round trip is reported."""
     src = write_lines(tmp_path / "src.txt", make_parallel(12, seed=3)[0])
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.http_floor_bench", "--src", str(src), "--requests", "30",
-         "--warm", "5", "--port", str(two_free_ports())],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    lines = run_bench(
+        "http_floor_bench", "--src", str(src), "--requests", "30", "--warm", "5", "--port",
+        str(two_free_ports()), timeout=120,
     )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    line = next(x for x in out.stdout.splitlines() if x.startswith("bare uvicorn round trip"))
+    line = next(x for x in lines if x.startswith("bare uvicorn round trip"))
     assert "30 requests one at a time" in line
     p50 = float(line.split("p50 ")[1].split(" ms")[0])
     assert 0 < p50 < 1000
@@ -121,18 +119,12 @@ def test_open_loop_bench_runs_both_schedulers_and_reports_steady_throughput(
     weights = tmp_path / "weights"
     shutil.copytree(random_checkpoint, weights / "en-de")
     src = write_lines(tmp_path / "src.txt", make_parallel(300, seed=4)[0])
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.open_loop_bench", "--weights", str(weights), "--src",
-         str(src), "--loads", "0.5", "--seconds", "3", "--capacity-seconds", "2",
-         "--capacity-clients", "4", "--warm-seconds", "1", "--warm-clients", "2",
-         "--beam-size", "1", "--port", str(two_free_ports())],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    lines = run_bench(
+        "open_loop_bench", "--weights", str(weights), "--src", str(src), "--loads", "0.5",
+        "--seconds", "3", "--capacity-seconds", "2", "--capacity-clients", "4",
+        "--warm-seconds", "1", "--warm-clients", "2", "--beam-size", "1", "--port",
+        str(two_free_ports()),
     )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = out.stdout.splitlines()
     rows = {row.split("|")[2].strip(): row.split("|") for row in lines if row.startswith("| 50%")}
     assert set(rows) == {"static", "continuous"}
     for row in rows.values():
