@@ -8,6 +8,15 @@ table gives sentences/s and the continuous decode's step count.
 
     python -m bench.continuous_engine_bench --checkpoint weights/en-de --beam-size 4
 
+`--neighbour 0.4:2.7` measures each decoder a second time, in every repeat, beside another
+process that in every 2.7 ms spins on the CPU for 0.4 ms and sleeps the rest: short bursts
+taking about a seventh of one core, as the service's event loop and a load generator on the
+same cores take it at 64 clients (they answer and read requests between and during the
+engine's steps). The table then gives each decoder's rate without and with it, and the share
+of one core the neighbour got (read from /proc). On a CPU the engine's threads work in
+parallel regions that end when the last thread is done: a thread that loses its core for a
+burst holds the others up, so the engine loses more than the neighbour's own CPU time.
+
 `--device cuda --dtype bfloat16` runs it on a GPU (device and dtype default to the server's
 auto: CUDA in bfloat16 when present, else the CPU in float32).
 
@@ -23,6 +32,10 @@ step in a CUDA graph could cut.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from statistics import median
@@ -32,6 +45,50 @@ import torch
 from model_core.translator import Translator
 
 from .common import DEFAULT_SRC, machine, read_sentences, sync, table
+
+NEIGHBOUR = """# the neighbour of bench.continuous_engine_bench
+import sys, time
+work, period = float(sys.argv[1]) / 1e3, float(sys.argv[2]) / 1e3
+while True:
+    start = time.perf_counter()
+    while time.perf_counter() - start < work:
+        pass
+    time.sleep(max(period - (time.perf_counter() - start), 0.0))
+"""
+
+
+class Neighbour:
+    """Another process that spins for `work_ms` in every `period_ms` and sleeps the rest; held
+    stopped (SIGSTOP) except inside `running()`, which returns the CPU seconds it used then."""
+
+    def __init__(self, work_ms: float, period_ms: float):
+        if not 0 < work_ms <= period_ms:
+            raise ValueError(f"--neighbour {work_ms}:{period_ms}: need 0 < work <= period")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", NEIGHBOUR, str(work_ms), str(period_ms)]
+        )
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def running(self, measure):
+        """measure() with the neighbour running: (its result, the neighbour's CPU seconds per
+        second of it)."""
+        cpu, start = self.cpu_seconds(), time.perf_counter()
+        os.kill(self.process.pid, signal.SIGCONT)
+        try:
+            result = measure()
+        finally:
+            os.kill(self.process.pid, signal.SIGSTOP)
+        share = (self.cpu_seconds() - cpu) / (time.perf_counter() - start)
+        return result, share
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
 
 
 def static_rate(tr: Translator, ids: list[list[int]], inflight: int, beam: int) -> float:
@@ -189,7 +246,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
     p.add_argument("--dtype", default="auto", help="auto (bfloat16 on a GPU), float32, ...")
+    p.add_argument(
+        "--neighbour",
+        default="",
+        help="WORK_MS:PERIOD_MS: each decoder also beside a process that spins that long in "
+        "every period (see above)",
+    )
     args = p.parse_args(argv)
+    neighbour = None
+    if args.neighbour:
+        work, _, period = args.neighbour.partition(":")
+        try:
+            neighbour = Neighbour(float(work), float(period))
+        except ValueError as exc:
+            p.error(str(exc))
+    try:
+        return run(args, neighbour)
+    finally:
+        if neighbour is not None:
+            neighbour.close()
+
+
+def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     torch.set_num_threads(args.threads)
     tr = Translator.load(
         args.checkpoint, device=args.device, dtype=args.dtype, linear_backend="auto"
@@ -239,28 +317,47 @@ def main(argv: list[str] | None = None) -> int:
                 print(top)
         return 0
     bounds = [0] + [int(x) for x in args.step_places.split(",") if x]
-    static, continuous, steps = [], {b: [] for b in bounds}, {}
+    decoders = {"static": lambda: (static_rate(tr, ids, args.inflight, args.beam_size), None)}
+    for bound in bounds:
+        decoders[bound] = lambda bound=bound: continuous_rate(
+            tr, ids, args.inflight, args.beam_size, args.join_every, bound
+        )
+    rates = {name: [] for name in decoders}
+    beside = {name: [] for name in decoders}  # with the neighbour: (rate, its core share)
+    steps = {}
     for _ in range(args.repeats):
-        static.append(static_rate(tr, ids, args.inflight, args.beam_size))
-        for bound in bounds:
-            rate, steps[bound] = continuous_rate(
-                tr, ids, args.inflight, args.beam_size, args.join_every, bound
-            )
-            continuous[bound].append(rate)
+        for name, measure in decoders.items():
+            rate, steps[name] = measure()
+            rates[name].append(rate)
+            if neighbour is not None:
+                (rate, _), share = neighbour.running(measure)
+                beside[name].append((rate, share))
     print(machine())
     print(
         f"{args.checkpoint}: {tr.device.type} {tr.precision}, {len(ids)} sentences, "
         f"{args.inflight} in flight, beam "
         f"{args.beam_size}, {args.threads} threads; medians of {args.repeats} alternating runs"
+        + (f"; each also beside a neighbour spinning {args.neighbour} ms" if neighbour else "")
     )
     print()
-    rows = [["static batches", f"{median(static):.1f}", "-"]]
-    for bound in bounds:
-        name = f"continuous (joins every {args.join_every} steps)"
-        if bound:
-            name += f", {bound} sentences per step at most"
-        rows.append([name, f"{median(continuous[bound]):.1f}", str(steps[bound])])
-    print(table(["decoder", "sentences/s", "steps"], rows))
+    headers, rows = ["decoder", "sentences/s", "steps"], []
+    if neighbour is not None:
+        headers += ["sentences/s beside the neighbour", "ratio", "neighbour's share of a core"]
+    for name in decoders:
+        if name == "static":
+            label = "static batches"
+        else:
+            label = f"continuous (joins every {args.join_every} steps)"
+            if name:
+                label += f", {name} sentences per step at most"
+        rate = median(rates[name])
+        row = [label, f"{rate:.1f}", "-" if steps[name] is None else str(steps[name])]
+        if neighbour is not None:
+            near = median(r for r, _ in beside[name])
+            share = median(c for _, c in beside[name])
+            row += [f"{near:.1f}", f"{near / rate:.2f}", f"{share:.0%}"]
+        rows.append(row)
+    print(table(headers, rows))
     return 0
 
 

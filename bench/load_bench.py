@@ -157,6 +157,11 @@ class Tally:
     def __init__(self) -> None:
         self.latencies: list[float] = []
         self.computes: list[float] = []  # the server's engine time for them (worker-timed)
+        # the server's own timings (seconds): from the request reaching the translate handler
+        # to its answer built, and the part of that spent in the batcher (from the text's
+        # split into sentences to the translations back)
+        self.handled: list[float] = []
+        self.batched: list[float] = []
         self.failures: dict[str, int] = {}
         self.start = time.perf_counter()
 
@@ -165,8 +170,11 @@ class Tally:
 
     def answered(self, status: int, data: bytes, latency: float) -> None:
         if status == 200:
+            timings = json.loads(data)["timings"]
             self.latencies.append(latency)
-            self.computes.append(json.loads(data)["timings"]["compute_ms"] / 1e3)
+            self.computes.append(timings["compute_ms"] / 1e3)
+            self.handled.append(timings["total_ms"] / 1e3)
+            self.batched.append(timings["queue_and_compute_ms"] / 1e3)
         else:
             self.fail(str(status))
 
@@ -246,6 +254,23 @@ def summary(tally: Tally) -> dict:
         "added_ratio_p50": percentile(
             [a / b - 1 for a, b in zip(latencies, computes, strict=True) if b], 0.5
         ),
+        # the added time in three parts (medians, ms): outside the handler (HTTP both ways,
+        # the ASGI layers, the answer's JSON, the client); the handler outside the batcher
+        # (reading and checking the request, building the answer); the batcher around the
+        # engine (splitting, tokenizing, the scheduler, the hand-offs to the worker thread
+        # and back)
+        "outside_p50": percentile(
+            [a - b for a, b in zip(latencies, tally.handled, strict=True)], 0.5
+        )
+        * 1e3,
+        "handler_p50": percentile(
+            [a - b for a, b in zip(tally.handled, tally.batched, strict=True)], 0.5
+        )
+        * 1e3,
+        "batcher_p50": percentile(
+            [a - b for a, b in zip(tally.batched, computes, strict=True)], 0.5
+        )
+        * 1e3,
     }
 
 
@@ -535,6 +560,14 @@ def main(argv: list[str] | None = None) -> int:
             f"against p50 engine time ({on1['compute_p50']:.1f} ms): "
             f"{(on1['p50'] / on1['compute_p50'] - 1) * 100:+.1f}%; against the engine alone "
             f"in this process (p50 {engine_p50:.1f} ms): {(on1['p50'] / engine_p50 - 1) * 100:+.1f}%"
+        )
+        print(
+            f"the overhead at concurrency 1 in parts (medians, ms): outside the translate handler "
+            f"(HTTP both ways, the ASGI layers, the answer's JSON, the client) "
+            f"{on1['outside_p50']:.3f}; the handler outside the batcher (reading and checking the "
+            f"request, building the answer) {on1['handler_p50']:.3f}; the batcher around the "
+            f"engine (splitting, tokenizing, scheduling, the hand-offs to the worker thread and "
+            f"back) {on1['batcher_p50']:.3f}"
         )
     for c in levels:
         if ("on", c) in results and ("off", c) in results:

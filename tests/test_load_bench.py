@@ -4,6 +4,7 @@ speed; the numbers of a random model on a shared machine mean nothing."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -82,6 +83,10 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
     assert all(float(row.split("|")[c]) >= 0 for row in rows for c in (11, 12, 13))
     assert sum(float(row.split("|")[c]) for row in rows for c in (11, 12)) > 0
     assert any("HTTP + batcher overhead at concurrency 1" in line for line in lines)
+    # the overhead in three parts, from the server's own timings in each answer
+    parts = next(line for line in lines if line.startswith("the overhead at concurrency 1"))
+    numbers = re.findall(r"\) (-?[0-9.]+)", parts)
+    assert len(numbers) == 3 and all(float(n) >= 0 for n in numbers), parts
     assert sum("batching on / off" in line for line in lines) == 2
     # the ceiling: the engine alone in batches, three timed passes after an untimed one,
     # three between the two levels and three after them; the service's share at concurrency
@@ -134,3 +139,37 @@ def test_open_loop_bench_runs_both_schedulers_and_reports_steady_throughput(
     engine = next(line for line in lines if line.startswith("engine meanwhile"))
     assert "static " in engine and "continuous " in engine and "nan" not in engine
     assert any(line.startswith("50%: continuous / static: short p99 ") for line in lines)
+
+
+def test_continuous_engine_bench_measures_each_decoder_beside_a_neighbour(
+    random_checkpoint, tmp_path
+):
+    """bench.continuous_engine_bench --neighbour: every decoder measured alone and beside a
+    process that spins in short bursts, which gets a measured share of a core while it runs,
+    and is gone after the benchmark."""
+    src = write_lines(tmp_path / "src.txt", make_parallel(24, seed=5)[0])
+    lines = run_bench(
+        "continuous_engine_bench", "--checkpoint", str(random_checkpoint), "--src", str(src),
+        "--sentences", "24", "--inflight", "8", "--beam-size", "2", "--repeats", "1",
+        "--step-places", "4", "--neighbour", "1:2", "--device", "cpu", timeout=180,
+    )  # fmt: skip
+    header = next(line for line in lines if line.startswith("| decoder"))
+    assert "sentences/s beside the neighbour" in header and "neighbour's share of a core" in header
+    rows = [line.split("|") for line in lines if line.startswith(("| static", "| continuous"))]
+    assert len(rows) == 3  # static, continuous, continuous with 4 sentences per step
+    for row in rows:
+        alone, beside, ratio = float(row[2]), float(row[4]), float(row[5])
+        assert alone > 0 and beside > 0 and abs(ratio - beside / alone) < 0.01
+        # spinning 1 ms in every 2: about half a core while it ran (the kernel counts CPU time
+        # in 10 ms ticks, and two threads of the benchmark compete for the cores)
+        assert 0.05 <= float(row[6].strip().rstrip("%")) / 100 <= 1.0
+    # the neighbour does not outlive the benchmark
+    marker = b"the neighbour of bench.continuous_engine_bench"
+    alive = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes():
+                alive.append(cmdline.parent.name)
+        except OSError:  # it ended meanwhile
+            continue
+    assert alive == []
