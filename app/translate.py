@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from model_core.langcodes import two_letter
 from model_core.translator import Translator
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
@@ -123,6 +124,17 @@ def resolve_route(state: Any, source: str, target: str) -> list[str]:
             + f"; available pairs: {available_pairs(state)}",
         )
     return models
+
+
+def check_served(state: Any, language: str) -> None:
+    """A 400 unless some served model translates from or into `language`."""
+    known = {two_letter(code) for pair in state.engine.registry.pairs for code in pair}
+    if two_letter(language) not in known:
+        raise ApiError(
+            400,
+            f"no model translates from or into '{language}'; available pairs: "
+            f"{available_pairs(state)}",
+        )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -452,7 +464,10 @@ async def translate(
     except ValidationError as exc:
         raise ApiError(400, describe_validation(exc)) from None
     texts, beam, n_best, max_length = checked_options(state, req)
-    if req.source != "auto":  # an unknown pair is a 400 before on_valid
+    same = req.source != "auto" and two_letter(req.source) == two_letter(req.target)
+    if same:  # nothing to translate: the texts come back as they are, in a language served
+        check_served(state, req.target)
+    elif req.source != "auto":  # an unknown pair is a 400 before on_valid
         explicit = resolve_route(state, req.source, req.target)
     if on_valid is not None:
         on_valid(texts)
@@ -461,7 +476,7 @@ async def translate(
         detected = await detect_sources(state, texts, req.target)
         sources = [lang for lang, _ in detected]
     else:
-        sources = [req.source] * len(texts)
+        sources = [req.target if same else req.source] * len(texts)
     groups: dict[tuple[str, ...], list[int]] = {}  # route -> indices of its texts
     for i, source in enumerate(sources):
         if source != req.target:

@@ -179,8 +179,9 @@ class Tally:
             self.fail(str(status))
 
 
-def payload(sentences: list[str], i: int, beam: int) -> dict:
-    return {"q": sentences[i % len(sentences)], "source": "en", "target": "de", "beam_size": beam}
+def payload(sentences: list[str], i: int, beam: int, source: str = "en") -> dict:
+    """An en->de request; with source "de" the text comes back as it is, without the engine."""
+    return {"q": sentences[i % len(sentences)], "source": source, "target": "de", "beam_size": beam}
 
 
 async def level(
@@ -215,7 +216,13 @@ async def level(
 
 
 def sequential(
-    host: str, port: int, sentences: list[str], max_requests: int, max_seconds: float, beam: int
+    host: str,
+    port: int,
+    sentences: list[str],
+    max_requests: int,
+    max_seconds: float,
+    beam: int,
+    source: str = "en",
 ) -> dict:
     """Concurrency 1 on a blocking socket (BlockingConnection)."""
     tally = Tally()
@@ -223,7 +230,7 @@ def sequential(
     for i in range(max_requests):
         if time.perf_counter() - tally.start > max_seconds:
             break
-        body = payload(sentences, i, beam)
+        body = payload(sentences, i, beam, source)
         t0 = time.perf_counter()
         try:
             status, data = conn.post_json("/translate", body)
@@ -376,6 +383,14 @@ def main(argv: list[str] | None = None) -> int:
         help="timed passes of the engine in batches before the first level (after an untimed "
         "one), between levels and after the last",
     )
+    p.add_argument(
+        "--no-engine-requests",
+        type=int,
+        default=300,
+        help="with concurrency 1: also this many requests one at a time whose text is already "
+        "in the target language (answered as it is: the whole request path but the batcher "
+        "and the engine), to the server with batching on after the levels",
+    )
     p.add_argument("--device", default="auto", help="MT_DEVICE for the servers and the baseline")
     p.add_argument("--dtype", default="auto", help="MT_DTYPE for the servers and the baseline")
     add_malloc_option(p)
@@ -475,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
                     + (f", failures {r['failures']}" if r["failures"] else ""),
                     file=sys.stderr,
                 )
+        if 1 in levels and args.no_engine_requests:
+            results["no engine"] = sequential(
+                host, modes["on"][1], sentences, args.no_engine_requests, args.max_seconds,
+                args.beam_size, source="de",
+            )  # fmt: skip
         groups.append([batched_pass(tr) for _ in range(repeats)])
     finally:
         for server in servers.values():
@@ -569,6 +589,14 @@ def main(argv: list[str] | None = None) -> int:
             f"engine (splitting, tokenizing, scheduling, the hand-offs to the worker thread and "
             f"back) {on1['batcher_p50']:.3f}"
         )
+        if "no engine" in results:
+            bare = results["no engine"]
+            print(
+                f"the same requests with a text already in the target language (answered as it "
+                f"is, without the batcher and the engine), {bare['requests']} one at a time: "
+                f"p50 {bare['p50']:.3f} ms; outside the translate handler "
+                f"{bare['outside_p50']:.3f}, the handler {bare['handler_p50']:.3f}"
+            )
     for c in levels:
         if ("on", c) in results and ("off", c) in results:
             print(

@@ -87,6 +87,10 @@ def test_load_bench_runs_both_modes_and_reports_the_overhead(random_checkpoint, 
     parts = next(line for line in lines if line.startswith("the overhead at concurrency 1"))
     numbers = re.findall(r"\) (-?[0-9.]+)", parts)
     assert len(numbers) == 3 and all(float(n) >= 0 for n in numbers), parts
+    # and the same path without the engine: every request answered, its parts reported
+    bare = next(line for line in lines if line.startswith("the same requests with a text"))
+    assert f", {300} one at a time: p50 " in bare, bare
+    assert float(bare.split("p50 ")[1].split(" ms")[0]) > 0
     assert sum("batching on / off" in line for line in lines) == 2
     # the ceiling: the engine alone in batches, three timed passes after an untimed one,
     # three between the two levels and three after them; the service's share at concurrency

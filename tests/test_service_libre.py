@@ -216,6 +216,27 @@ def test_auto_routes_each_text_to_the_model_of_its_language(server):
     assert to_en["translatedText"] == [EN, explicit(server, DE, "de", "en")]
 
 
+@pytest.mark.parametrize(
+    ("source", "target", "q"),
+    [("en", "en", EN), ("de", "de", DE), ("deu", "de", DE), ("de", "deu", [DE, EN])],
+)
+def test_a_text_asked_into_its_own_language_comes_back_as_it_is(server, source, target, q):
+    """Explicit source = target (also as a two- and a three-letter code): nothing is translated,
+    whether or not a route through the pivot language exists (en->en has none, de->de one)."""
+    r = post(server, json={"q": q, "source": source, "target": target})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["translatedText"] == q
+    assert body["models"] == [] and body["model"].startswith("none")
+
+
+def test_a_language_no_model_serves_is_a_400_even_into_itself(server):
+    r = post(server, json={"q": EN, "source": "fr", "target": "fr"})
+    assert r.status_code == 400
+    assert "no model translates from or into 'fr'" in r.json()["error"]
+    assert "en->de" in r.json()["error"]
+
+
 def test_auto_on_one_text_reports_the_detected_language(server):
     r = post(server, data={"q": DE, "source": "auto", "target": "en"})
     assert r.status_code == 200, r.text
