@@ -133,8 +133,8 @@ class _Running:
     footprint: int = 0
     steps: int = 0  # steps taken
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
-    # the engine's joins and leaves since its last step (seconds), reported with that step;
-    # not reported where none follows (the leaves empty the group, or the engine call fails)
+    # the engine's joins and leaves since its last step (seconds), reported with its next
+    # step; where none follows (its leaves emptied it), with the next step of any group
     between_s: float = 0.0
 
 
@@ -179,6 +179,7 @@ class ContinuousBatcher(Tickets):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._reports: list[BatchReport] = []  # steps not reported yet (worker thread)
+        self._orphan_s = 0.0  # joins and leaves of groups that ended without a step after them
         self._held: list[tuple[_Sentence, Any]] = []  # finished, their request not (worker)
 
     # -- the event loop's side -------------------------------------------------------------
@@ -365,7 +366,7 @@ class ContinuousBatcher(Tickets):
                             ticket.step_s += spent
                 with self._lock:
                     for g in [g for g, r in self._running.items() if not r.members]:
-                        del self._running[g]
+                        self._orphan_s += self._running.pop(g).between_s
                     self._turns = deque(g for g in self._turns if g in self._running)
                     if not self._turns:
                         if self._waiting:  # submitted since the admission above
@@ -455,7 +456,9 @@ class ContinuousBatcher(Tickets):
                 "decoding %d sentence(s) failed, error id %s", len(failed), error_id, exc_info=exc
             )
             self._notify_loop([], failed, error_id)
-            self._report(running, len(failed), running.footprint, 0.0, [], failed=True)
+            # the joins and leaves before the failed call (whose own time is not counted)
+            between, running.between_s = running.between_s, 0.0
+            self._report(running, len(failed), running.footprint, between, [], failed=True)
             return None
 
     @staticmethod
@@ -499,8 +502,10 @@ class ContinuousBatcher(Tickets):
             waits, running.joined_waits = running.joined_waits, []
         size = len(stepping)
         # the engine's time: the step, and the joins (the newcomers' encoder) and leaves since
-        # the last one; the footprint admission last counted for it
-        between, running.between_s = running.between_s, 0.0
+        # the last one (and those of groups that ended without a step after them); the
+        # footprint admission last counted for it
+        between, running.between_s = running.between_s + self._orphan_s, 0.0
+        self._orphan_s = 0.0
         self._report(running, size, running.footprint, compute_s + between, waits, failed=False)
         if complete:  # a request has all its answers: they go now, with those held so far
             self._notify_loop([], [], None)

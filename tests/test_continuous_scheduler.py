@@ -362,6 +362,36 @@ async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monke
     await b.stop(5)
 
 
+async def test_the_time_of_a_leave_that_ends_a_group_goes_into_the_next_report(monkeypatch):
+    """A leave that empties its group has no step of that group after it: its time goes into
+    the next step's report of whichever group steps next, so that no engine time goes
+    unreported. The fake clock moves only in joins and leaves ("m" 1 s, "n" 10 s)."""
+    clock = [0.0]
+    monkeypatch.setattr(
+        "app.continuous.time",
+        types.SimpleNamespace(perf_counter=lambda: clock[0], monotonic=time.monotonic),
+    )
+
+    def between(group):
+        clock[0] += {"m": 1.0, "n": 10.0}[group]
+
+    engine = FakeEngine(between=between)
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    gone = b.submit(("m", 1), [("gone", 100)], [1])
+    await asyncio.to_thread(engine.wait_started, 1)  # "m" joined and started its first step
+    assert b.cancel(gone) == 1
+    engine.allow()  # the step ends; the leave then empties "m"
+    await until(lambda: b.running == 0 and clock[0] == 2.0)
+    other = b.submit(("n", 1), [("other", 1)], [1])
+    await step_until(engine, other.future.done)
+    assert await b.wait(other) == ["rehto"]
+    await until(lambda: len(reports) == 2)
+    times = [(r.key, r.size, r.compute_s) for r in reports]
+    assert times == [("m", 1, 1.0), ("n", 1, 11.0)]  # m's leave (1 s) with n's join (10 s)
+    await b.stop(5)
+
+
 async def test_cancel_drops_running_and_waiting_sentences():
     engine = FakeEngine()
     b = await started(engine, max_batch_size=1)
