@@ -134,7 +134,7 @@ class _Running:
     steps: int = 0  # steps taken
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
     # the engine's joins and leaves since its last step (seconds), reported with its next
-    # step; where none follows (its leaves emptied it), with the next step of any group
+    # step; where none follows (its leaves emptied it), in a report of their own (size 0)
     between_s: float = 0.0
 
 
@@ -179,7 +179,6 @@ class ContinuousBatcher(Tickets):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._reports: list[BatchReport] = []  # steps not reported yet (worker thread)
-        self._orphan_s = 0.0  # joins and leaves of groups that ended without a step after them
         self._held: list[tuple[_Sentence, Any]] = []  # finished, their request not (worker)
 
     # -- the event loop's side -------------------------------------------------------------
@@ -365,8 +364,11 @@ class ContinuousBatcher(Tickets):
                         for ticket in {members[i].ticket for i, _, _ in entries if i in members}:
                             ticket.step_s += spent
                 with self._lock:
-                    for g in [g for g, r in self._running.items() if not r.members]:
-                        self._orphan_s += self._running.pop(g).between_s
+                    ended = [self._running.pop(g) for g, r in list(self._running.items())
+                             if not r.members]  # fmt: skip
+                    for r in ended:  # their last leaves: engine work with no step after it
+                        if r.between_s:
+                            self._report(r, 0, 0, r.between_s, [], failed=False)
                     self._turns = deque(g for g in self._turns if g in self._running)
                     if not self._turns:
                         if self._waiting:  # submitted since the admission above
@@ -502,10 +504,8 @@ class ContinuousBatcher(Tickets):
             waits, running.joined_waits = running.joined_waits, []
         size = len(stepping)
         # the engine's time: the step, and the joins (the newcomers' encoder) and leaves since
-        # the last one (and those of groups that ended without a step after them); the
-        # footprint admission last counted for it
-        between, running.between_s = running.between_s + self._orphan_s, 0.0
-        self._orphan_s = 0.0
+        # the last one; the footprint admission last counted for it
+        between, running.between_s = running.between_s, 0.0
         self._report(running, size, running.footprint, compute_s + between, waits, failed=False)
         if complete:  # a request has all its answers: they go now, with those held so far
             self._notify_loop([], [], None)
@@ -563,7 +563,7 @@ class ContinuousBatcher(Tickets):
     ) -> None:
         """One step as a BatchReport: its sentences, its footprint as padded tokens, its
         engine time (with the joins and leaves before it), the waits of the sentences that
-        joined for it."""
+        joined for it. Size 0: the last leaves of a group that ended, no step."""
         if self.on_batch is None:
             return
         self._reports.append(BatchReport(running.group, size, footprint, compute_s, waits, failed))

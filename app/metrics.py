@@ -62,7 +62,7 @@ class Metrics:
         self.batch_compute = Histogram(
             "mt_batch_compute_seconds",
             "time to translate one batch (continuous: one decoder step, with the joins and leaves"
-            " since the last)",
+            " since the last; also the last leaves of a running decode that ended, on their own)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -113,8 +113,9 @@ class Metrics:
         )
 
     def observe_batch(self, report: BatchReport) -> None:
-        self.batch_size.observe(report.size)
-        self.batch_tokens.observe(report.padded_tokens)
+        if report.size or report.failed:  # (size 0: the leaves that ended a group, no batch)
+            self.batch_size.observe(report.size)
+            self.batch_tokens.observe(report.padded_tokens)
         self.batch_compute.observe(report.compute_s)
         for wait in report.queue_waits_s:
             self.queue_wait.observe(wait)

@@ -47,9 +47,11 @@ from model_core.translator import Translator
 from .common import DEFAULT_SRC, machine, read_sentences, sync, table
 
 NEIGHBOUR = """# the neighbour of bench.continuous_engine_bench
-import sys, time
-work, period = float(sys.argv[1]) / 1e3, float(sys.argv[2]) / 1e3
-while True:
+import ctypes, os, sys, time
+work, period, parent = float(sys.argv[1]) / 1e3, float(sys.argv[2]) / 1e3, int(sys.argv[3])
+# killed with the benchmark, however it ends (PR_SET_PDEATHSIG: SIGKILL, even while stopped)
+ctypes.CDLL(None, use_errno=True).prctl(1, 9)
+while os.getppid() == parent:
     start = time.perf_counter()
     while time.perf_counter() - start < work:
         pass
@@ -65,9 +67,21 @@ class Neighbour:
         if not 0 < work_ms <= period_ms:
             raise ValueError(f"--neighbour {work_ms}:{period_ms}: need 0 < work <= period")
         self.process = subprocess.Popen(
-            [sys.executable, "-c", NEIGHBOUR, str(work_ms), str(period_ms)]
+            [sys.executable, "-c", NEIGHBOUR, str(work_ms), str(period_ms), str(os.getpid())]
         )
         os.kill(self.process.pid, signal.SIGSTOP)
+
+    @classmethod
+    def parse(cls, spec: str) -> Neighbour:
+        """From `WORK_MS:PERIOD_MS`; ValueError says what is wrong."""
+        work, colon, period = spec.partition(":")
+        try:
+            values = float(work), float(period)
+        except ValueError:
+            values = None
+        if not colon or values is None:
+            raise ValueError(f"--neighbour {spec}: give WORK_MS:PERIOD_MS, e.g. 0.4:2.7")
+        return cls(*values)
 
     def cpu_seconds(self) -> float:
         with open(f"/proc/{self.process.pid}/stat") as f:
@@ -255,11 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     neighbour = None
     if args.neighbour:
-        work, _, period = args.neighbour.partition(":")
+        if args.step_sizes:
+            p.error("--neighbour measures the decoders' rates: it does not go with --step-sizes")
         try:
-            neighbour = Neighbour(float(work), float(period))
+            neighbour = Neighbour.parse(args.neighbour)
         except ValueError as exc:
             p.error(str(exc))
+        # a SIGTERM ends the benchmark through `finally` too (the neighbour also dies with it)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         return run(args, neighbour)
     finally:
@@ -325,13 +342,16 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     rates = {name: [] for name in decoders}
     beside = {name: [] for name in decoders}  # with the neighbour: (rate, its core share)
     steps = {}
-    for _ in range(args.repeats):
+    for repeat in range(args.repeats):
         for name, measure in decoders.items():
-            rate, steps[name] = measure()
-            rates[name].append(rate)
-            if neighbour is not None:
-                (rate, _), share = neighbour.running(measure)
-                beside[name].append((rate, share))
+            # alone and beside the neighbour in turn, the other first every other repeat
+            for near in (False, True) if repeat % 2 == 0 else (True, False):
+                if near and neighbour is not None:
+                    (rate, _), share = neighbour.running(measure)
+                    beside[name].append((rate, share))
+                elif not near:
+                    rate, steps[name] = measure()
+                    rates[name].append(rate)
     print(machine())
     print(
         f"{args.checkpoint}: {tr.device.type} {tr.precision}, {len(ids)} sentences, "

@@ -9,8 +9,13 @@ shares the machine. Also the engine's own rates alone, in this process while the
 idle (in batches: `--engine-repeats` passes after an untimed one, as many between levels and
 after the last; each level's rate with batching on is compared with the median of the passes
 on either side of it, since the machine's speed drifts), and what HTTP + the batcher add to
-each request's engine time at concurrency 1. The load generator is a minimal HTTP/1.1 client:
-on asyncio streams for concurrent levels, on a blocking socket at concurrency 1.
+each request's engine time at concurrency 1, in three parts by the timings each answer
+carries (outside the translate handler, the handler, the batcher around the engine). At
+concurrency 1 it also sends `--no-engine-requests` whose text is already in the target
+language (answered as it is: the request path without the batcher and the engine), back to
+back and then each after a pause as long as a translation's engine time. The load generator
+is a minimal HTTP/1.1 client: on asyncio streams for concurrent levels, on a blocking socket at
+concurrency 1.
 
     python -m bench.load_bench --weights weights --concurrency 1,4,16,64,256
 
@@ -223,13 +228,17 @@ def sequential(
     max_seconds: float,
     beam: int,
     source: str = "en",
+    pause: float = 0.0,
 ) -> dict:
-    """Concurrency 1 on a blocking socket (BlockingConnection)."""
+    """Concurrency 1 on a blocking socket (BlockingConnection); `pause` seconds (untimed)
+    before each request."""
     tally = Tally()
     conn = BlockingConnection(host, port)
     for i in range(max_requests):
         if time.perf_counter() - tally.start > max_seconds:
             break
+        if pause:
+            time.sleep(pause)
         body = payload(sentences, i, beam, source)
         t0 = time.perf_counter()
         try:
@@ -405,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     tr.translate_batch(sentences[:4], beam_size=args.beam_size)
     if args.warm_engine:  # an untimed pass of the one-at-a-time measurement below: on a GPU
         # a decode path's first call pays one-time costs (docs/BENCHMARKS.md section 7)
-        for s in sentences:
+        for s in sentences[: args.max_requests]:
             tr.translate_batch([s], beam_size=args.beam_size)
 
     def batched_pass(tr: Translator) -> tuple[float, float]:
@@ -423,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     batched_pass(tr)
     freeze_gc()
     engine_lat = []
-    for s in sentences:  # all of them, as the levels at one client cycle through them
+    # the sentences a level at one client sends (it goes round them), unless time runs out first
+    for s in sentences[: args.max_requests]:
         t0 = time.perf_counter()
         tr.translate_batch([s], beam_size=args.beam_size)
         engine_lat.append(time.perf_counter() - t0)
@@ -452,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode, (batch, port) in modes.items()
     }
     results = {}
+    bare: list[dict] = []  # at one client: requests answered without the engine
+    pause = 0.0
     host = "127.0.0.1"
     try:
         for _, port in modes.values():
@@ -490,11 +502,23 @@ def main(argv: list[str] | None = None) -> int:
                     + (f", failures {r['failures']}" if r["failures"] else ""),
                     file=sys.stderr,
                 )
-        if 1 in levels and args.no_engine_requests:
-            results["no engine"] = sequential(
-                host, modes["on"][1], sentences, args.no_engine_requests, args.max_seconds,
-                args.beam_size, source="de",
-            )  # fmt: skip
+        if ("on", 1) in results and args.no_engine_requests:
+            # back to back, then each after a pause as long as a translation's engine time
+            # (the event loop and the client idle that long before a translated answer)
+            pause = results[("on", 1)]["compute_p50"] / 1e3
+            bare = [
+                sequential(
+                    host,
+                    modes["on"][1],
+                    sentences,
+                    args.no_engine_requests,
+                    args.max_seconds,
+                    args.beam_size,
+                    source="de",
+                    pause=wait,
+                )  # fmt: skip
+                for wait in (0.0, pause)
+            ]
         groups.append([batched_pass(tr) for _ in range(repeats)])
     finally:
         for server in servers.values():
@@ -589,13 +613,14 @@ def main(argv: list[str] | None = None) -> int:
             f"engine (splitting, tokenizing, scheduling, the hand-offs to the worker thread and "
             f"back) {on1['batcher_p50']:.3f}"
         )
-        if "no engine" in results:
-            bare = results["no engine"]
+        for r, when in zip(bare, ("back to back", f"each after a pause of {pause * 1e3:.1f} ms"),
+                           strict=False):  # fmt: skip
             print(
                 f"the same requests with a text already in the target language (answered as it "
-                f"is, without the batcher and the engine), {bare['requests']} one at a time: "
-                f"p50 {bare['p50']:.3f} ms; outside the translate handler "
-                f"{bare['outside_p50']:.3f}, the handler {bare['handler_p50']:.3f}"
+                f"is, without the batcher and the engine), {r['requests']} one at a time, "
+                f"{when}: p50 {r['p50']:.3f} ms; outside the translate handler "
+                f"{r['outside_p50']:.3f}, the handler {r['handler_p50']:.3f}"
+                + (f"; failures: {r['failures']}" if r["failures"] else "")
             )
     for c in levels:
         if ("on", c) in results and ("off", c) in results:

@@ -362,10 +362,10 @@ async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monke
     await b.stop(5)
 
 
-async def test_the_time_of_a_leave_that_ends_a_group_goes_into_the_next_report(monkeypatch):
-    """A leave that empties its group has no step of that group after it: its time goes into
-    the next step's report of whichever group steps next, so that no engine time goes
-    unreported. The fake clock moves only in joins and leaves ("m" 1 s, "n" 10 s)."""
+async def test_the_time_of_a_leave_that_ends_a_group_is_reported_at_once(monkeypatch):
+    """A leave that empties its group has no step of that group after it: its time is reported
+    on its own (a report of size 0) when the group ends, before the scheduler goes idle. The
+    fake clock moves only in joins and leaves ("m" 1 s, "n" 10 s)."""
     clock = [0.0]
     monkeypatch.setattr(
         "app.continuous.time",
@@ -381,14 +381,37 @@ async def test_the_time_of_a_leave_that_ends_a_group_goes_into_the_next_report(m
     gone = b.submit(("m", 1), [("gone", 100)], [1])
     await asyncio.to_thread(engine.wait_started, 1)  # "m" joined and started its first step
     assert b.cancel(gone) == 1
-    engine.allow()  # the step ends; the leave then empties "m"
-    await until(lambda: b.running == 0 and clock[0] == 2.0)
+    engine.allow()  # the step ends; the leave then empties "m", and nothing is left to do
+    await until(lambda: len(reports) == 2)
+    assert [(r.key, r.size, r.compute_s) for r in reports] == [("m", 1, 1.0), ("m", 0, 1.0)]
     other = b.submit(("n", 1), [("other", 1)], [1])
     await step_until(engine, other.future.done)
     assert await b.wait(other) == ["rehto"]
-    await until(lambda: len(reports) == 2)
-    times = [(r.key, r.size, r.compute_s) for r in reports]
-    assert times == [("m", 1, 1.0), ("n", 1, 11.0)]  # m's leave (1 s) with n's join (10 s)
+    await until(lambda: len(reports) == 3)
+    assert (reports[2].key, reports[2].size, reports[2].compute_s) == ("n", 1, 10.0)
+    await b.stop(5)
+
+
+async def test_a_failed_steps_report_counts_the_joins_before_it(monkeypatch):
+    """A step that raises fails its group; its report still counts the engine's joins before
+    it (here 1 s on a fake clock that only joins and leaves move)."""
+    clock = [0.0]
+    monkeypatch.setattr(
+        "app.continuous.time",
+        types.SimpleNamespace(perf_counter=lambda: clock[0], monotonic=time.monotonic),
+    )
+
+    def between(group):
+        clock[0] += 1.0
+
+    engine = FakeEngine(free_steps=True, between=between)
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    bad = b.submit(("x", 1), [("bad-step", 3)], [1])
+    with pytest.raises(BatchFailed):
+        await b.wait(bad, 10)
+    await until(lambda: len(reports) == 1)
+    assert (reports[0].size, reports[0].compute_s, reports[0].failed) == (1, 1.0, True)
     await b.stop(5)
 
 
@@ -648,3 +671,27 @@ async def test_bounded_steps_take_every_sentence_while_one_has_waited_too_long_t
     assert await b.wait(waiting) == ["z"]
     assert await b.wait(running) == ["x", "y"]
     await b.stop(5)
+
+
+def test_a_report_of_size_0_adds_engine_time_but_no_batch():
+    """Metrics: the last leaves of a group that ended (a report of size 0) count in the engine's
+    compute seconds, not as a batch in the batch-size and padded-token histograms."""
+    from prometheus_client import generate_latest
+
+    from app.batcher import BatchReport
+    from app.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.observe_batch(BatchReport(("m", 1), 3, 30, 0.5, [0.1], False))
+    metrics.observe_batch(BatchReport(("m", 1), 0, 0, 0.25, [], False))
+    text = generate_latest(metrics.registry).decode()
+
+    def value(name):
+        return float(
+            next(line for line in text.splitlines() if line.startswith(name + " ")).split()[1]
+        )
+
+    assert value("mt_batch_compute_seconds_sum") == 0.75
+    assert value("mt_batch_compute_seconds_count") == 2
+    assert value("mt_batch_size_count") == 1 and value("mt_batch_size_sum") == 3
+    assert value("mt_batch_padded_tokens_count") == 1
