@@ -329,12 +329,9 @@ async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     await b.stop(5)
 
 
-async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monkeypatch):
-    """mt_batch_compute_seconds under continuous scheduling: the newcomers' encoder (a join)
-    and a leave are the engine's work too, counted in the report of that group's next step,
-    so that the compute seconds over wall time give how busy the engine was. The scheduler's
-    clock is a fake one that only joins and leaves move (group "m" by 1 s, "n" by 10 s): the
-    steps themselves take no time on it."""
+def fake_clock(monkeypatch, seconds: dict):
+    """The scheduler's perf_counter becomes a clock that only the fake engine's joins and
+    leaves move, by `seconds[group]` each: ([the time], the FakeEngine `between` that moves it)."""
     clock = [0.0]
     monkeypatch.setattr(
         "app.continuous.time",
@@ -342,8 +339,18 @@ async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monke
     )
 
     def between(group):
-        clock[0] += {"m": 1.0, "n": 10.0}[group]
+        clock[0] += seconds[group]
 
+    return clock, between
+
+
+async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monkeypatch):
+    """mt_batch_compute_seconds under continuous scheduling: the newcomers' encoder (a join)
+    and a leave are the engine's work too, counted in the report of that group's next step,
+    so that the compute seconds over wall time give how busy the engine was. The scheduler's
+    clock is a fake one that only joins and leaves move (group "m" by 1 s, "n" by 10 s): the
+    steps themselves take no time on it."""
+    clock, between = fake_clock(monkeypatch, {"m": 1.0, "n": 10.0})
     engine = FakeEngine(between=between)
     reports = []
     b = await started(engine, on_batch=reports.append)
@@ -366,15 +373,7 @@ async def test_the_time_of_a_leave_that_ends_a_group_is_reported_at_once(monkeyp
     """A leave that empties its group has no step of that group after it: its time is reported
     on its own (a report of size 0) when the group ends, before the scheduler goes idle. The
     fake clock moves only in joins and leaves ("m" 1 s, "n" 10 s)."""
-    clock = [0.0]
-    monkeypatch.setattr(
-        "app.continuous.time",
-        types.SimpleNamespace(perf_counter=lambda: clock[0], monotonic=time.monotonic),
-    )
-
-    def between(group):
-        clock[0] += {"m": 1.0, "n": 10.0}[group]
-
+    clock, between = fake_clock(monkeypatch, {"m": 1.0, "n": 10.0})
     engine = FakeEngine(between=between)
     reports = []
     b = await started(engine, on_batch=reports.append)
@@ -395,15 +394,7 @@ async def test_the_time_of_a_leave_that_ends_a_group_is_reported_at_once(monkeyp
 async def test_a_failed_steps_report_counts_the_joins_before_it(monkeypatch):
     """A step that raises fails its group; its report still counts the engine's joins before
     it (here 1 s on a fake clock that only joins and leaves move)."""
-    clock = [0.0]
-    monkeypatch.setattr(
-        "app.continuous.time",
-        types.SimpleNamespace(perf_counter=lambda: clock[0], monotonic=time.monotonic),
-    )
-
-    def between(group):
-        clock[0] += 1.0
-
+    _, between = fake_clock(monkeypatch, {"x": 1.0})
     engine = FakeEngine(free_steps=True, between=between)
     reports = []
     b = await started(engine, on_batch=reports.append)
