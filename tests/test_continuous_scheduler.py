@@ -373,7 +373,7 @@ async def test_the_time_of_a_leave_that_ends_a_group_is_reported_at_once(monkeyp
     """A leave that empties its group has no step of that group after it: its time is reported
     on its own (a report of size 0) when the group ends, before the scheduler goes idle. The
     fake clock moves only in joins and leaves ("m" 1 s, "n" 10 s)."""
-    clock, between = fake_clock(monkeypatch, {"m": 1.0, "n": 10.0})
+    _, between = fake_clock(monkeypatch, {"m": 1.0, "n": 10.0})
     engine = FakeEngine(between=between)
     reports = []
     b = await started(engine, on_batch=reports.append)
