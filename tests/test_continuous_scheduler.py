@@ -350,7 +350,7 @@ async def test_a_steps_reported_time_counts_the_joins_and_leaves_before_it(monke
     so that the compute seconds over wall time give how busy the engine was. The scheduler's
     clock is a fake one that only joins and leaves move (group "m" by 1 s, "n" by 10 s): the
     steps themselves take no time on it."""
-    clock, between = fake_clock(monkeypatch, {"m": 1.0, "n": 10.0})
+    _, between = fake_clock(monkeypatch, {"m": 1.0, "n": 10.0})
     engine = FakeEngine(between=between)
     reports = []
     b = await started(engine, on_batch=reports.append)
