@@ -364,8 +364,8 @@ class ContinuousBatcher(Tickets):
                         for ticket in {members[i].ticket for i, _, _ in entries if i in members}:
                             ticket.step_s += spent
                 with self._lock:
-                    ended = [self._running.pop(g) for g, r in list(self._running.items())
-                             if not r.members]  # fmt: skip
+                    empty = [g for g, r in self._running.items() if not r.members]
+                    ended = [self._running.pop(g) for g in empty]
                     for r in ended:  # their last leaves: engine work with no step after it
                         if r.between_s:
                             self._report(r, 0, 0, r.between_s, [], failed=False)

@@ -342,14 +342,15 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     rates = {name: [] for name in decoders}
     beside = {name: [] for name in decoders}  # with the neighbour: (rate, its core share)
     steps = {}
+    sides = [False, True] if neighbour is not None else [False]  # True: beside it
     for repeat in range(args.repeats):
         for name, measure in decoders.items():
             # alone and beside the neighbour in turn, the other first every other repeat
-            for near in (False, True) if repeat % 2 == 0 else (True, False):
-                if near and neighbour is not None:
+            for near in sides if repeat % 2 == 0 else sides[::-1]:
+                if near:
                     (rate, _), share = neighbour.running(measure)
                     beside[name].append((rate, share))
-                elif not near:
+                else:
                     rate, steps[name] = measure()
                     rates[name].append(rate)
     print(machine())

@@ -251,6 +251,11 @@ def sequential(
     return summary(tally)
 
 
+def median_gap(longer: list[float], shorter: list[float]) -> float:
+    """The median of the per-request differences, in ms (the lists in seconds)."""
+    return percentile([a - b for a, b in zip(longer, shorter, strict=True)], 0.5) * 1e3
+
+
 def summary(tally: Tally) -> dict:
     wall = time.perf_counter() - tally.start
     latencies, computes, failures = tally.latencies, tally.computes, tally.failures
@@ -265,28 +270,17 @@ def summary(tally: Tally) -> dict:
         "p99": percentile(latencies, 0.99) * 1e3,
         "compute_p50": percentile(computes, 0.5) * 1e3,
         # per request: what HTTP + the batcher added to that request's own engine time
-        "added_p50": percentile([a - b for a, b in zip(latencies, computes, strict=True)], 0.5)
-        * 1e3,
+        "added_p50": median_gap(latencies, computes),
         "added_ratio_p50": percentile(
             [a / b - 1 for a, b in zip(latencies, computes, strict=True) if b], 0.5
         ),
-        # the added time in three parts (medians, ms): outside the handler (HTTP both ways,
-        # the ASGI layers, the answer's JSON, the client); the handler outside the batcher
-        # (reading and checking the request, building the answer); the batcher around the
-        # engine (splitting, tokenizing, the scheduler, the hand-offs to the worker thread
-        # and back)
-        "outside_p50": percentile(
-            [a - b for a, b in zip(latencies, tally.handled, strict=True)], 0.5
-        )
-        * 1e3,
-        "handler_p50": percentile(
-            [a - b for a, b in zip(tally.handled, tally.batched, strict=True)], 0.5
-        )
-        * 1e3,
-        "batcher_p50": percentile(
-            [a - b for a, b in zip(tally.batched, computes, strict=True)], 0.5
-        )
-        * 1e3,
+        # the added time in three parts: outside the handler (HTTP both ways, the ASGI
+        # layers, the answer's JSON, the client); the handler outside the batcher (reading
+        # and checking the request, building the answer); the batcher around the engine
+        # (splitting, tokenizing, the scheduler, the hand-offs to the worker thread and back)
+        "outside_p50": median_gap(latencies, tally.handled),
+        "handler_p50": median_gap(tally.handled, tally.batched),
+        "batcher_p50": median_gap(tally.batched, computes),
     }
 
 
@@ -516,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.beam_size,
                     source="de",
                     pause=wait,
-                )  # fmt: skip
+                )
                 for wait in (0.0, pause)
             ]
         groups.append([batched_pass(tr) for _ in range(repeats)])
@@ -613,8 +607,8 @@ def main(argv: list[str] | None = None) -> int:
             f"engine (splitting, tokenizing, scheduling, the hand-offs to the worker thread and "
             f"back) {on1['batcher_p50']:.3f}"
         )
-        for r, when in zip(bare, ("back to back", f"each after a pause of {pause * 1e3:.1f} ms"),
-                           strict=False):  # fmt: skip
+        whens = ("back to back", f"each after a pause of {pause * 1e3:.1f} ms")
+        for r, when in zip(bare, whens, strict=False):  # (none without --no-engine-requests)
             print(
                 f"the same requests with a text already in the target language (answered as it "
                 f"is, without the batcher and the engine), {r['requests']} one at a time, "
