@@ -398,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="auto", help="MT_DTYPE for the servers and the baseline")
     add_malloc_option(p)
     args = p.parse_args(argv)
+    if args.no_engine_requests < 0:
+        p.error("--no-engine-requests: give 0 (none) or more")
     apply_malloc(args.malloc)  # the engine baseline below, like the servers
     sentences = read_sentences(args.src, args.sentences)
     levels = [int(c) for c in args.concurrency.split(",")]
