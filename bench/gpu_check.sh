@@ -8,10 +8,12 @@
 #     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]
 #     STEPS="tests first_call" bash bench/gpu_check.sh OUTDIR    # only these steps
 #
-# The steps: steps continuous_engine open_loop load_continuous load_static tests first_call
+# The steps: cuda_graph steps continuous_engine open_loop load_continuous load_static tests
+# first_call
 # (all by default). The machine block (the machine, the C kernels' build, the linear backends'
 # batch invariance) runs first unless MACHINE=skip: a second run in the same tree can skip it.
-# With 10 s per level the whole run took 542 s on an H200 (docs/TESTING.md).
+# With 10 s per level the whole run took 542 s on an H200 (docs/TESTING.md), without the
+# cuda_graph step (up to 90 s).
 #
 # SOURCE_SENTENCES defaults to the benchmarks' own (../shared/data/tatoeba/dev.en); a machine
 # without ../shared needs a copy. docs/BENCHMARKS.md section 7 gives the figures of such a run.
@@ -24,7 +26,8 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 
-wanted=" ${STEPS:-steps continuous_engine open_loop load_continuous load_static tests first_call} "
+all_steps="cuda_graph steps continuous_engine open_loop load_continuous load_static tests first_call"
+wanted=" ${STEPS:-$all_steps} "
 
 step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.log
     local name=$1 limit=$2
@@ -51,6 +54,8 @@ step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.lo
     "$py" -m bench.linear_backend_bench --rounds 5 | tail -n 4  # batch invariance on this CPU
 } 2>&1 | tee "$out/machine.log"
 
+TAIL=12 step cuda_graph 90 "$py" -m bench.cuda_graph_bench --device cuda --dtype bfloat16 \
+    "${src[@]}" --rows 4,64,256,1024 --positions 256 --written 24
 TAIL=18 step steps 120 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
     "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200 --profile-steps 50
 TAIL=6 step continuous_engine 90 "$py" -m bench.continuous_engine_bench --device cuda \

@@ -385,6 +385,11 @@ class Transformer(nn.Module):
             sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.position_layout),
             persistent=False,
         )
+        # the ids never generated, on the model's device: one in-place fill per step, no copy
+        # from the host (so that a step can also be captured in a CUDA graph)
+        self.register_buffer(
+            "suppressed", torch.tensor(sorted(cfg.suppress_ids), dtype=torch.long), persistent=False
+        )
         self.embed_dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -465,8 +470,8 @@ class Transformer(nn.Module):
 
     def suppress(self, logits: torch.Tensor) -> torch.Tensor:
         """In place: -inf for the ids never generated (cfg.suppress_ids)."""
-        if self.cfg.suppress_ids:
-            logits[..., list(self.cfg.suppress_ids)] = float("-inf")
+        if self.suppressed.numel():
+            logits.index_fill_(-1, self.suppressed, float("-inf"))
         return logits
 
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:

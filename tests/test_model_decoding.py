@@ -20,7 +20,13 @@ from model_core.model import (
     packed_linear_backends,
     sinusoidal_table,
 )
-from tests.conftest import random_model, skip_unless_batch_invariant, tiny_config
+from model_core.translator import Translator
+from tests.conftest import (
+    random_model,
+    save_random_checkpoint,
+    skip_unless_batch_invariant,
+    tiny_config,
+)
 
 VOCAB = 60
 VARIANTS = {
@@ -283,3 +289,47 @@ def test_packed_linear_gives_each_row_the_same_bits_in_any_batch(
         full = layer(x)
         for rows in (1, 3, 8, 33):
             assert torch.equal(layer(x[:rows]), full[:rows])
+
+
+SENTENCES = ["a short one", "a somewhat longer sentence than the first", "x", "two words"]
+
+
+def test_a_step_over_the_whole_buffer_gives_the_logits_of_the_positions_written(
+    spm_model, tmp_path
+):
+    # the fixed shape a CUDA graph of the decoder step needs (bench/cuda_graph_bench.py): rows
+    # at different steps read every position of the key/value buffer, each masked beyond its
+    # own step, and get the logits of the step over the positions written so far
+    from bench.cuda_graph_bench import fixed_state, step_logits
+
+    path = save_random_checkpoint(tmp_path / "m", spm_model, "en", "de", seed=3, suppress_ids=(5,))
+    tr = Translator.load(path, device="cpu")
+    ids = [tr.encode_source(s) for s in SENTENCES]
+    tokens, cache = fixed_state(tr, ids, sentences=4, beams=3, positions=40, written=9)
+    assert sorted(set(cache.steps.tolist()))[-1] == 8 and len(set(cache.steps.tolist())) > 1
+    now = step_logits(tr.model, tokens, cache, 8)
+    full = step_logits(tr.model, tokens, cache, 39)
+    torch.testing.assert_close(full, now, rtol=1e-5, atol=1e-5)
+    assert torch.equal(full.topk(4).indices, now.topk(4).indices)
+    assert bool((full[:, 5] == float("-inf")).all())  # the suppressed id, as in a real step
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_captured_decoder_step_replays_with_new_inputs(spm_model, tmp_path):
+    # a CUDA graph of the step (bench/cuda_graph_bench.py) reads the inputs written into its
+    # buffers before each replay, and gives what the eager step gives for them
+    from bench.cuda_graph_bench import fixed_state, graphed, step_logits
+
+    path = save_random_checkpoint(tmp_path / "m", spm_model, "en", "de", seed=3, suppress_ids=(5,))
+    tr = Translator.load(path, device="cuda", dtype="bfloat16")
+    ids = [tr.encode_source(s) for s in SENTENCES]
+    tokens, cache = fixed_state(tr, ids, sentences=4, beams=3, positions=40, written=9)
+    replay, out = graphed(lambda: step_logits(tr.model, tokens, cache, 39), tr.device)
+    tokens.copy_(tokens.flip(0))
+    cache.row_steps.copy_(torch.clamp(cache.row_steps + 1, max=38))
+    replay()
+    torch.cuda.synchronize()
+    eager = step_logits(tr.model, tokens, cache, 39)
+    torch.testing.assert_close(out, eager, rtol=1e-2, atol=1e-2)
+    assert torch.equal(out.topk(4).indices, eager.topk(4).indices)
