@@ -91,7 +91,10 @@ WARM_UP_TEXTS = (  # the first, long, still runs when the others join it
 
 
 def warm_up(
-    translator: Translator, beam_sizes: tuple[int, ...] = (1, 4), every_path: bool | None = None
+    translator: Translator,
+    beam_sizes: tuple[int, ...] = (1, 4),
+    every_path: bool | None = None,
+    fixed: bool = False,
 ) -> None:
     """Decode before the first requests do, so that they do not pay for one-time work.
 
@@ -103,7 +106,7 @@ def warm_up(
     counts are not run. On a CPU a path's first call cost at most about 2 ms more than later
     ones (the shipped en-de model on the 2-core machine, `bench.first_call_bench`), so there
     one sentence is decoded at the largest of `beam_sizes`, and a load on a request's path
-    stays short."""
+    stays short. `fixed`: the continuous decode in fixed buffers (MT_CUDA_GRAPHS)."""
     if every_path is None:
         every_path = translator.device.type == "cuda"
     # a model of few positions (or pieces) may not take the long one whole
@@ -116,15 +119,15 @@ def warm_up(
     for beam in sorted(set(beam_sizes)):
         for size in sizes:
             translator.translate_ids(ids[:size], beam_size=beam, max_length=16)
-        decode_continuously(translator, ids, beam, max_length=16)
+        decode_continuously(translator, ids, beam, max_length=16, fixed=fixed)
 
 
 def decode_continuously(
-    translator: Translator, ids: list[list[int]], beam: int, max_length: int
+    translator: Translator, ids: list[list[int]], beam: int, max_length: int, fixed: bool = False
 ) -> None:
     """A continuous decode of `ids`: the first alone, the others joining after its first
     step, until all are done (the warm-up's; bench.first_call_bench times it)."""
-    running = translator.running_batch(beam)
+    running = translator.running_batch(beam, fixed=fixed)
     translator.join(running, [0], ids[:1], [max_length], [1])
     steps = 0
     while len(running):
@@ -180,6 +183,7 @@ def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
         warmup_beams=(1, s.default_beam_size),
         # MT_THREADS=0 on a CPU: fewer threads while other processes take CPUs (threads.py)
         threads=SharedCpuThreads(threads) if not s.threads and dev.type == "cpu" else None,
+        cuda_graphs=s.cuda_graphs,
     )
     budget = engine.registry.budget_bytes
     used = 0
@@ -225,8 +229,11 @@ class Engine:
         warmup: bool = True,
         warmup_beams: tuple[int, ...] = (1, 4),
         threads: SharedCpuThreads | None = None,
+        cuda_graphs: bool = False,
     ):
         self.registry, self.device, self.warmup = registry, device, warmup
+        # continuous decodes in fixed buffers, replayed from CUDA graphs (on a GPU only)
+        self.fixed = cuda_graphs and device.type == "cuda"
         self.warmup_beams = warmup_beams
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
@@ -249,7 +256,7 @@ class Engine:
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
         translator = self.registry.load(name, reason)
         if self.warmup:
-            warm_up(translator, self.warmup_beams)
+            warm_up(translator, self.warmup_beams, fixed=self.fixed)
         if self.freeze_loads:  # as start_engine does for the models loaded at start-up. A
             # model holds no reference cycles, so once unloaded it is freed by reference
             # counting, frozen or not.
@@ -343,7 +350,7 @@ class RunningGroup:
 
     def __init__(self, engine: Engine, translator: Translator, beam_size: int):
         self.engine, self.translator = engine, translator
-        self.running = translator.running_batch(beam_size)
+        self.running = translator.running_batch(beam_size, fixed=engine.fixed)
 
     def join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
         with self.engine.threads_for_batch() as batch:

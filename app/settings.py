@@ -106,6 +106,13 @@ class Settings(BaseSettings):
         "steps finish fewer sentences per second: under overload the queue would only grow) "
         "(0: the bound always applies)",
     )
+    cuda_graphs: bool = Field(
+        False,
+        description="continuous scheduler on a GPU: each running decode keeps buffers of a "
+        "fixed size (rows, sources and positions in powers of two, kept while it is empty) and "
+        "replays its decoder step from a CUDA graph, one launch instead of one per operation "
+        "(not measured on a GPU yet)",
+    )
     max_request_share: float = Field(
         0.5,
         gt=0,

@@ -17,6 +17,9 @@ of one core the neighbour got (read from /proc). On a CPU the engine's threads w
 parallel regions that end when the last thread is done: a thread that loses its core for a
 burst holds the others up, so the engine loses more than the neighbour's own CPU time.
 
+`--fixed` adds a continuous decode in buffers of a fixed size, whose steps a GPU replays from
+CUDA graphs (MT_CUDA_GRAPHS); with `--step-sizes` every decode timed is in them.
+
 `--device cuda --dtype bfloat16` runs it on a GPU (device and dtype default to the server's
 auto: CUDA in bfloat16 when present, else the CPU in float32).
 
@@ -42,6 +45,7 @@ from statistics import median
 
 import torch
 
+from model_core import fused
 from model_core.translator import Translator
 
 from .common import DEFAULT_SRC, machine, read_sentences, sync, table
@@ -121,12 +125,14 @@ def continuous_rate(
     beam: int,
     join_every: int,
     step_places: int = 0,
+    fixed: bool = False,
 ) -> tuple[float, int]:
     """`step_places`: each step steps that many sentences at most, those that stepped least
-    recently (as the scheduler's MT_MAX_STEP_ROWS does for requests of one sentence)."""
+    recently (as the scheduler's MT_MAX_STEP_ROWS does for requests of one sentence); `fixed`:
+    the decode in fixed buffers (MT_CUDA_GRAPHS: replayed from CUDA graphs on a GPU)."""
     opts = tr.options(beam_size=beam)
     limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
-    running = tr.running_batch(beam)
+    running = tr.running_batch(beam, fixed=fixed)
     taken = steps = pending = 0
 
     def join(count: int) -> None:
@@ -156,12 +162,14 @@ def continuous_rate(
     return len(ids) / (time.perf_counter() - start), steps
 
 
-def refilled_batch(tr: Translator, ids: list[list[int]], inflight: int, beam: int):
+def refilled_batch(
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, fixed: bool = False
+):
     """A running decode that `inflight` of the sentences (taken in turn, round and round)
     have joined, and its join(count): the next `count` sentences join it."""
     opts = tr.options(beam_size=beam)
     limits = tr.output_limits(ids, [opts.max_length] * len(ids), opts)
-    running = tr.running_batch(beam)
+    running = tr.running_batch(beam, fixed=fixed)
     taken = 0
 
     def join(count: int) -> None:
@@ -179,11 +187,11 @@ def refilled_batch(tr: Translator, ids: list[list[int]], inflight: int, beam: in
 
 
 def step_times(
-    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int, fixed: bool
 ) -> tuple[float, float]:
     """Median ms of one step with `inflight` sentences running, and of a join per sentence
     joining (the newcomers' encoder and cache rows), over `steps` steps."""
-    running, join = refilled_batch(tr, ids, inflight, beam)
+    running, join = refilled_batch(tr, ids, inflight, beam, fixed)
     step_s, join_s = [], []
     for _ in range(steps):
         sync(tr.device)
@@ -200,7 +208,7 @@ def step_times(
 
 
 def step_profile(
-    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int
+    tr: Translator, ids: list[list[int]], inflight: int, beam: int, steps: int, fixed: bool
 ) -> tuple[float, float, float, str]:
     """`steps` steps with `inflight` sentences in flight (joins as in step_times, but outside
     the figures) under torch's profiler: (GPU busy ms per step, kernels and copies a step
@@ -209,7 +217,7 @@ def step_profile(
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    running, join = refilled_batch(tr, ids, inflight, beam)
+    running, join = refilled_batch(tr, ids, inflight, beam, fixed)
     for _ in range(10):  # the fresh decode warms up before the profiled steps
         if finished := running.step():
             join(len(finished))
@@ -251,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma list: also continuous decodes that step this many sentences at most",
     )
+    p.add_argument(
+        "--fixed",
+        action="store_true",
+        help="also a continuous decode in fixed buffers (MT_CUDA_GRAPHS: replayed from CUDA "
+        "graphs on a GPU); with --step-sizes, every decode in them",
+    )
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--step-sizes", default="", help="comma list: time steps at these in flight")
@@ -289,12 +303,16 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     tr = Translator.load(
         args.checkpoint, device=args.device, dtype=args.dtype, linear_backend="auto"
     )
+    if args.fixed and fused.attention_kernels_for(torch.empty(0, dtype=tr.dtype, device=tr.device)):
+        print("--fixed: fixed buffers are the gather layout's (a GPU, or --dtype bfloat16 here);"
+              " float32 on this CPU decodes in the slot layout", file=sys.stderr)  # fmt: skip
+        return 2
     ids = [tr.encode_source(s) for s in read_sentences(args.src, args.sentences)]
     tr.translate_ids(ids[:4], beam_size=args.beam_size)  # warm-up
     if args.step_sizes:
         rows = []
         for n in [int(x) for x in args.step_sizes.split(",")]:
-            step_ms, join_ms = step_times(tr, ids, n, args.beam_size, args.steps)
+            step_ms, join_ms = step_times(tr, ids, n, args.beam_size, args.steps, args.fixed)
             rows.append([n, n * args.beam_size, f"{step_ms:.2f}", f"{step_ms / n:.3f}",
                          f"{join_ms:.2f}"])  # fmt: skip
         print(machine())
@@ -302,6 +320,7 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
             f"{args.checkpoint}: {tr.device.type} {tr.precision}, beam {args.beam_size}, "
             f"{args.threads} threads; medians over "
             f"{args.steps} steps per size"
+            + ("; the decodes in fixed buffers (MT_CUDA_GRAPHS)" if args.fixed else "")
         )
         print()
         headers = ["sentences in flight", "rows", "step ms", "step ms per sentence"]
@@ -310,7 +329,7 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
             prof_rows, tops = [], []
             for row in rows:
                 busy, kernels, wall, top = step_profile(
-                    tr, ids, row[0], args.beam_size, args.profile_steps
+                    tr, ids, row[0], args.beam_size, args.profile_steps, args.fixed
                 )
                 step_ms = float(row[2])
                 prof_rows.append([row[0], row[2], f"{wall:.2f}", f"{busy:.2f}",
@@ -338,6 +357,10 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     for bound in bounds:
         decoders[bound] = lambda bound=bound: continuous_rate(
             tr, ids, args.inflight, args.beam_size, args.join_every, bound
+        )
+    if args.fixed:
+        decoders["fixed"] = lambda: continuous_rate(
+            tr, ids, args.inflight, args.beam_size, args.join_every, fixed=True
         )
     rates = {name: [] for name in decoders}
     beside = {name: [] for name in decoders}  # with the neighbour: (rate, its core share)
@@ -367,6 +390,9 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     for name in decoders:
         if name == "static":
             label = "static batches"
+        elif name == "fixed":
+            label = f"continuous (joins every {args.join_every} steps), fixed buffers"
+            label += " replayed from CUDA graphs" if tr.device.type == "cuda" else ", eager"
         else:
             label = f"continuous (joins every {args.join_every} steps)"
             if name:

@@ -30,6 +30,7 @@ from statistics import median
 
 import torch
 
+from model_core.continuous import capture
 from model_core.model import DecoderCache, Transformer
 from model_core.translator import Translator
 
@@ -83,20 +84,6 @@ def timed(call, device: torch.device, repeats: int) -> float:
     return median(times)
 
 
-def graphed(call, device: torch.device):
-    """(replay, output): `call()` captured in a CUDA graph (after warm-up on a side stream)."""
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = call()
-    return graph.replay, out
-
-
 def measure(tr: Translator, ids, rows: int, beams: int, positions: int, written: int, repeats: int):
     """A table row for `rows` decoder rows: ms now / full / graph, and the largest differences
     of the full step's logits from now's and of the replay's from the eager full step's."""
@@ -110,7 +97,7 @@ def measure(tr: Translator, ids, rows: int, beams: int, positions: int, written:
     full_ms = timed(lambda: step_logits(model, tokens, cache, positions - 1), device, repeats)
     graph_ms = replay_diff = None
     if device.type == "cuda":
-        replay, out = graphed(lambda: step_logits(model, tokens, cache, positions - 1), device)
+        replay, out = capture(lambda: step_logits(model, tokens, cache, positions - 1))
         replay()
         sync(device)
         replay_diff = (out - full_logits).abs().max().item()

@@ -17,15 +17,25 @@ gather mode. A newcomer gets all K beam rows at once, the K - 1 extra rows with 
 first step then selects from its one real row, as decoding.beam_search does, and in the slot
 layout computes only that row.
 
+With `fixed=True` the gather layout keeps buffers of a fixed size: rows, sources and positions
+in powers of two, at least what the sentences need, grown (to the next powers) only when a
+newcomer does not fit, and kept while the batch is empty. Every step then has the same shapes
+and addresses until the buffers grow, so on a GPU the decoder's step (its layers and output
+projection) is captured once in a CUDA graph and replayed: one launch instead of one per
+operation, the host's share of a step being most of it there (docs/BENCHMARKS.md section 7).
+A step computes every row of the buffers; the rows beyond the live ones are padding that
+nobody reads. Elsewhere the same fixed layout runs eagerly (the tests' way to check it).
+
 Memory: the self-attention buffer holds rows x the largest output limit among the sentences
 (positions a row never reaches are allocated, not written); the cross-attention state holds
 sentences x the longest source. `envelope` reports both in token positions, the unit the
-service's admission budget counts in.
+service's admission budget counts in; `buffers` what the buffers hold room for (more, with
+`fixed`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -57,6 +67,7 @@ class RunningBatch:
         beam_size: int = 1,
         length_penalty: float = 1.0,
         stop: str = "first_k",
+        fixed: bool = False,
     ):
         if stop not in ("first_k", "heuristic"):
             raise ValueError(f"stop={stop!r}: use first_k or heuristic")
@@ -72,6 +83,10 @@ class RunningBatch:
         self.slots = False  # the cache's layout: slot (attention kernels) or gather
         self.places: list[int] = []  # slot layout: each sentence's place (slots place*K...)
         self.free: list[int] = []  # slot layout: places of finished sentences, for newcomers
+        self.fixed = fixed  # the gather layout in buffers of a fixed size (module docstring)
+        self._idle: DecoderCache | None = None  # fixed: the buffers kept while no sentence runs
+        self._inputs: tuple[torch.Tensor, torch.Tensor] | None = None  # fixed: tokens, row steps
+        self._graph: tuple[Callable[[], None], torch.Tensor] | None = None  # fixed, CUDA
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -103,8 +118,9 @@ class RunningBatch:
 
     def buffers(self) -> tuple[int, int, int]:
         """(sentences, positions, source width) the buffers hold room for now: in the slot
-        layout the places of finished sentences stay, for newcomers."""
-        cache = self.cache
+        layout the places of finished sentences stay, for newcomers; with `fixed` the buffers stay
+        while no sentence runs."""
+        cache = self.cache or self._idle
         if cache is None:
             return 0, 0, 0
         kv = cache.kv
@@ -113,9 +129,10 @@ class RunningBatch:
 
     def allocated(self) -> int:
         """Self-attention positions allocated: rows x positions of the buffer."""
-        if self.cache is None:
+        cache = self.cache or self._idle
+        if cache is None:
             return 0
-        kv = self.cache.kv
+        kv = cache.kv
         return kv.shape[1] * kv.shape[2] if self.slots else kv.shape[0] * kv.shape[1]
 
     @torch.inference_mode()
@@ -152,7 +169,10 @@ class RunningBatch:
             self._start_slots(fresh, b, capacity)
         else:
             fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=True)
-            self._join_gather(fresh, b, capacity)
+            if self.fixed:
+                self._join_fixed(fresh, b, capacity)
+            else:
+                self._join_gather(fresh, b, capacity)
         start = torch.full((b, k), float("-inf"), device=device)
         start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
         self.scores = torch.cat([self.scores.to(device), start])
@@ -193,6 +213,96 @@ class RunningBatch:
         if old_kv is not None:
             kv[:rows_old, :t] = old_kv[:, :t]
         cache.kv, cache.spare, cache.group = kv, None, k
+
+    def _join_fixed(self, fresh: DecoderCache, b: int, capacity: int) -> None:
+        """Fixed gather layout: the newcomers take the sentence places after the live ones
+        (rows n*K...), in buffers grown first if they do not fit."""
+        n, width = len(self.sentences), fresh.src_bias.shape[-1]
+        cache = self.cache or self._idle
+        if (
+            cache is None
+            or n + b > cache.steps.numel()
+            or width > cache.src_bias.shape[-1]
+            or capacity > cache.kv.shape[1]
+        ):
+            cache = self._fixed_buffers(fresh, n + b, width, capacity)
+        elif self.cache is None:  # the kept buffers of an empty batch
+            cache.length = 0
+        self.cache, self._idle = cache, None
+        new = slice(n, n + b)
+        for places, adds, dim in (
+            (cache.cross_k, fresh.cross_k, 3),
+            (cache.cross_v, fresh.cross_v, 2),
+        ):
+            for x, add in zip(places, adds, strict=True):
+                x[new].narrow(dim, 0, width).copy_(add)
+                x[new].narrow(dim, width, x.shape[dim] - width).zero_()
+        cache.src_bias[new, ..., :width] = fresh.src_bias
+        cache.src_bias[new, ..., width:] = float("-inf")
+        cache.steps[new] = 0
+
+    def _fixed_buffers(
+        self, fresh: DecoderCache, sentences: int, width: int, capacity: int
+    ) -> DecoderCache:
+        """New fixed buffers with room for `sentences` sentences, sources of `width` tokens and
+        `capacity` positions (each the next power of two, at least what the old buffers held),
+        the live sentences' state copied over; the step's graph is captured anew."""
+        old, held, k = self.cache, self.cache or self._idle, self.k
+        if held is not None:  # never smaller than before in any dimension
+            sentences = max(sentences, held.steps.numel())
+            width, capacity = max(width, held.src_bias.shape[-1]), max(capacity, held.kv.shape[1])
+        places, width, positions = (
+            1 << max(0, x - 1).bit_length() for x in (sentences, width, capacity)
+        )
+        kv = fresh.kv.new_zeros((places * k, positions, *fresh.kv.shape[2:]))
+        cache = DecoderCache(
+            kv=kv,
+            cross_k=[x.new_zeros((places, *x.shape[1:3], width)) for x in fresh.cross_k],
+            cross_v=[x.new_zeros((places, x.shape[1], width, x.shape[3])) for x in fresh.cross_v],
+            # 0 for the padding places: they attend to zeros (no row of -inf, no NaN)
+            src_bias=fresh.src_bias.new_zeros((places, 1, 1, width)),
+            group=k,
+            steps=torch.zeros(places, dtype=torch.long, device=kv.device),
+            fixed=True,
+        )
+        if old is not None:  # the live sentences, in their places
+            n, t, w = len(self.sentences), old.length, old.src_bias.shape[-1]
+            cache.length = t
+            cache.kv[: n * k, :t] = old.kv[: n * k, :t]
+            cache.steps[:n] = old.steps[:n]
+            pairs = zip((*cache.cross_k, *cache.cross_v), (*old.cross_k, *old.cross_v), strict=True)
+            for i, (x, y) in enumerate(pairs):
+                dim = 3 if i < len(cache.cross_k) else 2
+                x[:n].narrow(dim, 0, w).copy_(y[:n].narrow(dim, 0, w))
+            cache.src_bias[:n, ..., :w] = old.src_bias[:n, ..., :w]
+            cache.src_bias[:n, ..., w:] = float("-inf")
+        rows = torch.zeros(places * k, dtype=torch.long, device=kv.device)
+        self._inputs, self._graph = (rows, rows.clone()), None
+        return cache
+
+    def _decode_fixed(self) -> torch.Tensor:
+        """The fixed layout's decoder step: every row of the buffers (from a CUDA graph on a
+        GPU, captured at the buffers' first step), the live rows' logits (N, V)."""
+        cache, (tokens, row_steps) = self.cache, self._inputs
+        assert cache is not None
+        n_rows, length = self.tokens.numel(), cache.length
+        tokens[:n_rows] = self.tokens
+        row_steps.copy_(cache.steps.repeat_interleave(self.k))
+        top = cache.kv.shape[1] - 1
+
+        def decode() -> torch.Tensor:  # reads every position; each row's mask stops at its step
+            cache.length, cache.row_steps = top, row_steps
+            return self.model._decode_rows(tokens, cache)
+
+        if tokens.device.type == "cuda":
+            if self._graph is None:
+                self._graph = capture(decode)
+            replay, logits = self._graph
+            replay()
+        else:
+            logits = decode()
+        cache.length, cache.row_steps = length + 1, row_steps[:n_rows]
+        return logits[:n_rows]
 
     def _start_slots(self, fresh: DecoderCache, b: int, capacity: int) -> None:
         """Slot layout, the first sentences: the cache is theirs, sentence i in place i."""
@@ -317,7 +427,10 @@ class RunningBatch:
             ]
             live = torch.tensor([g for g, _ in pairs], dtype=torch.long, device=device)
             local = torch.tensor([loc for _, loc in pairs], dtype=torch.long, device=device)
-        logits = self.model.decode_step(self.tokens, cache, rows=live)  # (live rows, V)
+        if cache.fixed:
+            logits = self._decode_fixed()
+        else:
+            logits = self.model.decode_step(self.tokens, cache, rows=live)  # (live rows, V)
         if cfg.force_eos_at_limit:
             limit_rows = at_limit.repeat_interleave(k)
             force_eos(logits, limit_rows if local is None else limit_rows[local], cfg.eos_id)
@@ -364,7 +477,7 @@ class RunningBatch:
         for s in stepping:
             s.step += 1
         if act_t is None:
-            cache.steps += 1
+            cache.steps[: len(sents)] += 1  # (fixed: the places beyond are padding)
         else:
             cache.steps.index_add_(0, act_t, torch.ones_like(act_t))
         out = [
@@ -421,6 +534,8 @@ class RunningBatch:
         if kept is not None:
             self.sentences = [self.sentences[i] for i in kept.tolist()]
             if not self.sentences:
+                if self.cache is not None and self.cache.fixed:
+                    self._idle = self.cache  # kept, with its graph, for the next newcomers
                 self.cache = None
                 self.places, self.free = [], []
                 self.tokens, self.scores, self.seqs = tokens, scores, self.seqs[:0]
@@ -476,3 +591,20 @@ def _pad_to(x: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:
         return x
     pad = [0, 0] * (x.dim() - dim - 1) + [0, missing]
     return F.pad(x, pad, value=value)
+
+
+def capture(call: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
+    """(replay, output): `call()` captured in a CUDA graph, after three runs on a side stream
+    (as CUDA graphs need: the libraries' own set-up runs outside the capture). A replay runs
+    the captured kernels on what the tensors `call` read hold then, into the same output."""
+    device = torch.cuda.current_device()
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+    return graph.replay, out

@@ -299,14 +299,15 @@ class Translator:
             for s, m in zip(sources, max_lengths, strict=True)
         ]
 
-    def running_batch(self, beam_size: int) -> RunningBatch:
+    def running_batch(self, beam_size: int, fixed: bool = False) -> RunningBatch:
         """An empty continuous decode with this model (model_core/continuous.py), with the
-        model's length penalty."""
+        model's length penalty; `fixed`: in buffers of a fixed size (CUDA graphs on a GPU)."""
         return RunningBatch(
             self.model,
             beam_size=beam_size,
             length_penalty=self.options(beam_size=beam_size, n_best=1).length_penalty,
             stop=self.checkpoint.beam_stop,
+            fixed=fixed,
         )
 
     def join(

@@ -97,15 +97,17 @@ def test_a_sentence_joining_at_any_step_decodes_as_alone(variant, beam_size, sto
         assert len(got[i]) == n_bests[i]
 
 
+@pytest.mark.parametrize("fixed", [False, True])
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_the_gather_layout_decodes_as_alone(beam_size, monkeypatch):
+def test_the_gather_layout_decodes_as_alone(beam_size, fixed, monkeypatch):
     """Without the attention kernels (a GPU, another dtype, or not built), torch's attention
-    with a mask per row."""
+    with a mask per row; `fixed`: in buffers of a fixed size (what a GPU replays from CUDA
+    graphs), eagerly here, each step over every position and row of the buffers."""
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
     model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=16)
     srcs = sources(26, 6)
     limits = [18, 6, 18, 11, 18, 9]
-    running = RunningBatch(model, beam_size=beam_size, stop="heuristic")
+    running = RunningBatch(model, beam_size=beam_size, stop="heuristic", fixed=fixed)
     got = run_staggered(
         running,
         srcs,
@@ -113,7 +115,7 @@ def test_the_gather_layout_decodes_as_alone(beam_size, monkeypatch):
         [1, 2, 1, 1, 1, 1][:6] if beam_size > 1 else [1] * 6,
         [0, 1, 1, 4, 9, 9],
     )
-    assert not running.slots
+    assert not running.slots and (running.buffers() != (0, 0, 0)) == fixed
     for i, src in enumerate(srcs):
         n_best = 2 if beam_size > 1 and i == 1 else 1
         want = alone(model, src, limits[i], beam_size, n_best, "heuristic", 1.0)
@@ -123,15 +125,17 @@ def test_the_gather_layout_decodes_as_alone(beam_size, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fixed", [False, True])
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_on_a_gpu_a_sentence_joining_at_any_step_decodes_as_alone(beam_size):
+def test_on_a_gpu_a_sentence_joining_at_any_step_decodes_as_alone(beam_size, fixed):
     """The service's continuous scheduler on a GPU: the gather layout, on CUDA tensors, in
-    float32 (half precision rounds batches and lone sentences differently)."""
+    float32 (half precision rounds batches and lone sentences differently); `fixed`: each step
+    replayed from a CUDA graph of the fixed buffers (captured anew as they grow)."""
     model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=17).to("cuda")
     srcs = sources(27, 8)
     limits = [20, 5, 14, 20, 9, 3, 17, 12]
     n_bests = [min(beam_size, 1 + i % 3) for i in range(8)]
-    running = RunningBatch(model, beam_size=beam_size, stop="heuristic")
+    running = RunningBatch(model, beam_size=beam_size, stop="heuristic", fixed=fixed)
     got = run_staggered(running, srcs, limits, n_bests, [0, 0, 1, 3, 3, 4, 7, 12])
     assert not running.slots and running.tokens.device.type == "cuda"
     for i, src in enumerate(srcs):
@@ -170,6 +174,51 @@ def test_sentences_that_leave_are_never_computed_again_and_the_rest_are_unaffect
     for i, name in ((0, "a"), (2, "c"), (4, "e")):
         want = alone(model, srcs[i], 30, 4, 1, "first_k", 1.0)
         assert [h.tokens for h in results[name]] == [t for t, _ in want]
+
+
+def test_fixed_buffers_grow_to_fit_newcomers_and_stay_for_the_next_ones(monkeypatch):
+    """The fixed gather layout: more sentences, a longer source or a longer limit than the
+    buffers hold grow them (to powers of two), the sentences already running carried over; a
+    sentence leaving mid-decode frees its place; an empty batch keeps its buffers, which the
+    next newcomers reuse. Every sentence gets what it gets decoded alone."""
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=18)
+    srcs = sorted(sources(28, 7), key=lambda x: x.shape[1])  # each newcomer the longest yet
+    running = RunningBatch(model, beam_size=2, stop="heuristic", fixed=True)
+    seen, results = [], {}
+
+    def join(i: int, limit: int) -> None:
+        src = srcs[i]
+        running.join([i], src, pad_mask(src, 0), [limit], [1])
+        seen.append(running.buffers())
+
+    join(0, 6)
+    assert running.buffers() == (1, 8, 1 << (srcs[0].shape[1] - 1).bit_length())
+    for i, limit in ((1, 9), (2, 20), (3, 12), (4, 30)):
+        results.update(running.step())
+        join(i, limit)
+    assert seen[-1][0] >= 4 and seen[-1][1] == 32 and seen[-1][2] >= srcs[4].shape[1]
+    assert all(
+        a <= b for x, y in zip(seen, seen[1:], strict=False) for a, b in zip(x, y, strict=True)
+    )
+    left = running.ids[0]
+    assert running.leave([left]) == 1
+    while len(running):
+        results.update(running.step())
+    kept = running.buffers()
+    assert kept == seen[-1] and running.allocated() == kept[0] * 2 * kept[1]
+    kv = running._idle.kv
+    join(5, 10)
+    join(6, 10)
+    assert running.cache.kv is kv  # the same buffers: a GPU replays the same graph
+    while len(running):
+        results.update(running.step())
+    for i, limit in ((0, 6), (1, 9), (2, 20), (3, 12), (4, 30), (5, 10), (6, 10)):
+        if i == left:
+            assert i not in results
+            continue
+        want = alone(model, srcs[i], limit, 2, 1, "heuristic", 1.0)
+        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
 def test_the_envelope_counts_rows_times_the_longest_limit():

@@ -192,6 +192,25 @@ def test_continuous_engine_bench_measures_each_decoder_beside_a_neighbour(
     assert neighbours_of(bench.pid) == []  # the neighbour does not outlive the benchmark
 
 
+def test_continuous_engine_bench_also_measures_the_fixed_buffers(random_checkpoint, tmp_path):
+    """bench.continuous_engine_bench --fixed: a continuous decode in the fixed buffers that a
+    GPU replays from CUDA graphs (here bfloat16 on the CPU, the gather layout, eagerly); in
+    float32 on this CPU (the slot layout) the option is refused."""
+    src = write_lines(tmp_path / "src.txt", make_parallel(24, seed=6)[0])
+    common = ["--checkpoint", str(random_checkpoint), "--src", str(src), "--sentences", "24",
+              "--inflight", "8", "--beam-size", "2", "--repeats", "1", "--device", "cpu",
+              "--fixed"]  # fmt: skip
+    lines = run_bench("continuous_engine_bench", *common, "--dtype", "bfloat16")
+    rows = {line.split("|")[1].strip(): line.split("|") for line in lines if line.startswith("| ")}
+    fixed = rows["continuous (joins every 1 steps), fixed buffers, eager"]
+    assert float(fixed[2]) > 0 and int(fixed[3]) > 0
+    refused = subprocess.run(
+        [sys.executable, "-m", "bench.continuous_engine_bench", *common, "--dtype", "float32"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "gather layout" in refused.stderr
+
+
 def test_the_neighbour_dies_with_a_benchmark_that_is_killed(random_checkpoint, tmp_path):
     """Killed outright (SIGKILL: no cleanup of its own runs), the benchmark takes its
     neighbour with it, stopped or running."""

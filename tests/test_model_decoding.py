@@ -319,13 +319,14 @@ def test_a_step_over_the_whole_buffer_gives_the_logits_of_the_positions_written(
 def test_a_captured_decoder_step_replays_with_new_inputs(spm_model, tmp_path):
     # a CUDA graph of the step (bench/cuda_graph_bench.py) reads the inputs written into its
     # buffers before each replay, and gives what the eager step gives for them
-    from bench.cuda_graph_bench import fixed_state, graphed, step_logits
+    from bench.cuda_graph_bench import fixed_state, step_logits
+    from model_core.continuous import capture
 
     path = save_random_checkpoint(tmp_path / "m", spm_model, "en", "de", seed=3, suppress_ids=(5,))
     tr = Translator.load(path, device="cuda", dtype="bfloat16")
     ids = [tr.encode_source(s) for s in SENTENCES]
     tokens, cache = fixed_state(tr, ids, sentences=4, beams=3, positions=40, written=9)
-    replay, out = graphed(lambda: step_logits(tr.model, tokens, cache, 39), tr.device)
+    replay, out = capture(lambda: step_logits(tr.model, tokens, cache, 39))
     tokens.copy_(tokens.flip(0))
     cache.row_steps.copy_(torch.clamp(cache.row_steps + 1, max=38))
     replay()

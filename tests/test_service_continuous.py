@@ -146,6 +146,40 @@ def test_the_engine_counts_what_a_running_decode_allocates(weights_dir):  # noqa
     assert group.running.allocated() == self_positions
 
 
+def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts(
+    weights_dir,  # noqa: F811
+    monkeypatch,
+):
+    """MT_CUDA_GRAPHS: on a GPU the running groups keep buffers of a fixed size, replayed from
+    CUDA graphs. On a CPU the setting changes nothing; forced here on the CPU's gather layout
+    (the same fixed buffers, eagerly), a group translates as static batches do, and admission
+    counts the buffers' whole size."""
+    from app.engine import DecodeKey, start_engine
+    from app.settings import Settings
+    from model_core import fused
+
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)  # the gather layout, as on a GPU
+    engine = start_engine(Settings(weights_dir=weights_dir, warmup=False, cuda_graphs=True))
+    assert not engine.fixed  # no CUDA here
+    engine.fixed = True
+    translator = engine.translator("en-de")
+    texts = ["The cat.", "We eat bread today and the dog is very slow.", "I see.", "Good day."]
+    payloads = [translator.encode_source(t) for t in texts]
+    key = DecodeKey("en-de", 3, 1, 40)
+    group = engine.open_group(engine.group_of(key))
+    group.join([(i, key, p) for i, p in enumerate(payloads[:3])])
+    assert group.running.cache.fixed
+    places, positions, width = group.running.buffers()
+    members = [(key, len(p) + 1) for p in payloads[:3]]
+    assert engine.envelope(("en-de", 3), members) == places * (3 * positions + width)
+    results = dict(group.step())
+    group.join([(3, key, payloads[3])])
+    while len(results) < 4:
+        results.update(group.step())
+    static = engine.run(key, payloads)
+    assert [results[i].texts for i in range(4)] == [r.texts for r in static]
+
+
 def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
     """MT_MAX_RUNNING_ROWS=8: at beam 4 a step holds 2 sentences at most, at beam 1 eight; the
     answers are those of the static batcher."""
