@@ -8,12 +8,14 @@
 #     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]
 #     STEPS="tests first_call" bash bench/gpu_check.sh OUTDIR    # only these steps
 #
-# The steps: cuda_graph steps continuous_engine open_loop load_continuous load_static tests
-# first_call
+# The steps: cuda_graph steps fixed_steps continuous_engine open_loop load_continuous load_static
+# load_graphs tests first_call (fixed_steps and load_graphs: the continuous decode in fixed
+# buffers replayed from CUDA graphs, MT_CUDA_GRAPHS)
 # (all by default). The machine block (the machine, the C kernels' build, the linear backends'
 # batch invariance) runs first unless MACHINE=skip: a second run in the same tree can skip it.
 # With 10 s per level the whole run took 542 s on an H200 (docs/TESTING.md), without the
-# cuda_graph step (up to 90 s).
+# CUDA graph steps (cuda_graph, fixed_steps, load_graphs: up to 310 s more) and the fixed decode
+# of continuous_engine.
 #
 # SOURCE_SENTENCES defaults to the benchmarks' own (../shared/data/tatoeba/dev.en); a machine
 # without ../shared needs a copy. docs/BENCHMARKS.md section 7 gives the figures of such a run.
@@ -26,7 +28,8 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 
-all_steps="cuda_graph steps continuous_engine open_loop load_continuous load_static tests first_call"
+all_steps="cuda_graph steps fixed_steps continuous_engine open_loop load_continuous load_static"
+all_steps+=" load_graphs tests first_call"
 wanted=" ${STEPS:-$all_steps} "
 
 step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.log
@@ -58,13 +61,19 @@ TAIL=12 step cuda_graph 90 "$py" -m bench.cuda_graph_bench --device cuda --dtype
     "${src[@]}" --rows 4,64,256,1024 --positions 256 --written 24
 TAIL=18 step steps 120 "$py" -m bench.continuous_engine_bench --device cuda --dtype bfloat16 \
     "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200 --profile-steps 50
-TAIL=6 step continuous_engine 90 "$py" -m bench.continuous_engine_bench --device cuda \
-    --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3
+TAIL=18 step fixed_steps 120 "$py" -m bench.continuous_engine_bench --device cuda \
+    --dtype bfloat16 "${src[@]}" --step-sizes 1,4,16,64,128,256 --steps 200 --profile-steps 50 \
+    --fixed
+TAIL=7 step continuous_engine 120 "$py" -m bench.continuous_engine_bench --device cuda \
+    --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3 --fixed
 step open_loop 300 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
     --seconds "$seconds" --capacity-seconds 10 --capacity-clients 64 --warm-seconds 20 \
     --warm-clients 64
-for scheduler in continuous static; do
-    TAIL=12 MT_SCHEDULER=$scheduler step "load_$scheduler" 100 "$py" -m bench.load_bench \
+for scheduler in continuous static graphs; do  # graphs: continuous with MT_CUDA_GRAPHS
+    graphs=false
+    [ "$scheduler" = graphs ] && graphs=true
+    TAIL=12 MT_SCHEDULER=${scheduler/graphs/continuous} MT_CUDA_GRAPHS=$graphs \
+        step "load_$scheduler" 100 "$py" -m bench.load_bench \
         "${src[@]}" --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 \
         --max-requests 400 --max-seconds 8 --warm-requests 512 --warm-concurrency 64 --warm-engine
 done
