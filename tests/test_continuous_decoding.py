@@ -221,6 +221,41 @@ def test_fixed_buffers_grow_to_fit_newcomers_and_stay_for_the_next_ones(monkeypa
         assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
+def test_fixed_buffers_keep_their_addresses_until_they_grow(monkeypatch):
+    """What a CUDA graph of the fixed layout's step relies on: steps, joins that fit and leaves
+    move data within the same tensors (a replay reads them by address); only a newcomer that
+    does not fit brings new ones, and the graph is then captured anew."""
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB), seed=19)
+    srcs = sources(29, 6)
+    running = RunningBatch(model, beam_size=2, fixed=True)
+
+    def addresses() -> list[int]:
+        cache = running.cache or running._idle
+        tensors = [cache.kv, cache.src_bias, *cache.cross_k, *cache.cross_v, *running._inputs]
+        return [t.data_ptr() for t in tensors]
+
+    def join(ids: list[int], limit: int) -> None:
+        src = padded([srcs[i] for i in ids])
+        running.join(ids, src, pad_mask(src, 0), [limit] * len(ids), [1] * len(ids))
+
+    join([0, 1, 2, 3], 30)  # four places, 32 positions
+    first = addresses()
+    running._graph = "captured"  # as a GPU's first step leaves it
+    running.step()
+    running.step()
+    assert running.leave([1]) == 1
+    running.step()
+    assert srcs[4].shape[1] <= running.buffers()[2]  # (the test's data) its source fits
+    join([4], 20)  # fits: a free place, a shorter limit
+    assert addresses() == first and running._graph == "captured"
+    while len(running):
+        running.step()
+    assert addresses() == first  # kept while empty
+    join([5, 0, 2, 3, 4], 30)  # five sentences: eight places
+    assert running.buffers()[0] == 8 and addresses() != first and running._graph is None
+
+
 def test_the_envelope_counts_rows_times_the_longest_limit():
     model = random_model(tiny_config(VOCAB), seed=14)
     srcs = sources(24, 3)
