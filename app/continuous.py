@@ -24,7 +24,11 @@ Admission:
   sentences x beam size, where it is set);
 - `budget` bounds what the running groups may allocate: `envelope(group, members)` gives a
   group's footprint for the (key, cost) pairs of its sentences, and a sentence is admitted only
-  while the sum over groups, with it, stays within the budget (a lone sentence always runs);
+  while the sum over groups, with it, stays within the budget (a lone sentence always runs).
+  What the engine keeps of a group between its decodes (`kept()`: MT_CUDA_GRAPHS keeps each
+  group's fixed buffers and CUDA graph) counts too, as the group's footprint when it runs
+  again; a group's kept buffers are released (`release(group)`) when a sentence of another
+  group would not fit beside them;
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
   sentence), so a request of many sentences does not hold back the requests behind it. The
   turn goes to the request with the fewest sentences running now, then to the one that has
@@ -155,8 +159,13 @@ class ContinuousBatcher(Tickets):
         on_depth: Callable[[int], None] | None = None,
         on_running: Callable[[int], None] | None = None,
         worker: Worker | None = None,
+        kept: Callable[[], dict[Hashable, int]] | None = None,
+        release: Callable[[Hashable], None] | None = None,
     ):
+        if (kept is None) != (release is None):
+            raise ValueError("kept and release go together")
         self.open_group, self.group_of, self.envelope = open_group, group_of, envelope
+        self.kept, self.release = kept, release
         self.budget, self.max_batch_size, self.max_queue_size = (
             budget,
             max_batch_size,
@@ -396,18 +405,28 @@ class ContinuousBatcher(Tickets):
             for running in self._running.values():  # some may have left since their step
                 running.footprint = self._footprint(running)
             used = sum(r.footprint for r in self._running.values())
+            # what the engine keeps of groups between their decodes, for their next one: it
+            # counts, and is released when a sentence of another group would not fit beside it
+            kept = self.kept() if self.kept else {}
+            idle = {g: size for g, size in kept.items() if g not in self._running and size}
+            used += sum(idle.values())
             for group, requests in list(self._waiting.items()):
                 heapq.heapify(requests)  # sentences have finished since: the turns moved
                 running = self._running.get(group)
                 members = [(s.key, s.cost) for s in running.members.values()] if running else []
-                before = running.footprint if running else 0
+                before = running.footprint if running else idle.get(group, 0)
                 entries, admitted = [], []
                 places = max(1, min(self.max_batch_size, self.places(group)))
                 while requests and len(members) < places:
                     request = requests[0]
                     s = request.sentences[0]
                     footprint = self.envelope(group, members + [(s.key, s.cost)])
-                    if used - before + footprint > self.budget and (members or used):
+                    for other in [g for g in idle if g != group]:
+                        if used - before + footprint <= self.budget:
+                            break
+                        used -= idle.pop(other)
+                        self.release(other)
+                    if used - before + footprint > self.budget and (members or used - before):
                         break
                     request.sentences.popleft()
                     request.running += 1

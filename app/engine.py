@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from model_core.allocator import keep_freed_memory
+from model_core.continuous import RunningBatch, fixed_size
 from model_core.decoding import Hypothesis
 from model_core.linear_backend import available_backends
 from model_core.threads import SharedCpuThreads, available_cpus
@@ -232,8 +233,10 @@ class Engine:
         cuda_graphs: bool = False,
     ):
         self.registry, self.device, self.warmup = registry, device, warmup
-        # continuous decodes in fixed buffers, replayed from CUDA graphs (on a GPU only)
+        # continuous decodes in fixed buffers, replayed from CUDA graphs (on a GPU only), and
+        # each group's decode kept when it empties, with its buffers and graph, for the next
         self.fixed = cuda_graphs and device.type == "cuda"
+        self.kept: dict[tuple[str, int], RunningBatch] = {}
         self.warmup_beams = warmup_beams
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
@@ -310,33 +313,59 @@ class Engine:
 
     def open_group(self, group: tuple[str, int]) -> RunningGroup:
         model, beam_size = group
-        running = RunningGroup(self, self.translator(model), beam_size)
+        translator = self.translator(model)
+        kept = self.kept.pop(group, None)
+        if kept is None or len(kept) or kept.model is not translator.model:
+            kept = translator.running_batch(beam_size, fixed=self.fixed)  # (a failed one: anew)
+        if self.fixed:
+            self.kept[group] = kept
+        running = RunningGroup(self, translator, kept)
         self.groups[group] = running
         return running
+
+    def kept_footprints(self) -> dict[tuple[str, int], int]:
+        """Key/value positions the kept decodes of the groups hold (MT_CUDA_GRAPHS), by group:
+        the scheduler counts those of the groups not running against its budget. Those of a
+        model no longer loaded are dropped (their buffers and the model with them)."""
+        loaded = self.registry.loaded
+        for group in [g for g in self.kept if g[0] not in loaded]:
+            del self.kept[group]
+        return {group: self.envelope(group, []) for group in self.kept}
+
+    def release_kept(self, group: tuple[str, int]) -> None:
+        """Drop a group's kept decode (the scheduler needs its memory for another group)."""
+        self.kept.pop(group, None)
 
     def envelope(self, group: tuple[str, int], members: list[tuple[DecodeKey, int]]) -> int:
         """Key/value positions a running group of these (key, source tokens) sentences
         allocates, as model_core.continuous.RunningBatch does: room for its sentences times
         (beam size x the longest output limit for self-attention + the longest source for
-        cross-attention), or the room its buffers already hold, if more."""
+        cross-attention), or the room its buffers already hold, if more; in fixed buffers
+        (MT_CUDA_GRAPHS) each rounded up to its power of two."""
         model, beam_size = group
-        translator = self.translator(model)
-        opts = translator.options(beam_size=beam_size, n_best=1)
-        # the limit grows with the source and with max_length: the longest source of each
-        # max_length gives the longest limit (admission calls this for every candidate)
         most: dict[int, int] = {}
-        for key, cost in members:
-            if cost > most.get(key.max_length, 0):
-                most[key.max_length] = cost
-        ratio, extra = opts.max_length_ratio, opts.max_length_extra
-        longest = max(
-            translator.max_output_length(cost, limit, ratio, extra) for limit, cost in most.items()
-        )
+        longest = 0
+        if members:
+            translator = self.translator(model)
+            opts = translator.options(beam_size=beam_size, n_best=1)
+            # the limit grows with the source and with max_length: the longest source of each
+            # max_length gives the longest limit (admission calls this for every candidate)
+            for key, cost in members:
+                if cost > most.get(key.max_length, 0):
+                    most[key.max_length] = cost
+            ratio, extra = opts.max_length_ratio, opts.max_length_extra
+            longest = max(
+                translator.max_output_length(cost, limit, ratio, extra)
+                for limit, cost in most.items()
+            )
         running = self.groups.get(group)
-        places, positions, width = running.running.buffers() if running else (0, 0, 0)
-        sentences = max(places, len(members))
-        source = max(width, *most.values())
-        return sentences * (beam_size * max(positions, longest) + source)
+        batch = running.running if running is not None else self.kept.get(group)
+        places, positions, width = batch.buffers() if batch is not None else (0, 0, 0)
+        sizes = (max(places, len(members)), max(positions, longest), max(width, *most.values(), 0))
+        if self.fixed:
+            sizes = tuple(fixed_size(x) if x else 0 for x in sizes)
+        sentences, positions, source = sizes
+        return sentences * (beam_size * positions + source)
 
 
 def sentence_result(translator: Translator, hyps: list[Hypothesis]) -> SentenceResult:
@@ -348,9 +377,8 @@ class RunningGroup:
     """One model's continuous decode at one beam size, for the continuous scheduler: sentences
     join and leave between steps; each keeps its own key's max_length and n_best."""
 
-    def __init__(self, engine: Engine, translator: Translator, beam_size: int):
-        self.engine, self.translator = engine, translator
-        self.running = translator.running_batch(beam_size, fixed=engine.fixed)
+    def __init__(self, engine: Engine, translator: Translator, running: RunningBatch):
+        self.engine, self.translator, self.running = engine, translator, running
 
     def join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
         with self.engine.threads_for_batch() as batch:

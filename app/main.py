@@ -87,6 +87,8 @@ async def load_models(app: FastAPI) -> None:
             step_places=engine.places_for(s.max_step_rows) if s.max_step_rows else None,
             step_wait=s.step_bound_wait_ms / 1000,
             on_running=metrics.running.set,
+            kept=engine.kept_footprints if engine.fixed else None,
+            release=engine.release_kept if engine.fixed else None,
             **common,
         )
     else:

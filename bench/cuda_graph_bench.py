@@ -63,7 +63,8 @@ def fixed_state(
 
 
 def step_logits(model: Transformer, tokens: torch.Tensor, cache: DecoderCache, length: int):
-    """One decoder step reading positions 0..length (cache.length set to it, and back)."""
+    """One decoder step reading positions 0..length (cache.length set to it; the step
+    advances it, and it is set back, so that the call can be repeated)."""
     cache.length = length
     try:
         with torch.inference_mode():
@@ -97,11 +98,11 @@ def measure(tr: Translator, ids, rows: int, beams: int, positions: int, written:
     full_ms = timed(lambda: step_logits(model, tokens, cache, positions - 1), device, repeats)
     graph_ms = replay_diff = None
     if device.type == "cuda":
-        replay, out = capture(lambda: step_logits(model, tokens, cache, positions - 1))
-        replay()
+        graph, out = capture(lambda: step_logits(model, tokens, cache, positions - 1), device)
+        graph.replay()
         sync(device)
         replay_diff = (out - full_logits).abs().max().item()
-        graph_ms = timed(replay, device, repeats)
+        graph_ms = timed(graph.replay, device, repeats)
     return [
         sentences * beams,
         f"{now_ms:.3f}",

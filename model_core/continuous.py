@@ -35,6 +35,7 @@ service's admission budget counts in; `buffers` what the buffers hold room for (
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,8 @@ from . import fused
 from .decoding import Hypothesis, force_eos, length_normalise
 from .fused import beam_select, topk_logsumexp
 from .model import DecoderCache, Transformer, identity_history
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,7 +89,9 @@ class RunningBatch:
         self.fixed = fixed  # the gather layout in buffers of a fixed size (module docstring)
         self._idle: DecoderCache | None = None  # fixed: the buffers kept while no sentence runs
         self._inputs: tuple[torch.Tensor, torch.Tensor] | None = None  # fixed: tokens, row steps
-        self._graph: tuple[Callable[[], None], torch.Tensor] | None = None  # fixed, CUDA
+        # fixed: the step, set up at the buffers' first (a CUDA graph and its output, or the
+        # function run each step elsewhere)
+        self._graph: tuple[torch.cuda.CUDAGraph, torch.Tensor] | Callable | None = None
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -229,31 +234,20 @@ class RunningBatch:
         elif self.cache is None:  # the kept buffers of an empty batch
             cache.length = 0
         self.cache, self._idle = cache, None
-        new = slice(n, n + b)
-        for places, adds, dim in (
-            (cache.cross_k, fresh.cross_k, 3),
-            (cache.cross_v, fresh.cross_v, 2),
-        ):
-            for x, add in zip(places, adds, strict=True):
-                x[new].narrow(dim, 0, width).copy_(add)
-                x[new].narrow(dim, width, x.shape[dim] - width).zero_()
-        cache.src_bias[new, ..., :width] = fresh.src_bias
-        cache.src_bias[new, ..., width:] = float("-inf")
-        cache.steps[new] = 0
+        _put_state(cache, slice(n, n + b), fresh)
+        cache.steps[n : n + b] = 0
 
     def _fixed_buffers(
         self, fresh: DecoderCache, sentences: int, width: int, capacity: int
     ) -> DecoderCache:
         """New fixed buffers with room for `sentences` sentences, sources of `width` tokens and
-        `capacity` positions (each the next power of two, at least what the old buffers held),
-        the live sentences' state copied over; the step's graph is captured anew."""
+        `capacity` positions (each the next power of two, and never less than the buffers
+        before), the live sentences' state copied over; the step is captured anew."""
         old, held, k = self.cache, self.cache or self._idle, self.k
-        if held is not None:  # never smaller than before in any dimension
+        if held is not None:
             sentences = max(sentences, held.steps.numel())
             width, capacity = max(width, held.src_bias.shape[-1]), max(capacity, held.kv.shape[1])
-        places, width, positions = (
-            1 << max(0, x - 1).bit_length() for x in (sentences, width, capacity)
-        )
+        places, width, positions = (fixed_size(x) for x in (sentences, width, capacity))
         kv = fresh.kv.new_zeros((places * k, positions, *fresh.kv.shape[2:]))
         cache = DecoderCache(
             kv=kv,
@@ -266,41 +260,44 @@ class RunningBatch:
             fixed=True,
         )
         if old is not None:  # the live sentences, in their places
-            n, t, w = len(self.sentences), old.length, old.src_bias.shape[-1]
+            n, t = len(self.sentences), old.length
             cache.length = t
             cache.kv[: n * k, :t] = old.kv[: n * k, :t]
             cache.steps[:n] = old.steps[:n]
-            pairs = zip((*cache.cross_k, *cache.cross_v), (*old.cross_k, *old.cross_v), strict=True)
-            for i, (x, y) in enumerate(pairs):
-                dim = 3 if i < len(cache.cross_k) else 2
-                x[:n].narrow(dim, 0, w).copy_(y[:n].narrow(dim, 0, w))
-            cache.src_bias[:n, ..., :w] = old.src_bias[:n, ..., :w]
-            cache.src_bias[:n, ..., w:] = float("-inf")
+            _put_state(cache, slice(0, n), old)
         rows = torch.zeros(places * k, dtype=torch.long, device=kv.device)
         self._inputs, self._graph = (rows, rows.clone()), None
         return cache
 
     def _decode_fixed(self) -> torch.Tensor:
-        """The fixed layout's decoder step: every row of the buffers (from a CUDA graph on a
-        GPU, captured at the buffers' first step), the live rows' logits (N, V)."""
+        """The fixed layout's decoder step over every row of the buffers: the live rows'
+        logits (N, V). The step is set up once per buffers: on a GPU a CUDA graph, captured at
+        their first step and replayed; elsewhere the same function run again, reading the
+        same tensors as a replay would."""
         cache, (tokens, row_steps) = self.cache, self._inputs
         assert cache is not None
         n_rows, length = self.tokens.numel(), cache.length
         tokens[:n_rows] = self.tokens
         row_steps.copy_(cache.steps.repeat_interleave(self.k))
-        top = cache.kv.shape[1] - 1
+        row_steps[n_rows:] = 0  # padding: a place's last step may be past the buffer's end
+        if self._graph is None:
+            top = cache.kv.shape[1] - 1
 
-        def decode() -> torch.Tensor:  # reads every position; each row's mask stops at its step
-            cache.length, cache.row_steps = top, row_steps
-            return self.model._decode_rows(tokens, cache)
+            def decode() -> torch.Tensor:  # every position; each row's mask stops at its step
+                cache.length, cache.row_steps = top, row_steps
+                return self.model._decode_rows(tokens, cache)
 
-        if tokens.device.type == "cuda":
-            if self._graph is None:
-                self._graph = capture(decode)
-            replay, logits = self._graph
-            replay()
+            self._graph = decode
+            if tokens.device.type == "cuda":
+                try:
+                    self._graph = capture(decode, tokens.device)
+                except RuntimeError as exc:  # the step still runs, eagerly
+                    log.warning("no CUDA graph of the decoder step (%s): it runs eagerly", exc)
+        if isinstance(self._graph, tuple):
+            graph, logits = self._graph
+            graph.replay()
         else:
-            logits = decode()
+            logits = self._graph()
         cache.length, cache.row_steps = length + 1, row_steps[:n_rows]
         return logits[:n_rows]
 
@@ -593,18 +590,41 @@ def _pad_to(x: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:
     return F.pad(x, pad, value=value)
 
 
-def capture(call: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
-    """(replay, output): `call()` captured in a CUDA graph, after three runs on a side stream
-    (as CUDA graphs need: the libraries' own set-up runs outside the capture). A replay runs
-    the captured kernels on what the tensors `call` read hold then, into the same output."""
-    device = torch.cuda.current_device()
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = call()
-    return graph.replay, out
+def capture(
+    call: Callable[[], torch.Tensor], device: torch.device
+) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """(graph, output): `call()` captured in a CUDA graph on `device`, after three runs on a
+    side stream (as CUDA graphs need: the libraries' own set-up runs outside the capture).
+    `graph.replay()` runs the captured kernels on what the tensors `call` read hold then, into
+    the same output."""
+    with torch.cuda.device(device):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = call()
+    return graph, out
+
+
+def fixed_size(n: int) -> int:
+    """The fixed layout's size for `n` (sentences, source tokens or positions): the next power
+    of two."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _put_state(cache: DecoderCache, places: slice, state: DecoderCache) -> None:
+    """Fixed layout: the cross-attention keys, values and bias of `state` (its first sentences,
+    as many as `places` holds) written into those places of `cache`, the positions beyond
+    their width padding (zeros; bias -inf)."""
+    count, width = places.stop - places.start, state.src_bias.shape[-1]
+    tensors = zip((*cache.cross_k, *cache.cross_v), (*state.cross_k, *state.cross_v), strict=True)
+    for i, (x, y) in enumerate(tensors):
+        dim = 3 if i < len(cache.cross_k) else 2  # keys (n, h, hd, S), values (n, h, S, hd)
+        x[places].narrow(dim, 0, width).copy_(y[:count])
+        x[places].narrow(dim, width, x.shape[dim] - width).zero_()
+    cache.src_bias[places, ..., :width] = state.src_bias[:count]
+    cache.src_bias[places, ..., width:] = float("-inf")

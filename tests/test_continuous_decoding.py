@@ -223,8 +223,9 @@ def test_fixed_buffers_grow_to_fit_newcomers_and_stay_for_the_next_ones(monkeypa
 
 def test_fixed_buffers_keep_their_addresses_until_they_grow(monkeypatch):
     """What a CUDA graph of the fixed layout's step relies on: steps, joins that fit and leaves
-    move data within the same tensors (a replay reads them by address); only a newcomer that
-    does not fit brings new ones, and the graph is then captured anew."""
+    move data within the same tensors (a replay reads them by address), and the step set up at
+    the buffers' first step (here the function a GPU would capture, run again each step) serves
+    every later one; only a newcomer that does not fit brings new tensors, and a new set-up."""
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
     model = random_model(tiny_config(VOCAB), seed=19)
     srcs = sources(29, 6)
@@ -241,19 +242,44 @@ def test_fixed_buffers_keep_their_addresses_until_they_grow(monkeypatch):
 
     join([0, 1, 2, 3], 30)  # four places, 32 positions
     first = addresses()
-    running._graph = "captured"  # as a GPU's first step leaves it
     running.step()
+    graph = running._graph
+    assert callable(graph)  # on a GPU: (CUDA graph, its output)
     running.step()
     assert running.leave([1]) == 1
     running.step()
     assert srcs[4].shape[1] <= running.buffers()[2]  # (the test's data) its source fits
     join([4], 20)  # fits: a free place, a shorter limit
-    assert addresses() == first and running._graph == "captured"
+    assert addresses() == first and running._graph is graph
     while len(running):
         running.step()
-    assert addresses() == first  # kept while empty
+    assert addresses() == first and running._graph is graph  # kept while empty
     join([5, 0, 2, 3, 4], 30)  # five sentences: eight places
     assert running.buffers()[0] == 8 and addresses() != first and running._graph is None
+    running.step()
+    assert callable(running._graph) and running._graph is not graph
+
+
+def test_kept_buffers_whose_places_ended_at_their_last_position_serve_newcomers(monkeypatch):
+    """Sentences that run to a limit of exactly the buffers' positions leave their places at
+    a step past the last position; the next newcomers in the kept buffers decode as alone
+    (the places left behind are padding, and padding must not index past the buffers)."""
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB), seed=21)
+    srcs = sources(31, 4)
+    running = RunningBatch(model, beam_size=2, fixed=True)
+    src = padded(srcs[:3])
+    running.join([0, 1, 2], src, pad_mask(src, 0), [8, 8, 8], [1, 1, 1])
+    results = {}
+    while len(running):
+        results.update(running.step())
+    assert running.buffers()[1] == 8 and 8 in running._idle.steps.tolist()  # (the test's data)
+    running.join([3], srcs[3], pad_mask(srcs[3], 0), [5], [1])
+    while len(running):
+        results.update(running.step())
+    for i, limit in ((0, 8), (1, 8), (2, 8), (3, 5)):
+        want = alone(model, srcs[i], limit, 2, 1, "first_k", 1.0)
+        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
 def test_the_envelope_counts_rows_times_the_longest_limit():

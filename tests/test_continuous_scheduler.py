@@ -311,6 +311,33 @@ async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
     await b.stop(5)
 
 
+async def test_kept_memory_counts_and_is_released_for_another_group():
+    """What the engine keeps of a group between its decodes (MT_CUDA_GRAPHS) counts against
+    the budget: the group's own sentences reuse it; another group's sentence that would not
+    fit beside it gets it released first; with nothing kept, nothing is released."""
+    engine = FakeEngine(free_steps=True)
+    kept = {"a": 8}  # groups are the keys' first items here
+    released = []
+
+    def release(group):
+        released.append(group)
+        kept.pop(group)
+
+    b = await started(engine, budget=10, kept=lambda: dict(kept), release=release)
+    own = b.submit(("a", 1), [("x", 1)], [8])  # 8, in place of the 8 kept: fits
+    await asyncio.wait_for(own.future, 10)
+    assert released == []
+    other = b.submit(("b", 1), [("y", 1)], [3])  # 8 kept + 3 > 10: the kept 8 go first
+    await asyncio.wait_for(other.future, 10)
+    assert released == ["a"]
+    small = b.submit(("c", 1), [("z", 1)], [2])  # nothing kept now: fits as is
+    await asyncio.wait_for(small.future, 10)
+    assert released == ["a"]
+    with pytest.raises(ValueError, match="together"):
+        ContinuousBatcher(engine.open, lambda key: key[0], envelope=envelope, budget=10, kept=dict)
+    await b.stop(5)
+
+
 async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     engine = FakeEngine()
     b = await started(engine)

@@ -326,10 +326,10 @@ def test_a_captured_decoder_step_replays_with_new_inputs(spm_model, tmp_path):
     tr = Translator.load(path, device="cuda", dtype="bfloat16")
     ids = [tr.encode_source(s) for s in SENTENCES]
     tokens, cache = fixed_state(tr, ids, sentences=4, beams=3, positions=40, written=9)
-    replay, out = capture(lambda: step_logits(tr.model, tokens, cache, 39))
+    graph, out = capture(lambda: step_logits(tr.model, tokens, cache, 39), tr.device)
     tokens.copy_(tokens.flip(0))
     cache.row_steps.copy_(torch.clamp(cache.row_steps + 1, max=38))
-    replay()
+    graph.replay()
     torch.cuda.synchronize()
     eager = step_logits(tr.model, tokens, cache, 39)
     torch.testing.assert_close(out, eager, rtol=1e-2, atol=1e-2)

@@ -152,8 +152,9 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
 ):
     """MT_CUDA_GRAPHS: on a GPU the running groups keep buffers of a fixed size, replayed from
     CUDA graphs. On a CPU the setting changes nothing; forced here on the CPU's gather layout
-    (the same fixed buffers, eagerly), a group translates as static batches do, and admission
-    counts the buffers' whole size."""
+    (the same fixed buffers, eagerly), a group translates as static batches do; admission
+    counts beforehand what the buffers then hold; and a group's decode is kept when it ends,
+    counted, for the group's next one, until released."""
     from app.engine import DecodeKey, start_engine
     from app.settings import Settings
     from model_core import fused
@@ -167,17 +168,25 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     payloads = [translator.encode_source(t) for t in texts]
     key = DecodeKey("en-de", 3, 1, 40)
     group = engine.open_group(engine.group_of(key))
+    members = [(key, len(p) + 1) for p in payloads[:3]]
+    counted = engine.envelope(("en-de", 3), members)  # what admission counts before the join
     group.join([(i, key, p) for i, p in enumerate(payloads[:3])])
     assert group.running.cache.fixed
     places, positions, width = group.running.buffers()
-    members = [(key, len(p) + 1) for p in payloads[:3]]
-    assert engine.envelope(("en-de", 3), members) == places * (3 * positions + width)
+    assert counted == places * (3 * positions + width)  # what the buffers hold
     results = dict(group.step())
     group.join([(3, key, payloads[3])])
     while len(results) < 4:
         results.update(group.step())
     static = engine.run(key, payloads)
     assert [results[i].texts for i in range(4)] == [r.texts for r in static]
+    batch = group.running
+    del group  # the scheduler drops a group that emptied
+    assert engine.kept_footprints() == {("en-de", 3): counted}
+    assert engine.open_group(("en-de", 3)).running is batch  # its buffers, for the next one
+    engine.release_kept(("en-de", 3))
+    assert engine.kept_footprints() == {}
+    assert engine.open_group(("en-de", 3)).running is not batch
 
 
 def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
