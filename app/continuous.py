@@ -490,8 +490,8 @@ class ContinuousBatcher(Tickets):
             s.request.running -= 1
 
     def _footprint(self, running: _Running) -> int:
-        members = [(s.key, s.cost) for s in running.members.values()]
-        return self.envelope(running.group, members) if members else 0
+        """What a running group holds now (an emptied one: its buffers, until it is dropped)."""
+        return self.envelope(running.group, [(s.key, s.cost) for s in running.members.values()])
 
     def _step(self, running: _Running) -> None:
         with self._lock:
