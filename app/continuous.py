@@ -428,6 +428,7 @@ class ContinuousBatcher(Tickets):
                         self.release(other)
                     if used - before + footprint > self.budget and (members or used - before):
                         break
+                    idle.pop(group, None)  # running now: counted as its footprint
                     request.sentences.popleft()
                     request.running += 1
                     request.seq = next(self._ids)  # its next turn after the others' turns

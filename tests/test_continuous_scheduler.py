@@ -314,25 +314,37 @@ async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
 async def test_kept_memory_counts_and_is_released_for_another_group():
     """What the engine keeps of a group between its decodes (MT_CUDA_GRAPHS) counts against
     the budget: the group's own sentences reuse it; another group's sentence that would not
-    fit beside it gets it released first; with nothing kept, nothing is released."""
+    fit beside it gets it released first, never while that group runs on it; with nothing
+    kept, nothing is released."""
     engine = FakeEngine(free_steps=True)
     kept = {"a": 8}  # groups are the keys' first items here
     released = []
+    b = None
 
     def release(group):
-        released.append(group)
+        released.append((group, group in b._running))  # (under the lock, on the worker)
         kept.pop(group)
 
-    b = await started(engine, budget=10, kept=lambda: dict(kept), release=release)
+    def held(group, members):  # as the engine's: at least what the group's buffers hold
+        return max(envelope(group, members), kept.get(group, 0))
+
+    b = await started(engine, budget=10, envelope=held, kept=lambda: dict(kept), release=release)
     own = b.submit(("a", 1), [("x", 1)], [8])  # 8, in place of the 8 kept: fits
     await asyncio.wait_for(own.future, 10)
     assert released == []
     other = b.submit(("b", 1), [("y", 1)], [3])  # 8 kept + 3 > 10: the kept 8 go first
     await asyncio.wait_for(other.future, 10)
-    assert released == ["a"]
+    assert released == [("a", False)]
     small = b.submit(("c", 1), [("z", 1)], [2])  # nothing kept now: fits as is
     await asyncio.wait_for(small.future, 10)
-    assert released == ["a"]
+    assert released == [("a", False)]
+    kept["a"] = 6
+    release_hold = hold(b)
+    again = b.submit(("a", 1), [("u", 3)], [6])  # runs on its 6 kept
+    blocked = b.submit(("b", 1), [("v", 1)], [5])  # 6 + 5 > 10: not while "a" runs on them
+    release_hold.set()
+    await asyncio.wait_for(asyncio.gather(again.future, blocked.future), 10)
+    assert released == [("a", False), ("a", False)]  # once "a" ended
     with pytest.raises(ValueError, match="together"):
         ContinuousBatcher(engine.open, lambda key: key[0], envelope=envelope, budget=10, kept=dict)
     await b.stop(5)
