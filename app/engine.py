@@ -257,6 +257,10 @@ class Engine:
     def load(self, name: str, reason: str) -> Translator:
         """Load a model (unloading others beyond the budget) and warm it up."""
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
+        if name not in self.registry.loaded:
+            # the kept decodes hold their models and buffers: a load may unload models to make
+            # room, and their memory must be free by then (the running groups keep theirs)
+            self.kept.clear()
         translator = self.registry.load(name, reason)
         if self.warmup:
             warm_up(translator, self.warmup_beams, fixed=self.fixed)

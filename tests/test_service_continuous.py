@@ -4,11 +4,13 @@ static batcher, and deadlines and disconnects that take a sentence out of a runn
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 
 import httpx
 import pytest
 
+from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_thread
 from tests.test_fused import needs_kernel
 from tests.test_service import metric, post, weights_dir  # noqa: F401 (fixture)
@@ -148,6 +150,8 @@ def test_the_engine_counts_what_a_running_decode_allocates(weights_dir):  # noqa
 
 def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts(
     weights_dir,  # noqa: F811
+    spm_model,
+    tmp_path,
     monkeypatch,
 ):
     """MT_CUDA_GRAPHS: on a GPU the running groups keep buffers of a fixed size, replayed from
@@ -160,7 +164,11 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     from model_core import fused
 
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)  # the gather layout, as on a GPU
-    engine = start_engine(Settings(weights_dir=weights_dir, warmup=False, cuda_graphs=True))
+    shutil.copytree(weights_dir, tmp_path / "weights")  # and a second model, not loaded
+    save_random_checkpoint(tmp_path / "weights" / "de-en", spm_model, "de", "en", seed=4)
+    engine = start_engine(
+        Settings(weights_dir=tmp_path / "weights", warmup=False, cuda_graphs=True, preload="en-de")
+    )
     assert not engine.fixed  # no CUDA here
     engine.fixed = True
     translator = engine.translator("en-de")
@@ -187,6 +195,10 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     engine.release_kept(("en-de", 3))
     assert engine.kept_footprints() == {}
     assert engine.open_group(("en-de", 3)).running is not batch
+    engine.load("en-de", "test")  # loaded already: nothing to make room for
+    assert engine.kept_footprints() == {("en-de", 3): 0}
+    engine.load("de-en", "test")  # a load (which may unload models) lets go of what is kept
+    assert engine.kept_footprints() == {}
 
 
 def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
