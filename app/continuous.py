@@ -421,11 +421,17 @@ class ContinuousBatcher(Tickets):
                     request = requests[0]
                     s = request.sentences[0]
                     footprint = self.envelope(group, members + [(s.key, s.cost)])
-                    for other in [g for g in idle if g != group]:
-                        if used - before + footprint <= self.budget:
-                            break
-                        used -= idle.pop(other)
-                        self.release(other)
+                    others = [g for g in idle if g != group]
+                    if others and used - before + footprint > self.budget:
+                        rest = used - before - sum(idle[g] for g in others)  # running groups'
+                        # release only what lets it in: enough to fit, or all, for a lone
+                        # sentence over the budget with no other group running
+                        if rest + footprint <= self.budget or not (members or rest):
+                            for other in others:
+                                if used - before + footprint <= self.budget:
+                                    break
+                                used -= idle.pop(other)
+                                self.release(other)
                     if used - before + footprint > self.budget and (members or used - before):
                         break
                     idle.pop(group, None)  # running now: counted as its footprint

@@ -237,6 +237,7 @@ class Engine:
         # each group's decode kept when it empties, with its buffers and graph, for the next
         self.fixed = cuda_graphs and device.type == "cuda"
         self.kept: dict[tuple[str, int], RunningBatch] = {}
+        registry.before_unload = self._unloading
         self.warmup_beams = warmup_beams
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
@@ -257,10 +258,6 @@ class Engine:
     def load(self, name: str, reason: str) -> Translator:
         """Load a model (unloading others beyond the budget) and warm it up."""
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
-        if name not in self.registry.loaded:
-            # the kept decodes hold their models and buffers: a load may unload models to make
-            # room, and their memory must be free by then (the running groups keep theirs)
-            self.kept.clear()
         translator = self.registry.load(name, reason)
         if self.warmup:
             warm_up(translator, self.warmup_beams, fixed=self.fixed)
@@ -320,7 +317,7 @@ class Engine:
         translator = self.translator(model)
         kept = self.kept.pop(group, None)
         if kept is None or len(kept) or kept.model is not translator.model:
-            kept = translator.running_batch(beam_size, fixed=self.fixed)  # (a failed one: anew)
+            kept = translator.running_batch(beam_size, fixed=self.fixed)
         if self.fixed:
             self.kept[group] = kept
         running = RunningGroup(self, translator, kept)
@@ -332,13 +329,23 @@ class Engine:
         the scheduler counts those of the groups not running against its budget. Those of a
         model no longer loaded are dropped (their buffers and the model with them)."""
         loaded = self.registry.loaded
-        for group in [g for g in self.kept if g[0] not in loaded]:
-            del self.kept[group]
+        for group, batch in list(self.kept.items()):
+            translator = loaded.get(group[0])
+            if translator is None or batch.model is not translator.model:
+                self.release_kept(group)
         return {group: self.envelope(group, []) for group in self.kept}
 
     def release_kept(self, group: tuple[str, int]) -> None:
-        """Drop a group's kept decode (the scheduler needs its memory for another group)."""
-        self.kept.pop(group, None)
+        """Let go of a group's kept decode and its memory (the scheduler needs the memory for
+        another group, or its model is unloaded)."""
+        batch = self.kept.pop(group, None)
+        if batch is not None:
+            batch.reset()  # its buffers go now, whoever still refers to the batch
+
+    def _unloading(self, model: str) -> None:
+        """The registry is about to unload `model`: its kept decodes go first."""
+        for group in [g for g in self.kept if g[0] == model]:
+            self.release_kept(group)
 
     def envelope(self, group: tuple[str, int], members: list[tuple[DecodeKey, int]]) -> int:
         """Key/value positions a running group of these (key, source tokens) sentences
@@ -384,8 +391,18 @@ class RunningGroup:
     def __init__(self, engine: Engine, translator: Translator, running: RunningBatch):
         self.engine, self.translator, self.running = engine, translator, running
 
+    @contextmanager
+    def _failing(self):
+        """A call that raises leaves the decode part-way (the scheduler then fails its
+        sentences): it is reset, so that nothing reuses it as it is (MT_CUDA_GRAPHS keeps it)."""
+        try:
+            yield
+        except BaseException:
+            self.running.reset()
+            raise
+
     def join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
-        with self.engine.threads_for_batch() as batch:
+        with self._failing(), self.engine.threads_for_batch() as batch:
             batch.work = sum(len(payload) for _, _, payload in entries)
             self.translator.join(
                 self.running,
@@ -400,10 +417,11 @@ class RunningGroup:
         return self.running.partial_steps
 
     def step(self, only: list[int] | None = None) -> list[tuple[int, SentenceResult]]:
-        with self.engine.threads_for_batch() as batch:
+        with self._failing(), self.engine.threads_for_batch() as batch:
             batch.work = self.running.rows if only is None else len(only) * self.running.k
             finished = self.running.step(only)
         return [(sid, sentence_result(self.translator, hyps)) for sid, hyps in finished]
 
     def leave(self, ids: list[int]) -> None:
-        self.running.leave(ids)
+        with self._failing():
+            self.running.leave(ids)

@@ -118,6 +118,9 @@ class Registry:
         self.entries = {e.name: e for e in entries}
         self._load, self.budget_bytes, self.pivot = load, budget_bytes, pivot
         self.on_load, self.on_unload = on_load, on_unload
+        # called with a model's name before it is unloaded (on the worker thread), so that
+        # whatever else holds it lets go first (the engine's kept decodes)
+        self.before_unload: Callable[[str], None] | None = None
         self.pairs: dict[tuple[str, str], str] = {}  # the direct routes
         for e in entries:
             for pair in e.pairs:
@@ -215,6 +218,8 @@ class Registry:
         victims = self._make_room(entry)
         while victims:
             victim, translator = victims.pop(0)
+            if self.before_unload:
+                self.before_unload(victim.name)
             del translator  # the last reference: the model's memory is freed here
             self._free(victim, f"memory budget: {name} needed room")
         started = time.perf_counter()

@@ -96,6 +96,15 @@ class RunningBatch:
     def __len__(self) -> int:
         return len(self.sentences)
 
+    def reset(self) -> None:
+        """Forget every sentence and let go of the buffers (and the step's graph): the batch
+        is as new (its next join allocates)."""
+        self.sentences, self.places, self.free = [], [], []
+        self.cache = self._idle = self._inputs = self._graph = None
+        self.tokens = self.tokens.new_empty(0)
+        self.scores = self.scores.new_empty((0, self.k))
+        self.seqs = self.seqs.new_empty((0, 0))
+
     @property
     def rows(self) -> int:
         """Decoder rows (sentences x beam size; in the slot layout a newcomer's first step
@@ -281,11 +290,11 @@ class RunningBatch:
         row_steps.copy_(cache.steps.repeat_interleave(self.k))
         row_steps[n_rows:] = 0  # padding: a place's last step may be past the buffer's end
         if self._graph is None:
-            top = cache.kv.shape[1] - 1
+            top, model = cache.kv.shape[1] - 1, self.model  # (not `self`: no reference cycle)
 
             def decode() -> torch.Tensor:  # every position; each row's mask stops at its step
                 cache.length, cache.row_steps = top, row_steps
-                return self.model._decode_rows(tokens, cache)
+                return model._decode_rows(tokens, cache)
 
             self._graph = decode
             if tokens.device.type == "cuda":

@@ -282,6 +282,40 @@ def test_kept_buffers_whose_places_ended_at_their_last_position_serve_newcomers(
         assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
+def test_a_fixed_decode_is_freed_when_let_go_and_reset_starts_it_afresh(monkeypatch):
+    """The step set up for fixed buffers holds no reference back to the batch (no cycle: the
+    batch, its buffers and its model go as soon as the last reference does, without waiting
+    for the cyclic collector); `reset` lets go of the buffers, and the batch decodes afresh."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB), seed=22)
+    srcs = sources(32, 2)
+    running = RunningBatch(model, beam_size=2, fixed=True)
+    running.join([0], srcs[0], pad_mask(srcs[0], 0), [6], [1])
+    running.step()
+    assert running._graph is not None
+    gc.disable()
+    try:
+        ref = weakref.ref(running)
+        del running
+        assert ref() is None
+    finally:
+        gc.enable()
+    running = RunningBatch(model, beam_size=2, fixed=True)
+    running.join([0], srcs[0], pad_mask(srcs[0], 0), [6], [1])
+    running.step()
+    running.reset()
+    assert len(running) == 0 and running.buffers() == (0, 0, 0) and running._graph is None
+    running.join([1], srcs[1], pad_mask(srcs[1], 0), [9], [1])
+    results = {}
+    while len(running):
+        results.update(running.step())
+    want = alone(model, srcs[1], 9, 2, 1, "first_k", 1.0)
+    assert [h.tokens for h in results[1]] == [t for t, _ in want]
+
+
 def test_the_envelope_counts_rows_times_the_longest_limit():
     model = random_model(tiny_config(VOCAB), seed=14)
     srcs = sources(24, 3)

@@ -350,6 +350,33 @@ async def test_kept_memory_counts_and_is_released_for_another_group():
     await b.stop(5)
 
 
+async def test_kept_memory_is_released_only_where_that_lets_a_sentence_in():
+    """A sentence that would not fit even with every kept decode released (a running group
+    holds the rest) releases nothing; a lone sentence over the budget, with only kept decodes
+    in its way, releases them all and runs alone."""
+    engine = FakeEngine()
+    kept = {"k1": 3, "k2": 3}
+    released = []
+
+    def release(group):
+        released.append(group)
+        kept.pop(group)
+
+    b = await started(engine, budget=10, kept=lambda: dict(kept), release=release)
+    release_hold = hold(b)
+    long = b.submit(("r", 1), [("long", 3)], [6])  # 6 running + 3 + 3 kept = 12 > 10: fits alone
+    blocked = b.submit(("x", 1), [("x", 1)], [5])  # 6 + 5 > 10 even with nothing kept
+    release_hold.set()
+    await step_until(engine, lambda: long.future.done())
+    assert released == ["k1"]  # "long" needed 2 of the 6 kept: one released
+    await step_until(engine, lambda: blocked.future.done())
+    assert released == ["k1"]  # "x" waited for "long", then fitted beside the 3 still kept
+    huge = b.submit(("h", 1), [("huge", 1)], [20])  # over the budget alone
+    await step_until(engine, lambda: huge.future.done())
+    assert released == ["k1", "k2"]
+    await b.stop(5)
+
+
 async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     engine = FakeEngine()
     b = await started(engine)

@@ -166,9 +166,15 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)  # the gather layout, as on a GPU
     shutil.copytree(weights_dir, tmp_path / "weights")  # and a second model, not loaded
     save_random_checkpoint(tmp_path / "weights" / "de-en", spm_model, "de", "en", seed=4)
-    engine = start_engine(
-        Settings(weights_dir=tmp_path / "weights", warmup=False, cuda_graphs=True, preload="en-de")
+    one_model_mb = max(p.stat().st_size for p in (tmp_path / "weights").rglob("*.safetensors"))
+    settings = Settings(
+        weights_dir=tmp_path / "weights",
+        warmup=False,
+        cuda_graphs=True,
+        preload="en-de",
+        model_memory_budget_mb=one_model_mb * 1.5 / 1e6,
     )
+    engine = start_engine(settings)
     assert not engine.fixed  # no CUDA here
     engine.fixed = True
     translator = engine.translator("en-de")
@@ -195,10 +201,22 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     engine.release_kept(("en-de", 3))
     assert engine.kept_footprints() == {}
     assert engine.open_group(("en-de", 3)).running is not batch
-    engine.load("en-de", "test")  # loaded already: nothing to make room for
-    assert engine.kept_footprints() == {("en-de", 3): 0}
-    engine.load("de-en", "test")  # a load (which may unload models) lets go of what is kept
-    assert engine.kept_footprints() == {}
+    reused = engine.open_group(("en-de", 3))
+    reused.join([(0, key, payloads[0])])
+    while len(reused.running):
+        reused.step()
+    del reused
+    assert engine.kept_footprints()[("en-de", 3)] > 0
+    kept = engine.kept[("en-de", 3)]
+    engine.load("de-en", "test")  # the budget holds one model: en-de is unloaded for it
+    assert "en-de" not in engine.registry.loaded
+    assert engine.kept_footprints() == {} and kept.buffers() == (0, 0, 0)  # let go of first
+    failing = engine.open_group(("de-en", 3))
+    failing.join([(0, DecodeKey("de-en", 3, 1, 40), payloads[1])])
+    monkeypatch.setattr(failing.running, "step", lambda only=None: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.step()
+    assert len(failing.running) == 0 and failing.running.buffers() == (0, 0, 0)  # not reused
 
 
 def test_running_rows_bound_the_sentences_of_a_step(weights_dir):  # noqa: F811
