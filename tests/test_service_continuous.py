@@ -9,6 +9,7 @@ import threading
 
 import httpx
 import pytest
+import torch
 
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_thread
@@ -49,6 +50,22 @@ def test_continuous_and_static_answer_alike(weights_dir):  # noqa: F811
                 assert metric(url, "mt_running_sentences") == 0
                 assert metric(url, "mt_queue_depth") == 0
     assert answers["continuous"] == answers["static"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_gpu_cuda_graphs_answer_as_the_continuous_decode_without(weights_dir):  # noqa: F811
+    """MT_CUDA_GRAPHS end to end on a GPU: the same answers as the continuous scheduler
+    without it (float32: half precision may round the full buffers' attention differently)."""
+    answers = {}
+    for graphs in (False, True):
+        with serve_in_thread(
+            weights_dir, scheduler="continuous", dtype="float32", cuda_graphs=graphs
+        ) as (url, app):
+            assert app.state.engine.fixed == graphs
+            answers[graphs] = asyncio.run(translate_all(url))
+            assert metric(url, "mt_running_sentences") == 0
+    assert answers[True] == answers[False]
 
 
 class Gate:
@@ -169,6 +186,7 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     one_model_mb = max(p.stat().st_size for p in (tmp_path / "weights").rglob("*.safetensors"))
     settings = Settings(
         weights_dir=tmp_path / "weights",
+        device="cpu",  # (also where a GPU is: this is the CPU's check of the fixed buffers)
         warmup=False,
         cuda_graphs=True,
         preload="en-de",
