@@ -77,7 +77,7 @@ for scheduler in continuous static graphs; do  # graphs: continuous with MT_CUDA
         "${src[@]}" --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 \
         --max-requests 400 --max-seconds 8 --warm-requests 512 --warm-concurrency 64 --warm-engine
 done
-TAIL=12 step tests 150 "$py" -m pytest -q -p no:cacheprovider -rs --durations=8 \
+TAIL=12 step tests 200 "$py" -m pytest -q -p no:cacheprovider -rs --durations=8 \
     tests/test_translator.py tests/test_continuous_decoding.py tests/test_linear_backend.py \
     tests/test_model_decoding.py \
     tests/test_fused.py tests/test_service_continuous.py \
