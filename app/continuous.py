@@ -28,7 +28,7 @@ Admission:
   What the engine keeps of a group between its decodes (`kept()`: MT_CUDA_GRAPHS keeps each
   group's fixed buffers and CUDA graph) counts too, as the group's footprint when it runs
   again; a group's kept buffers are released (`release(group)`) when a sentence of another
-  group would not fit beside them;
+  group would not fit beside them and releasing lets it in (never while the group runs on them);
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
   sentence), so a request of many sentences does not hold back the requests behind it. The
   turn goes to the request with the fewest sentences running now, then to the one that has
@@ -406,7 +406,7 @@ class ContinuousBatcher(Tickets):
                 running.footprint = self._footprint(running)
             used = sum(r.footprint for r in self._running.values())
             # what the engine keeps of groups between their decodes, for their next one: it
-            # counts, and is released when a sentence of another group would not fit beside it
+            # counts, and is released where that lets a sentence of another group in
             kept = self.kept() if self.kept else {}
             idle = {g: size for g, size in kept.items() if g not in self._running and size}
             used += sum(idle.values())
