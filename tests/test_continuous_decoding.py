@@ -282,6 +282,60 @@ def test_kept_buffers_whose_places_ended_at_their_last_position_serve_newcomers(
         assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
+def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(monkeypatch):
+    """What a CUDA graph bakes in: the operations of the decoder step, their shapes and their
+    non-tensor arguments. Recorded for every step of the same buffers, as sentences join (and
+    fit), step at different positions and leave, they are the same each time."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Trace(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            def shape(a):
+                if isinstance(a, torch.Tensor):
+                    return (tuple(a.shape), a.dtype)
+                if isinstance(a, (list, tuple)):
+                    return tuple(shape(x) for x in a)
+                return a
+
+            self.ops.append((str(func), shape(args), shape(sorted((kwargs or {}).items()))))
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=23)
+    srcs = sources(33, 6)
+    running = RunningBatch(model, beam_size=2, stop="heuristic", fixed=True)
+    traces = []
+
+    def join(ids, limit):
+        src = padded([srcs[i] for i in ids])
+        running.join(ids, src, pad_mask(src, 0), [limit] * len(ids), [1] * len(ids))
+
+    join([0, 1, 2], 30)
+    running.step()
+    decode = running._graph
+
+    def traced():
+        with Trace() as trace:
+            out = decode()
+        traces.append(trace.ops)
+        return out
+
+    running._graph = traced
+    for _ in range(3):
+        running.step()
+    running.leave([running.ids[0]])
+    running.step()
+    join([3], 12)  # a free place: it fits
+    for _ in range(4):
+        running.step()
+    assert running._graph is traced and len(traces) == 8 and len(traces[0]) > 20
+    assert all(t == traces[0] for t in traces[1:])
+
+
 def test_a_fixed_decode_is_freed_when_let_go_and_reset_starts_it_afresh(monkeypatch):
     """The step set up for fixed buffers holds no reference back to the batch (no cycle: the
     batch, its buffers and its model go as soon as the last reference does, without waiting
