@@ -285,7 +285,8 @@ def test_kept_buffers_whose_places_ended_at_their_last_position_serve_newcomers(
 def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(monkeypatch):
     """What a CUDA graph bakes in: the operations of the decoder step, their shapes and their
     non-tensor arguments. Recorded for every step of the same buffers, as sentences join (and
-    fit), step at different positions and leave, they are the same each time."""
+    fit), step at different positions and leave, they are the same each time; and none reads a
+    value back to the host or brings host data in (a capture cannot hold either)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Trace(TorchDispatchMode):
@@ -305,7 +306,8 @@ def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(mon
             return func(*args, **(kwargs or {}))
 
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
-    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=23)
+    marian_like = {**VARIANTS["marian-like"], "suppress_ids": (5,)}
+    model = random_model(tiny_config(VOCAB, **marian_like), seed=23)
     srcs = sources(33, 6)
     running = RunningBatch(model, beam_size=2, stop="heuristic", fixed=True)
     traces = []
@@ -334,6 +336,9 @@ def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(mon
         running.step()
     assert running._graph is traced and len(traces) == 8 and len(traces[0]) > 20
     assert all(t == traces[0] for t in traces[1:])
+    host = ("_local_scalar_dense", "nonzero", "masked_select", "lift_fresh", "is_nonzero")
+    assert not [op for op, _, _ in traces[0] if any(h in op for h in host)]
+    assert any("index_fill_" in op for op, _, _ in traces[0])  # the suppressed id, in place
 
 
 def test_a_fixed_decode_is_freed_when_let_go_and_reset_starts_it_afresh(monkeypatch):
