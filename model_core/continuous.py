@@ -630,10 +630,10 @@ def _put_state(cache: DecoderCache, places: slice, state: DecoderCache) -> None:
     as many as `places` holds) written into those places of `cache`, the positions beyond
     their width padding (zeros; bias -inf)."""
     count, width = places.stop - places.start, state.src_bias.shape[-1]
-    tensors = zip((*cache.cross_k, *cache.cross_v), (*state.cross_k, *state.cross_v), strict=True)
-    for i, (x, y) in enumerate(tensors):
-        dim = 3 if i < len(cache.cross_k) else 2  # keys (n, h, hd, S), values (n, h, S, hd)
-        x[places].narrow(dim, 0, width).copy_(y[:count])
-        x[places].narrow(dim, width, x.shape[dim] - width).zero_()
+    # keys (n, h, hd, S), values (n, h, S, hd): the source along dims 3 and 2
+    for xs, ys, dim in ((cache.cross_k, state.cross_k, 3), (cache.cross_v, state.cross_v, 2)):
+        for x, y in zip(xs, ys, strict=True):
+            x[places].narrow(dim, 0, width).copy_(y[:count])
+            x[places].narrow(dim, width, x.shape[dim] - width).zero_()
     cache.src_bias[places, ..., :width] = state.src_bias[:count]
     cache.src_bias[places, ..., width:] = float("-inf")
