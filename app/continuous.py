@@ -37,11 +37,6 @@ Admission:
   one round of those with none running, never for them to finish; a long request whose
   sentences have finished is back at the front (it is not starved by a stream of short
   ones): each request gets an equal share of the running places, as far as it can use them;
-- `request_places` caps one request's sentences in its group's running decode even while
-  places are free (MT_MAX_REQUEST_RUNNING; by default no cap but the places): where a step's
-  time grows with its sentences (a CPU), a burst of one long request then does not make every
-  step of the decode long, at the price of the long request decoding a few sentences at a
-  time; under a backlog the other requests fill the places;
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
 
 Stepping: a step computes every sentence of its group, unless they are more than
@@ -159,7 +154,6 @@ class ContinuousBatcher(Tickets):
         places: Callable[[Hashable], int] | None = None,
         step_places: Callable[[Hashable], int] | None = None,
         step_wait: float = 0.0,
-        request_places: int = 0,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -179,7 +173,6 @@ class ContinuousBatcher(Tickets):
         )
         self.places = places or (lambda group: max_batch_size)
         self.step_places, self.step_wait = step_places, step_wait
-        self.request_places = request_places or max_batch_size
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -425,9 +418,7 @@ class ContinuousBatcher(Tickets):
                 entries, admitted = [], []
                 places = max(1, min(self.max_batch_size, self.places(group)))
                 while requests and len(members) < places:
-                    request = requests[0]  # the fewest running: at the cap, all of them are
-                    if request.running >= self.request_places:
-                        break
+                    request = requests[0]
                     s = request.sentences[0]
                     footprint = self.envelope(group, members + [(s.key, s.cost)])
                     others = [g for g in idle if g != group]
@@ -575,10 +566,11 @@ class ContinuousBatcher(Tickets):
         the queue grow."""
         if not self.step_wait:
             return False
-        requests = self._waiting.get(group, ())
-        # a request at its cap (request_places) waits for itself, not for a place
-        waits = [r.sentences[0].enqueued for r in requests if r.running < self.request_places]
-        return bool(waits) and time.monotonic() - min(waits) > self.step_wait
+        requests = self._waiting.get(group)
+        if not requests:
+            return False
+        oldest = min(r.sentences[0].enqueued for r in requests)
+        return time.monotonic() - oldest > self.step_wait
 
     def _notify_loop(self, finished, failed, error_id) -> None:
         """One call into the event loop: the results (with those held), then the steps'

@@ -106,12 +106,6 @@ class Settings(BaseSettings):
         "steps finish fewer sentences per second: under overload the queue would only grow) "
         "(0: the bound always applies)",
     )
-    max_request_running: int = Field(
-        0,
-        ge=0,
-        description="continuous scheduler: sentences of one request in a running decode at "
-        "most (0: no cap but MT_MAX_BATCH_SIZE)",
-    )
     cuda_graphs: bool = Field(
         False,
         description="continuous scheduler on a GPU: each running decode keeps buffers of a "

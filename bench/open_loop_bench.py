@@ -186,32 +186,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-rows", default="", help="comma list: continuous servers with "
                    "these MT_MAX_STEP_ROWS; ROWS:N also sets MT_MAX_BATCH_SIZE=N, "
                    "ROWS@MS MT_STEP_BOUND_WAIT_MS=MS")  # fmt: skip
-    p.add_argument("--request-running", default="", help="comma list: continuous servers "
-                   "with these MT_MAX_REQUEST_RUNNING")  # fmt: skip
     args = p.parse_args(argv)
     lines = [x for x in args.src.read_text(encoding="utf-8").splitlines() if x.strip()]
     loads = [float(x) for x in args.loads.split(",")]
 
     # name: (scheduler, MT_MAX_RUNNING_ROWS, MT_MAX_STEP_ROWS, MT_MAX_BATCH_SIZE,
-    # MT_STEP_BOUND_WAIT_MS, MT_MAX_REQUEST_RUNNING)
-    variants = {
-        "static": ("static", 0, 0, 64, 0, 0),
-        "continuous": ("continuous", 0, 0, 64, 0, 0),
-    }
+    # MT_STEP_BOUND_WAIT_MS)
+    variants = {"static": ("static", 0, 0, 64, 0), "continuous": ("continuous", 0, 0, 64, 0)}
     for rows in filter(None, args.rows.split(",")):
-        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows), 0, 64, 0, 0)
-    for cap in filter(None, args.request_running.split(",")):
-        variants[f"continuous request_running={int(cap)}"] = ("continuous", 0, 0, 64, 0, int(cap))
+        variants[f"continuous rows={int(rows)}"] = ("continuous", int(rows), 0, 64, 0)
     for spec in filter(None, args.step_rows.split(",")):
         spec, _, wait = spec.partition("@")
         rows, _, batch = spec.partition(":")
         name = f"continuous step_rows={int(rows)}" + (f" batch={int(batch)}" if batch else "")
         name += f" wait={float(wait):g}ms" if wait else ""
-        variants[name] = ("continuous", 0, int(rows), int(batch or 64), float(wait or 0), 0)
+        variants[name] = ("continuous", 0, int(rows), int(batch or 64), float(wait or 0))
     schedulers = {name: args.port + i for i, name in enumerate(variants)}
     servers = {}
     for name, port in schedulers.items():  # each server's own, whatever the caller's are
-        scheduler, rows, step_rows, batch, wait, cap = variants[name]
+        scheduler, rows, step_rows, batch, wait = variants[name]
         servers[name] = start_server(
             args.weights,
             port,
@@ -222,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
             MT_MAX_RUNNING_ROWS=str(rows),
             MT_MAX_STEP_ROWS=str(step_rows),
             MT_STEP_BOUND_WAIT_MS=str(wait),
-            MT_MAX_REQUEST_RUNNING=str(cap),
         )
     results = {}
     try:

@@ -298,25 +298,6 @@ async def test_each_group_runs_at_most_its_places_and_never_more_than_max_batch_
     await b.stop(5)
 
 
-async def test_a_request_runs_at_most_request_places_sentences_even_with_places_free():
-    """`request_places` caps one request's running sentences whatever is free (a burst of one
-    long request does not make every step long), its next sentence joining as one of its own
-    finishes; other requests take the other places."""
-    engine = FakeEngine()
-    b = await started(engine, max_batch_size=8, request_places=2)
-    release = hold(b)
-    big = b.submit(("m", 1), [("big0", 1), ("big1", 2), ("big2", 1), ("big3", 1)], [1] * 4)
-    other = b.submit(("m", 1), [("x0", 3), ("x1", 3), ("x2", 3)], [1] * 3)
-    release.set()
-    await step_until(engine, lambda: big.future.done() and other.future.done())
-    assert engine.names_in(0) == ["big0", "big1", "x0", "x1"]  # 4 of 8 places used
-    assert engine.names_in(1) == ["big1", "big2", "x0", "x1"]  # big0 finished: big2 joins
-    assert engine.names_in(2) == ["big3", "x0", "x1"]
-    assert engine.names_in(3) == ["x2"]
-    assert await b.wait(big) == ["0gib", "1gib", "2gib", "3gib"]
-    await b.stop(5)
-
-
 async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
     engine = FakeEngine()
     b = await started(engine, budget=10)
@@ -746,23 +727,6 @@ async def test_bounded_steps_take_every_sentence_while_one_has_waited_too_long_t
     engine.allow(100)
     assert await b.wait(waiting) == ["z"]
     assert await b.wait(running) == ["x", "y"]
-    await b.stop(5)
-
-
-async def test_a_sentence_held_back_by_its_requests_cap_does_not_lift_the_step_bound():
-    """A sentence that waits only because its request has `request_places` sentences running
-    is not a sign of a backlog: the bound keeps applying (places are free)."""
-    engine = FakeEngine()
-    b = await started(
-        engine, max_batch_size=4, step_places=lambda group: 1, step_wait=0.01, request_places=2
-    )
-    ticket = b.submit(("m", 1), [("x", 3), ("y", 3), ("z", 1)], [1, 1, 1])
-    await until(lambda: len(engine.steps) >= 1)
-    await asyncio.sleep(0.05)  # z waits longer than step_wait, at its request's cap
-    await step_until(engine, lambda: len(engine.steps) >= 3)
-    assert [len(engine.names_in(i)) for i in range(3)] == [1, 1, 1]
-    engine.allow(100)
-    assert await b.wait(ticket) == ["x", "y", "z"]
     await b.stop(5)
 
 
