@@ -4,7 +4,8 @@ Requests arrive as a Poisson process at fixed rates, whether or not earlier ones
 (as traffic from many independent users does); 80% are short texts (5-15 words) and 20% long
 ones (60-150 words, several sentences each, which the service splits), all at one beam size.
 First each server's capacity is measured (requests/s answered with the same mix, closed
-loop, many clients); then each rate (a share of static's) runs on every server, side by
+loop, many clients; `--capacity-rounds N` splits that time into N turns per server in a
+rotating order, pooled); then each rate (a share of static's) runs on every server, side by
 side, the servers taking turns in an order that rotates at each round and load (the machine's
 speed drifts; no server always goes first or last). `--rounds N` runs each load N times on
 every server, round r with its own request sequence (the same for every server), and pools
@@ -82,8 +83,11 @@ def body(text: str, beam: int) -> dict:
     return {"q": text, "source": "en", "target": "de", "beam_size": beam}
 
 
-async def closed_loop(port: int, mix: Mix, clients: int, seconds: float, beam: int) -> float:
-    """Requests/s answered by `clients` clients sending back to back (the capacity)."""
+async def closed_loop(
+    port: int, mix: Mix, clients: int, seconds: float, beam: int
+) -> tuple[int, float]:
+    """(requests answered, seconds) by `clients` clients sending back to back (the capacity:
+    their ratio)."""
     done = 0
     start = time.perf_counter()
 
@@ -96,7 +100,7 @@ async def closed_loop(port: int, mix: Mix, clients: int, seconds: float, beam: i
         await conn.close()
 
     await asyncio.gather(*(client() for _ in range(clients)))
-    return done / (time.perf_counter() - start)
+    return done, time.perf_counter() - start
 
 
 # the steady part of a level: from this share of its arrival time to the end of the arrivals
@@ -169,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=40.0, help="arrivals per level and server")
     p.add_argument("--capacity-seconds", type=float, default=30.0)
     p.add_argument("--capacity-clients", type=int, default=32)
+    p.add_argument("--capacity-rounds", type=int, default=1, help="turns the capacity-seconds "
+                   "are split into, the servers' order rotating, pooled")  # fmt: skip
     p.add_argument(
         "--warm-seconds", type=float, default=5.0, help="closed loop per server before measuring"
     )
@@ -223,15 +229,28 @@ def main(argv: list[str] | None = None) -> int:
             # untimed: on a GPU a decode path's first call pays one-time costs
             mix = Mix(lines, args.long_share, 99)
             run(closed_loop(port, mix, args.warm_clients, args.warm_seconds, args.beam_size))
-        capacities, engines = {}, {}  # every server's, one after the other
-        for name, port in schedulers.items():
-            before, start = batch_totals(f"http://127.0.0.1:{port}"), time.perf_counter()
-            mix = Mix(lines, args.long_share, args.seed)
-            capacities[name] = run(
-                closed_loop(port, mix, args.capacity_clients, args.capacity_seconds, args.beam_size)
-            )
-            after, wall = batch_totals(f"http://127.0.0.1:{port}"), time.perf_counter() - start
-            sentences, steps, busy = (b - a for a, b in zip(before, after, strict=True))
+        # every server's, one after the other; with --capacity-rounds N in N turns of
+        # capacity-seconds / N each, in an order that rotates, pooled (the machine's speed
+        # drifts: the loads are shares of static's, and a static capacity measured while the
+        # machine ran faster than during the loads would overload every server)
+        totals = {name: [0, 0.0, 0, 0, 0.0] for name in schedulers}  # answered, s, engine's
+        order, turn_s = list(schedulers), args.capacity_seconds / args.capacity_rounds
+        for r in range(args.capacity_rounds):
+            for name in order:
+                port = schedulers[name]
+                before = batch_totals(f"http://127.0.0.1:{port}")
+                mix = Mix(lines, args.long_share, args.seed + r)
+                done, seconds = run(
+                    closed_loop(port, mix, args.capacity_clients, turn_s, args.beam_size)
+                )
+                after = batch_totals(f"http://127.0.0.1:{port}")
+                deltas = (b - a for a, b in zip(before, after, strict=True))
+                for i, value in enumerate((done, seconds, *deltas)):
+                    totals[name][i] += value
+            order = order[1:] + order[:1]
+        capacities, engines = {}, {}
+        for name, (done, wall, sentences, steps, busy) in totals.items():
+            capacities[name] = done / wall
             per = 1 / steps if steps else float("nan")  # no batch in that time: no figures
             engines[name] = (100 * busy / wall, steps / wall, sentences * per, 1e3 * busy * per)
         capacity = capacities["static"]  # the loads are static's

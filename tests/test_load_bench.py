@@ -127,14 +127,16 @@ def test_open_loop_bench_runs_both_schedulers_and_reports_steady_throughput(
     random_checkpoint, tmp_path
 ):
     """bench.open_loop_bench end to end on a tiny checkpoint: a static and a continuous server
-    on loopback ports, a short closed loop for their capacities (with their engines' figures
-    from the servers' metrics), then one open-loop level on each; every request answered."""
+    on loopback ports, a short closed loop for their capacities in two turns each (with their
+    engines' figures from the servers' metrics), then one open-loop level on each; every
+    request answered."""
     weights = tmp_path / "weights"
     shutil.copytree(random_checkpoint, weights / "en-de")
     src = write_lines(tmp_path / "src.txt", make_parallel(300, seed=4)[0])
     lines = run_bench(
         "open_loop_bench", "--weights", str(weights), "--src", str(src), "--loads", "0.5",
-        "--seconds", "3", "--capacity-seconds", "2", "--capacity-clients", "4",
+        "--seconds", "3", "--capacity-seconds", "2", "--capacity-rounds", "2",
+        "--capacity-clients", "4",
         "--warm-seconds", "1", "--warm-clients", "2", "--beam-size", "1", "--port",
         str(two_free_ports()),
     )  # fmt: skip
@@ -144,6 +146,8 @@ def test_open_loop_bench_runs_both_schedulers_and_reports_steady_throughput(
         assert int(row[3]) > 0 and row[4].strip() == "0"  # answered, none failed
         steady_requests, steady_words = float(row[5]), float(row[6].replace(",", ""))
         assert steady_requests > 0 and steady_words > steady_requests  # several words each
+    capacity = next(line for line in lines if line.startswith("capacity ("))
+    assert "static " in capacity and "continuous " in capacity and "nan" not in capacity
     engine = next(line for line in lines if line.startswith("engine meanwhile"))
     assert "static " in engine and "continuous " in engine and "nan" not in engine
     assert any(line.startswith("50%: continuous / static: short p99 ") for line in lines)
