@@ -67,8 +67,8 @@ TAIL=18 step fixed_steps 120 "$py" -m bench.continuous_engine_bench --device cud
 TAIL=7 step continuous_engine 120 "$py" -m bench.continuous_engine_bench --device cuda \
     --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3 --fixed
 step open_loop 300 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
-    --seconds "$seconds" --capacity-seconds 10 --capacity-clients 64 --warm-seconds 20 \
-    --warm-clients 64
+    --seconds "$seconds" --capacity-seconds 10 --capacity-rounds 2 --capacity-clients 64 \
+    --warm-seconds 20 --warm-clients 64
 for scheduler in continuous static graphs; do  # graphs: continuous with MT_CUDA_GRAPHS
     graphs=false
     [ "$scheduler" = graphs ] && graphs=true
