@@ -238,3 +238,27 @@ def test_the_neighbour_dies_with_a_benchmark_that_is_killed(random_checkpoint, t
     while neighbours_of(bench.pid):
         assert time.monotonic() < deadline, "the neighbour outlived the killed benchmark"
         time.sleep(0.05)
+
+
+def gpu_check_calls() -> dict[str, set[str]]:
+    """{benchmark module: the options bench/gpu_check.sh passes it}, continuation lines joined."""
+    script = (ROOT / "bench" / "gpu_check.sh").read_text(encoding="utf-8")
+    calls: dict[str, set[str]] = {}
+    for line in script.replace("\\\n", " ").splitlines():
+        code = line.split("#", 1)[0]
+        for module, rest in re.findall(r"-m bench\.(\w+)(.*)", code):
+            calls.setdefault(module, set()).update(re.findall(r"(?<![\w-])--[a-z][\w-]*", rest))
+    return calls
+
+
+def test_every_benchmark_the_gpu_check_calls_takes_its_options():
+    """bench/gpu_check.sh runs only where there is CUDA, and time there is short: a misspelt or
+    removed option would fail its step after minutes of set-up. Each benchmark it calls must
+    list every option the script gives it in its own --help."""
+    calls = gpu_check_calls()
+    # the script's benchmarks, as it stood when this was written: none may drop out unseen
+    assert {"cuda_graph_bench", "continuous_engine_bench", "open_loop_bench"} <= set(calls)
+    assert "load_bench" in calls
+    for module, options in calls.items():
+        known = set(re.findall(r"--[a-z][\w-]*", "\n".join(run_bench(module, "--help"))))
+        assert options <= known, f"bench.{module} does not take {sorted(options - known)}"
