@@ -165,6 +165,13 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least 1")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--weights", type=Path, default=Path("weights"))
@@ -173,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=40.0, help="arrivals per level and server")
     p.add_argument("--capacity-seconds", type=float, default=30.0)
     p.add_argument("--capacity-clients", type=int, default=32)
-    p.add_argument("--capacity-rounds", type=int, default=1, help="turns the capacity-seconds "
-                   "are split into, the servers' order rotating, pooled")  # fmt: skip
+    p.add_argument("--capacity-rounds", type=positive, default=1, help="turns the "
+                   "capacity-seconds are split into, the servers' order rotating, pooled")  # fmt: skip
     p.add_argument(
         "--warm-seconds", type=float, default=5.0, help="closed loop per server before measuring"
     )
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 port = schedulers[name]
                 before = batch_totals(f"http://127.0.0.1:{port}")
-                mix = Mix(lines, args.long_share, args.seed + r)
+                mix = Mix(lines, args.long_share, args.seed + 1000 * r)  # as the loads' rounds
                 done, seconds = run(
                     closed_loop(port, mix, args.capacity_clients, turn_s, args.beam_size)
                 )

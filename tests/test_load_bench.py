@@ -256,7 +256,7 @@ def test_every_benchmark_the_gpu_check_calls_takes_its_options():
     removed option would fail its step after minutes of set-up. Each benchmark it calls must
     list every option the script gives it in its own --help."""
     calls = gpu_check_calls()
-    # the script's benchmarks, as it stood when this was written: none may drop out unseen
+    # the benchmarks the script calls: a change to its layout must not hide them from the parse
     assert {"cuda_graph_bench", "continuous_engine_bench", "open_loop_bench"} <= set(calls)
     assert "load_bench" in calls
     for module, options in calls.items():
