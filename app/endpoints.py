@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .access import text_chars
-from .params import request_params
+from .params import field_limit, request_params
 from .translate import _SURROGATE, ApiError
 from .translate import translate as translate_data
 
@@ -23,7 +23,7 @@ Receive = Callable[[], Awaitable[dict]]
 async def translate_endpoint(
     state: Any, scope: dict, raw: bytes, receive: Receive, started: float
 ) -> dict[str, Any] | None:
-    data = await request_params(scope, raw)
+    data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
     grant = access.admit(data, scope)  # the key, and the request counted against its rate
 
@@ -57,7 +57,7 @@ async def detect_endpoint(
     """LibreTranslate's answer: the languages of the text, best first, each with its confidence
     in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts
     together (each language's confidence averaged over the texts)."""
-    data = await request_params(scope, raw)
+    data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
     grant = access.admit(data, scope)
     texts = detect_texts(state, data)

@@ -1,7 +1,9 @@
 """POST /translate_file and GET /download_file/..., as LibreTranslate answers them.
 
 The upload (multipart: `file`, `source`, `target`, optional `api_key`) is refused with 413 as
-soon as it is known to pass `max_file_bytes` (by its Content-Length, or while it arrives). The
+soon as it is known to pass `max_file_bytes` (by its Content-Length, or while it arrives), and
+with 408 when it has not all arrived within `file_body_timeout_s`; a client that goes away
+before it arrived is counted as 499. The
 format's handler (app/formats/) runs in a worker thread, off the event loop; its texts are
 translated through the same path as POST /translate (app/translate.py), in requests of at
 most `max_texts` texts and `max_request_chars` characters, one after the other. The result is
@@ -20,9 +22,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from .access import Grant
+from .fastpath import read_all, replay
 from .files import FileStore, StoreFull, safe_name
-from .formats import CONTENT_TYPES, FormatError, Limits, extension, handler_for, supported
-from .params import query_params
+from .formats import FormatError, Limits, content_type, handler_for, supported
+from .params import field_limit, query_params
 from .schemas import ErrorResponse
 from .translate import ApiError, check_accepting
 from .translate import translate as translate_data
@@ -36,22 +39,6 @@ def store(state: Any) -> FileStore:
         s = state.settings
         state.files = FileStore(s.files_dir, s.file_ttl_s, s.files_max_total_bytes)
     return state.files
-
-
-def limited(receive, limit: int):
-    """The request's receive channel, raising 413 once more than `limit` bytes arrived."""
-    seen = 0
-
-    async def receive_limited() -> dict:
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise ApiError(413, f"the upload is over {limit} bytes; send a smaller file")
-        return message
-
-    return receive_limited
 
 
 def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
@@ -75,39 +62,60 @@ async def translate_texts(
         raise ApiError(
             413, f"the file holds {total} characters of text; at most {s.max_file_chars}"
         )
-    state.access.charge(grant, total)
     longest = max((len(t) for t in texts), default=0)
     if longest > s.max_request_chars:
         raise ApiError(
             413,
             f"the file has a paragraph of {longest} characters; at most {s.max_request_chars}",
         )
+    uncharged = [total]
+
+    def charge(_: list[str]) -> None:  # the whole file's characters, once its first request
+        # is found valid (a file refused for its language pair costs nothing)
+        if uncharged:
+            state.access.charge(grant, uncharged.pop())
+
     out: list[str] = []
     for chunk in chunks(texts, s.max_texts, s.max_request_chars):
         data = {"q": chunk, "source": source, "target": target}
-        body = await translate_data(state, data, receive, time.perf_counter())
+        body = await translate_data(state, data, receive, time.perf_counter(), charge)
         if body is None:
             raise ApiError(499, "the client went away")
         out.extend(body["translatedText"])
     return out
 
 
-async def read_upload(request: Request, limit: int) -> tuple[bytes, str, dict[str, str]]:
-    """(file bytes, file name, the other fields) from the multipart body; `source`, `target`
-    and `api_key` may also come in the query string (the form's fields win)."""
+async def read_upload(
+    request: Request, limit: int, timeout: float
+) -> tuple[bytes, str, dict[str, str]] | None:
+    """(file bytes, file name, the other fields) from the multipart body, or None when the
+    client went away before sending it all; `source`, `target` and `api_key` may also come in
+    the query string (the form's fields win). The body is read first, as the fast path reads a
+    /translate body (app/fastpath.py): 413 as soon as it passes the limit, 408 when it has not
+    all arrived within `timeout` seconds (an upload that stalls would hold its place among the
+    requests in progress for as long as the client likes)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "multipart/form-data":
         raise ApiError(400, "send multipart/form-data with the fields file, source and target")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit + FORM_OVERHEAD:
         raise ApiError(413, f"the upload is {declared} bytes; a file may have at most {limit}")
-    reader = Request(request.scope, limited(request.receive, limit + FORM_OVERHEAD))
-    form = await reader.form(max_files=1, max_fields=16)
+    try:
+        raw = await read_all(request.scope, request.receive, limit + FORM_OVERHEAD, timeout)
+    except ApiError as exc:
+        if exc.status != 413:
+            raise
+        raise ApiError(413, f"the upload is over {limit} bytes; send a smaller file") from None
+    if raw is None:
+        return None
+    form = await Request(request.scope, replay(raw, request.receive)).form(
+        max_files=1, max_fields=16
+    )
     try:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise ApiError(400, "`file` must be a file upload (multipart/form-data)")
-        fields = query_params(request.scope)
+        fields = query_params(request.scope, field_limit(request.app.state.settings))
         fields.update((k, v) for k, v in form.multi_items() if isinstance(v, str))
         for name in ("source", "target"):
             value = fields.get(name)
@@ -152,7 +160,10 @@ async def translate_file(request: Request):
     state = request.app.state
     check_accepting(state)
     s = state.settings
-    data, filename, fields = await read_upload(request, s.max_file_bytes)
+    upload = await read_upload(request, s.max_file_bytes, s.file_body_timeout_s)
+    if upload is None:  # the client went away before its upload arrived: counted as 499
+        return Response(status_code=499)
+    data, filename, fields = upload
     grant = state.access.admit(fields, request.scope)
     source, target = fields["source"], fields["target"]
     handler = handler_for(filename)
@@ -176,7 +187,7 @@ async def translate_file(request: Request):
         raise ApiError(exc.status, f"{filename}: {exc}") from None
     name = safe_name(filename, target)
     try:
-        file_id = store(state).put(out, name, CONTENT_TYPES[extension(filename)])
+        file_id = store(state).put(out, name, content_type(filename, out))
     except StoreFull as exc:
         raise ApiError(
             503,

@@ -31,7 +31,7 @@ import html
 from collections.abc import Callable
 from html.parser import HTMLParser
 
-from .formats.inline import Token, Unit, UnitBuilder, distribute, translate_units
+from .formats.inline import Token, Unit, UnitBuilder, collapse, distribute, translate_units
 
 #: content never translated
 SKIPPED = frozenset({"script", "style", "code", "pre", "textarea", "svg", "math"})
@@ -196,6 +196,13 @@ class HtmlDocument:
     @property
     def texts(self) -> list[str]:
         return [r for u in self.units for r in u.requests]
+
+    @property
+    def visible_text(self) -> str:
+        """The document's text as a reader sees it: its units' text runs, without the
+        markup."""
+        runs = (collapse(str(i.value)) for u in self.units for i in u.items if i.kind == "text")
+        return " ".join(r for r in runs if r)
 
     def render(self, translations: list[str]) -> str:
         return self.render_tokens(distribute(self.units, translations))

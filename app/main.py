@@ -153,7 +153,11 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started, status = time.perf_counter(), 500
-        translate = scope["path"] == "/translate"
+        # a CORS preflight asks whether a browser may send a request: it is not one
+        preflight = scope["method"] == "OPTIONS" and any(
+            name == b"access-control-request-method" for name, _ in scope["headers"]
+        )
+        translate = scope["path"] == "/translate" and scope["method"] == "POST"
 
         async def capture(message):
             nonlocal status
@@ -171,8 +175,49 @@ class MetricsMiddleware:
             route = scope.get("route")  # set by FastAPI's router; the fast path has none
             # the fast path's endpoints have no route object: their path is their template
             path = getattr(route, "path", scope["path"] if scope["path"] in HANDLERS else "other")
+            if preflight:
+                path = "preflight"
             self.metrics.requests.labels(path, str(status)).inc()
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
+
+
+class HeadAsGet:
+    """HEAD answered wherever GET is (RFC 9110: the same status and headers, no body): the
+    application sees a GET (FastAPI's GET routes take no HEAD), and uvicorn, which still knows
+    the request's method, leaves the body out. The route FastAPI matched is passed back out
+    for the metrics middleware."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+        inner = {**scope, "method": "GET"}
+        try:
+            await self.app(inner, receive, send)
+        finally:
+            if "route" in inner:
+                scope["route"] = inner["route"]
+
+
+class JsonCors(CORSMiddleware):
+    """Starlette's CORS middleware, whose refusal of a preflight is JSON like every other
+    error of the service (Starlette answers it in plain text)."""
+
+    def preflight_response(self, request_headers):
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        headers = {
+            k: v for k, v in response.headers.items() if k not in ("content-type", "content-length")
+        }
+        why = bytes(response.body).decode("utf-8", "replace")
+        return JSONBody(
+            {"error": f"CORS preflight refused: {why}"},
+            status_code=response.status_code,
+            headers=headers,
+        )
 
 
 class Service(FastAPI):
@@ -219,10 +264,10 @@ def create_app(settings: Settings | None = None) -> Service:
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)
-    front = ConcurrencyLimit(app.fastapi, app.state)
+    front = ConcurrencyLimit(HeadAsGet(app.fastapi), app.state)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # around the fast path too: every answer and preflight gets the same headers
-        front = CORSMiddleware(
+        front = JsonCors(
             front,
             allow_origins=origins,
             allow_methods=["GET", "POST"],

@@ -6,6 +6,11 @@ the query string and a body at once. `request_params` merges them all into one d
 string first, then the body's fields over it. A repeated `q` (in a form or the query string)
 becomes a list, as a JSON list would. One function serves every endpoint and both front ends
 (the plain-ASGI fast path, app/fastpath.py, and the FastAPI routes).
+
+Forms and query strings are UTF-8, as browsers send them and as LibreTranslate (Flask) reads
+them: raw bytes and %-escapes alike (`curl -d 'q=Grüße'` sends the raw bytes); what is not
+valid UTF-8 is a 400, not text with replacement characters. A request may repeat `q` as often as
+a JSON list may hold texts (`max_texts`): the cap on fields is that plus FIELD_MARGIN.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from .translate import FORM_TYPES, ApiError, parse_json
 
 #: fields a client may repeat to send a list (LibreTranslate takes a list only for `q`)
 LIST_FIELDS = ("q",)
-MAX_FIELDS = 64  # form fields and query parameters at most (a repeated `q` counts once each)
+URLENCODED = "application/x-www-form-urlencoded"
+FIELD_MARGIN = 64  # fields besides the texts of `q`: form fields and query parameters at most
+# are max_texts + FIELD_MARGIN (a repeated `q` counts once each)
 
 
 def content_type(headers: list[tuple[bytes, bytes]]) -> str:
@@ -31,11 +38,19 @@ def content_type(headers: list[tuple[bytes, bytes]]) -> str:
     return ""
 
 
-def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def too_many(count: int | str, limit: int) -> ApiError:
+    return ApiError(
+        413,
+        f"{count} parameters; at most {limit} (a list `q` may hold {limit - FIELD_MARGIN} "
+        "texts): send fewer texts per request",
+    )
+
+
+def _fields(pairs: list[tuple[str, Any]], limit: int) -> dict[str, Any]:
     """A dict from (name, value) pairs: the last value of a field wins, except a repeated
     `q`, which becomes a list."""
-    if len(pairs) > MAX_FIELDS:
-        raise ApiError(400, f"{len(pairs)} parameters; at most {MAX_FIELDS}")
+    if len(pairs) > limit:
+        raise too_many(len(pairs), limit)
     data: dict[str, Any] = {}
     lists: dict[str, list[Any]] = {}
     for name, value in pairs:
@@ -48,18 +63,35 @@ def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
-def query_params(scope: dict) -> dict[str, Any]:
-    raw = scope.get("query_string", b"").decode("latin-1")
+def field_limit(settings: Any) -> int:
+    return settings.max_texts + FIELD_MARGIN
+
+
+def parse_urlencoded(raw: bytes, what: str, limit: int) -> list[tuple[str, str]]:
+    """(name, value) pairs of `a=1&b=2` bytes, as UTF-8 (raw or %-escaped); 400 if it is not."""
     try:
-        pairs = parse_qsl(raw, keep_blank_values=True, errors="strict")
+        return parse_qsl(
+            raw.decode("utf-8"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=limit,
+        )
     except UnicodeDecodeError:
-        raise ApiError(400, "the query string is not valid UTF-8") from None
-    return _fields(pairs)
+        raise ApiError(400, f"the {what} is not valid UTF-8; send UTF-8 text") from None
+    except ValueError:  # parse_qsl's max_num_fields
+        raise too_many(f"more than {limit}", limit) from None
 
 
-async def form_params(scope: dict, raw: bytes) -> dict[str, Any]:
+def query_params(scope: dict, limit: int) -> dict[str, Any]:
+    return _fields(parse_urlencoded(scope.get("query_string", b""), "query string", limit), limit)
+
+
+async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     """Fields of an urlencoded or multipart body already read (`raw`); a file part is
     ignored (only /translate_file takes a file, and reads it itself)."""
+    if content_type(scope["headers"]) == URLENCODED:
+        return _fields(parse_urlencoded(raw, "form body", limit), limit)
     sent = [False]
 
     async def receive() -> dict:
@@ -70,28 +102,31 @@ async def form_params(scope: dict, raw: bytes) -> dict[str, Any]:
 
     request = Request({**scope, "type": "http"}, receive)
     try:
-        form = await request.form(max_files=1, max_fields=MAX_FIELDS)
-    except MultiPartException as exc:
-        raise ApiError(400, f"the multipart body is malformed ({exc.message})") from None
-    except HTTPException as exc:  # Starlette's form of the same, inside an application's stack
-        if exc.status_code >= 500:
+        form = await request.form(max_files=1, max_fields=limit)
+    except (MultiPartException, HTTPException) as exc:  # (the second: Starlette's form of
+        # the first, inside an application's stack)
+        if getattr(exc, "status_code", 400) >= 500:
             raise
-        raise ApiError(400, f"the multipart body is malformed ({exc.detail})") from None
+        why = str(getattr(exc, "detail", None) or getattr(exc, "message", ""))
+        if why.startswith("Too many fields"):
+            raise too_many(f"more than {limit}", limit) from None
+        raise ApiError(400, f"the multipart body is malformed ({why})") from None
     except UnicodeDecodeError:
         raise ApiError(400, "the form body is not valid UTF-8") from None
     try:
-        return _fields([(k, v) for k, v in form.multi_items() if isinstance(v, str)])
+        return _fields([(k, v) for k, v in form.multi_items() if isinstance(v, str)], limit)
     finally:
         await form.close()
 
 
-async def request_params(scope: dict, raw: bytes) -> dict[str, Any]:
+async def request_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     """Every parameter of a request whose body (`raw`) has been read: the query string's,
-    then the body's (JSON object, urlencoded or multipart form) over them."""
-    data = query_params(scope)
+    then the body's (JSON object, urlencoded or multipart form) over them; at most `limit`
+    fields in each of the query string and a form (`field_limit`)."""
+    data = query_params(scope, limit)
     ctype = content_type(scope["headers"])
     if ctype in FORM_TYPES:
-        data.update(await form_params(scope, raw))
+        data.update(await form_params(scope, raw, limit))
     elif raw.strip() or not data:  # an empty body is fine when the query string has it all
-        data.update(parse_json(raw))
+        data.update(parse_json(raw, "q" if scope["path"] == "/detect" else "q, source and target"))
     return data

@@ -213,7 +213,11 @@ async def live():
     return {"status": "alive"}
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+)
 async def metrics(request: Request):
     """Prometheus text format."""
     return Response(

@@ -148,6 +148,12 @@ class Settings(BaseSettings):
         description="time for a /translate request's whole body to arrive after its headers; "
         "beyond: 408 and the connection is closed",
     )
+    file_body_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="time for a /translate_file upload to arrive in full after its headers; "
+        "beyond: 408 and the connection is closed",
+    )
     max_concurrency: int = Field(
         512,
         ge=1,

@@ -81,15 +81,20 @@ def check_accepting(state: Any) -> None:
         )
 
 
+SHOWN_ERRORS = 5  # problems an answer lists at most (a list `q` can hold many of the same)
+
+
 def describe_validation(exc: ValidationError) -> str:
+    errors = exc.errors()
     parts = []
-    for err in exc.errors():
+    for err in errors[:SHOWN_ERRORS]:
         where = ".".join(str(p) for p in err["loc"]) or "body"
         parts.append(f"{where}: {err['msg']}")
-    return "invalid request: " + "; ".join(parts)
+    more = len(errors) - SHOWN_ERRORS
+    return "invalid request: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
+def parse_json(raw: bytes, fields: str = "q, source and target") -> dict[str, Any]:
     try:
         data = json.loads(raw) if raw else None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -103,7 +108,7 @@ def parse_json(raw: bytes) -> dict[str, Any]:
             "alternatives, beam_size and max_length are small whole numbers",
         ) from None
     if not isinstance(data, dict):
-        raise ApiError(400, "the body must be a JSON object with q, source and target")
+        raise ApiError(400, f"the body must be a JSON object with {fields}")
     return data
 
 
@@ -359,6 +364,18 @@ async def _translate_with(
     return outputs, ticket.compute_s if ticket else 0.0
 
 
+def visible_texts(texts: list[str], fmt: str) -> list[str]:
+    """The texts as a reader sees them: an HTML document's text units (app/html_format.py)
+    without its tags and attributes, which would otherwise outweigh its words."""
+    if fmt != "html":
+        return texts
+    try:
+        documents, _ = extract_all(texts)
+    except HtmlError as exc:
+        raise ApiError(400, str(exc)) from None
+    return [doc.visible_text for doc in documents]
+
+
 async def detect_sources(state: Any, texts: list[str], target: str) -> list[tuple[str, float]]:
     """(language, confidence) of each text, among the languages that reach `target` (directly or
     through the pivot language) and `target` itself (a text already in it is returned as it is)."""
@@ -459,6 +476,9 @@ async def translate(
     With `source: "auto"` each text's language is detected (app/detect.py) and each text goes
     to the models from its language; a text already in the target language is returned as it
     is."""
+    q, limit = data.get("q"), state.settings.max_texts
+    if isinstance(q, list) and len(q) > limit:  # before checking each of them
+        raise ApiError(413, f"{len(q)} texts in `q`; at most {limit} per request")
     try:
         req = TranslateRequest.model_validate(data)
     except ValidationError as exc:
@@ -472,8 +492,8 @@ async def translate(
     if on_valid is not None:
         on_valid(texts)
     detected: list[tuple[str, float]] | None = None
-    if req.source == "auto":
-        detected = await detect_sources(state, texts, req.target)
+    if req.source == "auto":  # from the text a reader sees: for HTML, not its markup
+        detected = await detect_sources(state, visible_texts(texts, req.format), req.target)
         sources = [lang for lang, _ in detected]
     else:
         sources = [req.target if same else req.source] * len(texts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import shutil
 import socket
+import time
 import zipfile
 
 import docx
@@ -19,8 +20,10 @@ from odf.text import Span
 from tests.service_helpers import serve_in_thread
 from tests.test_file_formats import make_docx, make_odt, make_pptx, zip_of
 from tests.test_html_format import Tags
+from tests.test_service import metric
 
 MAX_FILE = 200_000
+UPLOAD_TIMEOUT = 2.0  # file_body_timeout_s of the module's server
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,11 @@ def server(random_checkpoint, tmp_path_factory):
     shutil.copytree(random_checkpoint, weights / "en-de")
     files = tmp_path_factory.mktemp("files")
     with serve_in_thread(
-        weights, files_dir=files, max_file_bytes=MAX_FILE, max_unpacked_bytes=4_000_000
+        weights,
+        files_dir=files,
+        max_file_bytes=MAX_FILE,
+        max_unpacked_bytes=4_000_000,
+        file_body_timeout_s=UPLOAD_TIMEOUT,
     ) as (url, _):
         yield url, files
 
@@ -227,6 +234,57 @@ def test_an_upload_without_length_is_refused_before_it_ends(server):
         while b"\r\n\r\n" not in answer:
             answer += sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413")
+    assert healthy(url)
+
+
+def test_a_utf16_text_file_comes_back_labelled_utf16(server):
+    url, _ = server
+    data = "The cat is big.\r\nWe eat bread.\r\n".encode("utf-16")
+    got = download(url, upload(url, "wide.txt", data))
+    assert got.headers["content-type"] == "text/plain; charset=utf-16"
+    assert got.content.startswith(data[:2])  # the same byte order mark
+    assert got.content.decode("utf-16").count("\r\n") == 2
+
+
+def stalled_upload(url: str) -> socket.socket:
+    """A connection that sent the headers of a 1,000-byte upload and 40 bytes of it."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(
+        f"POST /translate_file HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1000\r\n"
+        "Content-Type: multipart/form-data; boundary=b0undary\r\n\r\n".encode()
+        + b'--b0undary\r\nContent-Disposition: form-data; name="source"\r\n'
+    )
+    return sock
+
+
+def test_an_upload_that_stalls_gets_408_and_its_connection_closed(server):
+    """An upload that stops arriving would hold its place among the requests in progress for
+    as long as its client liked: after file_body_timeout_s it is answered 408 and let go."""
+    url, _ = server
+    before = metric(url, "mt_requests_total", 'route="/translate_file",status="408"')
+    with stalled_upload(url) as sock:
+        answer = b""
+        while chunk := sock.recv(65536):  # until the server closes the connection
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer
+    assert b"connection: close" in head.lower()
+    assert b"did not arrive within 2 s" in body
+    assert metric(url, "mt_requests_total", 'route="/translate_file",status="408"') == before + 1
+    assert healthy(url)
+
+
+def test_an_abandoned_upload_is_the_clients_doing_not_a_server_error(server):
+    url, _ = server
+    labels = 'route="/translate_file",status="{}"'
+    gone, failed = (metric(url, "mt_requests_total", labels.format(s)) for s in (499, 500))
+    stalled_upload(url).close()
+    deadline = time.monotonic() + 10
+    while metric(url, "mt_requests_total", labels.format(499)) == gone:
+        assert time.monotonic() < deadline, "the abandoned upload was not counted as 499"
+        time.sleep(0.05)
+    assert metric(url, "mt_requests_total", labels.format(500)) == failed
     assert healthy(url)
 
 

@@ -87,6 +87,22 @@ def test_health_languages_models(server):
     )
 
 
+@pytest.mark.parametrize("path", ["/health", "/languages", "/metrics", "/", "/frontend/settings"])
+def test_head_is_answered_wherever_get_is(server, path):
+    """The same status and headers as GET, and no body (RFC 9110); counted under its route."""
+    server, _ = server
+    before = metric(server, "mt_requests_total")
+    head, get = httpx.head(f"{server}{path}"), httpx.get(f"{server}{path}")
+    assert head.status_code == get.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+    if path != "/metrics":  # (the scrape's own length changes from one to the next)
+        assert head.headers["content-length"] == get.headers["content-length"]
+    assert metric(server, "mt_requests_total", f'route="{path}",status="200"') >= 2
+    assert metric(server, "mt_requests_total") >= before + 2
+    assert httpx.head(f"{server}/translate").status_code == 405  # POST only, as for GET
+
+
 def test_json_and_form_bodies_agree(server):
     url, _ = server
     as_json = post(url, json={"q": "The cat is big.", "source": "en", "target": "de"})

@@ -14,6 +14,7 @@ import pytest
 
 from app.keys import KeyStore
 from tests.service_helpers import ROOT, serve_in_process, serve_in_thread, wait_ready
+from tests.test_service import metric
 
 TEXT = "The cat is big."
 
@@ -206,6 +207,11 @@ def test_characters_per_day_and_per_request(limited):
     url, store = limited
     invalid = with_key(None, "x" * 90) | {"target": "xx"}
     assert translate(url, json=invalid).status_code == 400  # refused: its characters not counted
+    for fields in ({"source": "en", "target": "xx"}, {"source": "xx", "target": "de"}):
+        refused = httpx.post(  # a file refused for its pair costs nothing either
+            f"{url}/translate_file", files={"file": ("a.txt", b"x" * 90)}, data=fields, timeout=60
+        )
+        assert refused.status_code == 400, refused.text
     assert translate(url, json=with_key(None, "x" * 60)).status_code == 200
     assert_slow_down(translate(url, json=with_key(None, "x" * 60)), "100 characters per day")
     assert translate(url, json=with_key(None, "x" * 30)).status_code == 200  # 90 of 100
@@ -251,6 +257,24 @@ def test_cors_preflight_and_the_json_fast_path(cors):
         assert r.headers["access-control-allow-origin"] == "https://b.example", r.text
     other = translate(cors, json=with_key(None), headers={"Origin": "https://evil.example"})
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_preflights_are_counted_apart_and_refused_in_json(cors):
+    """A preflight only asks whether a browser may send a request: the metrics do not count it
+    as one; a refused preflight says why in JSON, as every other error does."""
+    ask = {"Access-Control-Request-Method": "POST"}
+    translations = metric(cors, "mt_requests_total", 'route="/translate",status="200"')
+    preflights = metric(cors, "mt_requests_total", 'route="preflight",status="200"')
+    for path in ("/translate", "/detect"):
+        r = httpx.options(f"{cors}{path}", headers={"Origin": "https://a.example"} | ask)
+        assert r.status_code == 200
+    refused = httpx.options(f"{cors}/translate", headers={"Origin": "https://evil.example"} | ask)
+    assert refused.status_code == 400
+    assert refused.headers["content-type"] == "application/json"
+    assert "CORS preflight refused: Disallowed CORS origin" in refused.json()["error"]
+    assert metric(cors, "mt_requests_total", 'route="/translate",status="200"') == translations
+    assert metric(cors, "mt_requests_total", 'route="preflight",status="200"') == preflights + 2
+    assert metric(cors, "mt_requests_total", 'route="preflight",status="400"') >= 1
 
 
 def test_cors_default_allows_any_origin(weights):

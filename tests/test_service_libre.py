@@ -111,6 +111,64 @@ def test_a_repeated_q_is_a_list_in_a_form_and_in_the_query(server):
         assert r.json()["translatedText"] == expected
 
 
+URLENCODED = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def test_a_form_body_is_utf8_as_sent_raw_or_escaped(server):
+    """`curl -d 'q=Grüße'` sends the UTF-8 bytes as they are; a browser's form escapes them.
+    Both are the same text (here asked into its own language: it comes back as it is)."""
+    text = "Grüße aus München, 東京 und Zürich"
+    raw = post(server, content=f"q={text}&source=de&target=de".encode(), headers=URLENCODED)
+    escaped = post(server, data={"q": text, "source": "de", "target": "de"})
+    for r in (raw, escaped):
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == text
+
+
+def test_a_form_or_query_string_holds_as_many_texts_as_a_json_list(server):
+    """`batchLimit` (/frontend/settings) texts in a repeated `q`, in every style; one more is a
+    413 that says why."""
+    limit = httpx.get(f"{server}/frontend/settings").json()["batchLimit"]
+    texts = [f"Satz {i}." for i in range(limit)]
+    fields = [("q", t) for t in texts] + [("source", "de"), ("target", "de")]
+    for kwargs in (
+        {"data": {"q": texts, "source": "de", "target": "de"}},
+        {"params": fields},
+        {"files": [(k, (None, v)) for k, v in fields]},
+    ):
+        r = post(server, **kwargs)
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == texts
+    r = post(server, data={"q": [*texts, "Noch einer."], "source": "de", "target": "de"})
+    assert r.status_code == 413, r.text
+    assert f"at most {limit}" in r.json()["error"]
+
+
+def test_a_long_list_of_wrong_values_gets_a_short_answer(server):
+    """Each wrong element is not listed: the answer names a few, and a list longer than the
+    limit is a 413 before its elements are checked."""
+    r = post(server, json={"q": [1] * 100, "source": "en", "target": "de"})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error.count("should be a valid string") == 5 and "and 96 more" in error, error
+    r = post(server, json={"q": [1] * 100_000, "source": "en", "target": "de"})
+    assert r.status_code == 413, r.text
+    assert "100000 texts" in r.json()["error"] and len(r.content) < 1000
+
+
+def test_auto_detects_an_html_text_by_its_words_not_its_markup(server):
+    """English attribute values and class names must not outvote a German sentence."""
+    html = (
+        '<div class="navigation container header wrapper main content" '
+        'title="the main page of this website"><p>Wo ist der Bahnhof? Ich habe mich '
+        'verlaufen.</p><a href="/where-is-the-station-and-the-main-road">Hier</a></div>'
+    )
+    r = post(server, json={"q": html, "source": "auto", "target": "en", "format": "html"})
+    assert r.status_code == 200, r.text
+    assert r.json()["detectedLanguage"]["language"] == "de"
+    assert r.json()["model"] == "de-en"
+
+
 @pytest.mark.parametrize(
     "style", ["json", "form", "multipart", "query", "query+json", "query+form", "query+multipart"]
 )
@@ -145,11 +203,28 @@ def test_detect_takes_its_parameters_in_every_style(server, style):
             400,
             "",
         ),
-        ({"params": [(f"p{i}", "1") for i in range(100)]}, 400, "parameters"),
+        ({"params": [(f"p{i}", "1") for i in range(300)]}, 413, "parameters"),
+        (
+            {
+                "content": "&".join(f"p{i}=1" for i in range(300)).encode(),
+                "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            },
+            413,
+            "parameters",
+        ),
+        ({"files": [(f"p{i}", (None, "1")) for i in range(300)]}, 413, "parameters"),
         (
             {"content": b"q=%ff", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
             400,
-            "",
+            "not valid UTF-8",
+        ),
+        (
+            {
+                "content": b"q=caf\xe9&source=en&target=de",
+                "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            },
+            400,
+            "not valid UTF-8",
         ),
     ],
 )

@@ -17,6 +17,7 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -57,6 +58,15 @@ CONTENT_TYPES = {
 
 def extension(filename: str) -> str:
     return PurePath(filename.replace("\\", "/")).suffix.lower()
+
+
+def content_type(filename: str, data: bytes) -> str:
+    """The media type of a translated file: its extension's, with the charset the text handlers
+    wrote it in (they keep a UTF-16 file's encoding and byte order mark)."""
+    ctype = CONTENT_TYPES[extension(filename)]
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return ctype.replace("charset=utf-8", "charset=utf-16")
+    return ctype
 
 
 def handler_for(filename: str) -> Handler | None:
