@@ -19,13 +19,13 @@ import argparse
 import hashlib
 import hmac
 import logging
-import re
 import secrets
 import sqlite3
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -128,17 +128,34 @@ class KeyStore:
         return self._info(row)
 
 
-_KEY_IN_QUERY = re.compile(r"(api_key=)[^&\s]*")
+#: query-string parameters whose values the access log never shows: API keys, and the texts a
+#: client sends in the query string (as some LibreTranslate clients do)
+REDACTED = frozenset({"api_key", "q"})
+
+
+def redact_query(path: str) -> str:
+    """`path` with the value of each REDACTED parameter of its query string replaced by
+    `[redacted]`, however the client spelled the name (%-escapes, `+`, any letter case)."""
+    head, sep, query = path.partition("?")
+    if not sep:
+        return path
+    parts = []
+    for part in query.split("&"):
+        name, eq, _ = part.partition("=")
+        if eq and unquote_plus(name, errors="replace").strip().lower() in REDACTED:
+            part = f"{name}=[redacted]"
+        parts.append(part)
+    return head + sep + "&".join(parts)
 
 
 class RedactKeys(logging.Filter):
-    """Hides `api_key=...` in uvicorn's access log lines (the query string may carry a key)."""
+    """Hides the values of API keys and texts in the query strings of uvicorn's access log
+    lines (`redact_query`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(
-                _KEY_IN_QUERY.sub(r"\1[redacted]", a) if isinstance(a, str) else a
-                for a in record.args
+                redact_query(a) if isinstance(a, str) and "?" in a else a for a in record.args
             )
         return True
 

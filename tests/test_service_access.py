@@ -151,7 +151,7 @@ def test_keys_required_without_a_database_is_a_setting_error(weights, tmp_path):
     assert "api_keys_db" in (tmp_path / "log").read_text()
 
 
-def test_a_key_in_the_query_string_is_not_logged(weights, tmp_path):
+def test_keys_and_texts_in_the_query_string_are_not_logged(weights, tmp_path):
     db = tmp_path / "keys.sqlite"
     key, _ = KeyStore(db).add("dave")
     log = tmp_path / "log"
@@ -159,11 +159,18 @@ def test_a_key_in_the_query_string_is_not_logged(weights, tmp_path):
         wait_ready(url, process=proc)
         assert translate(url, params=with_key(key)).status_code == 200
         assert translate(url, params=with_key("wrong-key-123")).status_code == 403
+        # the same name %-escaped (read as api_key: the key is checked and accepted), or in
+        # capitals (another parameter: no key given, and none is required here)
+        escaped = f"{url}/translate?q=Secret+words&source=en&target=de&api%5Fkey={key}"
+        assert httpx.post(escaped, timeout=60).status_code == 200
+        capitals = f"{url}/translate?q=Secret+words&source=en&target=de&API_KEY=wrong-key-456"
+        assert httpx.post(capitals, timeout=60).status_code == 200
         proc.terminate()
         proc.wait(timeout=60)
     text = log.read_text()
-    assert "api_key=[redacted]" in text
-    assert key not in text and "wrong-key-123" not in text
+    assert "api_key=[redacted]" in text and "api%5Fkey=[redacted]" in text
+    assert key not in text and "wrong-key-123" not in text and "wrong-key-456" not in text
+    assert "Secret" not in text and TEXT.split()[0] not in text  # nor the texts: q=[redacted]
 
 
 # --- limits ----------------------------------------------------------------------------------
