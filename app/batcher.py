@@ -5,10 +5,11 @@ run on one dedicated worker thread, so the event loop never blocks. Sentences wi
 `key`s (model and decoding options) never share a batch.
 
 A batch closes when it holds `max_batch_size` sentences, or when adding the next one would pass
-`max_batch_tokens` padded tokens (longest cost x count), or `max_wait_ms` after its first
-sentence arrived or the worker became free (whichever is later), or as soon as as many
-sentences wait as the previous batch held. The wait only happens while traffic is concurrent
-(the previous batch held more than one sentence): a lone client is never delayed. Under load,
+`max_batch_tokens` padded tokens (longest cost x count), or `max_wait_ms` after the worker
+became free, or as soon as as many sentences wait as the previous batch held. The wait only
+happens while traffic is concurrent (the previous batch held more than one sentence), and only
+for sentences that come within `max_wait_ms` of the previous batch's end: a lone client is
+never delayed, nor the first request after a burst has passed. Under load,
 the clients of a batch get their answers together and come back together, spread over the
 time the server takes to read them; waiting for as many as just left keeps them in one full
 batch (starting with the first few would split the load into two half-full batches for good),
@@ -427,11 +428,12 @@ class MicroBatcher(Tickets):
                 continue
             key = self._oldest(self._queues)
             wait = self.max_wait_s if self._last_batch_size > 1 else 0.0
-            # The wait counts from when the worker became free, and ends early once as many
-            # sentences wait as the last batch answered: those clients tend to come back
-            # together, and a batch that starts with only the first of them splits the load
-            # into two half-full batches for good.
-            deadline = max(self._queues[key][0].enqueued, self._free_since) + wait
+            # The wait is for the clients the last batch answered, and ends early once as many
+            # sentences wait as it held: those clients tend to come back together, and a batch
+            # that starts with only the first of them splits the load into two half-full
+            # batches for good. It counts from when the worker became free: a sentence that
+            # comes later than that, after the burst has passed, is not kept waiting.
+            deadline = self._free_since + wait
             expected = self._last_batch_size
             while not self._closing and key in self._queues and not self._full(self._queues[key]):
                 if len(self._queues[key]) >= expected:

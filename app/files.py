@@ -50,11 +50,19 @@ def safe_name(filename: str, target: str) -> str:
     return f"{stem}_{lang}{suffix}"
 
 
+def prepare_directory(directory: Path) -> None:
+    """Creates `directory` where missing; OSError when it is not a folder the process can
+    write in (checked at start-up, so that no upload finds it out)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write in {directory}")
+
+
 class FileStore:
     def __init__(self, directory: Path | None, ttl_s: float, max_total_bytes: int):
         if directory is None:
             directory = Path(tempfile.mkdtemp(prefix="mt-serve-files-"))
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        prepare_directory(directory)
         self.directory = directory.resolve()
         self.ttl_s, self.max_total_bytes = ttl_s, max_total_bytes
         self.index: dict[str, StoredFile] = {}

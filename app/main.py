@@ -33,6 +33,7 @@ from .endpoints import HANDLERS
 from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
 from .file_routes import router as file_router
+from .files import prepare_directory
 from .keys import install_log_redaction
 from .limits import ConcurrencyLimit
 from .metrics import Metrics
@@ -356,6 +357,12 @@ def main() -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if settings.files_dir is not None:
+        try:
+            prepare_directory(settings.files_dir)
+        except OSError as exc:
+            print(f"mt-serve: MT_FILES_DIR {settings.files_dir}: {exc}", file=sys.stderr)
+            return 2
     try:
         app = create_app(settings)
     except (OSError, sqlite3.Error) as exc:

@@ -6,12 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MAX_THREADS = 1024  # more threads than any machine's CPUs; beyond, a process limit ends it
+MAX_BEAM = 64  # a beam this wide already decodes 64 hypotheses per sentence
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MT_", extra="ignore")
+    # no setting is infinite or NaN: each is a size, a count or a time something waits
+    model_config = SettingsConfigDict(env_prefix="MT_", extra="ignore", allow_inf_nan=False)
 
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in containers)")
     port: int = Field(8000, ge=1, le=65535, description="TCP port")
@@ -25,6 +29,7 @@ class Settings(BaseSettings):
     threads: int = Field(
         0,
         ge=0,
+        le=MAX_THREADS,
         description="CPU threads for inference (0: the CPUs this process may use: its affinity mask and cgroup CPU quota, fewer while other processes take them)",
     )
     linear_backend: Literal["auto", "panels", "onednn"] = Field(
@@ -163,8 +168,12 @@ class Settings(BaseSettings):
     max_sentence_tokens: int = Field(
         200, ge=8, description="longer sentences are split into pieces"
     )
-    default_beam_size: int = Field(4, ge=1, description="beam size when the request gives none")
-    max_beam_size: int = Field(8, ge=1, description="largest beam_size a request may ask for")
+    default_beam_size: int = Field(
+        4, ge=1, le=MAX_BEAM, description="beam size when the request gives none"
+    )
+    max_beam_size: int = Field(
+        8, ge=1, le=MAX_BEAM, description="largest beam_size a request may ask for"
+    )
     max_alternatives: int = Field(
         3, ge=0, description="largest `alternatives` a request may ask for"
     )
@@ -220,10 +229,17 @@ class Settings(BaseSettings):
     frontend_timeout_ms: int = Field(
         500, ge=0, description="typing pause before a web page translates (/frontend/settings)"
     )
-    log_level: str = Field("info", description="debug, info, warning, error")
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
+        "info", description="debug, info, warning, error, critical (any letter case)"
+    )
     access_log: bool = Field(
         True, description="log a line per HTTP request (uvicorn's access log, at info level)"
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _keys_need_a_database(self) -> Settings:

@@ -159,15 +159,30 @@ async def test_batch_waits_up_to_max_wait_under_concurrent_traffic():
     assert fn.batches[-1][1] == ["c", "d"]
     await b.stop(1)
 
-    # fewer came: the sentence waits max_wait_ms out (at least that long; the upper bound is
-    # only the test's own patience)
+    # fewer came: the sentence waits max_wait_ms out, counted from when the worker became
+    # free (at least that long; the upper bound is only the test's own patience)
     fn = Recorder()
     b = await started(fn, max_batch_size=100, max_wait_ms=300)
     await concurrent(b)
-    start = time.monotonic()
+    freed = b._free_since
     assert await b.wait(b.submit("k", ["e"], [1]), 30) == ["e"]
-    assert time.monotonic() - start >= 0.3 - 0.001  # less only by the clock's resolution
+    assert time.monotonic() - freed >= 0.3 - 0.001  # less only by the clock's resolution
     assert fn.batches[-1][1] == ["e"]
+    await b.stop(1)
+
+
+async def test_a_lone_request_after_a_burst_has_passed_is_not_kept_waiting(monkeypatch):
+    """The wait is for the last batch's clients, who come back soon after their answers: a
+    request that comes later than max_wait_ms after them goes at once. The batcher's clock is
+    moved on by hand (20 minutes pass after the burst, whose wait would be 10)."""
+    clock = FakeClock()
+    monkeypatch.setattr(batcher, "time", clock)
+    fn = Recorder()
+    b = await started(fn, max_batch_size=100, max_wait_ms=600_000)
+    await concurrent(b)
+    clock.advance(1200)
+    assert await b.wait(b.submit("k", ["g"], [1]), 30) == ["g"]  # within 30 s, not 10 minutes
+    assert fn.batches[-1][1] == ["g"]
     await b.stop(1)
 
 

@@ -172,12 +172,37 @@ def test_past_the_shutdown_timeout_the_rest_get_503_and_the_process_exits(weight
     assert "sentence(s) were not translated (their requests got 503)" in text
 
 
-def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path):
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("max_batch_size", "lots"),
+        ("log_level", "bogus"),
+        ("model_memory_budget_mb", "inf"),  # not "no limit": that is 0
+        ("max_wait_ms", "nan"),
+        ("threads", "100000"),  # (it used to start that many and die of the process limit)
+        ("default_beam_size", "1000000"),  # (it used to fail allocating in the warm-up)
+        ("files_dir", "FILE"),  # a file where the folder should be
+    ],
+)
+def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path, name, value):
     log = tmp_path / "server.log"
-    with serve_in_process(weights_dir, log, max_batch_size="lots") as (_, proc):
+    if value == "FILE":
+        value = tmp_path / "a-file"
+        value.write_text("")
+    with serve_in_process(weights_dir, log, **{name: value}) as (_, proc):
         assert proc.wait(timeout=60) == 2
     text = log.read_text()
-    assert "MT_MAX_BATCH_SIZE" in text and "Traceback" not in text
+    assert "mt-serve: " in text and f"MT_{name.upper()}" in text and "Traceback" not in text
+    assert len(text.strip().splitlines()) == 1, text
+
+
+def test_the_log_level_takes_any_letter_case(weights_dir, tmp_path):
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, log_level="WARNING") as (url, proc):
+        wait_ready(url, process=proc)
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    assert "ready:" not in log.read_text()  # an info line: not at warning
 
 
 def test_int8_on_a_non_float32_model_stops_startup_with_one_clear_line(weights_dir, tmp_path):
