@@ -139,7 +139,13 @@ def decode_continuously(
             translator.join(running, rest, ids[1:], [max_length] * len(rest), [1] * len(rest))
 
 
-def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
+class LoadingStopped(Exception):
+    """Start-up was asked to stop (a shutdown signal) between two models."""
+
+
+def start_engine(
+    s: Settings, metrics: Metrics | None = None, stop: threading.Event | None = None
+) -> Engine:
     """Set the thread count, list the served models, load those to preload, warm up: all of it
     on the calling thread, which must be the thread that then runs every batch and every later
     load. torch's OpenMP runtime keeps a team of threads per calling thread; a second thread
@@ -189,6 +195,8 @@ def start_engine(s: Settings, metrics: Metrics | None = None) -> Engine:
     budget = engine.registry.budget_bytes
     used = 0
     for name in preload_names(s, engine.registry):
+        if stop is not None and stop.is_set():  # a model's load cannot be cut short; the next
+            raise LoadingStopped(name)  # is not started
         size = engine.registry.entries[name].size_bytes
         if budget and used + size > budget:
             log.warning(

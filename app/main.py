@@ -15,6 +15,7 @@ import logging
 import signal
 import sqlite3
 import sys
+import threading
 import time
 from contextlib import asynccontextmanager
 
@@ -51,9 +52,13 @@ async def load_models(app: FastAPI) -> None:
     started = time.perf_counter()
     # one thread does all the torch work: loading, warm-up, then every batch (see start_engine)
     worker = Worker()
+    stop = threading.Event()
     try:
-        engine = await worker.run(start_engine, s, state.metrics)
-    except asyncio.CancelledError:  # shutdown while loading: the process exits once it ends
+        engine = await worker.run(start_engine, s, state.metrics, stop)
+    except asyncio.CancelledError:  # shutdown while loading: the process exits once the model
+        # being loaded is (its load cannot be cut short), without loading the others
+        log.info("shutting down while loading the models: no model is loaded after this one")
+        stop.set()
         worker.stop()
         await worker.join()
         raise

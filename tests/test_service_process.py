@@ -230,7 +230,7 @@ def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weig
     # status 1 and says why, instead of leaving a server that never becomes ready
     code = (
         "import sys, app.main as m\n"
-        "def start_engine(settings, metrics=None):\n"
+        "def start_engine(settings, metrics=None, stop=None):\n"
         "    raise OSError('the disk went away')\n"
         "m.start_engine = start_engine\n"
         "sys.exit(m.main())\n"
@@ -242,3 +242,45 @@ def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weig
     assert done.returncode == 1
     assert "startup failed: OSError while loading the models: the disk went away" in done.stderr
     assert "Traceback" in done.stderr
+
+
+def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
+    """A replica stopped while it starts (a rolling update, a port already in use) exits once
+    the model being loaded is done, instead of loading and warming up every other model past
+    its shutdown timeout. Each load is slowed down here (2 s) to make the start-up long."""
+    for name in ("en-de-2", "en-de-3"):
+        shutil.copytree(weights_dir / "en-de", weights_dir / name)
+    code = (
+        "import sys, time, app.engine as e, app.main as m\n"
+        "load = e.load_translator\n"
+        "def slow(*args, **kwargs):\n"
+        "    print('loading a model', flush=True)\n"
+        "    time.sleep(2)\n"
+        "    return load(*args, **kwargs)\n"
+        "e.load_translator = slow\n"
+        "sys.exit(m.main())\n"
+    )
+    env = {
+        **os.environ,
+        "MT_WEIGHTS_DIR": str(weights_dir),
+        "MT_PORT": str(free_port()),
+        "MT_SHUTDOWN_TIMEOUT_S": "30",
+    }
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while "loading a model" not in log.read_text():
+                assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+    text = log.read_text()
+    assert "no model is loaded after this one" in text
+    assert text.count("loading a model") == 1, text  # 3 models to load: the others were not
+    assert "Traceback" not in text
