@@ -69,13 +69,18 @@ def unavailable(state: Any, why: str) -> ApiError:
 
 def check_accepting(state: Any) -> None:
     """503 (with Retry-After) while the models load, the server drains, or the batcher cannot
-    compute any more (its scheduler task or worker thread ended; /health says so too)."""
+    compute any more (its scheduler task or worker thread ended; /health says so too); each
+    counted in mt_rejected_requests_total by its reason."""
+    rejected = state.metrics.rejected
     if state.draining:
+        rejected.labels("draining").inc()
         raise unavailable(state, "the server is shutting down; retry on another replica")
     if not state.ready:
+        rejected.labels("loading").inc()
         raise unavailable(state, "the models are still loading; retry shortly")
     problem = state.batcher.problem()
     if problem:
+        rejected.labels("unavailable").inc()
         raise unavailable(
             state, f"the server cannot translate ({problem}); retry on another replica"
         )
@@ -316,6 +321,7 @@ async def _translate_with(
     except ShuttingDown:
         problem = state.batcher.problem()
         if problem:  # the scheduler ended since check_accepting looked
+            metrics.rejected.labels("unavailable").inc()
             raise unavailable(
                 state, f"the server cannot translate ({problem}); retry on another replica"
             ) from None

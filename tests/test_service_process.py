@@ -247,7 +247,7 @@ def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weig
 def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
     """A replica stopped while it starts (a rolling update, a port already in use) exits once
     the model being loaded is done, instead of loading and warming up every other model past
-    its shutdown timeout. Each load is slowed down here (2 s) to make the start-up long."""
+    its shutdown timeout. Each load is slowed down here (3 s) to make the start-up long."""
     for name in ("en-de-2", "en-de-3"):
         shutil.copytree(weights_dir / "en-de", weights_dir / name)
     code = (
@@ -255,7 +255,7 @@ def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
         "load = e.load_translator\n"
         "def slow(*args, **kwargs):\n"
         "    print('loading a model', flush=True)\n"
-        "    time.sleep(2)\n"
+        "    time.sleep(3)\n"
         "    return load(*args, **kwargs)\n"
         "e.load_translator = slow\n"
         "sys.exit(m.main())\n"
@@ -276,6 +276,14 @@ def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
             while "loading a model" not in log.read_text():
                 assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
                 time.sleep(0.05)
+            url = f"http://127.0.0.1:{env['MT_PORT']}"
+            wait_for_port(url)
+            early = httpx.post(
+                f"{url}/translate", json={"q": "Hi.", "source": "en", "target": "de"}
+            )
+            assert early.status_code == 503 and "still loading" in early.json()["error"]
+            metrics = httpx.get(f"{url}/metrics").text
+            assert 'mt_rejected_requests_total{reason="loading"} 1.0' in metrics
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0
         finally:
@@ -284,3 +292,15 @@ def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
     assert "no model is loaded after this one" in text
     assert text.count("loading a model") == 1, text  # 3 models to load: the others were not
     assert "Traceback" not in text
+
+
+def wait_for_port(url: str, timeout: float = 30.0) -> None:
+    """Until the server answers at all (503 while it loads)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(f"{url}/health/live", timeout=2)
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, f"{url} does not answer"
+            time.sleep(0.05)
