@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sqlite3
 import sys
@@ -40,7 +41,7 @@ from .limits import ConcurrencyLimit
 from .metrics import Metrics
 from .protocol import HTTP_PROTOCOL
 from .routes import JSONBody, health_of, router
-from .settings import Settings
+from .settings import Settings, unknown_variables
 from .translate import ApiError, internal_error
 from .web import router as web_router
 
@@ -362,6 +363,10 @@ def main() -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for name, close in unknown_variables(os.environ):
+        log.warning(
+            "%s is not a setting: ignored%s", name, f" (did you mean {close}?)" if close else ""
+        )
     if settings.files_dir is not None:
         try:
             prepare_directory(settings.files_dir)

@@ -3,6 +3,8 @@ MT_<FIELD NAME> (e.g. MT_MAX_BATCH_SIZE=64); the README's configuration table li
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -246,3 +248,21 @@ class Settings(BaseSettings):
         if self.api_keys_required and self.api_keys_db is None:
             raise ValueError("api_keys_required needs api_keys_db (the keys database)")
         return self
+
+
+#: MT_ variables that are not settings of the process but are read around it
+#: (docker-compose.yml: the host port)
+OTHER_VARIABLES = frozenset({"MT_PUBLISHED_PORT"})
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """MT_ variables of `environ` that are no setting (a misspelt name is otherwise ignored in
+    silence), each with the setting it most resembles, if any."""
+    known = {f"MT_{name.upper()}" for name in Settings.model_fields}
+    out = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper.startswith("MT_") and upper not in known and upper not in OTHER_VARIABLES:
+            close = difflib.get_close_matches(upper, known, n=1, cutoff=0.8)
+            out.append((name, close[0] if close else None))
+    return out

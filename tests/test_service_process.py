@@ -196,13 +196,18 @@ def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path, 
     assert len(text.strip().splitlines()) == 1, text
 
 
-def test_the_log_level_takes_any_letter_case(weights_dir, tmp_path):
+def test_the_log_level_takes_any_letter_case_and_misspelt_settings_are_named(weights_dir, tmp_path):
     log = tmp_path / "server.log"
-    with serve_in_process(weights_dir, log, log_level="WARNING") as (url, proc):
+    with serve_in_process(
+        weights_dir, log, log_level="WARNING", sheduler="continuous", colour="blue"
+    ) as (url, proc):
         wait_ready(url, process=proc)
         proc.terminate()
         assert proc.wait(timeout=60) == 0
-    assert "ready:" not in log.read_text()  # an info line: not at warning
+    text = log.read_text()
+    assert "ready:" not in text  # an info line: not at warning
+    assert "MT_SHEDULER is not a setting: ignored (did you mean MT_SCHEDULER?)" in text
+    assert "MT_COLOUR is not a setting: ignored\n" in text
 
 
 def test_int8_on_a_non_float32_model_stops_startup_with_one_clear_line(weights_dir, tmp_path):
