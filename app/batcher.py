@@ -314,9 +314,20 @@ class MicroBatcher(Tickets):
         fails (a batch already handed to the worker still finishes)."""
         if self._closing:
             return
-        error = None if task.cancelled() else task.exception()
-        error_id = uuid.uuid4().hex[:12]
         waiting = [item for queue in self._queues.values() for item in queue]
+        if task.cancelled():  # the event loop is ending (a forced quit): not a failure
+            log.warning(
+                "the event loop ended before the batcher stopped: %d waiting sentence(s) dropped",
+                len(waiting),
+            )
+            for item in waiting:
+                item.queued = False
+                item.ticket._fail(ShuttingDown("the server stopped"))
+            self._queues.clear()
+            self._set_depth(-len(waiting))
+            return
+        error = task.exception()
+        error_id = uuid.uuid4().hex[:12]
         log.error(
             "the batch scheduler stopped, error id %s; %d waiting sentence(s) fail",
             error_id,

@@ -140,10 +140,13 @@ async def lifespan(app: FastAPI):
     if state.batcher is not None:
         # what is left of the shutdown timeout: uvicorn has already waited for the requests
         budget = state.settings.shutdown_timeout_s - (time.monotonic() - state.draining_since)
+        if getattr(state, "forced", False):  # a second Ctrl-C: no time for what is left
+            budget = 0.0
         await state.batcher.stop(max(budget, 0.0))
     if state.shutdown_untranslated:
         log.warning(
-            "shutdown timeout passed: %d sentence(s) were not translated (their requests got 503)",
+            "%s: %d sentence(s) were not translated (their requests got 503)",
+            "forced quit" if getattr(state, "forced", False) else "shutdown timeout passed",
             state.shutdown_untranslated,
         )
     log.info("stopped")
@@ -328,11 +331,21 @@ class Server(uvicorn.Server):
     def handle_exit(self, sig, frame):
         start_draining(self.fastapi_app.state)
         super().handle_exit(sig, frame)
-        # uvicorn re-raises a captured SIGTERM after shutting down, so the process would die by
-        # the signal; a completed graceful drain is a normal exit (status 0) instead.
+        # uvicorn re-raises the captured signals after shutting down, so the process would die
+        # by SIGTERM, or raise KeyboardInterrupt for SIGINT (with a traceback, and in the middle
+        # of the shutdown after a second Ctrl-C); a completed drain is a normal exit (status 0)
         captured = getattr(self, "_captured_signals", None)
-        if sig == signal.SIGTERM and captured and captured[-1] == signal.SIGTERM:
-            captured.pop()
+        if captured:
+            captured[:] = [s for s in captured if s not in (signal.SIGTERM, signal.SIGINT)]
+
+    async def shutdown(self, sockets=None):
+        await super().shutdown(sockets=sockets)
+        if self.force_exit and self.started:  # a second Ctrl-C: uvicorn cuts the wait for the
+            # requests short and skips the application's shutdown, which would leave the batcher
+            # and the worker thread to be torn down with the event loop (a traceback): it still
+            # runs, with no time left for the sentences that wait (the batch in progress ends)
+            self.fastapi_app.state.forced = True
+            await self.lifespan.shutdown()
 
 
 def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Config:

@@ -172,6 +172,41 @@ def test_past_the_shutdown_timeout_the_rest_get_503_and_the_process_exits(weight
     assert "sentence(s) were not translated (their requests got 503)" in text
 
 
+@pytest.mark.parametrize("scheduler", ["static", "continuous"])
+def test_a_second_ctrl_c_quits_at_once_and_cleanly(weights_dir, tmp_path, scheduler):
+    """The first SIGINT drains as SIGTERM does; a second one (uvicorn's forced quit) stops
+    waiting for the accepted requests: those not translated get a JSON 503, the process exits
+    with status 0 and says so in one line, without a traceback."""
+    log = tmp_path / "server.log"
+    settings = {"max_batch_size": 1, "max_wait_ms": 0, "scheduler": scheduler}
+    with serve_in_process(weights_dir, log, **settings) as (url, proc):
+        wait_ready(url, process=proc)
+        text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
+
+        async def load():
+            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
+                body = {"q": text, "source": "en", "target": "de", "beam_size": 4}
+                tasks = [
+                    asyncio.ensure_future(c.post(f"{url}/translate", json=body)) for _ in range(16)
+                ]
+                deadline = time.monotonic() + 30
+                while "mt_in_flight_requests 16.0" not in (await c.get(f"{url}/metrics")).text:
+                    assert time.monotonic() < deadline, "the requests were never all in flight"
+                    await asyncio.sleep(0.02)
+                proc.send_signal(signal.SIGINT)
+                await asyncio.sleep(0.3)
+                proc.send_signal(signal.SIGINT)
+                return await asyncio.gather(*tasks)
+
+        results = asyncio.run(load())
+        assert proc.wait(timeout=60) == 0
+    assert all(r.status_code in (200, 503) for r in results)
+    assert any(r.status_code == 503 for r in results)
+    text = log.read_text()
+    assert "Traceback" not in text and "ERROR" not in text, text
+    assert "forced quit: " in text and "stopped" in text
+
+
 @pytest.mark.parametrize(
     "name, value",
     [
