@@ -12,6 +12,7 @@ dropped.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _WHITESPACE = re.compile(r"\s+")
 _END = re.compile(r"[.!?…。！？][\"'”’»)\]]*$")
@@ -152,3 +153,13 @@ def _cut_word(word: str, tokens: int, count_tokens, max_tokens: int) -> list[str
         pieces.append(word[at : at + cut])
         at += cut
     return pieces
+
+
+_INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # controls, format characters, separators
+
+
+def has_content(text: str) -> bool:
+    """Whether `text` holds anything to translate: a character that is not whitespace, a
+    control or a format character (a zero-width space, a byte order mark, a NUL). Text of
+    those alone goes back as it is; a model would invent a sentence for it."""
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)

@@ -28,7 +28,7 @@ from .engine import DecodeKey, SentenceResult
 from .html_format import HtmlError, extract_all, render_all
 from .registry import ModelLoadError
 from .schemas import TranslateRequest
-from .text import split_long, split_text
+from .text import has_content, split_long, split_text
 
 log = logging.getLogger("app")
 
@@ -294,6 +294,9 @@ async def _translate_with(
         prefix, sentences = split_text(text)
         layout = []
         for sentence, sep in sentences:
+            if not has_content(sentence):  # zero-width characters and the like: kept as sent
+                layout.append((0, sentence + sep))
+                continue
             pieces = split_long(sentence, count, limit)
             payloads.extend(encode(p) for p in pieces)
             layout.append((len(pieces), sep))
@@ -363,7 +366,7 @@ async def _translate_with(
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
         for n_pieces, sep in layout:
             chunk = [next(it) for _ in range(n_pieces)]
-            for k in range(n_best):
+            for k in range(n_best):  # (no pieces: `sep` is the sentence kept as sent, and its own)
                 parts[k].append(" ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) + sep)
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))

@@ -92,6 +92,22 @@ def test_nul_and_control_characters_in_a_field_get_a_json_400(url, field):
     assert_400(httpx.post(f"{url}/translate", data=fields, timeout=60))
 
 
+def test_text_of_invisible_characters_alone_comes_back_as_sent(url):
+    """A zero-width space, a byte order mark, a NUL: nothing a reader sees, so nothing to
+    translate (a model would invent a sentence for it); in a text with words they stay where
+    they were, between the translated sentences."""
+    lone = ["\u200b", "\ufeff", "\x00", "\u200b\u200d \u2060", "\u2028"]
+    r = httpx.post(f"{url}/translate", json={"q": lone, "source": "en", "target": "de"}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == lone
+    mixed = "The cat.\n\u200b\nThe dog."
+    r = httpx.post(
+        f"{url}/translate", json={"q": mixed, "source": "en", "target": "de"}, timeout=60
+    )
+    lines = r.json()["translatedText"].split("\n")
+    assert len(lines) == 3 and lines[1] == "\u200b" and lines[0] and lines[2]
+
+
 def test_nul_and_control_characters_in_q_are_translated(url):
     r = httpx.post(
         f"{url}/translate",
