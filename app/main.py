@@ -248,8 +248,23 @@ class Service(FastAPI):
             await super().__call__(scope, receive, send)
 
     async def fastapi(self, scope, receive, send):
-        """FastAPI's own handling, middleware stack and routes."""
-        await super().__call__(scope, receive, send)
+        """FastAPI's own handling, middleware stack and routes. Starlette re-raises a route's
+        unexpected exception after the handler for it (`unexpected`) has answered the 500 and
+        logged the traceback with its error id; uvicorn would log the same traceback a second
+        time, without the id, so an exception raised after a complete answer ends here."""
+        answered = False
+
+        async def watch(message):
+            nonlocal answered
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered = True
+
+        try:
+            await super().__call__(scope, receive, watch)
+        except Exception:
+            if not answered:
+                raise
 
 
 def create_app(settings: Settings | None = None) -> Service:

@@ -344,3 +344,30 @@ def wait_for_port(url: str, timeout: float = 30.0) -> None:
         except httpx.HTTPError:
             assert time.monotonic() < deadline, f"{url} does not answer"
             time.sleep(0.05)
+
+
+def test_an_unexpected_error_is_one_500_with_one_traceback_in_the_log(weights_dir, tmp_path):
+    """A server-side failure after start-up (here the translated files' folder replaced by a
+    file under the server) answers a JSON 500 naming an error id, which the log line with the traceback
+    names too; the traceback is logged once (Starlette re-raises it after the answer, and
+    uvicorn would log it again)."""
+    files = tmp_path / "files"
+    log = tmp_path / "server.log"
+    with serve_in_process(weights_dir, log, files_dir=files) as (url, proc):
+        wait_ready(url, process=proc)
+        shutil.rmtree(files)
+        files.write_text("")  # a file where the folder was
+        r = httpx.post(
+            f"{url}/translate_file",
+            files={"file": ("a.txt", b"The cat.")},
+            data={"source": "en", "target": "de"},
+            timeout=60,
+        )
+        assert r.status_code == 500, r.text
+        error_id = r.json()["error"].split("error id ")[1].rstrip(")")
+        assert httpx.get(f"{url}/health").status_code == 200
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    text = log.read_text()
+    assert f"unexpected error, error id {error_id}" in text
+    assert text.count("Traceback") == 1, text
