@@ -181,7 +181,7 @@ def languages_loaded(driver) -> bool:
 
 
 def translated(driver) -> bool:
-    done = driver.find_element(By.ID, "translate").is_enabled()
+    done = driver.find_element(By.ID, "translate").get_attribute("aria-disabled") != "true"
     return done and value(driver, "out") != ""
 
 
@@ -231,9 +231,13 @@ def test_translate_swap_and_file_in_the_browser(server, browser, tmp_path):
     assert shown == expected["alternatives"] and len(shown) == 3
     screenshot(d, "web-desktop.png")
 
-    # an alternative replaces the translation when clicked
+    # an alternative clicked and the translation shown change places: neither is lost
     d.find_elements(By.CSS_SELECTOR, "#alternatives-list button")[1].click()
     assert value(d, "out") == expected["alternatives"][1]
+    shown = [b.text for b in d.find_elements(By.CSS_SELECTOR, "#alternatives-list button")]
+    assert sorted(shown) == sorted(
+        [expected["translatedText"], expected["alternatives"][0], expected["alternatives"][2]]
+    )
 
     # copy puts the translation on the clipboard
     d.execute_cdp_cmd(
@@ -291,7 +295,7 @@ def test_errors_and_the_character_limit_are_shown(server, browser, tmp_path):
     bad.write_bytes(b"%PDF-1.4\n")
     d.find_element(By.ID, "file").send_keys(str(bad))
     d.find_element(By.ID, "file-submit").click()
-    error = d.find_element(By.ID, "error")
+    error = d.find_element(By.ID, "file-error")  # beside the file form
     wait(d, lambda d: error.is_displayed(), "the error line")
     r = httpx.post(
         f"{server}/translate_file",
@@ -301,18 +305,56 @@ def test_errors_and_the_character_limit_are_shown(server, browser, tmp_path):
     assert r.status_code == 400
     assert error.text == f"Error: {r.json()['error']}"
 
-    # over the server's limit: the count says so and nothing is sent
+    # a translation of a first text, English -> German
+    Select(d.find_element(By.ID, "source")).select_by_value("en")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
     box = d.find_element(By.ID, "q")
-    box.send_keys("a" * (CHAR_LIMIT + 1))
+    box.send_keys("Good morning.")
+    d.find_element(By.ID, "translate").click()
+    wait(d, translated, "the first translation")
+    assert not d.find_element(By.ID, "alternatives").get_attribute("hidden")
+
+    # over the server's limit: the count says so, nothing is sent, and the translation of the
+    # earlier text goes (it would pass for this one's)
+    box.send_keys(" " + "a" * CHAR_LIMIT)
     count = d.find_element(By.ID, "count")
-    assert count.text == f"{CHAR_LIMIT + 1} / {CHAR_LIMIT}"
+    total = len("Good morning.") + 1 + CHAR_LIMIT
+    assert count.text == f"{total} / {CHAR_LIMIT}"
     assert "over" in count.get_attribute("class")
     d.find_element(By.ID, "translate").click()
+    error = d.find_element(By.ID, "error")
     assert error.text == (
-        f"Error: The text has {CHAR_LIMIT + 1} characters; "
+        f"Error: The text has {total} characters; "
         f"this server translates at most {CHAR_LIMIT} at once."
     )
     assert value(d, "out") == ""
+    assert d.find_element(By.ID, "alternatives").get_attribute("hidden")
+
+    # swapping now swaps the languages and keeps the text (no translation of it to take)
+    typed = value(d, "q")
+    d.find_element(By.ID, "swap").click()
+    assert value(d, "q") == typed
+    assert (
+        Select(d.find_element(By.ID, "source")).first_selected_option.get_attribute("value") == "de"
+    )
+
+
+def test_the_keyboard_keeps_its_place(server, browser):
+    """Enter on the Translate button translates and leaves the focus on the button (a button
+    that disables itself would drop it to the page); the page's text areas and alternatives
+    follow the text's own direction (right to left for Hebrew or Arabic)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.find_element(By.ID, "q").send_keys("The dog is slow.")
+    button = d.find_element(By.ID, "translate")
+    d.execute_script("arguments[0].focus()", button)
+    button.send_keys("\n")
+    wait(d, translated, "the translation")
+    assert d.execute_script("return document.activeElement.id") == "translate"
+    for element_id in ("q", "out"):
+        assert d.find_element(By.ID, element_id).get_attribute("dir") == "auto"
+    for b in d.find_elements(By.CSS_SELECTOR, "#alternatives-list button"):
+        assert b.get_attribute("dir") == "auto"
 
 
 def background(driver) -> str:
@@ -329,7 +371,9 @@ def test_dark_mode_follows_the_system_and_the_toggle(server):
         assert toggle.get_attribute("aria-pressed") == "false"
         toggle.click()
         assert d.execute_script("return document.documentElement.dataset.theme") == "dark"
+        # one name, "Dark mode", pressed or not: a screen reader hears the state once
         assert toggle.get_attribute("aria-pressed") == "true"
+        assert toggle.accessible_name == "Dark mode"
         dark = background(d)
         assert dark != light
         screenshot(d, "web-dark.png")
@@ -368,6 +412,13 @@ def test_the_page_fits_a_phone(server):
         q, out = d.find_element(By.ID, "q").rect, d.find_element(By.ID, "out").rect
         assert out["y"] >= q["y"] + q["height"], "the text areas stack on a narrow screen"
         assert q["width"] > 300 and q["x"] + q["width"] <= 390
+        # long words wrap: an alternative of one 300-letter word, a long file name
+        d.execute_script(
+            "showAlternatives(['x'.repeat(300)]);"
+            "const a = document.getElementById('download');"
+            "a.textContent = 'Download ' + 'Quarterly_report_'.repeat(8) + 'de.txt';"
+            "document.getElementById('file-result').hidden = false;"
+        )
         overflow = d.execute_script(
             "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )

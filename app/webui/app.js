@@ -10,6 +10,7 @@ const el = {
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
   fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
   apiKey: $("api-key"), theme: $("theme"), themeLabel: $("theme-label"),
+  fileError: $("file-error"), fileSubmit: $("file-submit"),
 };
 const config = document.body.dataset;
 let charLimit = Number(config.charLimit) || 0; // 0 or less: no limit
@@ -23,6 +24,9 @@ let detected = null; // the language the server detected for the current text
 let pending = null; // AbortController of the translation in flight
 let timer = 0;
 let lastSent = "";
+let shownFor = ""; // the request (text, languages) whose translation the output shows
+let pause = 700; // ms of no typing before the page translates (the server's frontendTimeout)
+const request = () => el.q.value + "\u0000" + el.source.value + "\u0000" + el.target.value;
 
 // ---- theme ----
 const dark = window.matchMedia("(prefers-color-scheme: dark)");
@@ -59,14 +63,20 @@ async function api(path, options) {
   if (!res.ok) {
     const why = data && data.error ? data.error : `${res.status} ${res.statusText}`;
     const after = res.headers.get("Retry-After");
-    throw new Error(after ? `${why} (retry in ${after} s)` : why);
+    throw new Error(after && !/retry in/i.test(why) ? `${why} (retry in ${after} s)` : why);
   }
   return data;
 }
-function showError(message) {
-  el.error.textContent = message ? `Error: ${message}` : "";
-  el.error.hidden = !message;
+function showError(message, where = el.error) {
+  where.textContent = message ? `Error: ${message}` : "";
+  where.hidden = !message;
 }
+// A button that is busy stays focusable (a disabled one would drop the keyboard focus to the
+// page): it is marked aria-disabled and ignores clicks meanwhile.
+function setBusy(button, busy) {
+  button.setAttribute("aria-disabled", String(busy));
+}
+const busy = (button) => button.getAttribute("aria-disabled") === "true";
 function withKey(fields) {
   const key = el.apiKey.value.trim();
   if (key) fields.api_key = key;
@@ -91,18 +101,24 @@ function fillTargets(wanted) {
 function updateSwap() {
   el.swap.disabled = el.source.value === "auto" && !detected;
 }
+let loadError = ""; // the error of the last failed load, shown until a load succeeds
 async function loadLanguages() {
+  let why = "";
   try {
     languages = await api("languages");
   } catch (err) {
-    showError(err.message);
+    why = err.message;
     languages = [];
   }
   if (!languages.length) {
-    el.status.textContent = "The server is loading its models…";
+    loadError = why;
+    showError(why);
+    el.status.textContent = why ? "Retrying…" : "The server is loading its models…";
     setTimeout(loadLanguages, 2000);
     return;
   }
+  if (loadError && el.error.textContent === `Error: ${loadError}`) showError("");
+  loadError = "";
   el.status.textContent = "";
   el.source.replaceChildren(
     option("auto", "Detect language"),
@@ -115,13 +131,19 @@ async function loadLanguages() {
 }
 async function loadFrontendSettings() {
   // LibreTranslate's /frontend/settings, where the server has it: limits and whether keys are needed
+  // (retried until it answers: without it a server that needs keys shows no key field)
   let s;
   try {
     const res = await fetch("frontend/settings");
-    if (!res.ok) return;
+    if (res.status === 404) return; // a server without it: the page's own defaults
+    if (!res.ok) throw new Error(res.statusText);
     s = await res.json();
-  } catch { return; }
+  } catch {
+    setTimeout(loadFrontendSettings, 2000);
+    return;
+  }
   if (typeof s.charLimit === "number") charLimit = s.charLimit;
+  if (typeof s.frontendTimeout === "number" && s.frontendTimeout >= 0) pause = s.frontendTimeout;
   if (s.keyRequired || s.apiKeys) el.keyBox.hidden = false;
   if (s.filesTranslation === false) el.files.hidden = true;
   if (typeof s.maxFileBytes === "number") maxFileBytes = s.maxFileBytes;
@@ -148,41 +170,61 @@ function showDetected(found) {
   updateSwap();
 }
 function showAlternatives(list) {
-  el.altsList.replaceChildren(...list.map((text) => {
+  // each once, and none the same as the translation shown (a text already in the target
+  // language comes back as it is, alternatives included)
+  const unique = [...new Set(list)].filter((text) => text !== el.out.value);
+  el.altsList.replaceChildren(...unique.map((text) => {
     const li = document.createElement("li");
     const b = document.createElement("button");
     b.type = "button";
+    b.dir = "auto";
     b.textContent = text;
     b.title = "Use this translation";
-    b.addEventListener("click", () => { el.out.value = text; });
+    b.addEventListener("click", () => {
+      // the chosen one and the translation shown change places: neither is lost
+      const shown = el.out.value;
+      el.out.value = text;
+      b.textContent = shown;
+      const copy = [...el.altsList.querySelectorAll("button")].map((x) => x.textContent);
+      showAlternatives(copy);
+      const first = el.altsList.querySelector("button");
+      if (first) first.focus();
+    });
     li.append(b);
     return li;
   }));
-  el.alts.hidden = list.length === 0;
+  el.alts.hidden = unique.length === 0;
+}
+function clearOutput() {
+  // what the output showed belongs to another text: it goes, with its alternatives
+  el.out.value = "";
+  shownFor = "";
+  showAlternatives([]);
+  showDetected(null);
 }
 async function translate() {
   clearTimeout(timer);
   const text = el.q.value;
-  lastSent = text + "\u0000" + el.source.value + "\u0000" + el.target.value;
+  const sent = (lastSent = request());
   if (pending) pending.abort();
   showError("");
   if (!text.trim()) {
-    el.out.value = "";
-    showAlternatives([]);
-    showDetected(null);
+    clearOutput();
     return;
   }
   if (!showCount()) {
+    clearOutput();
     showError(`The text has ${length(text)} characters; this server translates at most ${charLimit} at once.`);
     return;
   }
   if (!el.target.value) {
+    clearOutput();
     showError("No target language: the server has no models loaded yet.");
     return;
   }
   const mine = (pending = new AbortController());
   el.status.textContent = "Translating…";
-  el.translate.disabled = true;
+  setBusy(el.translate, true);
   try {
     const body = withKey({ q: text, source: el.source.value, target: el.target.value, format: "text" });
     if (alternatives) body.alternatives = alternatives;
@@ -193,31 +235,33 @@ async function translate() {
       signal: mine.signal,
     });
     el.out.value = data.translatedText;
+    shownFor = sent;
     showAlternatives(data.alternatives || []);
     showDetected(el.source.value === "auto" ? data.detectedLanguage : null);
   } catch (err) {
     if (err.name === "AbortError") return;
+    clearOutput();
     showError(err.message);
   } finally {
     if (pending === mine) {
       pending = null;
       el.status.textContent = "";
-      el.translate.disabled = false;
+      setBusy(el.translate, false);
     }
   }
 }
 function translateSoon() {
   clearTimeout(timer);
   timer = setTimeout(() => {
-    if (el.q.value + "\u0000" + el.source.value + "\u0000" + el.target.value !== lastSent) translate();
-  }, 700);
+    if (request() !== lastSent) translate();
+  }, pause);
 }
 
 el.q.addEventListener("input", () => { showCount(); translateSoon(); });
 el.q.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
 });
-el.translate.addEventListener("click", translate);
+el.translate.addEventListener("click", () => { if (!busy(el.translate)) translate(); });
 el.source.addEventListener("change", () => {
   store("mt-source", el.source.value);
   showDetected(null);
@@ -232,12 +276,16 @@ el.swap.addEventListener("click", () => {
     showError(`No model translates from ${nameOf(to)}.`);
     return;
   }
+  // the translation becomes the text only if it is the translation of the text as it is now
+  // (not of an earlier text, while the new one waits or failed): the text is never lost
+  const current = shownFor === request() && el.out.value;
   el.source.value = to;
   fillTargets(from);
   store("mt-source", el.source.value);
   store("mt-target", el.target.value);
-  if (el.out.value) el.q.value = el.out.value;
+  if (current) el.q.value = el.out.value;
   el.out.value = "";
+  shownFor = "";
   showDetected(null);
   showCount();
   translate();
@@ -257,12 +305,14 @@ el.copy.addEventListener("click", async () => {
 // ---- translating a file ----
 el.fileForm.addEventListener("submit", async (e) => {
   e.preventDefault();
-  showError("");
+  if (busy(el.fileSubmit)) return;
+  const fail = (message) => showError(message, el.fileError);
+  fail("");
   el.fileResult.hidden = true;
   const file = el.file.files[0];
-  if (!file) { showError("Choose a file first."); return; }
+  if (!file) { fail("Choose a file first."); return; }
   if (maxFileBytes > 0 && file.size > maxFileBytes) {
-    showError(`${file.name} has ${file.size} bytes; this server takes files of at most ${maxFileBytes}.`);
+    fail(`${file.name} has ${file.size} bytes; this server takes files of at most ${maxFileBytes}.`);
     return;
   }
   const form = new FormData();
@@ -271,8 +321,7 @@ el.fileForm.addEventListener("submit", async (e) => {
     form.append(k, v);
   }
   el.status.textContent = `Translating ${file.name}…`;
-  const submit = $("file-submit");
-  submit.disabled = true;
+  setBusy(el.fileSubmit, true);
   try {
     const data = await api("translate_file", { method: "POST", body: form });
     const url = data.translatedFileUrl;
@@ -280,10 +329,10 @@ el.fileForm.addEventListener("submit", async (e) => {
     el.download.textContent = `Download ${decodeURIComponent(url.split("/").pop())}`;
     el.fileResult.hidden = false;
   } catch (err) {
-    showError(err.message);
+    fail(err.message);
   } finally {
     el.status.textContent = "";
-    submit.disabled = false;
+    setBusy(el.fileSubmit, false);
   }
 });
 
