@@ -19,6 +19,7 @@ from .checkpoint import Checkpoint, load_checkpoint
 from .continuous import RunningBatch
 from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
 from .int8 import int8_available, quantize_linears
+from .langcodes import two_letter
 from .linear_backend import choose_linear_backend
 from .masks import pad_mask
 from .model import count_parameters, packed_linear_available
@@ -200,7 +201,9 @@ class Translator:
         first target language when `target` is None)."""
         ids = self.source_tokenizer.encode(text)
         if self.target_tokens and ids:
-            token = self.target_tokens.get(target or self.target_language)
+            code = target or self.target_language
+            # a code of the same language as a listed one (`cmn`, `zho` for a model's `zh`)
+            token = self.target_tokens.get(code) or self.target_tokens.get(two_letter(code))
             if token is None:
                 raise ValueError(
                     f"this model translates to {', '.join(self.target_languages)}, not {target!r}"

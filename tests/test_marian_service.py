@@ -153,3 +153,20 @@ def test_http_decodes_with_the_models_generation_config(tmp_path):
                 r = httpx.post(f"{url}/translate", json=body, timeout=60)
                 assert r.status_code == 200, r.text
                 assert r.json()["translatedText"] == want, (scheduler, target, text)
+
+
+def test_every_code_of_a_served_target_takes_its_token(tmp_path):
+    """`cmn` is Chinese as `zh` and `zho` are: a model with >>zho<< serves all three the same
+    (a code the service routes to a model is one the model can take; it was a 500)."""
+    weights = tmp_path / "weights"
+    make_marian_dir(weights / "opus-mt-en-mul", lang_tokens=(">>zho<<", ">>est<<"), seed=15)
+    text = make_parallel(3, seed=3)[0][1]
+    with serve_in_thread(weights, device="cpu") as (url, _app):
+        for codes in (("zh", "zho", "cmn"), ("et", "est", "ekk")):
+            answers = set()
+            for code in codes:
+                body = {"q": text, "source": "en", "target": code, "beam_size": 1, "max_length": 8}
+                r = httpx.post(f"{url}/translate", json=body, timeout=60)
+                assert r.status_code == 200, r.text
+                answers.add(r.json()["translatedText"])
+            assert len(answers) == 1, (codes, answers)
