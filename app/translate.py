@@ -189,7 +189,7 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
         raise ApiError(
             400, f"{shown('beam_size', beam)}; it must be between 1 and {s.max_beam_size}"
         )
-    max_length = req.max_length or s.max_output_length
+    max_length = req.max_length or 0  # 0: each model's own (model_max_length)
     if max_length > s.max_output_length:
         raise ApiError(400, f"{shown('max_length', max_length)}; at most {s.max_output_length}")
     n_best = req.alternatives + 1
@@ -203,6 +203,16 @@ def model_beam_size(settings: Any, translator: Translator) -> int:
     if own:
         return min(int(own), settings.max_beam_size)
     return settings.default_beam_size
+
+
+def model_max_length(settings: Any, translator: Translator) -> int:
+    """The output limit of a request that gives none: the model's own (a Marian model's
+    generation_config.json `max_length`, as transformers applies it) capped by
+    MT_MAX_OUTPUT_LENGTH, else MT_MAX_OUTPUT_LENGTH."""
+    own = translator.checkpoint.generation.get("max_length")
+    if own:
+        return min(int(own), settings.max_output_length)
+    return settings.max_output_length
 
 
 async def client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
@@ -278,6 +288,7 @@ async def _translate_with(
 ) -> tuple[list[list[str]], float] | None:
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
     beam = max(beam or model_beam_size(state.settings, translator), n_best)
+    max_length = max_length or model_max_length(state.settings, translator)
 
     encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
 

@@ -4,6 +4,8 @@ API returns what transformers' generate returns (greedy and beam search, `max_le
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 import torch
@@ -170,3 +172,25 @@ def test_every_code_of_a_served_target_takes_its_token(tmp_path):
                 assert r.status_code == 200, r.text
                 answers.add(r.json()["translatedText"])
             assert len(answers) == 1, (codes, answers)
+
+
+def test_the_models_max_length_applies_when_a_request_gives_none(tmp_path):
+    """generation_config.json's max_length (here 9: 8 generated tokens, as transformers counts
+    it) bounds a request without `max_length`, as it bounds Translator and transformers; a
+    request's own max_length still goes up to MT_MAX_OUTPUT_LENGTH."""
+    weights = tmp_path / "weights"
+    d = make_marian_dir(weights / "opus-mt-en-de", seed=1, piece_bias={"</s>": -30.0})
+    path = d / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "max_length": 9}))
+    local = Translator.load(d, device="cpu")
+    text = make_parallel(3, seed=2)[0][0]
+    (hyp,) = local.translate_ids([local.encode_source(text)], beam_size=1)
+    assert len(hyp[0].tokens) + 1 == 8  # the model never picks EOS: it runs to its limit
+    want = local.target_tokenizer.decode(hyp[0].tokens)
+    with serve_in_thread(weights, device="cpu") as (url, _app):
+        body = {"q": text, "source": "en", "target": "de", "beam_size": 1}
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == want
+        r = httpx.post(f"{url}/translate", json={**body, "max_length": 20}, timeout=60)
+        assert len(r.json()["translatedText"]) > len(want)
