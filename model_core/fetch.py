@@ -12,8 +12,11 @@ HF_ENDPOINT, HF_TOKEN and the other huggingface_hub variables apply as usual.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 SERVED_FILES = [
@@ -29,21 +32,55 @@ SERVED_FILES = [
 
 
 def fetch(repo_id: str, weights_dir: str | Path, revision: str | None = None) -> Path:
-    """Download `repo_id` into weights_dir/<name after the slash>; returns that directory."""
+    """Download `repo_id` into weights_dir/<name after the slash>; returns that directory.
+
+    The files arrive in a hidden folder beside it (the service skips names with a leading
+    dot), which takes the directory's place only once every file is there and its config.json
+    says it is a Marian model: a failed or refused download leaves nothing the service would
+    try to load, and a model fetched before stays as it was."""
     from huggingface_hub import HfApi, snapshot_download
 
     files = {s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []}
     weights = "model.safetensors" if "model.safetensors" in files else "pytorch_model.bin"
     if weights not in files:
         raise ValueError(f"{repo_id} has neither model.safetensors nor pytorch_model.bin")
-    target = Path(weights_dir) / repo_id.split("/")[-1]
-    snapshot_download(
-        repo_id,
-        revision=revision,
-        local_dir=target,
-        allow_patterns=[*SERVED_FILES, weights],
-    )
+    weights_dir = Path(weights_dir)
+    weights_dir.mkdir(parents=True, exist_ok=True)
+    target = weights_dir / repo_id.split("/")[-1]
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=weights_dir))
+    try:
+        snapshot_download(
+            repo_id,
+            revision=revision,
+            local_dir=staging,
+            allow_patterns=[*SERVED_FILES, weights],
+        )
+        check_marian(staging, repo_id)
+        old = None
+        if target.exists():  # replaced as a whole: the old one out of the way first
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=weights_dir))
+            target.rename(old / target.name)
+        staging.rename(target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # (gone already when it took the place)
     return target
+
+
+def check_marian(directory: Path, repo_id: str) -> None:
+    """ValueError unless directory/config.json is a Marian model's (the architecture of the
+    OPUS-MT models, which the service reads from their Hugging Face files)."""
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{repo_id}: no readable config.json ({exc})") from None
+    kind = config.get("model_type") if isinstance(config, dict) else None
+    if kind != "marian":
+        raise ValueError(
+            f"{repo_id} is a {kind or 'model of no stated type'} model, not a Marian one: "
+            "the service serves Marian (OPUS-MT) models"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,10 +24,14 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
 def hub_server(
-    repo: str, files: dict[str, bytes], requested: list[str], **more: dict[str, bytes]
+    repo: str,
+    files: dict[str, bytes],
+    requested: list[str],
+    failing: frozenset[str] = frozenset(),
+    **more: dict[str, bytes],
 ) -> ThreadingHTTPServer:
     """A Hub serving `repo` with `files`, and more repositories as `more` (the name after
-    Helsinki-NLP/ -> files)."""
+    Helsinki-NLP/ -> files); a download of a file named in `failing` gets a 500."""
     repos = {repo: files, **{f"Helsinki-NLP/{name}": f for name, f in more.items()}}
 
     class Hub(BaseHTTPRequestHandler):
@@ -55,7 +59,15 @@ def hub_server(
             self.send_header("ETag", '"' + hashlib.sha256(body).hexdigest() + '"')
             self.end_headers()
 
+        def _failing(self) -> bool:
+            if self.path.split("?")[0].rsplit("/", 1)[1] in failing:
+                self.send_error(500)
+                return True
+            return False
+
         def do_HEAD(self):
+            if self._failing():
+                return
             body = self._file()
             if body is None:
                 self.send_error(404)
@@ -82,6 +94,8 @@ def hub_server(
                 self.send_response(200)
                 self._headers(body, "application/json")
                 self.wfile.write(body)
+                return
+            if self._failing():
                 return
             body = self._file()
             if body is None:
@@ -140,6 +154,46 @@ def test_fetch_from_a_local_hub(tmp_path, monkeypatch):
     t = Translator.load(out, device="cpu")
     assert (t.source_language, t.target_language) == ("en", "de")
     assert t.translate_batch(["Cat dog."], beam_size=2, max_length=5)[0].output_tokens <= 5
+
+
+def marian_files(tmp_path: Path, seed: int = 5) -> dict[str, bytes]:
+    source = make_marian_dir(tmp_path / f"src-{seed}" / "opus-mt-en-de", seed=seed)
+    return {p.name: p.read_bytes() for p in source.iterdir() if p.is_file()}
+
+
+def fetch_from(tmp_path: Path, files: dict[str, bytes], failing=frozenset()):
+    server = hub_server("Helsinki-NLP/opus-mt-en-de", files, [], failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        return mt_fetch(tmp_path, f"http://127.0.0.1:{server.server_address[1]}", tmp_path / "w")
+    finally:
+        server.shutdown()
+
+
+def test_a_failed_or_refused_fetch_leaves_no_folder_and_keeps_the_one_before(tmp_path):
+    """A download that fails half-way, or a repository that is no Marian model, leaves
+    nothing in the weights folder (the service would refuse to start on a partial model);
+    a model fetched before stays as it was, and a successful fetch replaces it whole."""
+    weights, files = tmp_path / "w", marian_files(tmp_path)
+    failed = fetch_from(tmp_path, files, failing=frozenset({"vocab.json"}))
+    assert failed.returncode == 2
+    assert failed.stderr.strip().splitlines()[-1].startswith("mt-fetch: error:")
+    assert list(weights.iterdir()) == []  # nothing, hidden or not
+    bert = {**files, "config.json": json.dumps({"model_type": "bert"}).encode()}
+    refused = fetch_from(tmp_path, bert)
+    assert refused.returncode == 2 and "is a bert model, not a Marian one" in refused.stderr
+    assert list(weights.iterdir()) == []
+    assert fetch_from(tmp_path, files).returncode == 0
+    first = (weights / "opus-mt-en-de" / "model.safetensors").read_bytes()
+    assert fetch_from(tmp_path, files, failing=frozenset({"source.spm"})).returncode == 2
+    assert [p.name for p in weights.iterdir()] == ["opus-mt-en-de"]
+    assert (weights / "opus-mt-en-de" / "model.safetensors").read_bytes() == first
+    other = marian_files(tmp_path, seed=6)
+    assert fetch_from(tmp_path, other).returncode == 0
+    assert [p.name for p in weights.iterdir()] == ["opus-mt-en-de"]
+    assert (weights / "opus-mt-en-de" / "model.safetensors").read_bytes() == other[
+        "model.safetensors"
+    ]
 
 
 def test_fetch_reports_errors(tmp_path):

@@ -338,6 +338,10 @@ MALFORMED = {
         _rewrite_json("tokenizer_config.json", lambda t: {**t, "target_lang": ["de"]}),
     ),
     "wrong-tensor-shape": ("model.safetensors", _wrong_shape),
+    "no-positions": (
+        "config.json",
+        _rewrite_json("config.json", lambda c: {**c, "max_position_embeddings": 0}),
+    ),
 }
 
 
