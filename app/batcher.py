@@ -429,10 +429,12 @@ class MicroBatcher(Tickets):
             if self._handed:
                 # The worker is busy. A full batch goes to it now, so that it starts at once
                 # when the current one ends, without waiting for this loop (which may be busy
-                # answering requests then); anything less waits, and may still grow.
-                full = [k for k, queue in self._queues.items() if self._full(queue)]
-                if full:
-                    key = self._oldest(full)
+                # answering requests then); anything less waits, and may still grow. Only the
+                # batch of the key that has waited longest goes ahead: a stream of full batches
+                # of one key (model and options) would otherwise keep the worker busy for good,
+                # and a request of other options never reach it.
+                key = self._oldest(self._queues)
+                if self._full(self._queues[key]):
                     self._hand(key, self._take(key))
                 else:
                     await self._idle()

@@ -215,6 +215,22 @@ async def test_after_a_batch_the_wait_is_for_as_many_as_it_answered(monkeypatch)
     await b.stop(1)
 
 
+async def test_a_stream_of_full_batches_does_not_starve_other_options():
+    """While the worker computes, a full batch is handed ahead only if its key has waited
+    longest: a request of other options (another model, beam size, ...) that came first goes
+    when the worker is next free, however many full batches keep coming."""
+    fn = Gated()
+    b = await started(fn, max_batch_size=2, max_wait_ms=0)
+    first = b.submit("a", ["a1", "a2"], [1, 1])
+    await fn.wait_started(1)  # the worker holds the first batch
+    other = b.submit("b", ["b1"], [1])
+    stream = [b.submit("a", [f"a{i}", f"a{i + 1}"], [1, 1]) for i in (3, 5, 7)]
+    fn.release()
+    await asyncio.gather(b.wait(first, 30), b.wait(other, 30), *(b.wait(t, 30) for t in stream))
+    assert [key for key, _ in fn.batches] == ["a", "b", "a", "a", "a"]
+    await b.stop(1)
+
+
 async def test_different_keys_never_share_a_batch():
     fn = Recorder()
     b = await started(fn, max_batch_size=16, max_wait_ms=20)
