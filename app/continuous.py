@@ -29,6 +29,10 @@ Admission:
   group's fixed buffers and CUDA graph) counts too, as the group's footprint when it runs
   again; a group's kept buffers are released (`release(group)`) when a sentence of another
   group would not fit beside them and releasing lets it in (never while the group runs on them);
+  the groups are served in the order of their longest waiting sentence, and once the budget
+  keeps a sentence out, no sentence that came after it joins any group until it has joined
+  (a busy group's newcomers would otherwise take every bit of budget its finished sentences
+  free, and a sentence of another model or beam size would wait for good);
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
   sentence), so a request of many sentences does not hold back the requests behind it. The
   turn goes to the request with the fewest sentences running now, then to the one that has
@@ -410,7 +414,16 @@ class ContinuousBatcher(Tickets):
             kept = self.kept() if self.kept else {}
             idle = {g: size for g, size in kept.items() if g not in self._running and size}
             used += sum(idle.values())
-            for group, requests in list(self._waiting.items()):
+            # groups in the order of their longest waiting sentence; once the budget keeps one
+            # out, no sentence that came after it joins any group ahead of it (the budget is
+            # shared: a busy group's newcomers would otherwise take every place its finished
+            # sentences free, and a sentence of another model or beam size wait for good)
+            blocked_since = None
+            by_age = sorted(
+                self._waiting.items(),
+                key=lambda item: min(r.sentences[0].enqueued for r in item[1]),
+            )
+            for group, requests in by_age:
                 heapq.heapify(requests)  # sentences have finished since: the turns moved
                 running = self._running.get(group)
                 members = [(s.key, s.cost) for s in running.members.values()] if running else []
@@ -420,6 +433,8 @@ class ContinuousBatcher(Tickets):
                 while requests and len(members) < places:
                     request = requests[0]
                     s = request.sentences[0]
+                    if blocked_since is not None and s.enqueued > blocked_since:
+                        break
                     footprint = self.envelope(group, members + [(s.key, s.cost)])
                     others = [g for g in idle if g != group]
                     if others and used - before + footprint > self.budget:
@@ -433,6 +448,8 @@ class ContinuousBatcher(Tickets):
                                 used -= idle.pop(other)
                                 self.release(other)
                     if used - before + footprint > self.budget and (members or used - before):
+                        oldest = min(r.sentences[0].enqueued for r in requests)
+                        blocked_since = min(blocked_since or oldest, oldest)
                         break
                     idle.pop(group, None)  # running now: counted as its footprint
                     request.sentences.popleft()
@@ -535,6 +552,8 @@ class ContinuousBatcher(Tickets):
         self._report(running, size, running.footprint, compute_s + between, waits, failed=False)
         if complete:  # a request has all its answers: they go now, with those held so far
             self._notify_loop([], [], None)
+        elif self.on_running:  # (a gauge: set from this thread, without waking the event loop)
+            self.on_running(self.running)
 
     def _stepping(self, running: _Running) -> list[int] | None:
         """(Under the lock.) The sentences that take the group's next step, None: all. Where

@@ -311,6 +311,42 @@ async def test_the_budget_bounds_what_runs_and_a_lone_sentence_always_runs():
     await b.stop(5)
 
 
+async def test_a_sentence_the_budget_keeps_out_is_not_overtaken_by_another_groups_newcomers():
+    """The budget is shared by the groups (models, beam sizes): a sentence that does not fit
+    beside a busy group's running ones waits for that group to drain, and the group's
+    newcomers that came after it do not take the room its finished sentences free (they
+    would, for as long as they kept coming)."""
+    engine = FakeEngine()
+    b = await started(engine, budget=10)
+    running = b.submit(("a", 1), [("a1", 3), ("a2", 6)], [4, 4])  # 8 of 10, one ends first
+    engine.wait_started(1)
+    other = b.submit(("b", 1), [("b1", 1)], [7])  # 8 + 7 > 10: waits
+    later = b.submit(("a", 1), [("a3", 3), ("a4", 3)], [4, 4])  # would fit beside a2
+    await step_until(engine, lambda: later.future.done())
+    assert other.future.done() and running.future.done()
+    first = {name: i for i, (_, names) in reversed(list(enumerate(engine.steps))) for name in names}
+    assert first["b1"] < first["a3"], engine.steps
+    assert all(not ({"b1"} & set(names) and {"a2"} & set(names)) for _, names in engine.steps)
+    await b.stop(5)
+
+
+async def test_the_running_count_is_reported_every_step_not_only_when_a_request_ends():
+    """mt_running_sentences follows a long request's decode as it runs (it read 0 for seconds
+    while a request of many sentences decoded, when it was set only as requests ended)."""
+    engine = FakeEngine()
+    counts: list[int] = []
+    b = await started(engine, on_running=counts.append)
+    ticket = b.submit(("m", 1), [("x", 9), ("y", 9), ("z", 9)], [1, 1, 1])
+    engine.allow(3)
+    engine.wait_started(4)  # three steps done, the fourth waits
+    await until(lambda: counts and counts[-1] == 3)
+    assert not ticket.future.done()
+    engine.allow(100)
+    await b.wait(ticket)
+    await until(lambda: counts[-1] == 0)
+    await b.stop(5)
+
+
 async def test_kept_memory_counts_and_is_released_for_another_group():
     """What the engine keeps of a group between its decodes (MT_CUDA_GRAPHS) counts against
     the budget: the group's own sentences reuse it; another group's sentence that would not
