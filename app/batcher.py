@@ -5,11 +5,12 @@ run on one dedicated worker thread, so the event loop never blocks. Sentences wi
 `key`s (model and decoding options) never share a batch.
 
 A batch closes when it holds `max_batch_size` sentences, or when adding the next one would pass
-`max_batch_tokens` padded tokens (longest cost x count), or `max_wait_ms` after the worker
-became free, or as soon as as many sentences wait as the previous batch held. The wait only
-happens while traffic is concurrent (the previous batch held more than one sentence), and only
-for sentences that come within `max_wait_ms` of the previous batch's end: a lone client is
-never delayed, nor the first request after a burst has passed. Under load,
+`max_batch_tokens` padded tokens (longest cost x count), or `max_wait_ms` after its first
+sentence arrived or the worker became free (whichever is later), or as soon as as many
+sentences wait as the previous batch held. The wait only happens while traffic is concurrent
+(the previous batch held more than one sentence) and for a first sentence that came within
+RETURN_S of the worker becoming free: a lone client is never delayed, nor the first request
+after a burst has passed. Under load,
 the clients of a batch get their answers together and come back together, spread over the
 time the server takes to read them; waiting for as many as just left keeps them in one full
 batch (starting with the first few would split the load into two half-full batches for good),
@@ -138,6 +139,12 @@ class _Done:
     results: Sequence[Any] = ()
     error: BaseException | None = None
     compute_s: float = 0.0
+
+
+#: a first sentence that comes this long after the worker became free is no returning client
+#: of the last batch (those come back within milliseconds of their answers): it is not kept
+#: waiting for company
+RETURN_S = 0.1
 
 
 class Worker:
@@ -440,13 +447,18 @@ class MicroBatcher(Tickets):
                     await self._idle()
                 continue
             key = self._oldest(self._queues)
-            wait = self.max_wait_s if self._last_batch_size > 1 else 0.0
+            first = self._queues[key][0].enqueued
             # The wait is for the clients the last batch answered, and ends early once as many
             # sentences wait as it held: those clients tend to come back together, and a batch
             # that starts with only the first of them splits the load into two half-full
-            # batches for good. It counts from when the worker became free: a sentence that
-            # comes later than that, after the burst has passed, is not kept waiting.
-            deadline = self._free_since + wait
+            # batches for good. It counts from when the worker became free or the first
+            # sentence came, whichever is later. None for a sentence that came RETURN_S or
+            # more after the worker became free (the burst has passed: a lone request after it
+            # is not kept waiting), nor while another key has a full batch ready for the worker.
+            concurrent = self._last_batch_size > 1 and first - self._free_since < RETURN_S
+            ready = any(self._full(q) for k, q in self._queues.items() if k != key)
+            wait = self.max_wait_s if concurrent and not ready else 0.0
+            deadline = max(first, self._free_since) + wait
             expected = self._last_batch_size
             while not self._closing and key in self._queues and not self._full(self._queues[key]):
                 if len(self._queues[key]) >= expected:
