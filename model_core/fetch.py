@@ -48,6 +48,11 @@ def fetch(repo_id: str, weights_dir: str | Path, revision: str | None = None) ->
     weights_dir.mkdir(parents=True, exist_ok=True)
     target = weights_dir / repo_id.split("/")[-1]
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=weights_dir))
+    # mkdtemp makes it private (0700); the model's folder gets the usual mode, so that a
+    # service running as another user (the image's) can read it
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)
     try:
         snapshot_download(
             repo_id,

@@ -170,6 +170,12 @@ def fetch_from(tmp_path: Path, files: dict[str, bytes], failing=frozenset()):
         server.shutdown()
 
 
+def current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def test_a_failed_or_refused_fetch_leaves_no_folder_and_keeps_the_one_before(tmp_path):
     """A download that fails half-way, or a repository that is no Marian model, leaves
     nothing in the weights folder (the service would refuse to start on a partial model);
@@ -184,6 +190,8 @@ def test_a_failed_or_refused_fetch_leaves_no_folder_and_keeps_the_one_before(tmp
     assert refused.returncode == 2 and "is a bert model, not a Marian one" in refused.stderr
     assert list(weights.iterdir()) == []
     assert fetch_from(tmp_path, files).returncode == 0
+    # the folder has the usual mode (not a temporary folder's 0700): readable by other users
+    assert (weights / "opus-mt-en-de").stat().st_mode & 0o777 == 0o777 & ~current_umask()
     first = (weights / "opus-mt-en-de" / "model.safetensors").read_bytes()
     assert fetch_from(tmp_path, files, failing=frozenset({"source.spm"})).returncode == 2
     assert [p.name for p in weights.iterdir()] == ["opus-mt-en-de"]
