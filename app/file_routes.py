@@ -20,9 +20,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
+from starlette.requests import ClientDisconnect
 
 from .access import Grant
-from .fastpath import read_all, replay
 from .files import FileStore, StoreFull, safe_name
 from .formats import FormatError, Limits, content_type, handler_for, supported
 from .params import field_limit, query_params
@@ -85,14 +85,42 @@ async def translate_texts(
     return out
 
 
+def limited(receive, limit: int, timeout: float):
+    """The request's receive channel, raising 413 once more than `limit` bytes arrived and 408
+    once the body has taken more than `timeout` seconds in all (the multipart parser reads
+    from it as the body arrives, spooling a large file to disk)."""
+    seen = 0
+    deadline = asyncio.get_running_loop().time() + timeout
+
+    async def receive_limited() -> dict:
+        nonlocal seen
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise ApiError(
+                408,
+                f"the upload did not arrive within {timeout:g} s ({seen} bytes came); "
+                "send it at once",
+                {"Connection": "close"},
+            ) from None
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise ApiError(413, f"the upload is over {limit} bytes; send a smaller file")
+        return message
+
+    return receive_limited
+
+
 async def read_upload(
     request: Request, limit: int, timeout: float
 ) -> tuple[bytes, str, dict[str, str]] | None:
     """(file bytes, file name, the other fields) from the multipart body, or None when the
     client went away before sending it all; `source`, `target` and `api_key` may also come in
-    the query string (the form's fields win). The body is read first, as the fast path reads a
-    /translate body (app/fastpath.py): 413 as soon as it passes the limit, 408 when it has not
-    all arrived within `timeout` seconds (an upload that stalls would hold its place among the
+    the query string (the form's fields win). As the fast path reads a /translate body
+    (app/fastpath.py): 413 as soon as the upload passes the limit, 408 when it has not all
+    arrived within `timeout` seconds (an upload that stalls would hold its place among the
     requests in progress for as long as the client likes)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "multipart/form-data":
@@ -100,17 +128,11 @@ async def read_upload(
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit + FORM_OVERHEAD:
         raise ApiError(413, f"the upload is {declared} bytes; a file may have at most {limit}")
+    reader = Request(request.scope, limited(request.receive, limit + FORM_OVERHEAD, timeout))
     try:
-        raw = await read_all(request.scope, request.receive, limit + FORM_OVERHEAD, timeout)
-    except ApiError as exc:
-        if exc.status != 413:
-            raise
-        raise ApiError(413, f"the upload is over {limit} bytes; send a smaller file") from None
-    if raw is None:
+        form = await reader.form(max_files=1, max_fields=16)
+    except ClientDisconnect:
         return None
-    form = await Request(request.scope, replay(raw, request.receive)).form(
-        max_files=1, max_fields=16
-    )
     try:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
