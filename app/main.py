@@ -352,14 +352,17 @@ class Server(uvicorn.Server):
         captured = getattr(self, "_captured_signals", None)
         if captured:
             captured[:] = [s for s in captured if s not in (signal.SIGTERM, signal.SIGINT)]
+        if self.force_exit:  # a second Ctrl-C: no time left for what waits (the lifespan's
+            self.fastapi_app.state.forced = True  # shutdown reads it)
 
     async def shutdown(self, sockets=None):
         await super().shutdown(sockets=sockets)
-        if self.force_exit and self.started:  # a second Ctrl-C: uvicorn cuts the wait for the
-            # requests short and skips the application's shutdown, which would leave the batcher
-            # and the worker thread to be torn down with the event loop (a traceback): it still
-            # runs, with no time left for the sentences that wait (the batch in progress ends)
-            self.fastapi_app.state.forced = True
+        done = getattr(self.lifespan, "shutdown_event", None)
+        if self.force_exit and self.started and done is not None and not done.is_set():
+            # a second Ctrl-C before the application's shutdown: uvicorn cut the wait for the
+            # requests short and skipped it, which would leave the batcher and the worker thread
+            # to be torn down with the event loop (a traceback); it still runs, with no time
+            # left for the sentences that wait (the batch in progress ends)
             await self.lifespan.shutdown()
 
 
