@@ -20,7 +20,7 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from .translate import check_accepting, json_bytes
+from .translate import check_accepting, json_bytes, unavailable
 
 router = APIRouter()
 
@@ -98,12 +98,22 @@ async def detect(request: Request):
     )
 
 
+def started_engine(state: Any):
+    """The engine, once start-up has listed and loaded the models; until then 503 (an empty
+    language list with 200 would tell a client that nothing is served)."""
+    engine = getattr(state, "engine", None)
+    if engine is None:
+        state.metrics.rejected.labels("loading").inc()
+        raise unavailable(state, "the models are still loading; retry shortly")
+    return engine
+
+
 @router.get("/languages", response_model=list[Language])
 async def languages(request: Request):
     """LibreTranslate's language list: every served model's languages (loaded or not), with
-    the targets each source reaches directly or through the pivot language."""
-    engine = getattr(request.app.state, "engine", None)
-    reachable = engine.registry.reachable() if engine else {}
+    the targets each source reaches directly or through the pivot language; 503 while the
+    server starts."""
+    reachable = started_engine(request.app.state).registry.reachable()
     return [
         Language(code=s, name=LANGUAGE_NAMES.get(s, s), targets=targets)
         for s, targets in reachable.items()
@@ -116,8 +126,7 @@ async def frontend_settings(request: Request):
     (and this server's per-minute and per-day limits, which LibreTranslate does not report)."""
     state = request.app.state
     s = state.settings
-    engine = getattr(state, "engine", None)
-    targets = sorted({t for _, t in engine.pairs}) if engine else []
+    targets = sorted({t for _, t in started_engine(state).pairs})
     target = next((t for t in targets if t != "en"), targets[0] if targets else "")
     return {
         "charLimit": s.max_request_chars,

@@ -63,7 +63,9 @@ async function api(path, options) {
   if (!res.ok) {
     const why = data && data.error ? data.error : `${res.status} ${res.statusText}`;
     const after = res.headers.get("Retry-After");
-    throw new Error(after && !/retry in/i.test(why) ? `${why} (retry in ${after} s)` : why);
+    const error = new Error(after && !/retry in/i.test(why) ? `${why} (retry in ${after} s)` : why);
+    error.status = res.status;
+    throw error;
   }
   return data;
 }
@@ -107,7 +109,8 @@ async function loadLanguages() {
   try {
     languages = await api("languages");
   } catch (err) {
-    why = err.message;
+    // 503 while the server starts (its models load): said in the status line, not an error
+    why = err.status === 503 && /loading/.test(err.message) ? "" : err.message;
     languages = [];
   }
   if (!languages.length) {
