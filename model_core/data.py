@@ -25,8 +25,8 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # bytes decoded as they are: lines end at "\n" only (a lone "\r" is in a line)
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise DataError(f"{path}: line {line} is not valid UTF-8 ({exc.reason})") from exc

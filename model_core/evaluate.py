@@ -17,6 +17,7 @@ from pathlib import Path
 import sacrebleu
 
 from .checkpoint import CheckpointError
+from .cli import integer, number
 from .data import DataError, read_lines
 from .translator import Translator
 
@@ -27,13 +28,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
     p.add_argument("--ref", type=Path, help="reference translations (omit to translate only)")
     p.add_argument("--output", type=Path, help="write translations here")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalty", type=float, default=1.0)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--beam-size", type=integer(1, 64), default=4)
+    p.add_argument("--length-penalty", type=number(0.0), default=1.0)
+    p.add_argument("--batch-size", type=integer(1), default=64)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     args = p.parse_args(argv)
+    if args.output is not None and (args.output.is_dir() or not args.output.parent.is_dir()):
+        # (checked before translating, not after)
+        print(
+            f"mt-evaluate: error: --output {args.output}: give a file in an existing folder",
+            file=sys.stderr,
+        )
+        return 2
     try:
         translator = Translator.load(args.checkpoint, device=args.device, dtype=args.dtype)
         sources = read_lines(args.src)
@@ -47,6 +55,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    room = translator.max_source_tokens
+    for line_number, line in enumerate(sources, 1):
+        tokens = len(translator.encode_source(line))
+        if tokens > room:
+            print(
+                f"mt-evaluate: error: {args.src}: line {line_number} has {tokens} tokens; the "
+                f"model takes {room} at most: split or remove it",
+                file=sys.stderr,
+            )
+            return 2
     start = time.perf_counter()
     results = translator.translate_batch(
         sources,

@@ -9,7 +9,8 @@ length-bucketed shuffled data, gradient accumulation and clipping; evaluate dev 
 periodically; save resumable state (model, optimizer, schedule, data position, elapsed time)
 and resume from it automatically; export the average of the last K snapshots as a float16
 model_core checkpoint whose config.json records the data, command, steps, wall time and BLEU.
-Interrupting (Ctrl-C or SIGTERM) saves the state first, so the same command picks up there.
+Interrupting (Ctrl-C or SIGTERM) finishes the step in progress and saves the state, so the same
+command picks up there; a second Ctrl-C quits at once, keeping the state saved last.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .checkpoint import Checkpoint, save_checkpoint
+from .cli import integer, number
 from .config import ModelConfig
 from .data import Batch, DataError, count_batches, iterate_batches, read_parallel
 from .model import Transformer, count_parameters
@@ -48,48 +50,69 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("train-src", "train-tgt", "dev-src", "dev-tgt"):
         g.add_argument(f"--{name}", type=Path, help="explicit file (overrides --data)")
     g.add_argument(
-        "--max-tokens-per-sentence", type=int, default=128, help="longer pairs are skipped"
+        "--max-tokens-per-sentence", type=integer(1), default=128, help="longer pairs are skipped"
     )
     g = p.add_argument_group("model")
-    g.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece vocabulary")
-    g.add_argument("--d-model", type=int, default=256)
-    g.add_argument("--encoder-layers", type=int, default=3)
-    g.add_argument("--decoder-layers", type=int, default=3)
-    g.add_argument("--heads", type=int, default=4)
-    g.add_argument("--d-ff", type=int, default=1024)
-    g.add_argument("--dropout", type=float, default=0.1)
-    g.add_argument("--max-positions", type=int, default=512)
+    g.add_argument(
+        "--vocab-size", type=integer(8), default=8000, help="joint sentencepiece vocabulary"
+    )
+    g.add_argument("--d-model", type=integer(1), default=256)
+    g.add_argument("--encoder-layers", type=integer(1), default=3)
+    g.add_argument("--decoder-layers", type=integer(1), default=3)
+    g.add_argument("--heads", type=integer(1), default=4)
+    g.add_argument("--d-ff", type=integer(1), default=1024)
+    g.add_argument("--dropout", type=number(0.0, 1.0, high_open=True), default=0.1)
+    g.add_argument("--max-positions", type=integer(3), default=512)
     g = p.add_argument_group("optimisation")
-    g.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per micro-batch")
-    g.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
-    g.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    g.add_argument("--warmup", type=int, default=1000, help="warm-up steps")
-    g.add_argument("--label-smoothing", type=float, default=0.1)
-    g.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping")
-    g.add_argument("--seed", type=int, default=1)
+    g.add_argument(
+        "--batch-tokens", type=integer(1), default=4096, help="padded tokens per micro-batch"
+    )
+    g.add_argument(
+        "--accumulate", type=integer(1), default=1, help="micro-batches per optimizer step"
+    )
+    g.add_argument("--lr", type=number(0.0, low_open=True), default=1e-3, help="peak learning rate")
+    g.add_argument("--warmup", type=integer(1), default=1000, help="warm-up steps")
+    g.add_argument("--label-smoothing", type=number(0.0, 1.0, high_open=True), default=0.1)
+    g.add_argument(
+        "--clip", type=number(0.0, low_open=True), default=1.0, help="gradient norm clipping"
+    )
+    g.add_argument("--seed", type=integer(0), default=1)
     g = p.add_argument_group("length of the run")
-    g.add_argument("--max-steps", type=int, default=0, help="0: no step limit")
-    g.add_argument("--max-epochs", type=float, default=0, help="0: no epoch limit")
-    g.add_argument("--max-minutes", type=float, default=0, help="0: no time limit (counts resumes)")
+    g.add_argument("--max-steps", type=integer(0), default=0, help="0: no step limit")
+    g.add_argument("--max-epochs", type=number(0.0), default=0, help="0: no epoch limit")
+    g.add_argument(
+        "--max-minutes", type=number(0.0), default=0, help="0: no time limit (counts resumes)"
+    )
     g = p.add_argument_group("evaluation and checkpoints")
     g.add_argument(
         "--run", type=Path, required=True, help="run folder: tokenizer, state, snapshots"
     )
-    g.add_argument("--eval-every", type=int, default=500, help="steps between dev evaluations")
     g.add_argument(
-        "--eval-sentences", type=int, default=400, help="dev sentences for periodic BLEU"
+        "--eval-every", type=integer(1), default=500, help="steps between dev evaluations"
     )
-    g.add_argument("--save-every", type=int, default=250, help="steps between resumable saves")
-    g.add_argument("--average-last", type=int, default=5, help="snapshots averaged at export")
+    g.add_argument(
+        "--eval-sentences", type=integer(1), default=400, help="dev sentences for periodic BLEU"
+    )
+    g.add_argument(
+        "--save-every", type=integer(1), default=250, help="steps between resumable saves"
+    )
+    g.add_argument(
+        "--average-last", type=integer(1), default=5, help="snapshots averaged at export"
+    )
     g.add_argument("--export", type=Path, help="write the final model_core checkpoint here")
     g.add_argument(
         "--export-only",
         action="store_true",
         help="export the run's saved state without training further (needs --export)",
     )
-    g.add_argument("--export-beam-size", type=int, default=4, help="beam for the final dev BLEU")
     g.add_argument(
-        "--threads", type=int, default=0, help="CPU threads (0: the CPUs this process may use)"
+        "--export-beam-size", type=integer(1, 64), default=4, help="beam for the final dev BLEU"
+    )
+    g.add_argument(
+        "--threads",
+        type=integer(0, 1024),
+        default=0,
+        help="CPU threads (0: the CPUs this process may use)",
     )
     g.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
     args = p.parse_args(argv)
@@ -118,6 +141,17 @@ def data_files(args: argparse.Namespace) -> dict[str, Path]:
     return files
 
 
+def check_folder(path: Path, option: str) -> None:
+    """`path` is, or can become, a folder: not a file, nor under one (checked before any
+    training, so that an export does not fail after it)."""
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == path else f"is under the file {place}"
+                raise DataError(f"{option} {path} {what}: give a folder")
+            return
+
+
 def noam(step: int, warmup: int) -> float:
     """Learning-rate multiplier: linear warm-up, then inverse square root; 1.0 at the peak."""
     step = max(step, 1)
@@ -136,7 +170,13 @@ class Run:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.run_dir: Path = args.run
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        check_folder(args.run, "--run")
+        if args.export:
+            check_folder(args.export, "--export")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataError(f"--run {args.run}: {exc.strerror or exc}") from None
         self.device = resolve_device("auto")
         if self.device.type == "cpu":
             torch.set_num_threads(args.threads or available_cpus())
@@ -158,12 +198,19 @@ class Run:
         self.spm_path = self.run_dir / "spm.model"
         if not self.spm_path.is_file():
             self.log(f"training sentencepiece ({args.vocab_size} pieces, joint)")
-            train_sentencepiece(
-                [self.files["train_src"], self.files["train_tgt"]],
-                self.run_dir / "spm",
-                args.vocab_size,
-                num_threads=args.threads or available_cpus(),
-            )
+            try:
+                train_sentencepiece(
+                    [self.files["train_src"], self.files["train_tgt"]],
+                    self.run_dir / "spm",
+                    args.vocab_size,
+                    num_threads=args.threads or available_cpus(),
+                )
+            except RuntimeError as exc:  # e.g. a vocabulary too large or too small for the data
+                why = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+                raise DataError(
+                    f"sentencepiece cannot make {args.vocab_size} pieces from the training "
+                    f"files ({why}); change --vocab-size"
+                ) from None
         self.tok = Tokenizer(self.spm_path)
         limit = args.max_tokens_per_sentence
         pairs = [
@@ -172,21 +219,36 @@ class Run:
         ]
         self.pairs = [(s, t) for s, t in pairs if 0 < len(s) <= limit and 0 < len(t) <= limit]
         self.skipped = len(pairs) - len(self.pairs)
+        if not self.pairs and not args.export_only:
+            raise DataError(
+                f"no training pair has at most {limit} tokens on both sides "
+                "(--max-tokens-per-sentence): nothing to train on"
+            )
         if resume:
             self.cfg = ModelConfig.from_dict(resume["config"])
+            self.report_model_options(resume)
         else:
-            self.cfg = ModelConfig(
-                src_vocab_size=self.tok.vocab_size,
-                tgt_vocab_size=self.tok.vocab_size,
-                d_model=args.d_model,
-                encoder_layers=args.encoder_layers,
-                decoder_layers=args.decoder_layers,
-                n_heads=args.heads,
-                d_ff=args.d_ff,
-                dropout=args.dropout,
-                max_positions=args.max_positions,
-                **self.tok.special_ids(),
+            try:
+                self.cfg = ModelConfig(
+                    src_vocab_size=self.tok.vocab_size,
+                    tgt_vocab_size=self.tok.vocab_size,
+                    d_model=args.d_model,
+                    encoder_layers=args.encoder_layers,
+                    decoder_layers=args.decoder_layers,
+                    n_heads=args.heads,
+                    d_ff=args.d_ff,
+                    dropout=args.dropout,
+                    max_positions=args.max_positions,
+                    **self.tok.special_ids(),
+                )
+            except ValueError as exc:
+                raise DataError(f"model options: {exc}") from None
+        if limit + 2 > self.cfg.max_positions:  # a target with BOS or EOS, within the table
+            raise DataError(
+                f"--max-tokens-per-sentence {limit} needs --max-positions of at least "
+                f"{limit + 2} (it is {self.cfg.max_positions})"
             )
+        self.check_dev_lengths()
         self.model = Transformer(self.cfg).to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0
@@ -200,8 +262,38 @@ class Run:
             self.batch_in_epoch, self.elapsed = resume["batch_in_epoch"], resume["elapsed"]
             self.history = json.loads(resume["history"])
             self.log(f"resumed from {self.state_path} at step {self.step}, epoch {self.epoch}")
-        self.batches_per_epoch = count_batches(self.pairs, args.batch_tokens, 0, args.seed)
-        self.stop_requested = False
+        self.batches_per_epoch = max(count_batches(self.pairs, args.batch_tokens, 0, args.seed), 1)
+        self.stop_requested, self.stop_signal = False, None
+
+    def report_model_options(self, resume: dict) -> None:
+        """A resumed run keeps its model and vocabulary: options that differ are said."""
+        a, c = self.args, self.cfg
+        for option, value, saved in (
+            ("d-model", a.d_model, c.d_model),
+            ("encoder-layers", a.encoder_layers, c.encoder_layers),
+            ("decoder-layers", a.decoder_layers, c.decoder_layers),
+            ("heads", a.heads, c.n_heads),
+            ("d-ff", a.d_ff, c.d_ff),
+            ("dropout", a.dropout, c.dropout),
+            ("max-positions", a.max_positions, c.max_positions),
+            ("vocab-size", a.vocab_size, self.tok.vocab_size),
+        ):
+            if value != saved:
+                self.log(f"resuming with the run's --{option} {saved} (not {value})")
+
+    def check_dev_lengths(self) -> None:
+        """Every dev sentence fits the model's position table (evaluation would fail on it
+        in the middle of the run); the first that does not is named."""
+        room = self.cfg.max_positions - 1  # its tokens and EOS (or BOS)
+        for key, lines in (("dev_src", self.dev_src), ("dev_tgt", self.dev_tgt)):
+            for line_number, line in enumerate(lines, 1):
+                tokens = len(self.tok.encode(line))
+                if tokens > room:
+                    raise DataError(
+                        f"{self.files[key]}: line {line_number} has {tokens} tokens; the model "
+                        f"takes {room} at most (--max-positions {self.cfg.max_positions}): "
+                        "split or remove it"
+                    )
 
     def log(self, message: str) -> None:
         tqdm.write(f"[mt-train] {message}", file=sys.stderr)
@@ -453,9 +545,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def request_stop(signum, frame):  # finish the current step, save, and exit
-        run.stop_requested = True
+        if run.stop_requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: at once, without saving
+        run.stop_requested, run.stop_signal = True, signum
 
-    signal.signal(signal.SIGTERM, request_stop)
+    handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return run_or_export(run, args)
+    finally:  # (main may be called in a process that goes on: tests)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def run_or_export(run: Run, args: argparse.Namespace) -> int:
     if args.export_only:
         if not run.state_path.is_file():
             print(
@@ -466,12 +568,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         run.train()
-    except KeyboardInterrupt:
-        run.save_state()
-        run.log("interrupted: state saved; run the same command to resume")
+    except KeyboardInterrupt:  # the state saved last is consistent; this step's is not
+        run.log(f"interrupted again: the state saved last ({run.state_path}) is kept")
         return 130
     if run.stop_requested:
-        return 143
+        run.log("interrupted: state saved; run the same command to resume")
+        return 130 if run.stop_signal == signal.SIGINT else 143
     if args.export:
         run.export(args.export)
     return 0

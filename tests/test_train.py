@@ -191,3 +191,144 @@ def test_resume_keeps_the_runs_batch_size(corpus_dir, tmp_path, capsys):
     changed = [a if a != "600" else "900" for a in common]  # a different --batch-tokens
     assert train.main([*changed, "--max-steps", "6"]) == 0
     assert "resuming with the run's --batch-tokens 600 (not 900)" in capsys.readouterr().err
+
+
+# --- options and folders checked before any work ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option, value, says",
+    [
+        ("--accumulate", "0", "at least 1"),  # was a ZeroDivisionError
+        ("--accumulate", "-1", "at least 1"),  # was training towards a larger loss
+        ("--clip", "-1", "above 0"),  # the same
+        ("--lr", "nan", "above 0"),
+        ("--max-steps", "-5", "at least 0"),  # was 0 steps and an untrained export
+        ("--max-minutes", "nan", "at least 0"),  # was no limit at all
+        ("--dropout", "2", "below 1"),
+        ("--eval-every", "0", "at least 1"),
+        ("--threads", "-1", "between 0 and 1024"),
+    ],
+)
+def test_an_option_out_of_range_is_one_error_line(
+    corpus_dir, tmp_path, capsys, option, value, says
+):
+    with pytest.raises(SystemExit) as stopped:
+        train.main([*train_args(corpus_dir, tmp_path / "run"), "--max-steps", "1", option, value])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: " in err and says in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+def last_error(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    return lines[-1]
+
+
+def test_what_cannot_train_is_refused_before_training(corpus_dir, tmp_path, capsys):
+    common = train_args(corpus_dir, tmp_path / "run")
+    assert train.main([*common, "--max-steps", "1", "--heads", "3"]) == 2  # 32 / 3
+    assert last_error(capsys).startswith("mt-train: error: model options: ")
+    assert train.main([*common, "--max-steps", "1", "--max-positions", "8"]) == 2
+    assert "needs --max-positions of at least 130" in last_error(capsys)
+    assert train.main([*common, "--max-steps", "1", "--max-tokens-per-sentence", "1"]) == 2
+    assert "no training pair has at most 1 tokens" in last_error(capsys)  # (it spun for ever)
+    big = [a if a != "320" else "50000" for a in train_args(corpus_dir, tmp_path / "run2")]
+    assert train.main([*big, "--max-steps", "1"]) == 2
+    assert "sentencepiece cannot make 50000 pieces" in last_error(capsys)
+    (tmp_path / "a-file").write_text("")
+    assert train.main([*train_args(corpus_dir, tmp_path / "a-file"), "--max-steps", "1"]) == 2
+    error = last_error(capsys)
+    assert "--run" in error and "is a file" in error
+    export = tmp_path / "a-file" / "export"  # checked before training, not after it
+    assert train.main([*common, "--max-steps", "1", "--export", str(export)]) == 2
+    error = last_error(capsys)
+    assert "--export" in error and "under the file" in error
+    assert not (tmp_path / "run" / "state.pt").exists()
+
+
+def test_a_dev_sentence_longer_than_the_model_takes_is_named_before_training(
+    corpus_dir, tmp_path, capsys
+):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.en", "train.de", "dev.de"):
+        (data / name).write_bytes((corpus_dir / name).read_bytes())
+    dev = read_lines(corpus_dir / "dev.en")
+    dev[2] = " ".join(["word"] * 600)
+    write_lines(data / "dev.en", dev)
+    args = [*train_args(data, tmp_path / "run"), "--max-steps", "1", "--max-positions", "256"]
+    assert train.main(args) == 2
+    assert f"{data / 'dev.en'}: line 3 has" in last_error(capsys)  # (it failed at evaluation)
+
+
+def test_a_lone_carriage_return_stays_in_its_line(tmp_path):
+    path = tmp_path / "x.en"
+    path.write_bytes(b"Go\ron.\r\nStop.\n")  # sacrebleu's own reading keeps it too
+    assert read_lines(path) == ["Go\ron.", "Stop."]
+
+
+def test_resuming_with_other_model_options_says_which_are_kept(corpus_dir, tmp_path, capsys):
+    common = train_args(corpus_dir, tmp_path / "run")
+    assert train.main([*common, "--max-steps", "2"]) == 0
+    other = [a if a != "32" else "64" for a in common]  # --d-model
+    assert train.main([*other, "--max-steps", "3"]) == 0
+    assert "resuming with the run's --d-model 32 (not 64)" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_bad_options_and_long_lines_before_translating(
+    random_checkpoint, corpus_dir, tmp_path, capsys
+):
+    from model_core import evaluate
+
+    src = str(corpus_dir / "dev.en")
+    with pytest.raises(SystemExit):
+        evaluate.main([str(random_checkpoint), "--src", src, "--batch-size", "0"])
+    assert "argument --batch-size" in capsys.readouterr().err
+    assert evaluate.main([str(random_checkpoint), "--src", src, "--output", str(tmp_path)]) == 2
+    assert "give a file in an existing folder" in last_error(capsys)
+    long = tmp_path / "long.en"
+    write_lines(long, ["The cat.", "The dog.", " ".join(["word"] * 2000)])
+    assert evaluate.main([str(random_checkpoint), "--src", str(long)]) == 2
+    assert f"{long}: line 3 has" in last_error(capsys)
+
+
+def test_ctrl_c_saves_a_state_that_resumes_as_if_never_stopped(corpus_dir, tmp_path):
+    """Ctrl-C finishes the step in progress and saves: resumed, the run ends with the weights
+    of a run never stopped (the data position saved with Ctrl-C used to count micro-batches
+    of a step never taken, which the resumed run then skipped)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    steps = ["--max-steps", "200", "--accumulate", "4", "--eval-every", "1000"]
+    whole = train_args(corpus_dir, tmp_path / "whole") + steps
+    assert train.main(whole) == 0
+    stopped = train_args(corpus_dir, tmp_path / "stopped") + steps
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "model_core.train", *stopped],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stderr:  # the step log lines come every 20 steps
+        if "step 20 " in line:
+            time.sleep(0.05)  # into the steps after the log line, most likely between two
+            # of a step's micro-batches (right after the line it would be at a step's end)
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, rest
+    assert "interrupted: state saved" in rest
+    saved = torch.load(tmp_path / "stopped" / "state.pt", weights_only=True)["step"]
+    assert 20 <= saved < 200
+    assert train.main(stopped) == 0  # resumed
+    a = torch.load(tmp_path / "whole" / "state.pt", weights_only=True)
+    b = torch.load(tmp_path / "stopped" / "state.pt", weights_only=True)
+    assert a["step"] == b["step"] == 200
+    assert a["batch_in_epoch"] == b["batch_in_epoch"] and a["epoch"] == b["epoch"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name

@@ -1,0 +1,45 @@
+"""argparse types for the command-line tools: a value out of range is refused by argparse with
+one line naming the option (`mt-train: error: argument --accumulate: ...`, status 2) before any
+work starts, instead of a traceback (or a silent misbehaviour) later."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def integer(low: int, high: int | None = None):
+    """An int in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            span = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"{value}: give a whole number {span}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float | None = None, low_open: bool = False, high_open: bool = False):
+    """A finite float in the range [low, high] (an end excluded where it is open)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        below = value <= low if low_open else value < low
+        above = high is not None and (value >= high if high_open else value > high)
+        if not math.isfinite(value) or below or above:
+            left = "above" if low_open else "at least"
+            span = f"{left} {low:g}"
+            if high is not None:
+                span += f" and {'below' if high_open else 'at most'} {high:g}"
+            raise argparse.ArgumentTypeError(f"{text}: give a number {span}")
+        return value
+
+    return parse
