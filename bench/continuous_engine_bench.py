@@ -55,6 +55,7 @@ import ctypes, os, sys, time
 work, period, parent = float(sys.argv[1]) / 1e3, float(sys.argv[2]) / 1e3, int(sys.argv[3])
 # killed with the benchmark, however it ends (PR_SET_PDEATHSIG: SIGKILL, even while stopped)
 ctypes.CDLL(None, use_errno=True).prctl(1, 9)
+print("ready", flush=True)  # the benchmark stops it only after this: set up, it cannot outlive it
 while os.getppid() == parent:
     start = time.perf_counter()
     while time.perf_counter() - start < work:
@@ -71,8 +72,13 @@ class Neighbour:
         if not 0 < work_ms <= period_ms:
             raise ValueError(f"--neighbour {work_ms}:{period_ms}: need 0 < work <= period")
         self.process = subprocess.Popen(
-            [sys.executable, "-c", NEIGHBOUR, str(work_ms), str(period_ms), str(os.getpid())]
+            [sys.executable, "-c", NEIGHBOUR, str(work_ms), str(period_ms), str(os.getpid())],
+            stdout=subprocess.PIPE,
         )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline() != b"ready\n":  # its death signal is set up
+            self.close()
+            raise RuntimeError("the neighbour process did not start")
         os.kill(self.process.pid, signal.SIGSTOP)
 
     @classmethod
