@@ -132,6 +132,30 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
         assert proc.wait(timeout=60) == 0
 
 
+def signalled_under_load(url: str, proc, count: int, *signals) -> list[httpx.Response]:
+    """`count` requests of 8 sentences at beam 4, all in flight, then `signals` to the server,
+    0.3 s apart; their answers."""
+    text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
+
+    async def load():
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
+            body = {"q": text, "source": "en", "target": "de", "beam_size": 4}
+            tasks = [
+                asyncio.ensure_future(c.post(f"{url}/translate", json=body)) for _ in range(count)
+            ]
+            deadline = time.monotonic() + 30
+            while f"mt_in_flight_requests {count}.0" not in (await c.get(f"{url}/metrics")).text:
+                assert time.monotonic() < deadline, "the requests were never all in flight"
+                await asyncio.sleep(0.02)
+            for i, sig in enumerate(signals):
+                if i:
+                    await asyncio.sleep(0.3)
+                proc.send_signal(sig)
+            return await asyncio.gather(*tasks)
+
+    return asyncio.run(load())
+
+
 def test_past_the_shutdown_timeout_the_rest_get_503_and_the_process_exits(weights_dir, tmp_path):
     """SIGTERM with more accepted work than the shutdown timeout allows: what finishes in time
     is answered, every other request gets a JSON 503 with Retry-After (never a plain 500 or
@@ -141,25 +165,7 @@ def test_past_the_shutdown_timeout_the_rest_get_503_and_the_process_exits(weight
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
         # 32 requests of 8 sentences at beam 4, one sentence per batch: several seconds of work
-        text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
-
-        async def load():
-            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
-                body = {"q": text, "source": "en", "target": "de", "beam_size": 4}
-                tasks = [
-                    asyncio.ensure_future(c.post(f"{url}/translate", json=body)) for _ in range(32)
-                ]
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:  # wait until all 32 are accepted and in flight
-                    if "mt_in_flight_requests 32.0" in (await c.get(f"{url}/metrics")).text:
-                        break
-                    await asyncio.sleep(0.02)
-                else:
-                    pytest.fail("the requests were never all in flight")
-                proc.send_signal(signal.SIGTERM)
-                return await asyncio.gather(*tasks)
-
-        results = asyncio.run(load())
+        results = signalled_under_load(url, proc, 32, signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     refused = [r for r in results if r.status_code == 503]
     assert all(r.status_code in (200, 503) for r in results)
@@ -181,24 +187,7 @@ def test_a_second_ctrl_c_quits_at_once_and_cleanly(weights_dir, tmp_path, schedu
     settings = {"max_batch_size": 1, "max_wait_ms": 0, "scheduler": scheduler}
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
-        text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
-
-        async def load():
-            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
-                body = {"q": text, "source": "en", "target": "de", "beam_size": 4}
-                tasks = [
-                    asyncio.ensure_future(c.post(f"{url}/translate", json=body)) for _ in range(16)
-                ]
-                deadline = time.monotonic() + 30
-                while "mt_in_flight_requests 16.0" not in (await c.get(f"{url}/metrics")).text:
-                    assert time.monotonic() < deadline, "the requests were never all in flight"
-                    await asyncio.sleep(0.02)
-                proc.send_signal(signal.SIGINT)
-                await asyncio.sleep(0.3)
-                proc.send_signal(signal.SIGINT)
-                return await asyncio.gather(*tasks)
-
-        results = asyncio.run(load())
+        results = signalled_under_load(url, proc, 16, signal.SIGINT, signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     assert all(r.status_code in (200, 503) for r in results)
     assert any(r.status_code == 503 for r in results)
