@@ -251,19 +251,11 @@ class Service(FastAPI):
         """FastAPI's own handling, middleware stack and routes. Starlette re-raises a route's
         unexpected exception after the handler for it (`unexpected`) has answered the 500 and
         logged the traceback with its error id; uvicorn would log the same traceback a second
-        time, without the id, so an exception raised after a complete answer ends here."""
-        answered = False
-
-        async def watch(message):
-            nonlocal answered
-            await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                answered = True
-
+        time, without the id, so an exception this handler answered ends here."""
         try:
-            await super().__call__(scope, receive, watch)
-        except Exception:
-            if not answered:
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            if not getattr(exc, "answered_500", False):
                 raise
 
 
@@ -327,7 +319,9 @@ def create_app(settings: Settings | None = None) -> Service:
 
     @app.exception_handler(Exception)
     async def unexpected(request, exc: Exception):
-        return JSONBody({"error": internal_error(exc)}, status_code=500)
+        body = JSONBody({"error": internal_error(exc)}, status_code=500)
+        exc.answered_500 = True  # logged, with its error id: Service.fastapi ends it there
+        return body
 
     return app
 
