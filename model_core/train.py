@@ -413,6 +413,7 @@ class Run:
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
         window_tokens, window_start, micro, loss_sum = 0, time.monotonic(), 0, 0.0
         last_tick = time.monotonic()
+        first_step, first_elapsed = self.step, self.elapsed  # this session's pace, for the ETA
         while not self.out_of_budget():
             for index, batch in iterate_batches(
                 self.pairs,
@@ -453,7 +454,14 @@ class Run:
                         "epoch": f"{self.epoch + self.batch_in_epoch / self.batches_per_epoch:.2f}",
                     }
                     if a.max_minutes:
-                        info["left"] = f"{max(a.max_minutes - self.elapsed / 60, 0):.0f}m"
+                        left = max(a.max_minutes * 60 - self.elapsed, 0.0)
+                        info["left"] = tqdm.format_interval(left)
+                        if total is None:  # only a time limit: the steps it leaves room for,
+                            # at this session's pace, give the bar a total (percent and ETA)
+                            pace = (self.step - first_step) / max(
+                                self.elapsed - first_elapsed, 1e-9
+                            )
+                            bar.total = self.step + int(pace * left)
                     bar.set_postfix(info, refresh=False)
                     if a.no_progress or not sys.stderr.isatty():
                         self.log(
@@ -470,6 +478,8 @@ class Run:
                         f"dev BLEU (greedy, first {a.eval_sentences}) {scores['dev_bleu']:.2f}"
                     )
                     last_tick = time.monotonic()
+                    # tokens/s counts training only, not the evaluation's time
+                    window_tokens, window_start = 0, last_tick
                 if self.step % a.save_every == 0:
                     self.save_state()
                 if self.out_of_budget():

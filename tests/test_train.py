@@ -332,3 +332,13 @@ def test_ctrl_c_saves_a_state_that_resumes_as_if_never_stopped(corpus_dir, tmp_p
     assert a["batch_in_epoch"] == b["batch_in_epoch"] and a["epoch"] == b["epoch"]
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+def test_a_time_limited_run_says_the_time_left_in_minutes_and_seconds(corpus_dir, tmp_path, capsys):
+    """With only --max-minutes, each progress line gives the time left as MM:SS (it said "0m"
+    for the whole last minute)."""
+    import re
+
+    assert train.main([*train_args(corpus_dir, tmp_path / "run"), "--max-minutes", "0.05"]) == 0
+    lefts = re.findall(r"left=(\d\d:\d\d)\b", capsys.readouterr().err)
+    assert lefts and all(m <= "00:03" for m in lefts)
