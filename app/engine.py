@@ -70,11 +70,12 @@ def load_translator(
 def preload_names(s: Settings, registry: Registry) -> list[str]:
     """The models MT_PRELOAD names ("all", "none", or a comma list of served models)."""
     value = s.preload.strip()
-    if value == "all":
-        return list(registry.entries)
+    if value == "all":  # those that serve a pair (not one another model serves already)
+        serving = set(registry.pairs.values())
+        return [name for name in registry.entries if name in serving]
     if value == "none":
         return []
-    names = parse_names(value)
+    names = list(dict.fromkeys(parse_names(value)))  # each once
     unknown = [n for n in names if n not in registry.entries]
     if unknown:
         raise StartupError(
@@ -246,6 +247,7 @@ class Engine:
         self.fixed = cuda_graphs and device.type == "cuda"
         self.kept: dict[tuple[str, int], RunningBatch] = {}
         registry.before_unload = self._unloading
+        registry.load_on_demand = self.load  # with its warm-up, as at start-up
         self.warmup_beams = warmup_beams
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch

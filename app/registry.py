@@ -54,6 +54,7 @@ class ModelEntry:
     translator: Translator | None = None
     in_use: int = 0  # requests holding the model (never unloaded while > 0)
     last_used: float = 0.0  # time.monotonic() of the last hold, for least-recently-used
+    failed: tuple[tuple, str] | None = None  # (its files as they were, the error) of a failed load
 
     @property
     def loaded(self) -> bool:
@@ -100,6 +101,16 @@ def discover(
     return entries
 
 
+def files_state(directory: Path) -> tuple:
+    """What changes when a model's files are replaced: each file's name, size and time."""
+    try:
+        return tuple(
+            sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in directory.iterdir())
+        )
+    except OSError:
+        return ()
+
+
 class Registry:
     """The served models, the loaded ones among them, and the routes between languages."""
 
@@ -138,6 +149,9 @@ class Registry:
         self._lock = threading.Lock()
         self._loading: dict[str, asyncio.Future] = {}  # event loop side: loads under way
         self.worker_run: Callable | None = None  # set by the service: awaits fn on the worker
+        # what a request's load runs on the worker (the engine's: the load and its warm-up)
+        self.load_on_demand: Callable[[str, str], Translator] = self.load
+        self._trimming = False  # a trim to the budget is queued on the worker
 
     def drop(self, name: str) -> None:
         """Stop serving a model (one that failed to load at start-up)."""
@@ -195,6 +209,16 @@ class Registry:
         finally:
             with self._lock:
                 entry.in_use -= 1
+                over = (
+                    self.budget_bytes
+                    and self.loaded_bytes() > self.budget_bytes
+                    and not self._trimming
+                    and self.worker_run is not None
+                )
+                if over:
+                    self._trimming = True
+            if over:  # loaded past the budget while others were in use: back within it
+                asyncio.ensure_future(self.worker_run(self.trim))
 
     async def _load_once(self, name: str) -> Translator:
         """One load per model however many requests wait for it; a request that goes away
@@ -202,7 +226,9 @@ class Registry:
         future = self._loading.get(name)
         if future is None:
             assert self.worker_run is not None, "the service sets worker_run before serving"
-            future = asyncio.ensure_future(self.worker_run(self.load, name, "first request"))
+            future = asyncio.ensure_future(
+                self.worker_run(self.load_on_demand, name, "first request")
+            )
             self._loading[name] = future
             future.add_done_callback(lambda _: self._loading.pop(name, None))
         return await asyncio.shield(future)
@@ -215,18 +241,17 @@ class Registry:
         entry = self.entries[name]
         if entry.translator is not None:
             return entry.translator
-        victims = self._make_room(entry)
-        while victims:
-            victim, translator = victims.pop(0)
-            if self.before_unload:
-                self.before_unload(victim.name)
-            del translator  # the last reference: the model's memory is freed here
-            self._free(victim, f"memory budget: {name} needed room")
+        if entry.failed is not None and entry.failed[0] == files_state(entry.path):
+            # failed before, its files unchanged: fails again at once, unloading nothing
+            raise ModelLoadError(entry.failed[1])
+        self._unload(self._make_room(entry), f"memory budget: {name} needed room")
         started = time.perf_counter()
         try:
             translator = self._load(entry.path)
         except CheckpointError as exc:
+            entry.failed = (files_state(entry.path), f"{name}: {exc}")
             raise ModelLoadError(f"{name}: {exc}") from exc
+        entry.failed = None
         seconds = time.perf_counter() - started
         entry.translator = translator
         if self.on_load:
@@ -247,6 +272,34 @@ class Registry:
             f" of a {self.budget_bytes / 1e6:.1f} MB budget" if self.budget_bytes else "",
         )
         return translator
+
+    def trim(self) -> None:
+        """(Worker thread.) Unload the least recently used models no request holds while the
+        loaded ones pass the budget: a load that found the others in use went past it."""
+        with self._lock:
+            self._trimming = False
+            victims = []
+            total = self.loaded_bytes()
+            for other in sorted(
+                (e for e in self.entries.values() if e.loaded), key=lambda e: e.last_used
+            ):
+                if total <= self.budget_bytes:
+                    break
+                if other.in_use:
+                    continue
+                victims.append((other, other.translator))
+                other.translator = None
+                total -= other.size_bytes
+        self._unload(victims, "memory budget: loaded past it while other models were in use")
+
+    def _unload(self, victims: list[tuple[ModelEntry, Translator]], reason: str) -> None:
+        """(Worker thread.) Free the detached models (`_make_room`, `trim`)."""
+        while victims:
+            victim, translator = victims.pop(0)
+            if self.before_unload:
+                self.before_unload(victim.name)
+            del translator  # the last reference: the model's memory is freed here
+            self._free(victim, reason)
 
     def _make_room(self, entry: ModelEntry) -> list[tuple[ModelEntry, Translator]]:
         """Detach the models to unload so that `entry` fits the budget (least recently used

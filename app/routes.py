@@ -150,9 +150,9 @@ async def frontend_settings(request: Request):
 async def models(request: Request):
     """Each served model: name, languages, whether it is loaded, its weight bytes; once loaded
     also parameters, device, dtype, config and training summary."""
-    engine = getattr(request.app.state, "engine", None)
+    engine = started_engine(request.app.state)  # 503 while the models load, as /languages
     out = []
-    for name, entry in engine.registry.entries.items() if engine else []:
+    for name, entry in engine.registry.entries.items():
         source, target = entry.pairs[0]
         item: dict[str, Any] = {
             "name": name,

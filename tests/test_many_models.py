@@ -329,3 +329,114 @@ def test_a_model_that_fails_to_load_on_first_use_is_a_clear_500(weights_dir, tmp
         assert "unreadable safetensors file" in caplog.text and "Traceback" not in r.text
         assert translate(url, "en", "de").status_code == 200  # the others are still served
         assert loaded(url) == {"de-en": False, "en-de": True}
+
+
+def registry_scenario(weights: Path, budget: int, scenario, **kw):
+    """Runs `scenario(registry)` on an event loop with a real worker thread and real loads."""
+
+    async def run():
+        worker = Worker()
+        registry = Registry(
+            discover(weights),
+            load=lambda p: load_translator(p, device="cpu", dtype="float32"),
+            budget_bytes=budget,
+            **kw,
+        )
+        registry.worker_run = worker.run
+        try:
+            return await scenario(registry)
+        finally:
+            worker.stop()
+            await worker.join()
+
+    return asyncio.run(run())
+
+
+def test_models_loaded_past_the_budget_while_others_were_in_use_are_unloaded_after(weights_dir):
+    """Requests for three models at once under a budget of one: each is loaded beside the
+    others in use (none can go then), and once they are done the server is back within the
+    budget (it stayed past it until the next load)."""
+    size = weights_bytes(weights_dir / "en-de")
+
+    async def scenario(registry: Registry) -> tuple[list[str], list[str]]:
+        async with registry.hold("en-de"), registry.hold("de-en"), registry.hold("en-fr"):
+            during = sorted(registry.loaded)
+            await registry.worker_run(lambda: None)  # (the worker's queue, in order)
+        for _ in range(100):  # the trim runs on the worker thread after the last release
+            await registry.worker_run(lambda: None)
+            if registry.loaded_bytes() <= registry.budget_bytes:
+                break
+        return during, sorted(registry.loaded)
+
+    during, after = registry_scenario(weights_dir, int(1.5 * size), scenario)
+    assert during == ["de-en", "en-de", "en-fr"]
+    assert after == ["en-fr"]  # the most recently held one stays
+
+
+def test_a_model_that_failed_to_load_fails_again_without_unloading_others(weights_dir, tmp_path):
+    """Its first load may have made room; a retry with its files unchanged fails at once and
+    unloads nothing (each retry used to unload whatever was loaded); mended files load."""
+    weights = tmp_path / "w"
+    for name in ("en-de", "de-en"):
+        (weights / name).mkdir(parents=True)
+        for f in (weights_dir / name).iterdir():
+            (weights / name / f.name).write_bytes(f.read_bytes())
+    good = (weights / "de-en" / "model.safetensors").read_bytes()
+    (weights / "de-en" / "model.safetensors").write_bytes(b"\0" * len(good))  # its size, broken
+    size = weights_bytes(weights_dir / "en-de")
+
+    async def scenario(registry: Registry) -> list:
+        from app.registry import ModelLoadError
+
+        seen = []
+        for _ in range(2):
+            async with registry.hold("en-de"):
+                pass
+            with pytest.raises(ModelLoadError):
+                async with registry.hold("de-en"):
+                    pass
+            seen.append(sorted(registry.loaded))
+        (weights / "de-en" / "model.safetensors").write_bytes(good)  # mended
+        async with registry.hold("de-en"):
+            seen.append(sorted(registry.loaded))
+        return seen
+
+    unloads: list[str] = []
+    seen = registry_scenario(
+        weights, int(1.5 * size), scenario, on_unload=lambda e, reason: unloads.append(e.name)
+    )
+    # the first try made room (en-de went), the retry after en-de came back did not
+    assert seen == [[], ["en-de"], ["de-en"]]
+    assert unloads == ["en-de", "en-de"]
+
+
+def test_preload_loads_each_named_model_once_and_all_only_those_that_serve(weights_dir, tmp_path):
+    size = weights_bytes(weights_dir / "en-de")
+    with serve_in_thread(  # room for two: a name given twice does not count twice
+        weights_dir, preload="en-de,en-de,de-en", model_memory_budget_mb=2.5 * size / 1e6
+    ) as (url, _):
+        assert loaded(url) == {"de-en": True, "en-de": True, "en-fr": False, "fr-en": False}
+    shadow = tmp_path / "w"
+    for name in ("a-en-de", "b-en-de"):  # b serves no pair: a serves en->de
+        (shadow / name).mkdir(parents=True)
+        for f in (weights_dir / "en-de").iterdir():
+            (shadow / name / f.name).write_bytes(f.read_bytes())
+    with serve_in_thread(shadow, preload="all") as (url, _):
+        assert loaded(url) == {"a-en-de": True, "b-en-de": False}
+
+
+def test_a_model_loaded_on_first_use_is_warmed_up_like_one_preloaded(weights_dir, monkeypatch):
+    import app.engine
+
+    warmed: list[str] = []
+    real = app.engine.warm_up
+
+    def counting(translator, *args, **kwargs):
+        warmed.append(translator.checkpoint.path.name)
+        return real(translator, *args, **kwargs)
+
+    monkeypatch.setattr(app.engine, "warm_up", counting)
+    with serve_in_thread(weights_dir, preload="en-de") as (url, _):
+        assert warmed == ["en-de"]
+        assert translate(url, "de", "en").status_code == 200
+        assert warmed == ["en-de", "de-en"]  # (it was not warmed up)
