@@ -102,13 +102,17 @@ def discover(
 
 
 def files_state(directory: Path) -> tuple:
-    """What changes when a model's files are replaced: each file's name, size and time."""
+    """What changes when a model's files are replaced (even by a copy that keeps the
+    times): each file's name, inode, size and change times."""
     try:
-        return tuple(
-            sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in directory.iterdir())
-        )
+        stats = [(p.name, p.stat()) for p in directory.iterdir()]
     except OSError:
         return ()
+    return tuple(sorted((n, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for n, s in stats))
+
+
+#: a model loaded past the memory budget is unloaded once no request has used it this long
+TRIM_IDLE_S = 5.0
 
 
 class Registry:
@@ -123,6 +127,7 @@ class Registry:
         pivot: str = "en",
         on_load: Callable[[ModelEntry, float], None] | None = None,
         on_unload: Callable[[ModelEntry, str], None] | None = None,
+        idle_s: float = TRIM_IDLE_S,
     ):
         """`load`: path -> Translator (called on the worker thread); `budget_bytes`: 0 for no
         limit; `on_load(entry, seconds)` / `on_unload(entry, reason)`: for metrics."""
@@ -151,7 +156,8 @@ class Registry:
         self.worker_run: Callable | None = None  # set by the service: awaits fn on the worker
         # what a request's load runs on the worker (the engine's: the load and its warm-up)
         self.load_on_demand: Callable[[str, str], Translator] = self.load
-        self._trimming = False  # a trim to the budget is queued on the worker
+        self._trimming = False  # a trim to the budget is scheduled
+        self.idle_s = idle_s  # a model loaded past the budget goes once unused this long
 
     def drop(self, name: str) -> None:
         """Stop serving a model (one that failed to load at start-up)."""
@@ -217,8 +223,10 @@ class Registry:
                 )
                 if over:
                     self._trimming = True
-            if over:  # loaded past the budget while others were in use: back within it
-                asyncio.ensure_future(self.worker_run(self.trim))
+            if over:  # loaded past the budget while others were in use: back within it once
+                # the models past it have been idle a while (at once would reload them in turn
+                # under traffic that alternates between them)
+                asyncio.get_running_loop().call_later(self.idle_s, self._trim_soon)
 
     async def _load_once(self, name: str) -> Translator:
         """One load per model however many requests wait for it; a request that goes away
@@ -273,19 +281,36 @@ class Registry:
         )
         return translator
 
+    def _trim_soon(self) -> None:
+        """(Event loop.) The trim on the worker thread, its failure logged."""
+        self._trimming = False
+        if self.loaded_bytes() <= self.budget_bytes or self.worker_run is None:
+            return
+
+        def trim_logged() -> None:
+            try:
+                self.trim()
+            except Exception:  # noqa: BLE001 (logged: the next load makes room as usual)
+                log.exception("unloading models back within the memory budget failed")
+
+        asyncio.ensure_future(self.worker_run(trim_logged))
+
     def trim(self) -> None:
-        """(Worker thread.) Unload the least recently used models no request holds while the
-        loaded ones pass the budget: a load that found the others in use went past it."""
+        """(Worker thread.) Unload the least recently used models no request holds and none
+        used for `idle_s` while the loaded ones pass the budget (a load that found the others
+        in use went past it); the most recently used one stays (a model larger than the
+        budget alone is not unloaded after each request)."""
         with self._lock:
-            self._trimming = False
             victims = []
             total = self.loaded_bytes()
-            for other in sorted(
+            loaded = sorted(
                 (e for e in self.entries.values() if e.loaded), key=lambda e: e.last_used
-            ):
+            )
+            now = time.monotonic()
+            for other in loaded[:-1]:
                 if total <= self.budget_bytes:
                     break
-                if other.in_use:
+                if other.in_use or now - other.last_used < self.idle_s:
                     continue
                 victims.append((other, other.translator))
                 other.translator = None

@@ -56,7 +56,8 @@ class Settings(BaseSettings):
     preload: str = Field(
         "all",
         description="models loaded at start-up: all, none, or a comma list of served models; "
-        "the others load on first use (all: as many as the memory budget holds)",
+        "the others load on first use (all: those that serve a pair, as many as the memory "
+        "budget holds)",
     )
     model_memory_budget_mb: float = Field(
         0,

@@ -354,23 +354,42 @@ def registry_scenario(weights: Path, budget: int, scenario, **kw):
 
 def test_models_loaded_past_the_budget_while_others_were_in_use_are_unloaded_after(weights_dir):
     """Requests for three models at once under a budget of one: each is loaded beside the
-    others in use (none can go then), and once they are done the server is back within the
-    budget (it stayed past it until the next load)."""
+    others in use (none can go then), and once they have been idle for `idle_s` the server is
+    back within the budget (it stayed past it until the next load)."""
     size = weights_bytes(weights_dir / "en-de")
 
     async def scenario(registry: Registry) -> tuple[list[str], list[str]]:
         async with registry.hold("en-de"), registry.hold("de-en"), registry.hold("en-fr"):
             during = sorted(registry.loaded)
-            await registry.worker_run(lambda: None)  # (the worker's queue, in order)
-        for _ in range(100):  # the trim runs on the worker thread after the last release
-            await registry.worker_run(lambda: None)
+        for _ in range(500):  # the trim runs on the worker thread once they are idle
+            await asyncio.sleep(0.01)
             if registry.loaded_bytes() <= registry.budget_bytes:
                 break
         return during, sorted(registry.loaded)
 
-    during, after = registry_scenario(weights_dir, int(1.5 * size), scenario)
+    during, after = registry_scenario(weights_dir, int(1.5 * size), scenario, idle_s=0.05)
     assert during == ["de-en", "en-de", "en-fr"]
     assert after == ["en-fr"]  # the most recently held one stays
+
+
+def test_a_model_larger_than_the_budget_alone_stays_loaded_between_requests(weights_dir):
+    """The trim back to the budget keeps the most recently used model: one larger than the
+    budget is not unloaded (and loaded again) around each request."""
+    size = weights_bytes(weights_dir / "en-de")
+    loads: list[str] = []
+
+    async def scenario(registry: Registry) -> list[str]:
+        for _ in range(3):
+            async with registry.hold("en-de"):
+                pass
+            await asyncio.sleep(0.1)  # past idle_s: a trim ran
+            await registry.worker_run(lambda: None)
+        return sorted(registry.loaded)
+
+    kept = registry_scenario(
+        weights_dir, size // 2, scenario, idle_s=0.02, on_load=lambda e, s: loads.append(e.name)
+    )
+    assert kept == ["en-de"] and loads == ["en-de"]
 
 
 def test_a_model_that_failed_to_load_fails_again_without_unloading_others(weights_dir, tmp_path):

@@ -312,12 +312,12 @@ def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
             )
             assert early.status_code == 503 and "still loading" in early.json()["error"]
             # no empty language list while loading (a client would take it as nothing served)
-            for path in ("/languages", "/frontend/settings"):
+            for path in ("/languages", "/frontend/settings", "/models"):
                 early = httpx.get(f"{url}{path}")
                 assert early.status_code == 503 and early.headers["retry-after"], early.text
                 assert "still loading" in early.json()["error"]
             metrics = httpx.get(f"{url}/metrics").text
-            assert 'mt_rejected_requests_total{reason="loading"} 3.0' in metrics
+            assert 'mt_rejected_requests_total{reason="loading"} 4.0' in metrics
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0
         finally:
