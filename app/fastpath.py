@@ -38,6 +38,15 @@ def content_type(scope: dict) -> str:
     return header(scope, b"content-type").split(";")[0].strip().lower()
 
 
+def too_slow(what: str, timeout: float, size: int) -> ApiError:
+    """408 for a body (`what`) not all arrived within `timeout` s; its connection closes."""
+    return ApiError(
+        408,
+        f"{what} did not arrive within {timeout:g} s ({size} bytes came); send it at once",
+        {"Connection": "close"},
+    )
+
+
 def too_large(size: int | str, limit: int) -> ApiError:
     return ApiError(413, f"the body is {size} bytes; at most {limit} (send less text per request)")
 
@@ -66,11 +75,7 @@ async def read_all(scope: dict, receive, limit: int, timeout: float) -> bytes | 
                 if not message.get("more_body", False):
                     return b"".join(chunks)
     except TimeoutError:
-        raise ApiError(
-            408,
-            f"the body did not arrive within {timeout:g} s ({size} bytes came); send it at once",
-            {"Connection": "close"},
-        ) from None
+        raise too_slow("the body", timeout, size) from None
 
 
 async def send_json(send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:

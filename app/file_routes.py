@@ -23,6 +23,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
 from .access import Grant
+from .fastpath import too_slow
 from .files import FileStore, StoreFull, safe_name
 from .formats import FormatError, Limits, content_type, handler_for, supported
 from .params import field_limit, query_params
@@ -98,12 +99,7 @@ def limited(receive, limit: int, timeout: float):
             async with asyncio.timeout_at(deadline):
                 message = await receive()
         except TimeoutError:
-            raise ApiError(
-                408,
-                f"the upload did not arrive within {timeout:g} s ({seen} bytes came); "
-                "send it at once",
-                {"Connection": "close"},
-            ) from None
+            raise too_slow("the upload", timeout, seen) from None
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:

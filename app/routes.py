@@ -20,7 +20,7 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from .translate import check_accepting, json_bytes, unavailable
+from .translate import check_accepting, json_bytes, still_loading
 
 router = APIRouter()
 
@@ -103,8 +103,7 @@ def started_engine(state: Any):
     language list with 200 would tell a client that nothing is served)."""
     engine = getattr(state, "engine", None)
     if engine is None:
-        state.metrics.rejected.labels("loading").inc()
-        raise unavailable(state, "the models are still loading; retry shortly")
+        raise still_loading(state)
     return engine
 
 

@@ -67,6 +67,12 @@ def unavailable(state: Any, why: str) -> ApiError:
     return ApiError(503, why, {"Retry-After": str(state.settings.retry_after_s)})
 
 
+def still_loading(state: Any) -> ApiError:
+    """503 for a request that came while the models load, counted by its reason."""
+    state.metrics.rejected.labels("loading").inc()
+    return unavailable(state, "the models are still loading; retry shortly")
+
+
 def check_accepting(state: Any) -> None:
     """503 (with Retry-After) while the models load, the server drains, or the batcher cannot
     compute any more (its scheduler task or worker thread ended; /health says so too); each
@@ -76,8 +82,7 @@ def check_accepting(state: Any) -> None:
         rejected.labels("draining").inc()
         raise unavailable(state, "the server is shutting down; retry on another replica")
     if not state.ready:
-        rejected.labels("loading").inc()
-        raise unavailable(state, "the models are still loading; retry shortly")
+        raise still_loading(state)
     problem = state.batcher.problem()
     if problem:
         rejected.labels("unavailable").inc()
