@@ -43,6 +43,7 @@ from .protocol import HTTP_PROTOCOL
 from .routes import JSONBody, health_of, router
 from .settings import Settings, unknown_variables
 from .translate import ApiError, internal_error
+from .web import DOCS_FILES, DOCS_PATH
 from .web import router as web_router
 
 log = logging.getLogger("app")
@@ -266,6 +267,8 @@ def create_app(settings: Settings | None = None) -> Service:
         version="0.1.0",
         lifespan=lifespan,
         description="Machine translation with Transformer models; LibreTranslate-compatible API.",
+        docs_url=None,  # /docs is app/web.py's, with its files served here; no ReDoc page
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
@@ -278,6 +281,7 @@ def create_app(settings: Settings | None = None) -> Service:
     app.include_router(router)
     app.include_router(file_router)
     app.include_router(web_router)
+    app.mount(DOCS_PATH, DOCS_FILES, name="docs-files")
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)

@@ -6,6 +6,11 @@ The page talks to the same HTTP API as any client (/languages, /translate, /tran
 per request, alternatives) are written into the page by the server from its settings, so the
 page works on a server without /frontend/settings too. A Content-Security-Policy header lets
 the page load and call only its own origin.
+
+The API's interactive documentation (`/docs`, Swagger UI) is served the same way: its script
+and style sheet are the ones the fastapi-offline package ships, under /static/docs/, so it works
+without internet access too. (FastAPI's ReDoc page is left out: it loads its logo from ReDoc's
+site whatever its options.)
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from functools import cache
 from importlib import resources
 
 from fastapi import APIRouter, Request
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
 
 from .formats import supported
 from .translate import ApiError
@@ -69,3 +76,23 @@ async def static(name: str) -> Response:
     if name not in ASSETS:
         raise ApiError(404, f"no such path: /static/{name}")
     return Response(asset(name), media_type=ASSETS[name], headers=HEADERS)
+
+
+# Swagger UI's files (fastapi-offline ships them; its FastAPI factory is not used)
+DOCS_FILES = StaticFiles(directory=str(resources.files("fastapi_offline").joinpath("static")))
+DOCS_PATH = "/static/docs"  # where create_app mounts DOCS_FILES
+
+
+@router.get("/docs")
+async def docs(request: Request) -> HTMLResponse:
+    """Swagger UI. Its URLs are relative to the page, as the translation page's are, so that it
+    also works behind a proxy that serves the service under a path."""
+    return get_swagger_ui_html(
+        openapi_url="openapi.json",
+        title=f"{request.app.title} - API",
+        swagger_js_url=f"{DOCS_PATH[1:]}/swagger-ui-bundle.js",
+        swagger_css_url=f"{DOCS_PATH[1:]}/swagger-ui.css",
+        swagger_favicon_url=f"{DOCS_PATH[1:]}/favicon.png",
+        # no schema validation badge: Swagger UI would send the schema to validator.swagger.io
+        swagger_ui_parameters={"validatorUrl": None},
+    )

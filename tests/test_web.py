@@ -109,6 +109,38 @@ def test_page_refers_to_nothing_outside_the_service(tiny_server):
         assert "@import" not in text and "url(" not in text, path
 
 
+def test_api_docs_are_served_by_the_service(tiny_server):
+    """/docs (Swagger UI) loads its script and style sheet from the service, not from a CDN,
+    and refers to nothing outside it (the browser test below renders it)."""
+    r = httpx.get(f"{tiny_server}/docs")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    links = Links()
+    links.feed(r.text)
+    assert "static/docs/swagger-ui-bundle.js" in links.urls, links.urls
+    assert "static/docs/swagger-ui.css" in links.urls, links.urls
+    for url in links.urls:
+        assert re.match(r"^[a-z][a-z0-9/_.-]*$", url), url  # relative to the page
+        asset = httpx.get(f"{tiny_server}/{url}")
+        assert asset.status_code == 200, url
+        assert len(asset.content) > 1000, url
+    assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", r.text)
+    assert "url: 'openapi.json'" in r.text
+    assert '"validatorUrl": null' in r.text  # Swagger UI would send the schema elsewhere
+    assert httpx.get(f"{tiny_server}/redoc").status_code == 404  # FastAPI's; it needs a CDN
+    js = httpx.get(f"{tiny_server}/static/docs/swagger-ui-bundle.js")
+    assert js.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert "SwaggerUIBundle" in js.text
+    again = httpx.get(
+        f"{tiny_server}/static/docs/swagger-ui-bundle.js",
+        headers={"If-None-Match": js.headers["etag"]},
+    )
+    assert again.status_code == 304  # a browser keeps its copy
+    missing = httpx.get(f"{tiny_server}/static/docs/nothing.js")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "no such path: /static/docs/nothing.js"}
+
+
 def test_the_package_holds_the_page():
     """An installed package serves the page: the files are package data of `app`."""
     from importlib import resources
@@ -168,8 +200,9 @@ def wait(driver, condition, what: str):
     try:
         return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d))
     except TimeoutException:
-        error = driver.find_element(By.ID, "error").text
-        raise AssertionError(f"waited for {what}; the page's error line says {error!r}") from None
+        errors = driver.find_elements(By.ID, "error")  # the translation page's error line
+        said = f"; the page's error line says {errors[0].text!r}" if errors else ""
+        raise AssertionError(f"waited for {what}{said}") from None
 
 
 def value(driver, element_id: str) -> str:
@@ -424,6 +457,38 @@ def test_the_page_fits_a_phone(server):
         )
         assert overflow <= 0, "nothing sticks out sideways"
         screenshot(d, "web-phone.png")
+    finally:
+        with contextlib.suppress(Exception):
+            d.quit()
+
+
+def fetched_elsewhere(driver, server: str) -> list[str]:
+    """The URLs the page in `driver` fetched from anywhere but `server`."""
+    fetched = driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    assert fetched, "the page fetched nothing at all"
+    return [url for url in fetched if not url.startswith(f"{server}/")]
+
+
+def test_api_docs_render_without_internet(server):
+    """Swagger UI at /docs renders the service's schema, and every file the browser fetched
+    for it (script, style sheet, the schema) came from the service itself."""
+    d = chromium_driver()
+    try:
+        d.get(f"{server}/docs")
+        wait(
+            d,
+            lambda d: d.execute_script(
+                "return [...document.querySelectorAll('.opblock-summary-path')]"
+                ".some(e => e.textContent.trim() === '/translate');"
+            ),
+            "POST /translate in Swagger UI",
+        )
+        title = d.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title").text
+        assert title.startswith("mt-serve"), title
+        assert fetched_elsewhere(d, server) == []
+        screenshot(d, "docs-swagger.png")
     finally:
         with contextlib.suppress(Exception):
             d.quit()
