@@ -492,3 +492,51 @@ def test_api_docs_render_without_internet(server):
     finally:
         with contextlib.suppress(Exception):
             d.quit()
+
+
+# Chromium draws a menu's arrow inside its padding box, about 20 px at this font size: a text
+# wider than the menu less its padding and this is cut off
+MENU_ARROW_PX = 24
+
+
+@pytest.mark.parametrize("width", [320, 375])
+def test_the_language_menus_fit_a_narrow_phone(server, width):
+    """On a narrow phone no language menu cuts its text off ("Detect language" did at 375 px,
+    side by side with the target menu), and nothing sticks out sideways."""
+    d = chromium_driver()
+    try:
+        d.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 700, "deviceScaleFactor": 1, "mobile": True},
+        )
+        d.get(f"{server}/")
+        wait(d, languages_loaded, "the language lists")
+        cut = d.execute_script(
+            """
+            const canvas = document.createElement("canvas").getContext("2d");
+            const cut = [];
+            for (const id of ["source", "target"]) {
+              const menu = document.getElementById(id), style = getComputedStyle(menu);
+              canvas.font = `${style.fontSize} ${style.fontFamily}`;
+              const room = menu.clientWidth - parseFloat(style.paddingLeft)
+                - parseFloat(style.paddingRight) - arguments[0];
+              for (const option of menu.options) {
+                const needed = canvas.measureText(option.text).width;
+                if (needed > room) cut.push(`${id}: ${option.text} (${needed} > ${room} px)`);
+              }
+            }
+            return cut;
+            """,
+            MENU_ARROW_PX,
+        )
+        assert cut == []
+        overflow = d.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, "nothing sticks out sideways"
+        swap = d.find_element(By.ID, "swap").rect
+        assert swap["x"] + swap["width"] <= width
+        screenshot(d, f"web-phone-{width}.png")
+    finally:
+        with contextlib.suppress(Exception):
+            d.quit()
