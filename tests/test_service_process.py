@@ -132,10 +132,12 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
         assert proc.wait(timeout=60) == 0
 
 
-def signalled_under_load(url: str, proc, count: int, *signals) -> list[httpx.Response]:
-    """`count` requests of 8 sentences at beam 4, all in flight, then `signals` to the server,
-    0.3 s apart; their answers."""
-    text = " ".join(["A big red car is very fast today. The dog is slow."] * 4)
+def signalled_under_load(
+    url: str, proc, count: int, *signals, sentences: int = 8
+) -> list[httpx.Response]:
+    """`count` requests of `sentences` sentences (an even number) at beam 4, all in flight,
+    then `signals` to the server, 0.3 s apart; their answers."""
+    text = " ".join(["A big red car is very fast today. The dog is slow."] * (sentences // 2))
 
     async def load():
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
@@ -164,8 +166,9 @@ def test_past_the_shutdown_timeout_the_rest_get_503_and_the_process_exits(weight
     settings = {"max_batch_size": 1, "max_wait_ms": 0, "shutdown_timeout_s": 1}
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
-        # 32 requests of 8 sentences at beam 4, one sentence per batch: several seconds of work
-        results = signalled_under_load(url, proc, 32, signal.SIGTERM)
+        # 32 requests of 64 sentences at beam 4, one sentence per batch: several seconds of
+        # work on the fastest CPU (8 sentences each could all finish within the second)
+        results = signalled_under_load(url, proc, 32, signal.SIGTERM, sentences=64)
         assert proc.wait(timeout=60) == 0
     refused = [r for r in results if r.status_code == 503]
     assert all(r.status_code in (200, 503) for r in results)
