@@ -7,6 +7,7 @@ import gc
 import logging
 import sys
 import threading
+import traceback
 import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -247,7 +248,7 @@ class Engine:
         self.fixed = cuda_graphs and device.type == "cuda"
         self.kept: dict[tuple[str, int], RunningBatch] = {}
         registry.before_unload = self._unloading
-        registry.load_on_demand = self.load  # with its warm-up, as at start-up
+        registry.load_on_demand = self.load_on_demand  # with its warm-up, as at start-up
         self.warmup_beams = warmup_beams
         self.threads = threads  # None: the thread count stays as set (MT_THREADS > 0, a GPU)
         self.loaded_on = threading.get_ident()  # the thread that must run every batch
@@ -271,11 +272,41 @@ class Engine:
         translator = self.registry.load(name, reason)
         if self.warmup:
             warm_up(translator, self.warmup_beams, fixed=self.fixed)
+        self._freeze()
+        return translator
+
+    def _freeze(self) -> None:
         if self.freeze_loads:  # as start_engine does for the models loaded at start-up. A
             # model holds no reference cycles, so once unloaded it is freed by reference
             # counting, frozen or not.
             gc.collect()
             gc.freeze()
+
+    def load_on_demand(self, name: str, reason: str) -> Translator:
+        """`load` for a request (a model's first use): what keeps the model from serving is a
+        ModelLoadError, which the request answers as such. A setting that does not fit the
+        model (a StartupError at start-up) is remembered as a bad checkpoint is, so that the
+        next request does not load it again only to fail the same way; a model whose warm-up
+        failed (out of memory, say) is unloaded, and the next request tries again."""
+        assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
+        try:
+            translator = self.registry.load(name, reason)
+        except StartupError as exc:
+            self.registry.remember_failure(name, str(exc))
+            raise ModelLoadError(str(exc)) from exc
+        if not self.warmup:
+            return translator
+        try:
+            warm_up(translator, self.warmup_beams, fixed=self.fixed)
+        except Exception as exc:
+            log.exception("%s: the warm-up after its load failed", name)
+            error = f"{name}: the warm-up after its load failed: {exc}"
+            # the traceback's frames hold the model (warm_up's locals): let go of it first
+            traceback.clear_frames(exc.__traceback__)
+            del translator, exc
+            self.registry.unload(name, "its warm-up failed", label="warm_up_failed")
+            raise ModelLoadError(error) from None
+        self._freeze()
         return translator
 
     def translator(self, model: str) -> Translator:

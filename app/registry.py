@@ -281,6 +281,21 @@ class Registry:
         )
         return translator
 
+    def remember_failure(self, name: str, error: str) -> None:
+        """(Worker thread.) `name` cannot be loaded as its files are: `load` fails again at
+        once with `error`, unloading nothing, until they change."""
+        entry = self.entries[name]
+        entry.failed = (files_state(entry.path), error)
+
+    def unload(self, name: str, reason: str, label: str) -> None:
+        """(Worker thread.) Unload `name` if it is loaded and no other reference holds it;
+        `label`: the reason counted in the metrics."""
+        entry = self.entries[name]
+        with self._lock:
+            translator, entry.translator = entry.translator, None
+        if translator is not None:
+            self._unload([(entry, translator)], reason, label)
+
     def _trim_soon(self) -> None:
         """(Event loop.) The trim on the worker thread, its failure logged."""
         self._trimming = False
@@ -317,14 +332,19 @@ class Registry:
                 total -= other.size_bytes
         self._unload(victims, "memory budget: loaded past it while other models were in use")
 
-    def _unload(self, victims: list[tuple[ModelEntry, Translator]], reason: str) -> None:
-        """(Worker thread.) Free the detached models (`_make_room`, `trim`)."""
+    def _unload(
+        self,
+        victims: list[tuple[ModelEntry, Translator]],
+        reason: str,
+        label: str = "memory_budget",
+    ) -> None:
+        """(Worker thread.) Free the detached models (`_make_room`, `trim`, `unload`)."""
         while victims:
             victim, translator = victims.pop(0)
             if self.before_unload:
                 self.before_unload(victim.name)
             del translator  # the last reference: the model's memory is freed here
-            self._free(victim, reason)
+            self._free(victim, reason, label)
 
     def _make_room(self, entry: ModelEntry) -> list[tuple[ModelEntry, Translator]]:
         """Detach the models to unload so that `entry` fits the budget (least recently used
@@ -357,13 +377,13 @@ class Registry:
             )
         return victims
 
-    def _free(self, entry: ModelEntry, reason: str) -> None:
+    def _free(self, entry: ModelEntry, reason: str, label: str) -> None:
         """After the last reference to an unloaded model is gone: collect, hand the memory
         back to the kernel, count and log."""
         gc.collect()
         release_freed_memory()
         if self.on_unload:
-            self.on_unload(entry, "memory_budget")
+            self.on_unload(entry, label)
         log.info(
             "unloaded %s (%.1f MB of weights): %s; %d model(s), %.1f MB loaded",
             entry.name,

@@ -429,6 +429,107 @@ def test_a_model_that_failed_to_load_fails_again_without_unloading_others(weight
     assert unloads == ["en-de", "en-de"]
 
 
+def engine_scenario(weights: Path, scenario, load=None, **kw):
+    """Runs `scenario(engine)` on an event loop with a real worker thread: the loads on first
+    use are the engine's (each followed by its warm-up), as in the service."""
+    import torch
+
+    from app.engine import Engine
+
+    async def run():
+        worker = Worker()
+        registry = Registry(
+            discover(weights),
+            load=load or (lambda p: load_translator(p, device="cpu", dtype="float32")),
+            **kw,
+        )
+        registry.worker_run = worker.run
+        # made on the worker thread, as start_engine is: each load must run there
+        engine = await worker.run(
+            lambda: Engine(registry, device=torch.device("cpu"), warmup_beams=(1,))
+        )
+        try:
+            return await scenario(engine)
+        finally:
+            worker.stop()
+            await worker.join()
+
+    return asyncio.run(run())
+
+
+def test_a_setting_that_does_not_fit_a_model_fails_its_first_use_once(weights_dir):
+    """MT_QUANTIZE=int8 with a bfloat16 model, loaded on first use: the requests get the
+    error of a model that could not be loaded, and the model is not loaded again for each
+    request only to fail the same way (it was: a whole load per request)."""
+    from app.registry import ModelLoadError
+
+    loads: list[Path] = []
+
+    def load(path: Path) -> Translator:
+        loads.append(path)
+        return load_translator(path, device="cpu", dtype="bfloat16", quantize="int8")
+
+    async def scenario(engine) -> list[str]:
+        errors = []
+        for _ in range(3):
+            with pytest.raises(ModelLoadError) as caught:
+                async with engine.registry.hold("en-de"):
+                    pass
+            errors.append(str(caught.value))
+        return errors
+
+    errors = engine_scenario(weights_dir, scenario, load=load)
+    assert errors == [errors[0]] * 3
+    assert "MT_QUANTIZE=int8 for en-de" in errors[0] and "float32" in errors[0]
+    assert len(loads) == 1
+
+
+def test_a_model_whose_warm_up_fails_is_unloaded_and_loaded_again_next_time(
+    weights_dir, monkeypatch
+):
+    """A warm-up that fails after a first-use load (on a GPU, out of memory: simulated here,
+    as no GPU runs these tests) leaves no half-ready model behind: the requests get the
+    error of a model that could not be loaded, the model is unloaded and its memory freed,
+    and the next request loads it afresh."""
+    import gc
+    import weakref
+
+    import app.engine
+    from app.registry import ModelLoadError
+
+    real_warm_up = app.engine.warm_up
+    held: list[weakref.ref] = []
+
+    def failing_warm_up(translator, *args, **kwargs):
+        held.append(weakref.ref(translator))
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    unloads: list[tuple[str, str]] = []
+
+    async def scenario(engine) -> tuple[str, list[str], bool, list[str]]:
+        monkeypatch.setattr(app.engine, "warm_up", failing_warm_up)
+        with pytest.raises(ModelLoadError) as caught:
+            async with engine.registry.hold("en-de"):
+                pass
+        after_failure = sorted(engine.registry.loaded)
+        gc.collect()
+        freed = held[0]() is None
+        monkeypatch.setattr(app.engine, "warm_up", real_warm_up)
+        async with engine.registry.hold("en-de") as translator:
+            assert translator is engine.registry.entries["en-de"].translator
+        return str(caught.value), after_failure, freed, sorted(engine.registry.loaded)
+
+    error, after_failure, freed, after_retry = engine_scenario(
+        weights_dir, scenario, on_unload=lambda e, reason: unloads.append((e.name, reason))
+    )
+    assert error == (
+        "en-de: the warm-up after its load failed: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
+    assert after_failure == [] and freed, "the unwarmed model stayed in memory"
+    assert unloads == [("en-de", "warm_up_failed")]
+    assert after_retry == ["en-de"]
+
+
 def test_preload_loads_each_named_model_once_and_all_only_those_that_serve(weights_dir, tmp_path):
     size = weights_bytes(weights_dir / "en-de")
     with serve_in_thread(  # room for two: a name given twice does not count twice
