@@ -9,14 +9,26 @@ address for requests without one: requests per minute (a moving window) and char
 a limit: 429, a `Retry-After` header (seconds until the window lets the request through) and
 LibreTranslate's error shape `{"error": "Slowdown: ..."}`. The counting is the `limits`
 library's (the one behind LibreTranslate's Flask-Limiter), in this process's memory: each
-replica counts its own requests. The client address is the connection's peer; behind a proxy
-every client shares the proxy's address unless keys tell them apart.
+replica counts its own requests, and a restart starts every count afresh. The client address is
+the connection's peer (an X-Forwarded-For header is not believed); behind a proxy every client
+shares the proxy's address unless keys tell them apart.
+
+A request's characters are charged once it is found valid, and given back when the server then
+answers it with an error (a full queue, a deadline, a model that could not be loaded, ...): a
+client pays only for translations it got, or that it went away from. Keys are looked up on a
+thread, so that a keys database that another process holds locked stalls only the requests
+with keys (503 with Retry-After after a second), not the server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
+import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +39,10 @@ from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
 from .keys import KeyInfo, KeyStore
 from .translate import ApiError
 
+log = logging.getLogger(__name__)
+
 INVALID_KEY = "Invalid API key"
+KEYS_RETRY_S = 2  # Retry-After while the keys database cannot be read
 KEY_NEEDED = "Please contact the server operator to get an API key"
 
 
@@ -63,7 +78,7 @@ class Access:
     def key_required(self) -> bool:
         return self.settings.api_keys_required
 
-    def admit(self, params: dict[str, Any], scope: dict) -> Grant:
+    async def admit(self, params: dict[str, Any], scope: dict) -> Grant:
         """Checks the request's key and counts it against its requests per minute."""
         s = self.settings
         key = params.get("api_key")
@@ -71,7 +86,15 @@ class Access:
             raise ApiError(400, "`api_key` must be a text")
         info: KeyInfo | None = None
         if key and self.keys is not None:
-            info = self.keys.lookup(key)
+            try:
+                info = await asyncio.to_thread(self.keys.lookup, key)
+            except sqlite3.Error as exc:  # locked by another process, removed, damaged
+                log.error("the API keys database %s cannot be read: %s", self.keys.path, exc)
+                raise ApiError(
+                    503,
+                    "the server cannot check API keys right now; retry later",
+                    {"Retry-After": str(KEYS_RETRY_S)},
+                ) from None
             if info is None:
                 raise ApiError(403, INVALID_KEY)
         if info is None and self.key_required:
@@ -94,8 +117,29 @@ class Access:
                 raise slow_down(f"{grant.req_per_minute} requests per minute", stats.reset_time)
         return grant
 
+    @contextlib.contextmanager
+    def charging(self, grant: Grant) -> Iterator[Callable[[int], None]]:
+        """Yields `charge(chars)`, which counts characters against the grant's limits (429 or
+        413 over them); what it charged is given back when the block raises, unless the
+        client went away (499): the server refused or failed the request."""
+        charged = 0
+
+        def charge(chars: int) -> None:
+            nonlocal charged
+            self.charge(grant, chars)
+            charged += chars
+
+        try:
+            yield charge
+        except BaseException as exc:
+            if charged and grant.chars_per_day and getattr(exc, "status", None) != 499:
+                item = RateLimitItemPerDay(grant.chars_per_day)
+                self.chars.storage.decr(item.key_for(grant.who), charged)
+            raise
+
     def charge(self, grant: Grant, chars: int) -> None:
-        """Counts a request's characters against the grant's limits."""
+        """Counts a request's characters against the grant's limits (`charging` gives them
+        back if the request then fails)."""
         if grant.chars_per_request and chars > grant.chars_per_request:
             raise ApiError(
                 413,

@@ -25,12 +25,13 @@ async def translate_endpoint(
 ) -> dict[str, Any] | None:
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
-    grant = access.admit(data, scope)  # the key, and the request counted against its rate
+    grant = await access.admit(data, scope)  # the key, and the request counted against its rate
+    with access.charging(grant) as charge:  # a valid request's characters count
 
-    def charge(texts: list[str]) -> None:  # a valid request's characters count
-        access.charge(grant, text_chars(texts))
+        def on_valid(texts: list[str]) -> None:
+            charge(text_chars(texts))
 
-    return await translate_data(state, data, receive, started, charge)
+        return await translate_data(state, data, receive, started, on_valid)
 
 
 def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
@@ -59,10 +60,11 @@ async def detect_endpoint(
     together (each language's confidence averaged over the texts)."""
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
-    grant = access.admit(data, scope)
+    grant = await access.admit(data, scope)
     texts = detect_texts(state, data)
-    access.charge(grant, text_chars(texts))
-    ranked = await asyncio.to_thread(state.detector.detect_all, texts)
+    with access.charging(grant) as charge:
+        charge(text_chars(texts))
+        ranked = await asyncio.to_thread(state.detector.detect_all, texts)
     total: dict[str, float] = {}
     for text_ranked in ranked:
         for lang, conf in text_ranked:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -22,7 +23,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
-from .access import Grant
 from .fastpath import too_slow
 from .files import FileStore, StoreFull, safe_name
 from .formats import FormatError, Limits, content_type, handler_for, supported
@@ -55,7 +55,12 @@ def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
 
 
 async def translate_texts(
-    state: Any, texts: list[str], source: str, target: str, receive, grant: Grant
+    state: Any,
+    texts: list[str],
+    source: str,
+    target: str,
+    receive,
+    charge: Callable[[int], None],
 ) -> list[str]:
     s = state.settings
     total = sum(len(t) for t in texts)
@@ -71,15 +76,15 @@ async def translate_texts(
         )
     uncharged = [total]
 
-    def charge(_: list[str]) -> None:  # the whole file's characters, once its first request
-        # is found valid (a file refused for its language pair costs nothing)
+    def on_valid(_: list[str]) -> None:  # the whole file's characters, once its first
+        # request is found valid (a file refused for its language pair costs nothing)
         if uncharged:
-            state.access.charge(grant, uncharged.pop())
+            charge(uncharged.pop())
 
     out: list[str] = []
     for chunk in chunks(texts, s.max_texts, s.max_request_chars):
         data = {"q": chunk, "source": source, "target": target}
-        body = await translate_data(state, data, receive, time.perf_counter(), charge)
+        body = await translate_data(state, data, receive, time.perf_counter(), on_valid)
         if body is None:
             raise ApiError(499, "the client went away")
         out.extend(body["translatedText"])
@@ -182,7 +187,7 @@ async def translate_file(request: Request):
     if upload is None:  # the client went away before its upload arrived: counted as 499
         return Response(status_code=499)
     data, filename, fields = upload
-    grant = state.access.admit(fields, request.scope)
+    grant = await state.access.admit(fields, request.scope)
     source, target = fields["source"], fields["target"]
     handler = handler_for(filename)
     if handler is None:
@@ -193,25 +198,27 @@ async def translate_file(request: Request):
     if not data:
         raise ApiError(400, f"{filename!r} is empty")
     loop = asyncio.get_running_loop()
+    # the file's characters are given back if it then fails (not if the client went away)
+    with state.access.charging(grant) as charge:
 
-    def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
-        job = translate_texts(state, texts, source, target, request.receive, grant)
-        return asyncio.run_coroutine_threadsafe(job, loop).result()
+        def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
+            job = translate_texts(state, texts, source, target, request.receive, charge)
+            return asyncio.run_coroutine_threadsafe(job, loop).result()
 
-    limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes)
-    try:
-        out = await asyncio.to_thread(handler, data, translate, limits)
-    except FormatError as exc:
-        raise ApiError(exc.status, f"{filename}: {exc}") from None
-    name = safe_name(filename, target)
-    try:
-        file_id = store(state).put(out, name, content_type(filename, out))
-    except StoreFull as exc:
-        raise ApiError(
-            503,
-            "the server keeps too many translated files right now; retry later",
-            {"Retry-After": str(exc.retry_after_s)},
-        ) from None
+        limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes)
+        try:
+            out = await asyncio.to_thread(handler, data, translate, limits)
+        except FormatError as exc:
+            raise ApiError(exc.status, f"{filename}: {exc}") from None
+        name = safe_name(filename, target)
+        try:
+            file_id = store(state).put(out, name, content_type(filename, out))
+        except StoreFull as exc:
+            raise ApiError(
+                503,
+                "the server keeps too many translated files right now; retry later",
+                {"Retry-After": str(exc.retry_after_s)},
+            ) from None
     url = f"{str(request.base_url).rstrip('/')}/download_file/{file_id}/{quote(name)}"
     return JSONResponse({"translatedFileUrl": url})
 

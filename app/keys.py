@@ -16,13 +16,16 @@ server's settings apply.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote_plus
@@ -65,10 +68,16 @@ class KeyStore:
         with self._connect() as db:
             db.execute(SCHEMA)
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction (committed when the block ends), then closed."""
         db = sqlite3.connect(self.path, timeout=5.0)
         db.row_factory = sqlite3.Row
-        return db
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
 
     @staticmethod
     def _info(row: sqlite3.Row) -> KeyInfo:
@@ -117,9 +126,13 @@ class KeyStore:
             return cur.rowcount
 
     def lookup(self, key: str) -> KeyInfo | None:
-        """The key's record when it is known and not revoked, else None."""
+        """The key's record when it is known and not revoked, else None. The database is
+        opened read-only (a removed file is an error, not a new empty database), and a lock
+        another process holds is waited for a second at most; sqlite3.Error otherwise."""
         digest = digest_of(key)
-        with self._connect() as db:
+        db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+        db.row_factory = sqlite3.Row
+        with contextlib.closing(db):
             row = db.execute(
                 "SELECT * FROM api_keys WHERE digest = ? AND revoked IS NULL", (digest,)
             ).fetchone()
@@ -166,6 +179,29 @@ def install_log_redaction() -> None:
         access.addFilter(RedactKeys())
 
 
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def limit_value(text: str) -> int:
+    """A limit option: a whole number from 1 to what SQLite stores."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= SQLITE_INT_MAX:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {SQLITE_INT_MAX}")
+    return value
+
+
+def key_name(text: str) -> str:
+    """A key's name: printable, as `list` shows it in one tab-separated line."""
+    if not text.strip() or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            "a name must be printable text (no tabs, line breaks or other control characters)"
+        )
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="mt-keys", description="Create, list and revoke the service's API keys."
@@ -175,28 +211,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     add = sub.add_parser("add", help="create a key and print it (it is shown only once)")
-    add.add_argument("name", help="who or what the key is for")
-    add.add_argument("--req-per-minute", type=int, help="requests per minute at most")
-    add.add_argument("--chars-per-request", type=int, help="characters per request at most")
-    add.add_argument("--chars-per-day", type=int, help="characters per day at most")
+    add.add_argument("name", type=key_name, help="who or what the key is for")
+    add.add_argument("--req-per-minute", type=limit_value, help="requests per minute at most")
+    add.add_argument("--chars-per-request", type=limit_value, help="characters per request at most")
+    add.add_argument("--chars-per-day", type=limit_value, help="characters per day at most")
     sub.add_parser("list", help="list the keys (ids, names, limits; never the keys)")
     revoke = sub.add_parser("revoke", help="revoke a key by the id `list` shows")
     revoke.add_argument("id")
     args = parser.parse_args(argv)
     path = args.db
-    if path is None:
-        from .settings import Settings
-
-        path = Settings().api_keys_db
+    if path is None:  # the server's setting, read alone (another setting's mistake is the
+        # server's to report)
+        path = Path(os.environ["MT_API_KEYS_DB"]) if os.environ.get("MT_API_KEYS_DB") else None
     if path is None:
         print("mt-keys: give --db or set MT_API_KEYS_DB", file=sys.stderr)
         return 2
-    for name in ("req_per_minute", "chars_per_request", "chars_per_day"):
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            print(f"mt-keys: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return 2
-    store = KeyStore(path)
+    try:
+        return run(args, KeyStore(path))
+    except sqlite3.Error as exc:  # locked for longer than 5 s, not a database, no folder
+        print(f"mt-keys: {path}: {exc}", file=sys.stderr)
+        return 1
+
+
+def run(args: argparse.Namespace, store: KeyStore) -> int:
     if args.command == "add":
         key, info = store.add(
             args.name,

@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Match, Mount
 
 from .access import Access
 from .batcher import MicroBatcher, Worker
@@ -157,8 +158,20 @@ class MetricsMiddleware:
     """Counts requests by route template and status, and times them (pure ASGI). A request the
     application ends without an answer (it raised) counts as a 500."""
 
-    def __init__(self, app, metrics: Metrics):
-        self.app, self.metrics = app, metrics
+    def __init__(self, app, metrics: Metrics, routes: list | None = None):
+        """`routes`: the application's routes, by which a request answered before routing (the
+        cap on requests in progress) is counted under its route's template."""
+        self.app, self.metrics, self.routes = app, metrics, routes or []
+
+    def template(self, request: dict) -> str:
+        """The template of the route a request (its scope as it came) is for, without
+        FastAPI's routing, or "other" (an unknown path: the labels stay a fixed set)."""
+        if request["path"] in HANDLERS:  # the fast path's: their path is their template
+            return request["path"]
+        for route in self.routes:
+            if route.matches(request)[0] != Match.NONE:
+                return route.path
+        return "other"
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -169,6 +182,9 @@ class MetricsMiddleware:
             name == b"access-control-request-method" for name, _ in scope["headers"]
         )
         translate = scope["path"] == "/translate" and scope["method"] == "POST"
+        # as it came (routing into a mount changes the scope's root path)
+        request = {k: scope[k] for k in ("type", "path", "method") if k in scope}
+        request["root_path"] = scope.get("root_path", "")
 
         async def capture(message):
             nonlocal status
@@ -183,9 +199,8 @@ class MetricsMiddleware:
         finally:
             if translate:
                 self.metrics.in_flight.dec()
-            route = scope.get("route")  # set by FastAPI's router; the fast path has none
-            # the fast path's endpoints have no route object: their path is their template
-            path = getattr(route, "path", scope["path"] if scope["path"] in HANDLERS else "other")
+            route = scope.get("route")  # set by FastAPI's router (the fast path has none)
+            path = route.path if route is not None else self.template(request)
             if preflight:
                 path = "preflight"
             self.metrics.requests.labels(path, str(status)).inc()
@@ -278,10 +293,14 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.detector = None
     app.state.access = Access(settings)  # the keys database and the usage counts
     install_log_redaction()
-    app.include_router(router)
-    app.include_router(file_router)
-    app.include_router(web_router)
+    routers = (router, file_router, web_router)
+    for each in routers:
+        app.include_router(each)
     app.mount(DOCS_PATH, DOCS_FILES, name="docs-files")
+    # every route (each with .path and .matches), for the metrics of requests answered before
+    # FastAPI's routing
+    routes = [r for each in routers for r in each.routes]
+    routes += [r for r in app.router.routes if isinstance(r, Mount)]
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)
@@ -296,7 +315,7 @@ def create_app(settings: Settings | None = None) -> Service:
             expose_headers=["Retry-After"],
             max_age=86400,
         )
-    app.front = MetricsMiddleware(front, app.state.metrics)
+    app.front = MetricsMiddleware(front, app.state.metrics, routes)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
     app.state.metrics.ready.set_function(lambda: float(health_of(app.state)[0] == 200))
 
@@ -375,6 +394,9 @@ def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Conf
         "timeout_graceful_shutdown": settings.shutdown_timeout_s,
         "workers": 1,
         "http": HTTP_PROTOCOL,  # an answer's headers and body in one write (app/protocol.py)
+        # the client address (limits, the access log) is the connection's peer: uvicorn would
+        # otherwise take it from any X-Forwarded-For header sent from the same host
+        "proxy_headers": False,
         **overrides,
     }
     return uvicorn.Config(app, **options)

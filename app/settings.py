@@ -244,6 +244,13 @@ class Settings(BaseSettings):
     def _any_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("api_keys_db", "files_dir", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # `MT_API_KEYS_DB=` (a blanked variable, `${VAR:-}` in a compose file) means the
+        # setting is unset: not the current folder
+        return None if isinstance(value, str) and not value.strip() else value
+
     @model_validator(mode="after")
     def _keys_need_a_database(self) -> Settings:
         if self.api_keys_required and self.api_keys_db is None:

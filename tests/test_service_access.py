@@ -5,7 +5,9 @@ serving a real checkpoint. Every check is made on the plain-ASGI fast path (JSON
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -17,6 +19,7 @@ from tests.service_helpers import ROOT, serve_in_process, serve_in_thread, wait_
 from tests.test_service import metric
 
 TEXT = "The cat is big."
+FIELDS = {"source": "en", "target": "de"}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +94,56 @@ def test_mt_keys_needs_a_database(tmp_path):
     )
     assert r.returncode == 2
     assert "MT_API_KEYS_DB" in r.stderr
+
+
+def test_mt_keys_mistakes_are_one_line_each(tmp_path):
+    """An operator's mistake is one `mt-keys:` line and a non-zero status, not a traceback; a
+    name that would break `list`'s tab-separated lines is refused."""
+    db = tmp_path / "keys.sqlite"
+    not_db = tmp_path / "notes.txt"
+    not_db.write_text("not a database\n" * 100)
+    cases = [
+        (db, ["add", "big", "--chars-per-day", "99999999999999999999"], 2, "from 1 to"),
+        (db, ["add", "x", "--req-per-minute", "ten"], 2, "not a whole number"),
+        (db, ["add", "tab\tname"], 2, "printable"),
+        (db, ["add", "line\nbreak"], 2, "printable"),
+        (tmp_path / "no" / "such" / "k.sqlite", ["list"], 1, "unable to open database file"),
+        (not_db, ["list"], 1, "file is not a database"),
+    ]
+    for path, args, status, message in cases:
+        r = mt_keys(path, *args)
+        assert r.returncode == status, (args, r.stderr)
+        assert message in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr, (args, r.stderr)
+    assert mt_keys(db, "list").stdout.count("\n") == 1  # the header only: nothing was added
+
+
+def test_mt_keys_reads_only_its_own_setting(tmp_path):
+    """Another setting's mistake is the server's to report; an empty MT_API_KEYS_DB is unset."""
+    db = tmp_path / "keys.sqlite"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MT_PORT": "abc"}
+    run = lambda extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "app.keys", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env | extra,
+    )
+    listed = run({"MT_API_KEYS_DB": str(db), "MT_API_KEYS_REQUIRED": "true"})
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("id\tname")
+    blank = run({"MT_API_KEYS_DB": ""})
+    assert blank.returncode == 2 and "give --db or set MT_API_KEYS_DB" in blank.stderr
+
+
+def test_a_blank_keys_database_or_files_folder_setting_is_unset(monkeypatch):
+    from app.settings import Settings
+
+    monkeypatch.setenv("MT_API_KEYS_DB", "")
+    monkeypatch.setenv("MT_FILES_DIR", " ")
+    settings = Settings()
+    assert settings.api_keys_db is None and settings.files_dir is None
 
 
 # --- keys on the server ----------------------------------------------------------------------
@@ -227,6 +280,75 @@ def test_characters_per_day_and_per_request(limited):
     key, _ = store.add("frank", chars_per_request=10, chars_per_day=1000)
     assert translate(url, json=with_key(key, "x" * 200)).status_code == 413
     assert translate(url, json=with_key(key, "x" * 10)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "limited", [{"char_limit_per_day": 40, "max_queue_size": 4}], indirect=True
+)
+def test_characters_are_given_back_when_the_server_refuses_the_request(limited):
+    """A request the server refuses after counting its characters (here 413: more sentences
+    than one request may queue) does not use up the day's characters: the client that splits
+    it as told is served (it was locked out for a day). The same for a file."""
+    url, _ = limited
+    three = "I am here. You go. We eat."  # 26 characters, 3 sentences: at most 2 per request
+    r = translate(url, json=with_key(None, three))
+    assert r.status_code == 413 and "at most 2" in r.json()["error"], r.text
+    refused = httpx.post(
+        f"{url}/translate_file", files={"file": ("a.txt", three.encode())}, data=FIELDS, timeout=60
+    )
+    assert refused.status_code == 413, refused.text
+    assert translate(url, json=with_key(None, "I am here. You go.")).status_code == 200  # 18
+    assert translate(url, json=with_key(None, "We eat.")).status_code == 200  # 25 of 40
+    assert_slow_down(translate(url, json=with_key(None, "x" * 16)), "40 characters per day")
+
+
+@pytest.mark.parametrize("limited", [{"req_limit_per_minute": 2}], indirect=True)
+def test_a_forwarded_for_header_does_not_choose_the_client_address(limited):
+    """Limits count the connection's peer: a client on the same host cannot pick a fresh
+    address for each request with X-Forwarded-For (uvicorn believes it from 127.0.0.1 by
+    default), and the access log shows the peer."""
+    url, _ = limited
+    answers = [
+        translate(url, json=with_key(None), headers={"X-Forwarded-For": f"10.0.0.{i}"})
+        for i in range(3)
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 429]
+
+
+def test_a_locked_or_missing_keys_database_is_a_503_that_stalls_nothing_else(weights, tmp_path):
+    """The keys database held locked by another process (a backup, an open sqlite3 shell):
+    requests with keys get 503 with Retry-After after a second, while the rest of the server
+    goes on answering (the lookup blocked the event loop for 5 s, then answered 500); a
+    removed database is a 503 too, and is not recreated empty."""
+    db = tmp_path / "keys.sqlite"
+    key, _ = KeyStore(db).add("ann")
+    with serve_in_thread(weights, api_keys_db=db) as (url, _):
+        assert translate(url, json=with_key(key)).status_code == 200
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+
+        async def while_locked():
+            async with httpx.AsyncClient(timeout=60) as c:
+                keyed = asyncio.ensure_future(c.post(f"{url}/translate", json=with_key(key)))
+                await asyncio.sleep(0.05)  # the keyed request is waiting for the lock
+                live = await c.get(f"{url}/health/live")
+                return live, keyed.done(), await keyed
+
+        try:
+            live, keyed_done_first, keyed = asyncio.run(while_locked())
+        finally:
+            holder.rollback()
+            holder.close()
+        assert live.status_code == 200 and not keyed_done_first
+        assert keyed.status_code == 503, keyed.text
+        assert keyed.json()["error"] == "the server cannot check API keys right now; retry later"
+        assert keyed.headers["Retry-After"] == "2"
+        assert translate(url, json=with_key(key)).status_code == 200  # unlocked
+        db.unlink()
+        gone = translate(url, json=with_key(key))
+        assert gone.status_code == 503, gone.text
+        assert not db.exists()
+        assert translate(url, json=with_key(None)).status_code == 200  # no key: no lookup
 
 
 # --- CORS and /frontend/settings -------------------------------------------------------------

@@ -147,6 +147,10 @@ def test_beyond_max_concurrency_requests_get_503_with_retry_after(weights_dir):
         assert httpx.get(f"{url}/health", timeout=60).status_code == 200
         assert httpx.get(f"{url}/health/live", timeout=60).status_code == 200
         assert metric(url, "mt_rejected_requests_total", 'reason="concurrency"') == 2
+        # counted under their routes, though refused before FastAPI routed them
+        for route in ("/translate", "/languages"):
+            labels = f'route="{route}",status="503"'
+            assert metric(url, "mt_requests_total", labels) == 1, route
 
         for h in holders:
             h.close()
