@@ -13,6 +13,7 @@ stored (app/files.py) and the answer is `{"translatedFileUrl": ".../download_fil
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +25,9 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
 from .fastpath import too_slow
-from .files import FileStore, StoreFull, safe_name
+from .files import FileStore, StoreFull, ascii_name, safe_name
 from .formats import FormatError, Limits, content_type, handler_for, supported
+from .formats.inline import text_budget, text_budget_in_force
 from .params import field_limit, query_params
 from .schemas import ErrorResponse
 from .translate import ApiError, check_accepting
@@ -40,6 +42,23 @@ def store(state: Any) -> FileStore:
         s = state.settings
         state.files = FileStore(s.files_dir, s.file_ttl_s, s.files_max_total_bytes)
     return state.files
+
+
+#: at most this many files are read and written at once (each in a thread of its own); more
+#: wait for a turn
+FILE_THREADS = 4
+
+
+def file_pool(state: Any) -> concurrent.futures.ThreadPoolExecutor:
+    """The threads the format handlers run in. Not the event loop's default executor: a
+    handler's thread waits for its texts' translation on the event loop, which needs that
+    executor itself (language detection, key lookups); with as many uploads as it has threads
+    every one of them waited for ever."""
+    if getattr(state, "file_pool", None) is None:
+        state.file_pool = concurrent.futures.ThreadPoolExecutor(
+            FILE_THREADS, thread_name_prefix="mt-file"
+        )
+    return state.file_pool
 
 
 def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
@@ -61,9 +80,11 @@ async def translate_texts(
     target: str,
     receive,
     charge: Callable[[int], None],
+    total: int,
 ) -> list[str]:
+    """`total`: the file's characters of text (what is charged), which may be fewer than the
+    texts sent hold (a formatted paragraph is sent whole with placeholders and in runs)."""
     s = state.settings
-    total = sum(len(t) for t in texts)
     if total > s.max_file_chars:
         raise ApiError(
             413, f"the file holds {total} characters of text; at most {s.max_file_chars}"
@@ -202,12 +223,18 @@ async def translate_file(request: Request):
     with state.access.charging(grant) as charge:
 
         def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
-            job = translate_texts(state, texts, source, target, request.receive, charge)
+            # the units' text, as counted while the handler built them; a format without
+            # units (.txt, .srt) sends its text as it is
+            total = text_budget_in_force().used or sum(len(t) for t in texts)
+            job = translate_texts(state, texts, source, target, request.receive, charge, total)
             return asyncio.run_coroutine_threadsafe(job, loop).result()
 
-        limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes)
+        def run_handler() -> bytes:  # its units' text is counted while they are built
+            with text_budget(s.max_file_chars):
+                return handler(data, translate, Limits(max_unpacked_bytes=s.max_unpacked_bytes))
+
         try:
-            out = await asyncio.to_thread(handler, data, translate, limits)
+            out = await loop.run_in_executor(file_pool(state), run_handler)
         except FormatError as exc:
             raise ApiError(exc.status, f"{filename}: {exc}") from None
         name = safe_name(filename, target)
@@ -230,9 +257,12 @@ async def download_file(request: Request, file_id: str, name: str):
     if found is None:
         raise ApiError(404, "no such file: the link is wrong or the file expired")
     entry, data = found
-    disposition = f"attachment; filename*=utf-8''{quote(entry.name)}"
-    if entry.name.isascii():
-        disposition = f'attachment; filename="{entry.name}"'
+    # RFC 6266: an ASCII name for every client, the name itself for those that read filename*
+    # (curl -OJ, for one, takes the first: a name with %-escapes otherwise)
+    fallback = ascii_name(entry.name)
+    disposition = f'attachment; filename="{fallback}"'
+    if fallback != entry.name:
+        disposition += f"; filename*=utf-8''{quote(entry.name)}"
     return Response(
         data, media_type=entry.content_type, headers={"Content-Disposition": disposition}
     )

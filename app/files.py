@@ -5,7 +5,9 @@ A stored file's name on disk is `<id>.mtfile`, where the id is 24 random URL-saf
 (`secrets.token_urlsafe`); the client's file name is only ever used, sanitised, in the
 download URL and the Content-Disposition header. A download looks the id up in the in-memory
 index before touching the disk, so no part of a URL ever becomes a path. Files expire after
-`ttl_s`; expired files are removed whenever a file is stored or fetched. When storing a file
+`ttl_s`; expired files are removed whenever a file is stored or fetched, and by the service
+every few seconds (`prune`), and every file is removed when the service stops (`close`, which
+also removes the folder when the store made it). When storing a file
 would pass `max_total_bytes`, the request is refused (503 with Retry-After: the time until the
 oldest file expires) rather than dropping files whose URLs were already handed out. Leftover
 `*.mtfile` files of an earlier process in the same directory are removed when the store opens.
@@ -13,11 +15,13 @@ oldest file expires) rather than dropping files whose URLs were already handed o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -50,6 +54,13 @@ def safe_name(filename: str, target: str) -> str:
     return f"{stem}_{lang}{suffix}"
 
 
+def ascii_name(name: str) -> str:
+    """`Bericht_über_de.txt` -> `Bericht_uber_de.txt`: accents dropped, other characters that
+    are not ASCII letters or digits replaced (a safe name's fallback for old clients)."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9._-]", "_", plain) or "document"
+
+
 def prepare_directory(directory: Path) -> None:
     """Creates `directory` where missing; OSError when it is not a folder the process can
     write in (checked at start-up, so that no upload finds it out)."""
@@ -60,6 +71,7 @@ def prepare_directory(directory: Path) -> None:
 
 class FileStore:
     def __init__(self, directory: Path | None, ttl_s: float, max_total_bytes: int):
+        self.made = directory is None  # a folder of its own, removed by `close`
         if directory is None:
             directory = Path(tempfile.mkdtemp(prefix="mt-serve-files-"))
         prepare_directory(directory)
@@ -83,6 +95,18 @@ class FileStore:
             if f.expires <= now:
                 del self.index[file_id]
                 self._path(file_id).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Removes every stored file (their URLs end with the process), and the folder when
+        the store made it."""
+        for file_id in list(self.index):
+            self._path(file_id).unlink(missing_ok=True)
+        self.index.clear()
+        if self.made:
+            for left in self.directory.glob("*.partial"):
+                left.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # something else put there stays
+                self.directory.rmdir()
 
     def put(self, data: bytes, name: str, content_type: str) -> str:
         """Stores `data`; returns its id. Raises StoreFull when it does not fit now."""

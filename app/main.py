@@ -129,12 +129,28 @@ def start_draining(state) -> None:
     state.draining_since = state.draining_since or time.monotonic()
 
 
+async def prune_files(state) -> None:
+    """Expired translated files leave the disk within a few seconds of their time, not at the
+    next upload or download."""
+    every = max(1.0, min(10.0, state.settings.file_ttl_s / 2))
+    while True:
+        await asyncio.sleep(every)
+        files = getattr(state, "files", None)
+        if files is not None:
+            try:
+                files.prune()
+            except OSError as exc:  # the next round tries again
+                log.warning("removing expired translated files failed: %s", exc)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     loader = asyncio.create_task(load_models(app))
+    pruner = asyncio.create_task(prune_files(app.state))
     yield
     state = app.state
     start_draining(state)
+    pruner.cancel()
     if not loader.done():
         loader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -145,6 +161,11 @@ async def lifespan(app: FastAPI):
         if getattr(state, "forced", False):  # a second Ctrl-C: no time for what is left
             budget = 0.0
         await state.batcher.stop(max(budget, 0.0))
+    # the translated files' links end with the process: their files go with it
+    if getattr(state, "file_pool", None) is not None:
+        state.file_pool.shutdown(wait=False, cancel_futures=True)
+    if getattr(state, "files", None) is not None:
+        state.files.close()
     if state.shutdown_untranslated:
         log.warning(
             "%s: %d sentence(s) were not translated (their requests got 503)",

@@ -3,7 +3,9 @@ port serving a real checkpoint (a random tiny model with a real sentencepiece to
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
 import shutil
 import socket
 import time
@@ -293,3 +295,94 @@ def test_unknown_downloads_are_404(server):
     for path in ["x" * 24 + "/a.txt", "..%2F..%2Fetc%2Fpasswd/x", "short/a.txt"]:
         r = httpx.get(f"{url}/download_file/{path}")
         assert r.status_code == 404 and "error" in r.json()
+
+
+def test_many_uploads_at_once_are_all_answered(server):
+    """More uploads with `source: auto` at once than the event loop's default executor has
+    threads: each is answered (they all waited for ever: every thread held a file waiting
+    for its translation, which needed a thread of the same executor for language detection),
+    and the server goes on detecting languages for others."""
+    url, _ = server
+    count = min(32, (os.cpu_count() or 1) + 4) + 2  # asyncio's default executor size, and more
+    data = b"The cat is big.\nWe eat bread today.\n" * 3
+
+    async def all_at_once():
+        async with httpx.AsyncClient(timeout=120) as c:
+            files = [
+                c.post(
+                    f"{url}/translate_file",
+                    files={"file": (f"n{i}.txt", data)},
+                    data={"source": "auto", "target": "de"},
+                )
+                for i in range(count)
+            ]
+            return await asyncio.gather(*files)
+
+    answers = asyncio.run(all_at_once())
+    assert [r.status_code for r in answers] == [200] * count, answers[0].text
+    detected = httpx.post(f"{url}/detect", json={"q": "The cat is big."}, timeout=60)
+    assert detected.status_code == 200
+
+
+def test_a_formatted_file_counts_its_text_once(random_checkpoint, tmp_path):
+    """A file's characters are those of its text: a paragraph with formatting, sent to the
+    model whole (with placeholders) and in runs, counts once (it counted about 2.25 times,
+    against `max_file_chars` and the day's characters); a file over the limit is refused as
+    its text is read."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    line = "The cat is *very* happy today.\n\n"  # 28 characters of text
+    with serve_in_thread(weights, max_file_chars=1000, char_limit_per_day=1000) as (url, _):
+        fits = upload(url, "a.md", (line * 30).encode())  # 840 characters
+        assert fits.status_code == 200, fits.text
+        assert text(url, "x" * 160).status_code == 200  # 1000 of 1000 used
+        r = text(url, "y")
+        assert r.status_code == 429 and "(0 left)" in r.json()["error"], r.text
+    with serve_in_thread(weights, max_file_chars=1000) as (url, _):
+        over = upload(url, "b.md", (line * 400).encode())
+        assert over.status_code == 413
+        assert over.json()["error"] == "b.md: the file holds more than 1000 characters of text"
+        d = docx.Document()
+        for _ in range(40):
+            d.add_paragraph("The cat is very happy today.")
+        big = io.BytesIO()
+        d.save(big)
+        doc = upload(url, "c.docx", big.getvalue())
+        assert doc.status_code == 413, doc.text
+        assert "more than 1000 characters" in doc.json()["error"]
+
+
+def test_translated_files_leave_the_disk_when_they_expire_and_at_shutdown(
+    random_checkpoint, tmp_path
+):
+    """An expired file is removed within seconds, with no upload or download to prune it;
+    the files left at shutdown are removed, and the folder the store made for itself."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    files = tmp_path / "files"
+    with serve_in_thread(weights, files_dir=files, file_ttl_s=1) as (url, _):
+        assert upload(url, "a.txt", b"The cat.").status_code == 200
+        assert len(list(files.glob("*.mtfile"))) == 1
+        deadline = time.monotonic() + 30
+        while list(files.glob("*.mtfile")):
+            assert time.monotonic() < deadline, "the expired file is still on disk"
+            time.sleep(0.1)
+    with serve_in_thread(weights, files_dir=files) as (url, _):
+        assert upload(url, "b.txt", b"The dog.").status_code == 200
+        assert len(list(files.glob("*.mtfile"))) == 1
+    assert list(files.iterdir()) == []  # the operator's folder stays, empty
+    with serve_in_thread(weights) as (url, app):
+        assert upload(url, "c.txt", b"The cat.").status_code == 200
+        made = app.state.files.directory
+        assert len(list(made.glob("*.mtfile"))) == 1
+    assert not made.exists()
+
+
+def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
+    """RFC 6266: `filename` for every client (curl -OJ saved `Bericht_%C3%BCber_de.txt`),
+    `filename*` with the name itself."""
+    url, _ = server
+    got = download(url, upload(url, "Bericht über.txt", b"The cat."))
+    assert got.headers["content-disposition"] == (
+        "attachment; filename=\"Bericht_uber_de.txt\"; filename*=utf-8''Bericht_%C3%BCber_de.txt"
+    )

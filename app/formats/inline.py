@@ -24,8 +24,10 @@ the whole sentence already); units whose pairs do not balance (broken markup) to
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -171,9 +173,48 @@ class Unit:
         return out
 
 
+class TextBudget:
+    """The characters of text a document's units hold (whitespace runs counted as one), as
+    they are collected: over `limit`, FormatError 413 at once, before the rest of a huge
+    document is turned into units."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+
+    def add(self, text: str) -> None:
+        self.used += len(_SPACES.sub(" ", text))
+        if self.used > self.limit:
+            from . import FormatError  # the package imports this module
+
+            raise FormatError(
+                f"the file holds more than {self.limit} characters of text", status=413
+            )
+
+
+_budget: contextvars.ContextVar[TextBudget | None] = contextvars.ContextVar(
+    "text_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def text_budget(limit: int) -> Iterator[TextBudget]:
+    """Counts the text of every unit built in this context (this thread) against `limit`."""
+    budget = TextBudget(limit)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+def text_budget_in_force() -> TextBudget:
+    """The `text_budget` of this context; a fresh, unlimited one outside any."""
+    return _budget.get() or TextBudget(2**63)
+
+
 class UnitBuilder:
     """Collects one unit's items in document order; `build` returns the Unit, or None when
-    it holds no letters to translate."""
+    it holds no letters to translate. Its text counts against the `text_budget` in force."""
 
     def __init__(self) -> None:
         self.items: list[Item] = []
@@ -182,6 +223,8 @@ class UnitBuilder:
         self.balanced = True
 
     def text(self, text: str, ref: Any = None) -> None:
+        if (budget := _budget.get()) is not None:
+            budget.add(text)
         self.items.append(Item("text", text, ref))
 
     def open(self, name: str, ref: Any) -> None:
