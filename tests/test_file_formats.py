@@ -11,10 +11,25 @@ import zipfile
 import docx
 import pptx
 import pytest
+from docx.oxml import parse_xml
+from lxml import etree
 from odf import teletype
+from odf.dc import Creator
+from odf.namespaces import OFFICENS
+from odf.office import Annotation, AnnotationEnd
 from odf.opendocument import OpenDocumentText, load
 from odf.style import Style, TextProperties
-from odf.text import H, P, Span, Tab
+from odf.text import (
+    Bookmark,
+    BookmarkEnd,
+    BookmarkStart,
+    H,
+    P,
+    ReferenceMarkEnd,
+    ReferenceMarkStart,
+    Span,
+    Tab,
+)
 
 from app.files import FileStore, StoreFull, safe_name
 from app.formats import FormatError, Limits, handler_for
@@ -155,6 +170,196 @@ def test_docx_translates_runs_and_keeps_every_other_part(fake):
     before, after = entries(src)["word/document.xml"], entries(out)["word/document.xml"]
     strip = re.compile(rb">[^<]*<")
     assert strip.sub(b"><", before.split(b"?>", 1)[1]) == strip.sub(b"><", after.split(b"?>", 1)[1])
+
+
+WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+HYPERLINK = ' HYPERLINK "https://example.com/manual" '
+
+
+def make_docx_with_markers() -> bytes:
+    """Sentences whose runs all have the same (no) formatting: words inside a hyperlink field, a
+    bookmark, a comment's range; and a bookmark that encloses nothing (Word's _GoBack)."""
+    d = docx.Document()
+    ns = f'xmlns:w="{WORD}"'
+    field = (
+        f'<w:p {ns}><w:r><w:t xml:space="preserve">Please read </w:t></w:r>'
+        '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+        f'<w:r><w:instrText xml:space="preserve">{HYPERLINK}</w:instrText></w:r>'
+        '<w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>the user manual</w:t></w:r>'
+        '<w:r><w:fldChar w:fldCharType="end"/></w:r>'
+        '<w:r><w:t xml:space="preserve"> before you start.</w:t></w:r></w:p>'
+    )
+    bookmark = (
+        f'<w:p {ns}><w:r><w:t xml:space="preserve">See </w:t></w:r>'
+        '<w:bookmarkStart w:id="1" w:name="target"/><w:r><w:t>the red house</w:t></w:r>'
+        '<w:bookmarkEnd w:id="1"/><w:r><w:t xml:space="preserve"> on the left.</w:t></w:r></w:p>'
+    )
+    d.element.body.insert(0, parse_xml(field))
+    d.element.body.insert(1, parse_xml(bookmark))
+    p = d.add_paragraph()
+    p.add_run("I like ")
+    weather = p.add_run("the weather")
+    p.add_run(" in the summer.")
+    d.add_comment([weather], text="Which weather?", author="Tom")
+    go_back = (
+        f'<w:p {ns}><w:r><w:t xml:space="preserve">Hello </w:t></w:r>'
+        '<w:bookmarkStart w:id="2" w:name="_GoBack"/><w:bookmarkEnd w:id="2"/>'
+        "<w:r><w:t>world.</w:t></w:r></w:p>"
+    )
+    d.element.body.insert(3, parse_xml(go_back))
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def between(paragraph, start, end) -> str:
+    """The text of the w:t elements between the first element `start` accepts and the next one
+    `end` accepts."""
+    text, inside = [], False
+    for el in paragraph.iter():
+        if not inside and start(el):
+            inside = True
+        elif inside and end(el):
+            return "".join(text)
+        elif inside and el.tag == f"{{{WORD}}}t":
+            text.append(el.text or "")
+    raise AssertionError("no such range")
+
+
+def marker(name: str, **attrs: str):
+    def accept(el) -> bool:
+        return el.tag == f"{{{WORD}}}{name}" and all(
+            el.get(f"{{{WORD}}}{k}") == v for k, v in attrs.items()
+        )
+
+    return accept
+
+
+def whole_or_pieces(keep_placeholders: bool, requests: list[str]):
+    """A fake that upper-cases a whole sentence (placeholders kept, or dropped so that the
+    sentence's pieces are used) and puts each piece in brackets, to tell the two apart."""
+
+    def fake(texts: list[str]) -> list[str]:
+        requests.extend(texts)
+        return [
+            (t if keep_placeholders else re.sub(r"</?[gx]\d+/?>", "", t)).upper()
+            if "<g" in t
+            else f"[{t.upper()}]"
+            for t in texts
+        ]
+
+    return fake
+
+
+@pytest.mark.parametrize("keep_placeholders", [True, False], ids=["whole", "pieces"])
+def test_docx_field_bookmark_and_comment_keep_the_text_they_enclose(keep_placeholders):
+    src = make_docx_with_markers()
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(keep_placeholders, requests), LIMITS)
+    # each sentence is still sent whole, the marked words a pair of their own
+    assert "<g1>Please read </g1><g2>the user manual</g2><g3> before you start.</g3>" in requests
+    assert "<g1>I like </g1><g2>the weather</g2><g3> in the summer.</g3>" in requests
+    assert not any("HYPERLINK" in r for r in requests)
+    assert "Hello world." in requests  # an empty bookmark does not cut the sentence
+    if keep_placeholders:
+        field, house, weather = "THE USER MANUAL", "THE RED HOUSE", "THE WEATHER"
+        texts = ["PLEASE READ THE USER MANUAL BEFORE YOU START.", "SEE THE RED HOUSE ON THE LEFT."]
+        texts += ["I LIKE THE WEATHER IN THE SUMMER.", "[HELLO WORLD.]"]
+    else:  # each run translated on its own
+        field, house, weather = "[THE USER MANUAL]", "[THE RED HOUSE]", "[THE WEATHER]"
+        texts = ["[PLEASE READ] [THE USER MANUAL] [BEFORE YOU START.]"]
+        texts += ["[SEE] [THE RED HOUSE] [ON THE LEFT.]", "[I LIKE] [THE WEATHER] [IN THE SUMMER.]"]
+        texts.append("[HELLO WORLD.]")
+    root = etree.fromstring(entries(out)["word/document.xml"])
+    paragraphs = root.findall(f".//{{{WORD}}}p")
+    assert (
+        between(paragraphs[0], marker("fldChar", fldCharType="separate"), marker("fldChar"))
+        == field
+    )
+    assert between(paragraphs[1], marker("bookmarkStart"), marker("bookmarkEnd")) == house
+    assert between(paragraphs[2], marker("commentRangeStart"), marker("commentRangeEnd")) == weather
+    # nothing emptied, the field's instruction untouched, only text changed
+    assert all(t.text for p in paragraphs[:3] for t in p.iter(f"{{{WORD}}}t"))
+    assert [t.text for t in root.iter(f"{{{WORD}}}instrText")] == [HYPERLINK]
+    before = entries(src)["word/document.xml"]
+    strip = re.compile(rb">[^<]*<")
+    assert strip.sub(b"><", before) == strip.sub(b"><", entries(out)["word/document.xml"])
+    # the same runs on each side of an empty bookmark are one, as before
+    assert [t.text or "" for t in paragraphs[3].iter(f"{{{WORD}}}t")] == ["[HELLO WORLD.]", ""]
+    d = docx.Document(io.BytesIO(out))
+    assert [p.text for p in d.paragraphs] == texts
+    assert [c.text for c in d.comments] == ["Which weather?"]  # word/comments.xml is not sent
+
+
+def make_odt_with_markers() -> bytes:
+    """Words inside a bookmark, a comment's range and a reference mark; a point bookmark."""
+    doc = OpenDocumentText()
+    p = P(text="See ")
+    p.addElement(BookmarkStart(name="bm"))
+    p.addText("the red house")
+    p.addElement(BookmarkEnd(name="bm"))
+    p.addText(" on the left.")
+    doc.text.addElement(p)
+    p = P(text="I like ")
+    note = Annotation()
+    note.setAttrNS(OFFICENS, "name", "c1")  # as LibreOffice writes it (odfpy's name= is draw:)
+    note.addElement(Creator(text="Tom"))
+    note.addElement(P(text="Which weather?"))
+    p.addElement(note)
+    p.addText("the weather")
+    p.addElement(AnnotationEnd(name="c1"))
+    p.addText(" in the summer.")
+    doc.text.addElement(p)
+    p = P(text="Call ")
+    p.addElement(ReferenceMarkStart(name="desk"))
+    p.addText("the help desk")
+    p.addElement(ReferenceMarkEnd(name="desk"))
+    p.addText(" today.")
+    doc.text.addElement(p)
+    p = P(text="Hello ")
+    p.addElement(Bookmark(name="here"))
+    p.addText("world.")
+    doc.text.addElement(p)
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("keep_placeholders", [True, False], ids=["whole", "pieces"])
+def test_odt_bookmark_comment_and_reference_mark_keep_the_text_they_enclose(keep_placeholders):
+    src = make_odt_with_markers()
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(keep_placeholders, requests), LIMITS)
+    assert "<g1>See </g1><g2>the red house</g2><g3> on the left.</g3>" in requests
+    assert "<g1>I like </g1><g2>the weather</g2><g3> in the summer.</g3>" in requests
+    content = entries(out)["content.xml"].decode()
+
+    def enclosed(start: str, end: str) -> str:
+        """The text between the markup `start` matches and the next `end` element."""
+        return re.search(f"{start}(.*?)<{end}[ />]", content, re.S).group(1)
+
+    # the comment's own paragraph is a unit of its own: translated, not sent with the sentence
+    assert re.search(r"<office:annotation [^>]*>.*>\[WHICH WEATHER\?\]</text:p>", content)
+    assert not any("Which weather" in r and "like" in r for r in requests)
+    assert "Hello world." in requests  # a point bookmark does not cut the sentence
+    marked = [
+        enclosed("<text:bookmark-start [^>]*/>", "text:bookmark-end"),
+        enclosed("</office:annotation>", "office:annotation-end"),
+        enclosed("<text:reference-mark-start [^>]*/>", "text:reference-mark-end"),
+    ]
+    if keep_placeholders:
+        assert marked == ["THE RED HOUSE", "THE WEATHER", "THE HELP DESK"]
+    else:
+        assert marked == ["[THE RED HOUSE]", "[THE WEATHER]", "[THE HELP DESK]"]
+    got = load(io.BytesIO(out))
+    texts = [teletype.extractText(e) for e in got.text.childNodes]
+    if keep_placeholders:
+        assert texts[0] == "SEE THE RED HOUSE ON THE LEFT."
+        assert texts[2] == "CALL THE HELP DESK TODAY."
+    else:
+        assert texts[0] == "[SEE] [THE RED HOUSE] [ON THE LEFT.]"
+        assert texts[2] == "[CALL] [THE HELP DESK] [TODAY.]"
+    assert texts[3] == "[HELLO WORLD.]"
 
 
 def make_pptx() -> bytes:

@@ -13,11 +13,19 @@ endnotes of a .docx, the slides and speaker notes of a .pptx, content.xml and st
 dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks,
-drawings and fields; inside a unit, each run of text with its own formatting (a `w:r`/`a:r`
-with its properties; an .odt span or link) is a pair for app/formats/inline.py. Consecutive
-runs with the same formatting (Word splits runs for spell checking and revisions) are one. A
-run's translation goes into its first text node, the run's other text nodes are emptied; the
-formatting, every other element and every attribute stay as they were.
+drawings, notes and (.pptx) fields; inside a unit, each run of text with its own formatting (a
+`w:r`/`a:r` with its properties; an .odt span or link) is a pair for app/formats/inline.py.
+Consecutive runs with the same formatting (Word splits runs for spell checking and revisions)
+are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
+`w:instrText`), a bookmark, a comment's range or reference, a permission range (.docx); a
+bookmark, a reference mark, a comment (`office:annotation`, `office:annotation-end`), a tracked
+change mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but
+the text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
+commented range keeps the translation of the text it held. A bookmark that encloses nothing
+(Word's `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A
+field's instruction text is never translated. A run's translation goes into its first text
+node, the run's other text nodes are emptied; the formatting, every other element and every
+attribute stay as they were.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ class RunFormat:
     properties: str
     breaks: frozenset[str]  # end a unit; not looked into
     ignored: frozenset[str]  # hold no text to translate
+    markers: frozenset[str] = frozenset()  # keep the runs on each side apart; not looked into
 
 
 DOCX = RunFormat(
@@ -74,6 +83,21 @@ DOCX = RunFormat(
     )
     | {MC + "AlternateContent"},
     ignored=frozenset(W + t for t in ["rPr", "pPr", "instrText", "delText", "delInstrText"]),
+    markers=frozenset(
+        W + t
+        for t in [
+            "fldChar",
+            "instrText",
+            "delInstrText",
+            "bookmarkStart",
+            "bookmarkEnd",
+            "commentRangeStart",
+            "commentRangeEnd",
+            "commentReference",
+            "permStart",
+            "permEnd",
+        ]
+    ),
 )
 PPTX = RunFormat(
     paragraph=A + "p",
@@ -84,9 +108,24 @@ PPTX = RunFormat(
 )
 ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
 ODT_BREAKS = frozenset(
-    {TEXT + "tab", TEXT + "line-break", TEXT + "s", TEXT + "note", OFFICE + "annotation"}
+    {TEXT + "tab", TEXT + "line-break", TEXT + "s", TEXT + "note"}
     | {DRAW + "frame", DRAW + "a", DRAW + "custom-shape"}
 )
+#: keep the text on each side apart without ending the unit; not looked into (a comment's own
+#: paragraphs are units of their own). A point bookmark or reference mark (text:bookmark,
+#: text:reference-mark) encloses nothing and keeps nothing apart.
+ODT_MARKERS = frozenset(
+    TEXT + t
+    for t in [
+        "bookmark-start",
+        "bookmark-end",
+        "reference-mark-start",
+        "reference-mark-end",
+        "change",
+        "change-start",
+        "change-end",
+    ]
+) | {OFFICE + "annotation", OFFICE + "annotation-end"}
 #: (kind, required entry, parts translated, run format or None for .odt)
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
@@ -122,22 +161,29 @@ class Group:
 
 
 class _Paragraphs:
-    """Collects units of groups; a unit ends at `flush`."""
+    """Collects units of groups; a unit ends at `flush`, a group at `cut` or a new key."""
 
     def __init__(self) -> None:
         self.units: list[list[Group]] = []
         self.groups: list[Group] = []
+        self._cut = False
 
     def add(self, slot: tuple[etree._Element, str], key: object) -> None:
-        if self.groups and self.groups[-1].key == key:
+        if self.groups and not self._cut and self.groups[-1].key == key:
             self.groups[-1].slots.append(slot)
         else:
             self.groups.append(Group(key, [slot]))
+        self._cut = False
+
+    def cut(self) -> None:
+        """The next text starts a group of its own (a marker stands between)."""
+        self._cut = True
 
     def flush(self) -> None:
         if self.groups:
             self.units.append(self.groups)
             self.groups = []
+        self._cut = False
 
 
 def _run_key(run: etree._Element, fmt: RunFormat) -> object:
@@ -149,13 +195,36 @@ def _run_key(run: etree._Element, fmt: RunFormat) -> object:
     return (run.getparent(), tuple(attrs), tuple(etree.tostring(c) for c in props))
 
 
+def _empty_bookmark(el: etree._Element) -> bool:
+    """A .docx bookmark that encloses nothing (Word's `_GoBack`, a cross-reference target): its
+    start directly followed by its end. It keeps no words apart."""
+    if el.tag == W + "bookmarkStart":
+        start, end = el, el.getnext()
+    elif el.tag == W + "bookmarkEnd":
+        start, end = el.getprevious(), el
+    else:
+        return False
+    return (
+        start is not None
+        and end is not None
+        and start.tag == W + "bookmarkStart"
+        and end.tag == W + "bookmarkEnd"
+        and start.get(W + "id") == end.get(W + "id")
+    )
+
+
 def _run_units(paragraph: etree._Element, fmt: RunFormat, acc: _Paragraphs) -> None:
     def visit(el: etree._Element) -> None:
         for child in el:
             tag = child.tag
-            if not isinstance(tag, str) or tag in fmt.ignored:
+            if not isinstance(tag, str):
                 continue
-            if tag == fmt.paragraph or tag in fmt.breaks:
+            if tag in fmt.markers:
+                if not _empty_bookmark(child):
+                    acc.cut()
+            elif tag in fmt.ignored:
+                continue
+            elif tag == fmt.paragraph or tag in fmt.breaks:
                 acc.flush()
             elif tag == fmt.text:
                 acc.add((child, "text"), _run_key(child.getparent(), fmt))
@@ -174,6 +243,8 @@ def _odt_units(paragraph: etree._Element, acc: _Paragraphs) -> None:
             if isinstance(child.tag, str):
                 if child.tag in ODT_PARAGRAPHS or child.tag in ODT_BREAKS:
                     acc.flush()
+                elif child.tag in ODT_MARKERS:
+                    acc.cut()
                 else:
                     visit(child)
             if child.tail:
