@@ -26,7 +26,14 @@ from starlette.requests import ClientDisconnect
 
 from .fastpath import too_slow
 from .files import FileStore, StoreFull, ascii_name, safe_name
-from .formats import FormatError, Limits, content_type, handler_for, supported
+from .formats import (
+    FormatError,
+    Limits,
+    check_text_file,
+    content_type,
+    handler_for,
+    supported,
+)
 from .formats.inline import text_budget, text_budget_in_force
 from .params import field_limit, query_params
 from .schemas import ErrorResponse
@@ -44,9 +51,9 @@ def store(state: Any) -> FileStore:
     return state.files
 
 
-#: at most this many files are read and written at once (each in a thread of its own); more
-#: wait for a turn
-FILE_THREADS = 4
+#: at most this many files are read and written at once (each in a thread of its own, with
+#: the memory its parser takes); more wait for a turn
+FILE_THREADS = 2
 
 
 def file_pool(state: Any) -> concurrent.futures.ThreadPoolExecutor:
@@ -231,7 +238,9 @@ async def translate_file(request: Request):
 
         def run_handler() -> bytes:  # its units' text is counted while they are built
             with text_budget(s.max_file_chars):
-                return handler(data, translate, Limits(max_unpacked_bytes=s.max_unpacked_bytes))
+                limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes, max_chars=s.max_file_chars)
+                check_text_file(filename, data, limits)
+                return handler(data, translate, limits)
 
         try:
             out = await loop.run_in_executor(file_pool(state), run_handler)

@@ -339,7 +339,7 @@ def test_a_formatted_file_counts_its_text_once(random_checkpoint, tmp_path):
         r = text(url, "y")
         assert r.status_code == 429 and "(0 left)" in r.json()["error"], r.text
     with serve_in_thread(weights, max_file_chars=1000) as (url, _):
-        over = upload(url, "b.md", (line * 400).encode())
+        over = upload(url, "b.md", (line * 150).encode())  # 4800 bytes, 4200 characters
         assert over.status_code == 413
         assert over.json()["error"] == "b.md: the file holds more than 1000 characters of text"
         d = docx.Document()
@@ -386,3 +386,29 @@ def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
     assert got.headers["content-disposition"] == (
         "attachment; filename=\"Bericht_uber_de.txt\"; filename*=utf-8''Bericht_%C3%BCber_de.txt"
     )
+
+
+def test_markup_too_large_for_the_text_limit_is_refused_before_parsing(random_checkpoint, tmp_path):
+    """A parser takes tens to hundreds of times the bytes it reads (a 4.3 MB .docx of tiny
+    paragraphs took 2 GB before its text was counted): a file with more markup than the
+    text limit calls for is refused before it is parsed, by its size."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    with serve_in_thread(weights, max_file_chars=1000) as (url, _):
+        md = upload(url, "a.md", b"abc\n\n" * 1001)  # 5005 bytes
+        assert md.status_code == 413
+        assert md.json()["error"] == (
+            "a.md: the file has 5005 bytes; at most 5000 for a .md file "
+            "(5 per character of text allowed in a file)"
+        )
+        html = upload(url, "a.html", b"<p>abc</p>" * 2001)
+        assert html.status_code == 413 and "at most 20000 for a .html file" in html.text
+        d = docx.Document()
+        for _ in range(2500):
+            d.add_paragraph("x")
+        out = io.BytesIO()
+        d.save(out)
+        doc = upload(url, "a.docx", out.getvalue())
+        assert doc.status_code == 413
+        assert "text parts unpack to" in doc.text and "at most 50000" in doc.text
+        assert upload(url, "b.md", b"The cat is big.\n" * 60).status_code == 200

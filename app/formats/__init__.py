@@ -35,11 +35,44 @@ class FormatError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on what an archive (.docx, .pptx, .odt) may unpack to, checked before unpacking."""
+    """Bounds on what an archive (.docx, .pptx, .odt) may unpack to, checked before unpacking,
+    and on the markup a handler parses: a parser's tree takes tens to hundreds of times the
+    bytes it reads (markdown-it's tokens about 280 times), all before the text in it can be
+    counted."""
 
     max_unpacked_bytes: int = 50_000_000  # all entries together, uncompressed
     max_entries: int = 2_000
     max_ratio: int = 100  # uncompressed / compressed, for entries over 1 MiB (Apache POI's bound)
+    max_chars: int = 200_000  # characters of text in the file (bounds the markup below)
+
+    @property
+    def max_xml_bytes(self) -> int:
+        """The XML parts of an archive that hold its text, together: 50 bytes per character
+        (generous for the markup around a document's text)."""
+        return 50 * self.max_chars
+
+    def max_text_file_bytes(self, ext: str) -> int:
+        """A text file's bytes: 20 per character, 5 for Markdown (whose parser takes the
+        most memory per byte)."""
+        return (5 if ext == ".md" else 20) * self.max_chars
+
+
+ARCHIVES = frozenset({".docx", ".pptx", ".odt"})
+
+
+def check_text_file(filename: str, data: bytes, limits: Limits) -> None:
+    """FormatError 413 for a text file (not an archive: those are checked as they are opened)
+    too large for the text it may hold."""
+    ext = extension(filename)
+    if ext in ARCHIVES:
+        return
+    most = limits.max_text_file_bytes(ext)
+    if len(data) > most:
+        raise FormatError(
+            f"the file has {len(data)} bytes; at most {most} for a {ext} file "
+            f"({most // limits.max_chars} per character of text allowed in a file)",
+            413,
+        )
 
 
 Handler = Callable[[bytes, Translate, Limits], bytes]

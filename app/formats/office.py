@@ -344,12 +344,20 @@ def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes
             "(no word/document.xml, ppt/presentation.xml or content.xml)"
         )
     _, _, patterns, fmt = kind
+    text_parts = [
+        i for i in archive.infolist() if any(fnmatch.fnmatchcase(i.filename, p) for p in patterns)
+    ]
+    xml_bytes = sum(i.file_size for i in text_parts)
+    if xml_bytes > limits.max_xml_bytes:
+        raise FormatError(
+            f"the document's text parts unpack to {xml_bytes} bytes of XML; at most "
+            f"{limits.max_xml_bytes} (50 per character of text allowed in a file)",
+            413,
+        )
     parts: dict[str, tuple[etree._Element, bytes]] = {}
     acc = _Paragraphs()
     part_of: list[str] = []  # the part each unit of `acc` comes from
-    for info in archive.infolist():
-        if not any(fnmatch.fnmatchcase(info.filename, p) for p in patterns):
-            continue
+    for info in text_parts:
         raw = _read(archive, info)
         root = _parse(info.filename, raw)
         parts[info.filename] = (root, raw)
