@@ -256,7 +256,9 @@ async def translate_file(request: Request):
                 {"Retry-After": str(exc.retry_after_s)},
             ) from None
     url = f"{str(request.base_url).rstrip('/')}/download_file/{file_id}/{quote(name)}"
-    return JSONResponse({"translatedFileUrl": url})
+    # the file is kept by this process alone: a balancer in front of several sends its
+    # download here by this header (docker/haproxy/haproxy.cfg)
+    return JSONResponse({"translatedFileUrl": url}, headers={"X-File-Id": file_id})
 
 
 @router.get("/download_file/{file_id}/{name}")

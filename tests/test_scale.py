@@ -270,6 +270,38 @@ def test_a_503_is_retried_on_another_replica(weights, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_translated_file_is_downloaded_from_the_replica_that_keeps_it(weights, tmp_path):
+    """Each replica keeps the files it translated: through the balancer, every download link
+    reaches that replica (it went to whichever replica had fewest connections, and two in
+    three downloads were 404)."""
+    with balanced_replicas(weights, tmp_path) as (lb, _, replicas):
+        links = []
+        for i in range(6):
+            r = httpx.post(
+                f"{lb}/translate_file",
+                files={"file": (f"n{i}.txt", b"The cat is big.")},
+                data={"source": "en", "target": "de"},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text
+            links.append(r.json()["translatedFileUrl"])
+        kept_by = {
+            link: [
+                name
+                for name, x in replicas.items()
+                if httpx.get(link.replace(lb, x.url), timeout=30).status_code == 200
+            ]
+            for link in links
+        }
+        assert all(len(names) == 1 for names in kept_by.values()), kept_by
+        assert len({names[0] for names in kept_by.values()}) > 1, "one replica did all"
+        for link in reversed(links):  # not in the balancer's turn
+            for _ in range(3):
+                got = httpx.get(link, timeout=30)
+                assert got.status_code == 200, (link, kept_by[link], got.text)
+
+
+@pytest.mark.slow
 def test_rolling_restart_under_load_loses_no_request(weights, tmp_path):
     """bench/rolling_restart.py through HAProxy, each replica stopped with SIGTERM (drain) and
     started again by its supervisor: every request is served, none refused or failed."""
