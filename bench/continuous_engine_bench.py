@@ -94,9 +94,15 @@ class Neighbour:
         return cls(*values)
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The neighbour's CPU time: from the scheduler's nanoseconds where the kernel keeps
+        them (a window of a few tens of milliseconds is a few 10 ms ticks of /proc/PID/stat)."""
+        try:
+            with open(f"/proc/{self.process.pid}/schedstat") as f:
+                return int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{self.process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def running(self, measure):
         """measure() with the neighbour running: (its result, the neighbour's CPU seconds per
