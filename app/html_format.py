@@ -20,6 +20,10 @@ when the model keeps them, else text run by text run (see there). Whitespace ins
 collapsed to one space for the model (HTML displays it so); whitespace before and after a unit
 or a run is kept as written.
 
+A `<` is the start of a tag only when a letter, `/`, `!` or `?` follows it (as html.parser and
+browsers read it): `<3` and `< 5` are text, translated with the rest. After the last tag, such a
+`<` without its `>` is a tag cut off by the end of the input, copied as it is with what follows.
+
 Translated text is escaped for HTML: a character the unit wrote as an entity (`&copy;`,
 `&nbsp;`, `&#169;`) is written with that same entity when it comes back, `<` is written `&lt;`,
 and `&` is written `&amp;` unless a space follows it.
@@ -28,11 +32,14 @@ and `&` is written `&amp;` unless a space follows it.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from html.parser import HTMLParser
 
 from .formats.inline import Token, Unit, UnitBuilder, collapse, distribute, translate_units
 
+#: what html.parser may read as the start of a tag, comment or declaration
+_TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
 #: content never translated
 SKIPPED = frozenset({"script", "style", "code", "pre", "textarea", "svg", "math"})
 #: phrasing elements that may sit inside a sentence
@@ -255,11 +262,12 @@ class HtmlDocument:
         stack: list[tuple[str, bool, bool]] = []
         atom: list[str] | None = None  # raw text of an inline element kept whole
         atom_depth = 0
-        # after the last tag, the last "<" given as text starts a tag cut off by the end of the
-        # input: from there on everything is copied as it is
+        # after the last tag, the first "<" given as text that may open a tag (a letter, "/",
+        # "!" or "?" follows it) starts a tag cut off by the end of the input: from there on
+        # everything is copied as it is; any other "<" ("<3", "< 5") is text
         last_tag = max((i for i, e in enumerate(events) if e[0] != "data"), default=-1)
-        cut_off = max(
-            (i for i, e in enumerate(events) if i > last_tag and text.startswith("<", e[3])),
+        cut_off = min(
+            (i for i, e in enumerate(events) if i > last_tag and _TAG_OPEN.match(text, e[3])),
             default=len(events),
         )
         for index, ((kind, name, attrs, start), end) in enumerate(

@@ -96,6 +96,12 @@ def test_srt_keeps_numbers_timestamps_and_line_count():
     assert blocks[1].endswith("- 42 -") and blocks[2].endswith("BYE NOW.\r\n")
 
 
+def test_srt_lone_lt_is_text():
+    src = b"1\n00:00:01,000 --> 00:00:02,000\nThe dog is < 5 years old.\n"
+    out = translate_srt(src, upper, LIMITS)
+    assert out == b"1\n00:00:01,000 --> 00:00:02,000\nTHE DOG IS < 5 YEARS OLD.\n"
+
+
 def test_srt_without_timestamps_is_refused_and_stray_blocks_are_kept():
     with pytest.raises(FormatError, match="no cue"):
         translate_srt(b"just some text\nno cues\n", upper, LIMITS)

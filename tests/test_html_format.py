@@ -124,6 +124,22 @@ def test_translated_text_is_escaped():
     assert out == "<p>x &lt; y & z &amp;c</p>"
 
 
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        ("I love you <3 so much my dear.", "I LOVE YOU &lt;3 SO MUCH MY DEAR."),
+        (
+            "<p>The cat is happy.</p><p>Prices are < 5 dollars and the dog is happy.",
+            "<p>THE CAT IS HAPPY.</p><p>PRICES ARE &lt; 5 DOLLARS AND THE DOG IS HAPPY.",
+        ),
+        ("a <3 b <p", "A &lt;3 B <p"),  # only the "<p" is a tag cut off by the end
+        ("a <b and <i", "A <b and <i"),  # from the first "<b" on: one tag cut off
+    ],
+)
+def test_a_lone_lt_is_text_and_only_a_tag_start_can_be_cut_off(doc, out):
+    assert translate_html(doc, upper) == out
+
+
 def test_text_without_letters_is_not_sent():
     sent = []
     translate_html("<p>2024 &mdash; 42</p><td> - </td>", lambda ts: sent.extend(ts) or ts)

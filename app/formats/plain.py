@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import codecs
 
-from ..html_format import HtmlDocument, HtmlError
+from ..html_format import _TAG_OPEN, HtmlDocument, HtmlError
 from . import FormatError, Limits, Translate
 from .inline import has_letters, split_space, translate_units
 
@@ -71,7 +71,7 @@ def _split_into(text: str, n: int) -> list[str]:
     """`text` cut at spaces outside markup into at most `n` lines of similar length."""
     cuts, depth = [], 0
     for i, ch in enumerate(text):
-        if ch == "<":
+        if _TAG_OPEN.match(text, i):  # "<3", "< 5" are text
             depth += 1
         elif ch == ">":
             depth = max(0, depth - 1)
