@@ -12,6 +12,12 @@ whitespace, entities, and the content of elements that are never translated:
   says, but not inside the never-translated elements above, nor inside an inline element kept
   whole).
 
+An element ends where a browser ends it, also when its end tag is left out: a start tag ends the
+open elements whose end HTML implies before it (a new `<li>` an open `<li>`, `<dd>`/`<dt>` an
+open `<dd>`/`<dt>`, a block such as `<p>`, `<div>`, `<ul>` or `<h2>` an open `<p>`, a cell an
+open cell, a row an open row, `<option>` an open `<option>`), so translate="no" and units end
+there too.
+
 Text is cut into units at block boundaries: any tag that is not an inline (phrasing) element,
 comments, and `<br>`. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
 are pairs and inline elements that are not translated (`<code>`, `<img>`, `<span
@@ -100,6 +106,220 @@ VOID = frozenset(
         "keygen",
     ]
 )
+
+
+#: start tags that close an open <p> (HTML: "close a p element" when one is in button scope);
+#: not <table>, which does so only in a document with a doctype (outside quirks mode)
+_CLOSES_P = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "center",
+        "details",
+        "dialog",
+        "dir",
+        "div",
+        "dl",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "hr",
+        "li",
+        "dd",
+        "dt",
+        "listing",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "plaintext",
+        "pre",
+        "search",
+        "section",
+        "summary",
+        "ul",
+        "xmp",
+    ]
+)
+_FOREIGN = frozenset({"svg", "math"})
+_HEADINGS = frozenset(["h1", "h2", "h3", "h4", "h5", "h6"])
+#: HTML's "special" elements, which stop the search for an open <li>, <dd> or <dt> (except
+#: address, div and p)
+_SPECIAL = frozenset(
+    [
+        "applet",
+        "area",
+        "article",
+        "aside",
+        "base",
+        "basefont",
+        "bgsound",
+        "blockquote",
+        "body",
+        "br",
+        "button",
+        "caption",
+        "center",
+        "col",
+        "colgroup",
+        "details",
+        "dir",
+        "dl",
+        "embed",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "frame",
+        "frameset",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "head",
+        "header",
+        "hgroup",
+        "hr",
+        "html",
+        "iframe",
+        "img",
+        "input",
+        "keygen",
+        "li",
+        "link",
+        "listing",
+        "main",
+        "marquee",
+        "menu",
+        "meta",
+        "nav",
+        "noembed",
+        "noframes",
+        "noscript",
+        "object",
+        "ol",
+        "param",
+        "plaintext",
+        "pre",
+        "script",
+        "search",
+        "section",
+        "select",
+        "source",
+        "style",
+        "summary",
+        "table",
+        "tbody",
+        "td",
+        "template",
+        "textarea",
+        "tfoot",
+        "th",
+        "thead",
+        "title",
+        "tr",
+        "track",
+        "ul",
+        "wbr",
+        "xmp",
+        "dd",
+        "dt",
+    ]
+)
+#: elements that end the scope a <p> is looked for in ("button scope")
+_BUTTON_SCOPE = frozenset(
+    [
+        "applet",
+        "caption",
+        "html",
+        "table",
+        "td",
+        "th",
+        "marquee",
+        "object",
+        "template",
+        "button",
+        "svg",
+        "math",
+    ]
+)
+#: elements that end the scope a table row or cell is looked for in ("table scope")
+_TABLE_SCOPE = frozenset({"html", "table", "template"})
+_CELLS = frozenset({"td", "th"})
+_SECTIONS = frozenset({"tbody", "thead", "tfoot"})
+_TABLE_ENDS = {
+    "td": [_CELLS],
+    "th": [_CELLS],
+    "tr": [frozenset({"tr"}), _CELLS],
+    **dict.fromkeys(_SECTIONS, [_SECTIONS, frozenset({"tr"}), _CELLS]),
+}
+
+
+def _implied_end(names: list[str], tag: str) -> int:
+    """How many of the open elements `names` (outermost first) a start tag `tag` leaves open:
+    the elements whose end tag HTML implies before it (a new <li> ends an open <li>, a block
+    ends an open <p>, a cell an open cell, ...), for the common cases of the HTML standard's
+    tree construction."""
+
+    def find(wanted: frozenset[str], scope: frozenset[str]) -> int | None:
+        for i in range(len(names) - 1, -1, -1):
+            if names[i] in wanted:
+                return i
+            if names[i] in scope:
+                return None
+        return None
+
+    keep = len(names)
+    if tag in ("li", "dd", "dt"):
+        wanted = frozenset({"li"} if tag == "li" else {"dd", "dt"})
+        for i in range(len(names) - 1, -1, -1):
+            if names[i] in wanted:
+                keep = i
+                break
+            if names[i] in _SPECIAL and names[i] not in ("address", "div", "p"):
+                break
+    elif tag in ("td", "th", "tr", "tbody", "thead", "tfoot"):
+        # a cell ends an open cell; a row an open row (or a cell outside one); a section an
+        # open section
+        for wanted in _TABLE_ENDS[tag]:
+            found = find(wanted, _TABLE_SCOPE)
+            if found is not None:
+                keep = found
+                break
+    elif tag in ("option", "optgroup"):
+        while keep and names[keep - 1] == "option":
+            keep -= 1
+        if tag == "optgroup" and keep and names[keep - 1] == "optgroup":
+            keep -= 1
+    elif tag in ("rb", "rtc"):
+        while keep and names[keep - 1] in ("rb", "rp", "rt", "rtc"):
+            keep -= 1
+    elif tag in ("rt", "rp"):
+        while keep and names[keep - 1] in ("rb", "rp", "rt"):
+            keep -= 1
+    if tag in _CLOSES_P:
+        p = find(frozenset({"p"}), _BUTTON_SCOPE)
+        if p is not None:
+            keep = min(keep, p)
+    if tag in _HEADINGS and keep and names[keep - 1] in _HEADINGS:
+        keep -= 1
+    return keep
 
 
 class HtmlError(ValueError):
@@ -274,6 +494,13 @@ class HtmlDocument:
             zip(events, offsets[1:], strict=True)
         ):
             raw = text[start:end]
+            if kind in ("start", "startend") and not any(e[0] in _FOREIGN for e in stack):
+                # the end tags HTML implies here (not inside <svg> or <math>, whose content
+                # follows other rules)
+                del stack[_implied_end([e[0] for e in stack], name) :]
+                if atom is not None and len(stack) < atom_depth:
+                    self._item("atom", "".join(atom))  # it ended before this tag
+                    atom = None
             translating = stack[-1][1] if stack else True
             if kind == "start" and name not in VOID:
                 hard = (stack[-1][2] if stack else False) or name in SKIPPED

@@ -140,6 +140,37 @@ def test_a_lone_lt_is_text_and_only_a_tag_start_can_be_cut_off(doc, out):
     assert translate_html(doc, upper) == out
 
 
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (
+            '<ul><li translate="no">ACME Corp<li>The cat is happy.</ul>',
+            '<ul><li translate="no">ACME Corp<li>THE CAT IS HAPPY.</ul>',
+        ),
+        ('<p translate="no">ACME Corp<p>The cat.', '<p translate="no">ACME Corp<p>THE CAT.'),
+        ("<p translate=no>ACME<div>The dog.</div>", "<p translate=no>ACME<div>THE DOG.</div>"),
+        ("<dl><dt translate=no>ACME<dd>A firm.</dl>", "<dl><dt translate=no>ACME<dd>A FIRM.</dl>"),
+        (
+            "<table><tr><td translate=no>ACME<td>A firm.<tr><td>A dog.</table>",
+            "<table><tr><td translate=no>ACME<td>A FIRM.<tr><td>A DOG.</table>",
+        ),
+        (
+            "<select><option translate=no>ACME<option>A firm.</select>",
+            "<select><option translate=no>ACME<option>A FIRM.</select>",
+        ),
+        # a nested list is inside the item; the next item of the outer list is not
+        (
+            "<ul><li translate=no>ACME<ul><li>Corp</ul>Inc<li>A firm.</ul>",
+            "<ul><li translate=no>ACME<ul><li>Corp</ul>Inc<li>A FIRM.</ul>",
+        ),
+        # an inline element kept whole ends with the paragraph it was in
+        ("<p>A <code>x = 1<p>The cat.", "<p>A <code>x = 1<p>THE CAT."),
+    ],
+)
+def test_translate_no_ends_where_html_implies_an_end_tag(doc, out):
+    assert translate_html(doc, upper) == out
+
+
 def test_text_without_letters_is_not_sent():
     sent = []
     translate_html("<p>2024 &mdash; 42</p><td> - </td>", lambda ts: sent.extend(ts) or ts)
