@@ -394,8 +394,11 @@ class _HtmlUnit:
 class HtmlDocument:
     """`texts` to translate, then `render(translations)` gives the translated document."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, atoms: re.Pattern[str] | None = None):
+        """`atoms`: what in the text is markup of another kind, kept as it is (the override
+        tags of subtitles, `{\\an8}`)."""
         self.pieces: list[str | _HtmlUnit] = []
+        self._atoms = atoms
         self._builder = UnitBuilder()
         self._raw_items: list[str] = []  # the raw text of the unit being built, in order
         self._spellings: dict[str, str] = {}
@@ -477,6 +480,16 @@ class HtmlDocument:
             self._builder.text(text, raw)
         self._raw_items.append(raw)
 
+    def _data(self, raw: str) -> None:
+        at = 0
+        for m in self._atoms.finditer(raw) if self._atoms else ():
+            if m.start() > at:
+                self._text(raw[at : m.start()], raw[at : m.start()])
+            self._item("atom", m.group())
+            at = m.end()
+        if at < len(raw):
+            self._text(raw[at:], raw[at:])
+
     def _walk(self, text: str, events: list, offsets: list[int]) -> None:
         # open elements: (name, translated, inside an element that is never translated)
         stack: list[tuple[str, bool, bool]] = []
@@ -524,7 +537,7 @@ class HtmlDocument:
                 if index >= cut_off or raw != name:
                     self._raw(raw)
                 else:
-                    self._text(raw, raw)
+                    self._data(raw)
                 continue
             if kind == "ref":
                 decoded = html.unescape(raw)

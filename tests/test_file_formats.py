@@ -102,6 +102,22 @@ def test_srt_lone_lt_is_text():
     assert out == b"1\n00:00:01,000 --> 00:00:02,000\nTHE DOG IS < 5 YEARS OLD.\n"
 
 
+def test_srt_keeps_override_tags_and_translates_dialogue_lines_apart():
+    src = (
+        "1\n00:00:06,000 --> 00:00:07,000\n{\\an8}Good morning.\n\n"
+        "2\n00:00:08,000 --> 00:00:09,000\n- Where are you?\n- I am at home.\n\n"
+        "3\n00:00:10,000 --> 00:00:11,000\n<i>- Who is it?</i>\n<i>-It is me.</i>\n"
+    )
+    sent = []
+    out = translate_srt(src.encode(), lambda ts: sent.extend(ts) or upper(ts), LIMITS).decode()
+    assert sent == ["Good morning.", "Where are you?", "I am at home.", "Who is it?", "It is me."]
+    assert out == (
+        "1\n00:00:06,000 --> 00:00:07,000\n{\\an8}GOOD MORNING.\n\n"
+        "2\n00:00:08,000 --> 00:00:09,000\n- WHERE ARE YOU?\n- I AM AT HOME.\n\n"
+        "3\n00:00:10,000 --> 00:00:11,000\n<i>- WHO IS IT?</i>\n<i>-IT IS ME.</i>\n"
+    )
+
+
 def test_srt_without_timestamps_is_refused_and_stray_blocks_are_kept():
     with pytest.raises(FormatError, match="no cue"):
         translate_srt(b"just some text\nno cues\n", upper, LIMITS)

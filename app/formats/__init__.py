@@ -11,7 +11,7 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 | .txt | plain.translate_txt | every line (line endings, encoding and BOM kept) |
 | .html, .htm | plain.translate_html_file | as format=html (app/html_format.py) |
 | .md | markdown.translate_markdown | paragraphs, headings, list items, table cells; code untouched |
-| .srt | plain.translate_srt | cue text; indices and timestamps untouched |
+| .srt | plain.translate_srt | cue text (dialogue line by line); indices, timestamps, `{\\an8}` untouched |
 | .docx, .pptx, .odt | office.translate_office | the text runs of the XML parts; every other part copied |
 """
 

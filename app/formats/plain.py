@@ -6,19 +6,29 @@ written back in the same encoding, byte order mark and line endings.
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
   blank lines and blocks without a timestamp line are copied as they are (a file without any
-  cue is refused). Markup in a cue is kept as in format=html.
+  cue is refused). Markup in a cue is kept as in format=html, and override tags (`{\\an8}`)
+  as they are. A dialogue, a cue whose every line starts with a dash (a speaker change:
+  `- Where are you?`), is translated line by line, each dash kept.
 - .html: as format=html (app/html_format.py).
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 
-from ..html_format import _TAG_OPEN, HtmlDocument, HtmlError
+from ..html_format import HtmlDocument, HtmlError
 from . import FormatError, Limits, Translate
 from .inline import has_letters, split_space, translate_units
 
 _LINE_END = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: a subtitle's override tags ({\an8}, {\i1}, {\fs20}): kept as they are
+_OVERRIDE = re.compile(r"\{\\[^{}]*\}")
+#: markup in a cue, never cut: tags ("<3", "< 5" are text; one cut off runs to the end) and
+#: override tags
+_MARKUP = re.compile(r"<[A-Za-z/!?][^>]*>?|" + _OVERRIDE.pattern)
+#: a dialogue line's dash, after the markup before it (a speaker change: "- Where are you?")
+_DASH = re.compile(r"(?:\s|" + _MARKUP.pattern + r")*-+\s*")
 
 
 def decode(data: bytes, kind: str) -> tuple[str, str]:
@@ -69,14 +79,8 @@ def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> by
 
 def _split_into(text: str, n: int) -> list[str]:
     """`text` cut at spaces outside markup into at most `n` lines of similar length."""
-    cuts, depth = [], 0
-    for i, ch in enumerate(text):
-        if _TAG_OPEN.match(text, i):  # "<3", "< 5" are text
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif ch == " " and depth == 0:
-            cuts.append(i)
+    inside = {i for m in _MARKUP.finditer(text) for i in range(m.start(), m.end())}
+    cuts = [i for i, ch in enumerate(text) if ch == " " and i not in inside]
     lines, start = [], 0
     for k in range(1, n):
         target = len(text) * k / n
@@ -110,18 +114,29 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
         i = block_end
     if strays and not cues:
         raise FormatError("no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); not SRT")
-    documents = []
+    # each cue: its texts, with the dash before each (a dialogue) or none (all lines as one)
+    texts: list[list[tuple[str, HtmlDocument]]] = []
     for first, end in cues:
-        cue = " ".join(lines[k][0].strip() for k in range(first, end))
+        cue_lines = [lines[k][0].strip() for k in range(first, end)]
+        dashes = [_DASH.match(line) for line in cue_lines]
+        if all(dashes):  # a dialogue: each line on its own
+            parts = [
+                (m.group(), line[m.end() :]) for m, line in zip(dashes, cue_lines, strict=True)
+            ]
+        else:
+            parts = [("", " ".join(cue_lines))]
         try:
-            documents.append(HtmlDocument(cue))
+            texts.append([(dash, HtmlDocument(t, atoms=_OVERRIDE)) for dash, t in parts])
         except HtmlError as exc:
             raise FormatError(f"line {first + 1}: {exc}") from None
+    documents = [d for cue in texts for _, d in cue]
     tokens = iter(translate_units([u for d in documents for u in d.units], translate))
-    rendered = [d.render_tokens([next(tokens) for _ in d.units], plain=True) for d in documents]
+    rendered = iter(d.render_tokens([next(tokens) for _ in d.units], plain=True) for d in documents)
+    new_cues = [[dash + next(rendered) for dash, _ in cue] for cue in texts]
     out = list(lines)
-    for (first, end), cue in reversed(list(zip(cues, rendered, strict=True))):
-        new = _split_into(cue, end - first)
+    for (first, end), new in reversed(list(zip(cues, new_cues, strict=True))):
+        if len(new) == 1:
+            new = _split_into(new[0], end - first)
         endings = [lines[k][1] for k in range(first, first + len(new) - 1)] + [lines[end - 1][1]]
         out[first:end] = list(zip(new, endings, strict=True))
     return "".join(c + e for c, e in out).encode(codec)
