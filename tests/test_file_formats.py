@@ -67,6 +67,43 @@ def test_txt_keeps_lines_spacing_encoding_and_bom():
     assert translate_txt(utf16, upper, LIMITS) == "GRÜSSE\n".encode("utf-16")
 
 
+def test_txt_translates_a_wrapped_paragraph_whole_and_keeps_its_lines():
+    src = (
+        "  My father and my mother went to\r\n"
+        "  the train station yesterday because\r\n"
+        "  they wanted to visit my sister.\r\n"
+        "\r\n"
+        "Shopping list:\r\n"
+        "- eggs and milk\r\n"
+        "- bread\r\n"
+        "2024\r\n"
+        "The end.\r\n"
+        "Bye now."
+    )
+    sent = []
+    out = translate_txt(
+        src.encode("utf-8-sig"), lambda ts: sent.extend(ts) or upper(ts), LIMITS
+    ).decode("utf-8-sig")
+    assert sent == [
+        "My father and my mother went to the train station yesterday because they wanted to"
+        " visit my sister.",
+        "Shopping list:",
+        "- eggs and milk",
+        "- bread",
+        "The end.",
+        "Bye now.",
+    ]
+    assert out == src.upper()  # the same lines, each translated in its place
+    # spread in the proportions of the original lines, indented as they were
+    out = translate_txt(b"A short line\nand a much longer line than the first\n", upper, LIMITS)
+    assert out == b"A SHORT LINE\nAND A MUCH LONGER LINE THAN THE FIRST\n"
+    # a paragraph stays far below a request's character limit
+    sent.clear()
+    long = ("and the words go on and on without an end " * 2 + "\n") * 100
+    out = translate_txt(long.encode(), lambda ts: sent.extend(ts) or upper(ts), LIMITS)
+    assert out == long.upper().encode() and len(sent) > 1 and max(map(len, sent)) <= 1_000
+
+
 def test_txt_that_is_not_utf8_is_refused():
     with pytest.raises(FormatError, match="not valid UTF-8"):
         translate_txt(b"caf\xe9 au lait", upper, LIMITS)

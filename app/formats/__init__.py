@@ -8,7 +8,7 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 
 | extension | handler | what is translated |
 |---|---|---|
-| .txt | plain.translate_txt | every line (line endings, encoding and BOM kept) |
+| .txt | plain.translate_txt | paragraphs, spread back over their lines; line endings, encoding, BOM kept |
 | .html, .htm | plain.translate_html_file | as format=html (app/html_format.py) |
 | .md | markdown.translate_markdown | paragraphs, headings, list items, table cells; code untouched |
 | .srt | plain.translate_srt | cue text (dialogue line by line); indices, timestamps, `{\\an8}` untouched |

@@ -1,8 +1,14 @@
 """Text files: .txt, .srt and .html, read as UTF-8 (or UTF-16 with a byte order mark) and
 written back in the same encoding, byte order mark and line endings.
 
-- .txt: each line with letters is one text (the service splits it into sentences); its
-  leading and trailing spaces are kept.
+- .txt: each paragraph is one text (the service splits it into sentences), so a sentence
+  wrapped over several lines is translated whole; its translation is spread over as many lines
+  as the paragraph had (cut at spaces, in the proportions of the original lines), each with the
+  indentation and trailing spaces of the line it replaces. A paragraph is a run of lines with
+  letters; it ends at a line without letters (copied as it is), before a list item (`- `, `* `,
+  `1. `, `(a) `), after a line that ends a sentence (`.`, `!`, `?`, `:`) unless the next one
+  starts with a lowercase letter, where its lines after the first change indentation, and
+  before it would pass 1,000 characters.
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
   blank lines and blocks without a timestamp line are copied as they are (a file without any
@@ -27,6 +33,12 @@ _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
 #: markup in a cue, never cut: tags ("<3", "< 5" are text; one cut off runs to the end) and
 #: override tags
 _MARKUP = re.compile(r"<[A-Za-z/!?][^>]*>?|" + _OVERRIDE.pattern)
+#: characters in a paragraph of a .txt at most (a text over MT_MAX_REQUEST_CHARS is refused)
+_MAX_PARAGRAPH = 1_000
+#: a line that starts a list item: it starts a paragraph of its own in a .txt
+_ITEM = re.compile(r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|\(\w{1,3}\))\s")
+#: the end of a sentence at the end of a line (then closing quotes or brackets)
+_END = re.compile(r"[.!?:\u2026][\"'\u201d\u2019\u00bb)\]]*$")
 #: a dialogue line's dash, after the markup before it (a speaker change: "- Where are you?")
 _DASH = re.compile(r"(?:\s|" + _MARKUP.pattern + r")*-+\s*")
 
@@ -57,15 +69,52 @@ def _lines(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _paragraphs(contents: list[str]) -> list[tuple[int, int]]:
+    """[first, end) line indices of each paragraph of a text file; see the module docstring."""
+    out: list[tuple[int, int]] = []
+    size = 0  # characters in the last paragraph
+    for k, line in enumerate(contents):
+        if not has_letters(line):
+            continue
+        if out and out[-1][1] == k:  # the line before is in a paragraph: does this one go on?
+            first = out[-1][0]
+            prev, core = contents[k - 1].strip(), line.lstrip()
+            goes_on = not _ITEM.match(core) and not (_END.search(prev) and not core[0].islower())
+            goes_on = goes_on and size + len(line) <= _MAX_PARAGRAPH
+            if goes_on and k - first >= 2:  # lines after the first are indented alike
+                goes_on = _indent(line) == _indent(contents[first + 1])
+            if goes_on:
+                out[-1] = (first, k + 1)
+                size += 1 + len(line)
+                continue
+        out.append((k, k + 1))
+        size = len(line)
+    return out
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
 def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     text, codec = decode(data, ".txt")
     lines = _lines(text)
-    wanted = [i for i, (content, _) in enumerate(lines) if has_letters(content)]
-    cores = [split_space(lines[i][0]) for i in wanted]
-    translated = translate([core for _, core, _ in cores]) if wanted else []
-    for i, (lead, _, trail), new in zip(wanted, cores, translated, strict=True):
-        lines[i] = (lead + new + trail, lines[i][1])
-    return "".join(c + e for c, e in lines).encode(codec)
+    paragraphs = _paragraphs([content for content, _ in lines])
+    texts = [" ".join(lines[k][0].strip() for k in range(a, b)) for a, b in paragraphs]
+    translated = translate(texts) if texts else []
+    out = list(lines)
+    for (first, end), new in reversed(list(zip(paragraphs, translated, strict=True))):
+        spaces = [split_space(lines[k][0]) for k in range(first, end)]
+        parts = _split_into(new, end - first, [len(core) for _, core, _ in spaces], markup=False)
+        last = len(parts) - 1
+        out[first:end] = [
+            (
+                spaces[i][0] + part + spaces[end - first - 1 if i == last else i][2],
+                lines[end - 1 if i == last else first + i][1],
+            )
+            for i, part in enumerate(parts)
+        ]
+    return "".join(c + e for c, e in out).encode(codec)
 
 
 def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> bytes:
@@ -77,13 +126,19 @@ def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> by
     return doc.render_tokens(translate_units(doc.units, translate)).encode(codec)
 
 
-def _split_into(text: str, n: int) -> list[str]:
-    """`text` cut at spaces outside markup into at most `n` lines of similar length."""
-    inside = {i for m in _MARKUP.finditer(text) for i in range(m.start(), m.end())}
+def _split_into(
+    text: str, n: int, lengths: list[int] | None = None, markup: bool = True
+) -> list[str]:
+    """`text` cut at spaces (outside markup) into at most `n` lines, of similar length or in
+    the proportions of `lengths` (the original lines')."""
+    inside = (
+        {i for m in _MARKUP.finditer(text) for i in range(m.start(), m.end())} if markup else ()
+    )
     cuts = [i for i, ch in enumerate(text) if ch == " " and i not in inside]
     lines, start = [], 0
+    total = sum(lengths or []) or None
     for k in range(1, n):
-        target = len(text) * k / n
+        target = len(text) * (sum(lengths[:k]) / total if lengths and total else k / n)
         options = [c for c in cuts if c > start]
         if not options:
             break
