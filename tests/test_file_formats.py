@@ -13,6 +13,7 @@ import pptx
 import pytest
 from docx.oxml import parse_xml
 from lxml import etree
+from markdown_it import MarkdownIt
 from odf import teletype
 from odf.dc import Creator
 from odf.namespaces import OFFICENS
@@ -196,6 +197,36 @@ def test_markdown_keeps_syntax_and_code():
     assert "    indented code stays\n" in out
     assert "| NAME | VALUE |\n|------|-------|\n| FIRST | `x = 1` |\n" in out
     assert "- ITEM ONE\n- ITEM TWO\n\n> QUOTED TEXT\n" in out
+
+
+def links(markdown: str) -> list[tuple[str, str, str | None]]:
+    """(text or alt, destination, title) of every link and image."""
+    out, parser = [], MarkdownIt("commonmark")
+    for block in parser.parse(markdown):
+        children = block.children or []
+        for i, tok in enumerate(children):
+            if tok.type == "link_open":
+                out.append((children[i + 1].content, tok.attrs["href"], tok.attrs.get("title")))
+            elif tok.type == "image":
+                out.append((tok.content, tok.attrs["src"], tok.attrs.get("title")))
+    return out
+
+
+def test_markdown_link_titles_with_quotes_stay_titles():
+    src = (
+        'See [a link](http://x.com \'He said "hi"\') and ![a cat](cat.png "it\'s (\\"x\\")")'
+        ' and [b](y "C:\\\\dir").\n'
+    )
+    assert links(src) == [
+        ("a link", "http://x.com", 'He said "hi"'),
+        ("a cat", "cat.png", 'it\'s ("x")'),
+        ("b", "y", "C:\\dir"),
+    ]
+    out = translate_markdown(src.encode(), lambda ts: ts, LIMITS).decode()
+    assert links(out) == links(src)
+    out = translate_markdown(src.encode(), upper, LIMITS).decode()
+    assert [text for text, _, _ in links(out)] == ["A LINK", "a cat", "B"]  # an image is an atom
+    assert [link[1:] for link in links(out)] == [link[1:] for link in links(src)]
 
 
 def make_docx() -> bytes:

@@ -8,7 +8,8 @@ block's own syntax (`#`, `>`, list markers, table pipes, indentation).
 Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
 autolinks, inline HTML and hard line breaks are atoms (app/formats/inline.py: translated whole
 with placeholders when the model keeps them, else run by run). A link is written back as
-`[text](destination "title")` with the destination markdown-it resolved (a reference link
+`[text](destination "title")` (the title in `'...'` or `(...)` when it holds `"`, or with its
+quotes escaped) with the destination markdown-it resolved (a reference link
 becomes an inline one). A block is found in its source lines by its text; a block written over
 several lines comes back on its first line (Markdown joins the lines of a paragraph anyway);
 one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
@@ -36,9 +37,19 @@ def _code_span(content: str, markup: str) -> str:
     return f"{markup}{pad}{content}{pad}{markup}"
 
 
+def _title(title: str) -> str:
+    """A link's title as Markdown: in the first of "", '' and () it does not hold, else in ""
+    with its quotes escaped (a backslash is escaped too)."""
+    title = title.replace("\\", "\\\\")
+    for start, end in ('""', "''", "()"):
+        if start not in title and end not in title:
+            return f"{start}{title}{end}"
+    return '"' + title.replace('"', '\\"') + '"'
+
+
 def _link_end(attrs: dict) -> str:
     title = attrs.get("title")
-    title_part = f' "{title}"' if title else ""
+    title_part = f" {_title(title)}" if title else ""
     return f"]({attrs.get('href', '')}{title_part})"
 
 
