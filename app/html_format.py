@@ -21,8 +21,9 @@ there too.
 Text is cut into units at block boundaries: any tag that is not an inline (phrasing) element,
 comments, and `<br>`. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
 are pairs and inline elements that are not translated (`<code>`, `<img>`, `<span
-translate="no">`) are atoms; app/formats/inline.py translates the unit whole with placeholders
-when the model keeps them, else text run by text run (see there). Whitespace inside a unit is
+translate="no">`) are atoms, and so are URLs and e-mail addresses in the text (copied as
+written); app/formats/inline.py translates the unit whole with placeholders when the model
+keeps them, else text run by text run (see there). Whitespace inside a unit is
 collapsed to one space for the model (HTML displays it so); whitespace before and after a unit
 or a run is kept as written.
 
@@ -401,6 +402,7 @@ class HtmlDocument:
         self._atoms = atoms
         self._builder = UnitBuilder()
         self._raw_items: list[str] = []  # the raw text of the unit being built, in order
+        self._run: list[tuple[str, str]] = []  # (text, raw text) of the text not added yet
         self._spellings: dict[str, str] = {}
         try:
             tokenizer = _Tokenizer(text)
@@ -457,6 +459,7 @@ class HtmlDocument:
 
     # -- building ----------------------------------------------------------------------------
     def _flush(self) -> None:
+        self._end_run()
         builder = self._builder
         if builder.empty():
             return
@@ -472,13 +475,25 @@ class HtmlDocument:
         self.pieces.append(raw)
 
     def _text(self, text: str, raw: str) -> None:
-        items = self._builder.items
-        if items and items[-1].kind == "text":  # one text item per run between markup
-            prev = items.pop()
-            self._builder.text(str(prev.value) + text, prev.ref + raw)
-        else:
-            self._builder.text(text, raw)
+        self._run.append((text, raw))  # one text item per run between markup: see _end_run
         self._raw_items.append(raw)
+
+    def _end_run(self) -> None:
+        if not self._run:
+            return
+        pieces, self._run = self._run, []
+        decoded, raw = "".join(t for t, _ in pieces), "".join(r for _, r in pieces)
+        # where each character of the text starts in the raw text (for the raw text of a URL)
+        starts: list[int] = []
+        at = 0
+        for t, r in pieces:
+            if t == r:
+                starts.extend(range(at, at + len(t)))
+            else:  # a character reference: its characters start at it, then after it
+                starts.extend([at] + [at + len(r)] * (len(t) - 1))
+            at += len(r)
+        starts.append(at)
+        self._builder.text(decoded, raw, lambda s, e: raw[starts[s] : starts[e]])
 
     def _data(self, raw: str) -> None:
         at = 0
@@ -562,6 +577,7 @@ class HtmlDocument:
             self._item("atom", "".join(atom))
 
     def _item(self, kind: str, raw: str, name: str = "") -> None:
+        self._end_run()
         if kind == "atom":
             self._builder.atom(raw)
         else:

@@ -229,6 +229,24 @@ def test_markdown_link_titles_with_quotes_stay_titles():
     assert [link[1:] for link in links(out)] == [link[1:] for link in links(src)]
 
 
+def test_urls_and_email_addresses_in_markdown_and_docx_are_copied_as_written():
+    text = "Download the installer from https://example.com/files/setup.exe today."
+    want = "DOWNLOAD THE INSTALLER FROM https://example.com/files/setup.exe TODAY."
+    src = f"{text}\n\nWrite to *support@example.com* if you have questions.\n"
+    for translate in (upper, drop_placeholders):
+        out = translate_markdown(src.encode(), translate, LIMITS).decode()
+        assert out == f"{want}\n\nWRITE TO *support@example.com* IF YOU HAVE QUESTIONS.\n"
+    document = docx.Document()
+    document.add_paragraph(text)
+    document.add_paragraph("Write to ").add_run("support@example.com").bold = True
+    data = io.BytesIO()
+    document.save(data)
+    for translate in (upper, drop_placeholders):
+        out = docx.Document(io.BytesIO(translate_office(data.getvalue(), translate, LIMITS)))
+        assert [p.text for p in out.paragraphs] == [want, "WRITE TO support@example.com"]
+        assert out.paragraphs[1].runs[-1].bold
+
+
 def make_docx() -> bytes:
     d = docx.Document()
     p = d.add_paragraph("Hello ")

@@ -171,6 +171,21 @@ def test_translate_no_ends_where_html_implies_an_end_tag(doc, out):
     assert translate_html(doc, upper) == out
 
 
+@pytest.mark.parametrize("translate", [upper, lose_placeholders])
+def test_urls_and_email_addresses_are_copied_as_written(translate):
+    doc = (
+        "<p>Download the installer from https://example.com/files/setup.exe today.</p>"
+        "<p>Write to support@example.com (or see www.example.org/a_(b)?x=1&amp;y=2).</p>"
+        "<p>https://example.com/only</p>"
+    )
+    assert HtmlDocument(doc).texts[0] == "Download the installer from <x1/> today."
+    assert translate_html(doc, translate) == (
+        "<p>DOWNLOAD THE INSTALLER FROM https://example.com/files/setup.exe TODAY.</p>"
+        "<p>WRITE TO support@example.com (OR SEE www.example.org/a_(b)?x=1&amp;y=2).</p>"
+        "<p>https://example.com/only</p>"
+    )
+
+
 def test_text_without_letters_is_not_sent():
     sent = []
     translate_html("<p>2024 &mdash; 42</p><td> - </td>", lambda ts: sent.extend(ts) or ts)

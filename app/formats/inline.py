@@ -20,6 +20,10 @@ Each unit is translated in one of two ways, both asked for in the same batch:
 
 A unit with at most one stretch of text that holds letters is only translated by runs (that is
 the whole sentence already); units whose pairs do not balance (broken markup) too.
+
+URLs (`https://...`, `www....`) and e-mail addresses in text are copied as written, never
+translated: each is an atom in the unit (a placeholder when translated whole, a cut between
+runs otherwise) that comes back as text (a "keep" item), written where the atom stands.
 """
 
 from __future__ import annotations
@@ -37,6 +41,30 @@ _SPACES = re.compile(f"[{_SPACE}]+")
 #: our own placeholder syntax in the model's output (never used on the document's markup);
 #: tolerant of the spaces and capitals a tokenizer or a model may add
 _MARKER = re.compile(r"<\s*(/?)\s*([gx])\s*(\d+)\s*(/?)\s*>", re.IGNORECASE)
+#: URLs and e-mail addresses, kept as written (their end trimmed by `_verbatim`)
+_VERBATIM = re.compile(
+    r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"]+|(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+",
+    re.IGNORECASE,
+)
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+
+
+def _verbatim(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each URL and e-mail address in `text`, without the punctuation after it
+    (a full stop, a comma, a closing bracket that it did not open)."""
+    spans = []
+    for m in _VERBATIM.finditer(text):
+        start, end = m.span()
+        while end > start and text[end - 1] in ".,;:!?'\")]}":
+            ch = text[end - 1]
+            if ch in _CLOSING and text.count(_CLOSING[ch], start, end) >= text.count(
+                ch, start, end
+            ):
+                break
+            end -= 1
+        if "." in text[start:end] or "://" in text[start:end]:
+            spans.append((start, end))
+    return spans
 
 
 def has_letters(text: str) -> bool:
@@ -57,9 +85,10 @@ def split_space(text: str) -> tuple[str, str, str]:
 
 
 class Item(NamedTuple):
-    kind: str  # "text", "open", "close", "atom"
+    kind: str  # "text", "open", "close", "atom", "keep" (text copied as written: an atom)
     value: str | int  # the text, or the pair's / atom's number
     ref: Any  # the format's handle: raw markup, or the nodes to write back into
+    text: str = ""  # for "keep": the text
 
 
 class Token(NamedTuple):
@@ -98,7 +127,7 @@ class Unit:
                 parts.append(f"<g{item.value}>")
             elif item.kind == "close":
                 parts.append(f"</g{item.value}>")
-            else:
+            else:  # atom, keep
                 parts.append(f"<x{item.value}/>")
         return collapse("".join(parts))
 
@@ -115,6 +144,9 @@ class Unit:
     def _by_runs(self, translations) -> list[Token]:
         out = []
         for item in self.items:
+            if item.kind == "keep":
+                out.append(Token("text", item.text, item.ref, False))
+                continue
             if item.kind != "text":
                 out.append(Token(item.kind, "", item.ref, False))
                 continue
@@ -131,7 +163,7 @@ class Unit:
         back exactly once, each pair opened before it is closed and pairs properly nested."""
         refs = {(i.kind, i.value): i.ref for i in self.items if i.kind != "text"}
         pairs = {i.value for i in self.items if i.kind == "open"}
-        atoms = {i.value for i in self.items if i.kind == "atom"}
+        atoms = {i.value: i for i in self.items if i.kind in ("atom", "keep")}
         seen_open: set[int] = set()
         seen_atoms: set[int] = set()
         stack: list[int] = []
@@ -146,7 +178,11 @@ class Unit:
                 if number not in atoms or number in seen_atoms or closing:
                     return None
                 seen_atoms.add(number)
-                out.append(Token("atom", "", refs[("atom", number)], False))
+                atom = atoms[number]
+                if atom.kind == "keep":
+                    out.append(Token("text", atom.text, atom.ref, False))
+                else:
+                    out.append(Token("atom", "", atom.ref, False))
             elif not closing:
                 if number not in pairs or number in seen_open:
                     return None
@@ -158,7 +194,7 @@ class Unit:
                     return None
                 stack.pop()
                 out.append(Token("close", "", refs[("close", number)], False))
-        if stack or seen_open != pairs or seen_atoms != atoms:
+        if stack or seen_open != pairs or seen_atoms != set(atoms):
             return None
         if at < len(output):
             out.append(Token("text", output[at:], None, True))
@@ -222,10 +258,28 @@ class UnitBuilder:
         self._count = 0
         self.balanced = True
 
-    def text(self, text: str, ref: Any = None) -> None:
+    def text(
+        self, text: str, ref: Any = None, ref_of: Callable[[int, int], Any] | None = None
+    ) -> None:
+        """A stretch of text; its URLs and e-mail addresses become "keep" items, each part
+        with the ref `ref_of(start, end)` gives for it (`ref` for all when not given). It
+        counts against the `text_budget` in force."""
         if (budget := _budget.get()) is not None:
             budget.add(text)
-        self.items.append(Item("text", text, ref))
+        at = 0
+        for start, end in _verbatim(text):
+            if start > at:
+                self.items.append(
+                    Item("text", text[at:start], ref_of(at, start) if ref_of else ref)
+                )
+            self._count += 1
+            keep_ref = ref_of(start, end) if ref_of else ref
+            self.items.append(Item("keep", self._count, keep_ref, text[start:end]))
+            at = end
+        if at == 0:
+            self.items.append(Item("text", text, ref))
+        elif at < len(text):
+            self.items.append(Item("text", text[at:], ref_of(at, len(text)) if ref_of else ref))
 
     def open(self, name: str, ref: Any) -> None:
         self._count += 1

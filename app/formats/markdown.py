@@ -6,13 +6,13 @@ and indented), HTML blocks, thematic breaks, link reference definitions, blank l
 block's own syntax (`#`, `>`, list markers, table pipes, indentation).
 
 Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
-autolinks, inline HTML and hard line breaks are atoms (app/formats/inline.py: translated whole
-with placeholders when the model keeps them, else run by run). A link is written back as
-`[text](destination "title")` (the title in `'...'` or `(...)` when it holds `"`, or with its
-quotes escaped) with the destination markdown-it resolved (a reference link
-becomes an inline one). A block is found in its source lines by its text; a block written over
-several lines comes back on its first line (Markdown joins the lines of a paragraph anyway);
-one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
+autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
+(app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
+by run). A link is written back as `[text](destination "title")` (the title in `'...'` or
+`(...)` when it holds `"`, or with its quotes escaped) with the destination markdown-it resolved
+(a reference link becomes an inline one). A block is found in its source lines by its text; a
+block written over several lines comes back on its first line (Markdown joins the lines of a
+paragraph anyway); one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
 in translated text are escaped with a backslash.
 """
 
