@@ -157,6 +157,10 @@ class Replica:
     def supervise(self) -> None:
         with open(self.log, "a") as log:
             while not self.stopping.is_set():
+                # a restart takes at least two of HAProxy's 1 s health checks, however fast
+                # the machine starts a process, so that the balancer sees it down
+                if self.starts and self.stopping.wait(2.0):
+                    break
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "app.main"],
                     cwd=ROOT,

@@ -103,7 +103,7 @@ class Gate:
 
 @pytest.mark.parametrize("way", ["deadline", "disconnect"])
 def test_a_request_that_ends_early_leaves_the_running_decode(weights_dir, way):  # noqa: F811
-    timeout = 0.5 if way == "deadline" else 60
+    timeout = 3 if way == "deadline" else 60  # the gate holds the step past it
     with serve_in_thread(weights_dir, scheduler="continuous", request_timeout_s=timeout) as (
         url,
         app,
