@@ -315,7 +315,7 @@ def load_marian(
         path = directory / name
         if not path.is_file():
             raise marian.MarianError(f"{path}: missing file (sentencepiece model)")
-        tok = marian.MarianTokenizer(path, voc, specials)
+        tok = marian.MarianTokenizer(path, voc, specials, marian.clean_up_spaces(directory))
         if tok.vocab_size > size:
             raise marian.MarianError(
                 f"{path}: its vocabulary has ids up to {tok.vocab_size - 1}; "
@@ -333,6 +333,6 @@ def load_marian(
         training={},
         target_languages=langs.target_languages,
         target_tokens=langs.target_tokens,
+        beam_stop=generation.pop("beam_stop"),
         generation=generation,
-        beam_stop="heuristic",
     )

@@ -19,6 +19,7 @@ before the source. `pytorch_model.bin` is read with `torch.load(weights_only=Tru
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ import torch
 
 from .config import ModelConfig
 from .langcodes import token_languages, two_letter
+
+log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 OVERRIDE_FILE = "mt.json"
@@ -169,8 +172,17 @@ class MarianTokenizer:
     """A sentencepiece model whose pieces are numbered by the model's vocab.json (as the
     Hugging Face MarianTokenizer does); the same interface as tokenizer.Tokenizer."""
 
-    def __init__(self, spm_path: Path, vocab: dict[str, int], specials: dict[str, int]):
-        self.path = spm_path
+    def __init__(
+        self,
+        spm_path: Path,
+        vocab: dict[str, int],
+        specials: dict[str, int],
+        clean_up_spaces: bool = False,
+    ):
+        """`clean_up_spaces`: tokenizer_config.json's `clean_up_tokenization_spaces`, which
+        makes transformers remove the space before punctuation and English contractions in
+        what it decodes."""
+        self.path, self.clean_up_spaces = spm_path, clean_up_spaces
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(spm_path))
         except (OSError, RuntimeError) as exc:
@@ -194,13 +206,40 @@ class MarianTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         pieces = [self.pieces[i] for i in ids if i not in self.skip and i in self.pieces]
-        return self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()  # as MarianTokenizer
+        text = self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()  # as MarianTokenizer
+        return clean_up_tokenization(text) if self.clean_up_spaces else text
 
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.pieces.get(i, "<unk>") for i in ids]
 
     def special_ids(self) -> dict[str, int]:
         return {"pad_id": self.pad_id, "unk_id": self.unk_id}
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' `clean_up_tokenization`, applied as it applies it."""
+    for spaced, joined in (
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ):
+        text = text.replace(spaced, joined)
+    return text
+
+
+def clean_up_spaces(directory: Path) -> bool:
+    """tokenizer_config.json's `clean_up_tokenization_spaces` (false when it says nothing)."""
+    path = directory / TOKENIZER_CONFIG_FILE
+    if not path.is_file():
+        return False
+    return _json_object(path).get("clean_up_tokenization_spaces") is True
 
 
 def model_config(config: dict[str, Any], path: Path) -> ModelConfig:
@@ -336,9 +375,30 @@ def resolve_sharing(hf: dict[str, torch.Tensor], cfg: ModelConfig) -> ModelConfi
     return replace(cfg, tie_output=tie, share_embeddings=share)
 
 
+#: generation settings transformers applies and this engine does not, with the values that
+#: leave the output as it is: a model that sets another is served with a warning naming it
+UNSUPPORTED_GENERATION = {
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "min_length": 0,
+    "min_new_tokens": None,
+    "do_sample": False,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "exponential_decay_length_penalty": None,
+    "forced_bos_token_id": None,
+    "begin_suppress_tokens": None,
+    "sequence_bias": None,
+}
+
+
 def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """Beam size, length penalty, length limit and never-generated ids from
-    generation_config.json (falling back to config.json), as DecodingOptions' fields.
+    """Beam size, length penalty, length limit, the beam search's stopping rule and
+    never-generated ids from generation_config.json, or from config.json when there is none
+    (as transformers takes them: config.json's generation keys are not mixed into a
+    generation_config.json), as DecodingOptions' fields.
 
     transformers counts `max_length` with the decoder's start token, so it allows
     max_length - 1 generated tokens; ours counts generated tokens (EOS included). A Marian
@@ -351,7 +411,7 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
         data = _read_json(path)
         if not isinstance(data, dict):
             raise MarianError(f"{path}: expected a JSON object")
-        gen = {**config, **data}
+        gen = data
     else:
         path = directory / CONFIG_FILE
     out: dict[str, Any] = {}
@@ -362,11 +422,32 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
                 raise ValueError(f"num_beams {gen['num_beams']!r} is below 1")
         if gen.get("length_penalty") is not None:
             out["length_penalty"] = float(gen["length_penalty"])
-        if gen.get("max_length"):
+        if gen.get("max_new_tokens"):  # transformers: it wins over max_length
+            out["max_length"] = max(1, int(gen["max_new_tokens"]))
+        elif gen.get("max_length"):
             out["max_length"] = max(1, int(gen["max_length"]) - 1)
+        # transformers' early_stopping=True ends a beam search once num_beams hypotheses are
+        # finished (first_k); False, its default, is its heuristic
+        out["beam_stop"] = "first_k" if gen.get("early_stopping") is True else "heuristic"
         positions = int(config.get("max_position_embeddings", 512))
         out["max_length_ratio"] = float(max(positions, 1))
         bad = [ids[0] for ids in gen.get("bad_words_ids") or [] if len(ids) == 1]
+        ignored = [
+            f"{key}={gen[key]!r}"
+            for key, neutral in UNSUPPORTED_GENERATION.items()
+            if gen.get(key, neutral) != neutral
+        ]
+        if gen.get("early_stopping") not in (None, True, False):
+            ignored.append(f"early_stopping={gen['early_stopping']!r}")
+        if any(len(ids) > 1 for ids in gen.get("bad_words_ids") or []):
+            ignored.append("bad_words_ids of more than one token")
+        if ignored:
+            log.warning(
+                "%s: %s not applied (this engine does not implement them): its translations "
+                "may differ from transformers' generate",
+                path,
+                ", ".join(ignored),
+            )
         out["suppress_ids"] = sorted({int(i) for i in bad} | {int(config["pad_token_id"])})
     except (KeyError, TypeError, ValueError) as exc:
         raise MarianError(f"{path}: not a usable generation config ({exc!r})") from exc

@@ -361,3 +361,77 @@ def test_malformed_file_is_one_error_naming_it(plain_dir, tmp_path, case):
     with pytest.raises(StartupError) as refused:
         start_engine(Settings(weights_dir=d.parent, device="cpu", warmup=False))
     assert str(d / name) in str(refused.value)
+
+
+def own_reference(directory: Path, texts: list[str]) -> list[list[int]]:
+    """transformers' generate with nothing but the model's own generation settings."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    tok = MarianTokenizer.from_pretrained(directory)
+    model = MarianMTModel.from_pretrained(directory).eval()
+    out = []
+    with one_thread():
+        for text in texts:
+            seq = model.generate(torch.tensor([tok(text)["input_ids"]]))[0].tolist()[1:]
+            while seq and seq[-1] == model.config.pad_token_id:
+                seq.pop()
+            out.append(seq)
+    return out
+
+
+def test_the_generation_settings_are_read_as_transformers_reads_them(tmp_path, caplog):
+    """generation_config.json alone when there is one (config.json's generation keys are
+    not mixed in: a length_penalty there changed our outputs, not transformers'),
+    early_stopping (its beam search stops at num_beams finished hypotheses) and
+    max_new_tokens; a setting this engine does not implement is named in a warning."""
+    base = make_marian_dir(tmp_path / "base" / "opus-mt-en-de", seed=6, scale=2.0,
+                           piece_bias={"</s>": 1.5})  # fmt: skip
+    texts = SOURCES[:8]
+    cases = {
+        "early_stopping": ({"early_stopping": True}, {}),
+        "max_new_tokens": ({"max_new_tokens": 7}, {}),
+        "config_json": ({}, {"length_penalty": 2.0}),
+    }
+    for name, (generation, config) in cases.items():
+        d = tmp_path / name / "opus-mt-en-de"
+        shutil.copytree(base, d)
+        set_generation(d, max_length=30, **generation)
+        c = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**c, **config}))
+        t = Translator.load(d, device="cpu", dtype="float32")
+        assert ours(t, texts) == own_reference(d, texts), name
+    # the cases differ from the base model's outputs, so each setting was needed
+    plain = tmp_path / "plain" / "opus-mt-en-de"
+    shutil.copytree(base, plain)
+    set_generation(plain, max_length=30)
+    assert ours(Translator.load(plain, device="cpu", dtype="float32"), texts) != ours(
+        Translator.load(tmp_path / "early_stopping" / "opus-mt-en-de", device="cpu"), texts
+    )
+    set_generation(plain, no_repeat_ngram_size=2, repetition_penalty=1.0)
+    with caplog.at_level("WARNING", logger="model_core.marian"):
+        Translator.load(plain, device="cpu", dtype="float32")
+    assert "no_repeat_ngram_size=2 not applied" in caplog.text
+    assert "repetition_penalty" not in caplog.text  # its neutral value
+
+
+def test_clean_up_tokenization_spaces_as_the_tokenizer_config_says(tmp_path):
+    """tokenizer_config.json's clean_up_tokenization_spaces: transformers then removes the
+    space before punctuation in what it decodes; so does the service."""
+    from transformers import MarianTokenizer
+
+    d = make_marian_dir(tmp_path / "opus-mt-en-de", seed=1)
+    vocab = json.loads((d / "vocab.json").read_text())
+    spaced = [p for p in ("▁.", "▁,", ".", ",") if p in vocab]
+    assert spaced, "the test vocabulary holds no punctuation piece"
+    words = [p for p in vocab if p.startswith("▁") and p[1:].isalpha()][:2]
+    gap = ["▁"] if "▁" in vocab and not spaced[0].startswith("▁") else []
+    ids = [vocab[p] for p in [words[0], *gap, spaced[0], words[1]]]
+    for flag in (True, False):
+        config = json.loads((d / "tokenizer_config.json").read_text())
+        config["clean_up_tokenization_spaces"] = flag
+        (d / "tokenizer_config.json").write_text(json.dumps(config))
+        want = MarianTokenizer.from_pretrained(d).decode(ids, skip_special_tokens=True)
+        t = Translator.load(d, device="cpu", dtype="float32")
+        assert t.checkpoint.target_tokenizer.decode(ids) == want, flag
+        if flag:
+            assert " ." not in want and " ," not in want
