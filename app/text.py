@@ -3,10 +3,13 @@
 `split_text` returns the leading whitespace and a list of (sentence, separator) pairs with
 `prefix + "".join(s + sep for s, sep in pairs) == text`; translating each sentence and joining
 them back with the same separators mirrors paragraphs, line breaks and spacing. Sentences break
-after . ! ? … (and closing quotes) followed by whitespace, and at every line break; a period
-does not end a sentence after a common abbreviation, an initial ("J.", "U.S."), before a word
-in lower case or a digit ("p. 5"), or after a day before a month ("am 3. Mai"). Nothing is
-dropped.
+after . ! ? … (and closing quotes, German and French ones too) followed by whitespace, and at
+every line break (\n, \r, \u2028 and the other line ends); a period or an ellipsis does not
+end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a period
+after a common abbreviation, an initial ("J.", "U.S."), a day before a month ("am 3. Mai") or,
+in German, an ordinal after an article or preposition ("im 3. Stock"). A list item's marker at
+the start of a line ("1. ", "- ", "• ", "a) ") belongs to the separator before it: it is kept as
+written, not translated. Nothing is dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ import re
 import unicodedata
 
 _WHITESPACE = re.compile(r"\s+")
-_END = re.compile(r"[.!?…。！？][\"'”’»)\]]*$")
+_CLOSING = "\"'”’»“«‘›)]"  # closing quotes and brackets: English, German, French
+_END = re.compile(f"[.!?…。！？][{re.escape(_CLOSING)}]*$")
+LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: a list item's marker at the start of a line, with the space after it
+LIST_MARKER = re.compile(
+    r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|[a-z]\)|\((?:\d{1,3}|[a-z]|[ivx]{1,4})\))[ \t]+"
+)
 _ABBREVIATIONS = {
     "mr.",
     "mrs.",
@@ -64,34 +73,65 @@ _MONTH_LIKE = {  # after "3." these make it a date or an ordinal (German writes 
 }
 
 
-def _ends_sentence(last: str, text: str, at: int) -> bool:
-    """Whether the word `last` ends a sentence; the next word starts at text[at]."""
+#: German words after which "3." is an ordinal ("im 3. Stock", "der 2. Weltkrieg")
+_ORDINAL_BEFORE_DE = {
+    "der", "die", "das", "den", "dem", "des", "im", "am", "zum", "zur", "vom", "beim", "ins",
+    "ans", "ein", "eine", "einen", "einem", "einer", "jeder", "jede", "jedes", "jeden", "jedem",
+    "sein", "seine", "seinem", "seinen", "ihr", "ihre", "ihrem", "ihren", "mein", "meine",
+    "meinem", "unser", "unsere", "ab", "bis", "seit", "zu",
+}  # fmt: skip
+
+
+def _ends_sentence(last: str, text: str, at: int, before: str = "", language: str = "") -> bool:
+    """Whether the word `last` ends a sentence; the next word starts at text[at], the word
+    before `last` is `before`; `language`: the text's, where known."""
     if not _END.search(last):
         return False
-    if not last.endswith("."):  # ! ? … or a closing quote
+    stop = last.rstrip(_CLOSING)[-1:]
+    if stop not in (".", "…"):  # ! ? or their CJK forms
+        return True
+    first = text[at : at + 1]
+    if first.islower() or first.isdigit():
+        return False
+    if stop == "…" or not last.endswith("."):
         return True
     if last.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(last):
         return False
-    first = text[at : at + 1]
-    if first.islower() or first.isdigit():
+    if _DAY.fullmatch(last) and language == "de" and before.lower() in _ORDINAL_BEFORE_DE:
         return False
     next_word = _NEXT_WORD.match(text, at).group().lower()
     return not (_DAY.fullmatch(last) and next_word in _MONTH_LIKE)
 
 
-def split_text(text: str) -> tuple[str, list[tuple[str, str]]]:
-    """Leading whitespace, then (sentence, following whitespace) pairs."""
+def split_text(text: str, language: str = "") -> tuple[str, list[tuple[str, str]]]:
+    """Leading whitespace (and a list marker), then (sentence, following whitespace and the
+    next line's list marker) pairs; `language`: the text's, where known."""
     stripped = text.lstrip()
     lead = len(text) - len(stripped)
+    if marker := LIST_MARKER.match(text, lead):
+        lead = marker.end()
     pairs: list[tuple[str, str]] = []
     pos = word = lead  # where the current sentence and its last word start
+    before = ""  # the word before the last
     for m in _WHITESPACE.finditer(text, lead):
+        if m.start() < pos:  # within a list marker taken into the separator
+            continue
         # only the last word decides (linear time: a long text without a stop is not rescanned)
         last_word = text[word : m.start()]
-        if "\n" in m.group() or m.end() == len(text) or _ends_sentence(last_word, text, m.end()):
-            pairs.append((text[pos : m.start()], m.group()))
-            pos = m.end()
-        word = m.end()
+        line_end = any(c in LINE_ENDS for c in m.group())
+        if (
+            line_end
+            or m.end() == len(text)
+            or _ends_sentence(last_word, text, m.end(), before, language)
+        ):
+            sep = m.group()
+            if line_end and (marker := LIST_MARKER.match(text, m.end())):
+                sep += marker.group()
+            pairs.append((text[pos : m.start()], sep))
+            pos = m.start() + len(sep)
+            before, word = "", pos
+            continue
+        before, word = last_word, m.end()
     if pos < len(text):
         pairs.append((text[pos:], ""))
     return text[:lead], pairs
@@ -159,7 +199,7 @@ _INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # controls, format characters, sepa
 
 
 def has_content(text: str) -> bool:
-    """Whether `text` holds anything to translate: a character that is not whitespace, a
-    control or a format character (a zero-width space, a byte order mark, a NUL). Text of
-    those alone goes back as it is; a model would invent a sentence for it."""
-    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+    """Whether `text` holds anything to translate: a letter. A sentence without one (zero-width
+    or control characters, a number, a date, a price, `---`, `:)`) goes back as it is: a model
+    would invent a sentence for it."""
+    return any(ch.isalpha() and unicodedata.category(ch) not in _INVISIBLE for ch in text)

@@ -307,10 +307,10 @@ async def _translate_with(
 
     layouts, payloads = [], []  # per text: prefix, [(number of pieces, separator)]
     for text in texts:
-        prefix, sentences = split_text(text)
+        prefix, sentences = split_text(text, two_letter(translator.source_language))
         layout = []
         for sentence, sep in sentences:
-            if not has_content(sentence):  # zero-width characters and the like: kept as sent
+            if not has_content(sentence):  # no letter (a number, `---`): kept as sent
                 layout.append((0, sentence + sep))
                 continue
             pieces = split_long(sentence, count, limit)

@@ -108,6 +108,25 @@ def test_text_of_invisible_characters_alone_comes_back_as_sent(url):
     assert len(lines) == 3 and lines[1] == "\u200b" and lines[0] and lines[2]
 
 
+def test_lines_without_letters_and_list_markers_come_back_as_written(url):
+    """A line without a letter (a rule, a date, a time, a price, a number, a smiley) is not
+    sent to the model, which invented a sentence for each; a list item's marker is kept as
+    written and only the item translated ("1." became "Es ist kalt.")."""
+    kept = ["---", "2024-05-03", "10:30", "$4.99", "42", ":)", "***"]
+    text = "\n".join(["The cat.", *kept, "1. The dog.", "- We eat bread."])
+    r = httpx.post(f"{url}/translate", json={"q": text, "source": "en", "target": "de"}, timeout=60)
+    assert r.status_code == 200, r.text
+    lines = r.json()["translatedText"].split("\n")
+    assert len(lines) == len(kept) + 3
+    assert lines[1:-2] == kept
+    assert lines[-2].startswith("1. ") and len(lines[-2]) > 3
+    assert lines[-1].startswith("- ") and len(lines[-1]) > 2
+    r = httpx.post(
+        f"{url}/translate", json={"q": ["42", "1.", "(3)"], "source": "en", "target": "de"}
+    )
+    assert r.json()["translatedText"] == ["42", "1.", "(3)"]
+
+
 def test_nul_and_control_characters_in_q_are_translated(url):
     r = httpx.post(
         f"{url}/translate",

@@ -108,3 +108,48 @@ def test_splitting_reads_each_character_a_bounded_number_of_times(text):
     assert "".join(pieces).replace(" ", "") == text.replace(" ", "")
     assert all(count(p) <= 50 for p in pieces)
     assert sum(seen) <= 4 * len(text)
+
+
+@pytest.mark.parametrize(
+    "text, language, sentences",
+    [
+        # a German quotation ends its sentence (the next was merged in, then lost)
+        ("Er sagte: „Komm her.“ Dann ging er.", "de", ["Er sagte: „Komm her.“", "Dann ging er."]),
+        ("»Hilfe!« Niemand kam.", "de", ["»Hilfe!«", "Niemand kam."]),
+        # a German ordinal after an article or preposition is inside its sentence
+        ("Der 2. Weltkrieg war schlimm.", "de", ["Der 2. Weltkrieg war schlimm."]),
+        ("Ich wohne im 3. Stock. Es ist hoch.", "de", ["Ich wohne im 3. Stock.", "Es ist hoch."]),
+        ("He is 5. She is 7.", "en", ["He is 5.", "She is 7."]),
+        # an ellipsis before a word in lower case goes on, as "..." does
+        ("I was… um… very tired.", "en", ["I was… um… very tired."]),
+        ("Wait… Then go.", "en", ["Wait…", "Then go."]),
+        # every kind of line break breaks (\r alone merged the lines)
+        ("Good morning\rHow are you", "", ["Good morning", "How are you"]),
+        ("One\u2028Two\x85Three", "", ["One", "Two", "Three"]),
+    ],
+)
+def test_quotes_ordinals_ellipses_and_line_breaks(text, language, sentences):
+    prefix, pairs = split_text(text, language)
+    assert rejoin(prefix, pairs) == text
+    assert [s for s, _ in pairs] == sentences
+
+
+def test_list_markers_are_kept_as_written_not_translated():
+    """A list item's marker at the start of a line goes with the separator (as written):
+    "1." was a sentence of its own, and "- apples" was sent to the model with its dash."""
+    text = "1. Buy bread.\n2. Go home.\n  - apples\n  * milk\n• Call mom.\na) first\n(iv) last"
+    prefix, pairs = split_text(text)
+    assert rejoin(prefix, pairs) == text
+    assert prefix == "1. "
+    assert pairs == [
+        ("Buy bread.", "\n2. "),
+        ("Go home.", "\n  - "),
+        ("apples", "\n  * "),
+        ("milk", "\n• "),
+        ("Call mom.", "\na) "),
+        ("first", "\n(iv) "),
+        ("last", ""),
+    ]
+    # not markers: a negative number, a decimal, a dash inside a line
+    _, pairs = split_text("-5 degrees today.\n1.5 million people. A - B.")
+    assert [s for s, _ in pairs] == ["-5 degrees today.", "1.5 million people.", "A - B."]
