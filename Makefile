@@ -8,8 +8,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 LOCK   := requirements.lock
-HOST   ?= 0.0.0.0
-PORT   ?= 8000
+# the address `make serve` listens on: HOST=/PORT=, else MT_HOST/MT_PORT, else all addresses, 8000
+HOST   ?= $(or $(MT_HOST),0.0.0.0)
+PORT   ?= $(or $(MT_PORT),8000)
 UV_VERSION ?= 0.13.8
 # Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.
 LOCK_ARGS ?=
@@ -20,6 +21,7 @@ LOCK_ARGS ?=
 # The lock is a constraints file: each install takes its pinned versions of what it needs.
 # The C kernels are built with the locked setuptools (no isolated build environment).
 $(VENV)/.installed: pyproject.toml setup.py $(LOCK) model_core/_kernels.c
+	@echo "installing into $(VENV) (the first time takes minutes: torch is large)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c $(LOCK) setuptools
 	$(PIP) install -q -c $(LOCK) --no-build-isolation -e .

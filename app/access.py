@@ -15,14 +15,16 @@ shares the proxy's address unless keys tell them apart.
 
 A request's characters are charged once it is found valid, and given back when the server then
 answers it with an error (a full queue, a deadline, a model that could not be loaded, ...): a
-client pays only for translations it got, or that it went away from. Keys are looked up on a
-thread, so that a keys database that another process holds locked stalls only the requests
-with keys (503 with Retry-After after a second), not the server.
+client pays only for translations it got, or that it went away from. Keys are looked up on
+threads of their own, so that a keys database that another process holds locked stalls only
+the requests with keys (503 with Retry-After after a second; for the next two seconds, at
+once), not the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import math
@@ -56,6 +58,14 @@ class Grant:
     chars_per_day: int
 
 
+def keys_unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "the server cannot check API keys right now; retry later",
+        {"Retry-After": str(KEYS_RETRY_S)},
+    )
+
+
 def slow_down(limit: str, reset_time: float) -> ApiError:
     wait = max(1, math.ceil(reset_time - time.time()))
     return ApiError(
@@ -70,6 +80,10 @@ class Access:
         self.settings = settings
         path = settings.api_keys_db
         self.keys = KeyStore(path) if path is not None else None
+        # key lookups on threads of their own (a lookup may wait a second for a lock; the
+        # default executor's threads serve language detection), and a pause after a failure
+        self.lookups = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="mt-keys")
+        self.keys_down_until = 0.0
         storage = MemoryStorage()
         self.requests = MovingWindowRateLimiter(storage)
         self.chars = FixedWindowRateLimiter(storage)
@@ -86,15 +100,17 @@ class Access:
             raise ApiError(400, "`api_key` must be a text")
         info: KeyInfo | None = None
         if key and self.keys is not None:
+            if time.monotonic() < self.keys_down_until:  # it failed a moment ago
+                raise keys_unavailable()
             try:
-                info = await asyncio.to_thread(self.keys.lookup, key)
+                loop = asyncio.get_running_loop()
+                info = await loop.run_in_executor(self.lookups, self.keys.lookup, key)
             except sqlite3.Error as exc:  # locked by another process, removed, damaged
                 log.error("the API keys database %s cannot be read: %s", self.keys.path, exc)
-                raise ApiError(
-                    503,
-                    "the server cannot check API keys right now; retry later",
-                    {"Retry-After": str(KEYS_RETRY_S)},
-                ) from None
+                # the next requests with keys are answered at once until then, not each
+                # after its own second of waiting for the lock
+                self.keys_down_until = time.monotonic() + KEYS_RETRY_S
+                raise keys_unavailable() from None
             if info is None:
                 raise ApiError(403, INVALID_KEY)
         if info is None and self.key_required:

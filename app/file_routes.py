@@ -68,6 +68,17 @@ def file_pool(state: Any) -> concurrent.futures.ThreadPoolExecutor:
     return state.file_pool
 
 
+def public_base(request: Request) -> str:
+    """The service's address as the client reached it, for the download link: the scheme an
+    `X-Forwarded-Proto` header names (a proxy that ends TLS in front of the service; the
+    header only changes the client's own link), else the request's."""
+    base = str(request.base_url).rstrip("/")
+    proto = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    if proto in ("http", "https"):
+        base = proto + base[base.index("://") :]
+    return base
+
+
 def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
     out: list[list[str]] = [[]]
     size = 0
@@ -234,11 +245,21 @@ async def translate_file(request: Request):
             # units (.txt, .srt) sends its text as it is
             total = text_budget_in_force().used or sum(len(t) for t in texts)
             job = translate_texts(state, texts, source, target, request.receive, charge, total)
-            return asyncio.run_coroutine_threadsafe(job, loop).result()
+            future = asyncio.run_coroutine_threadsafe(job, loop)
+            while True:  # not for ever if the event loop closes first (the process exits)
+                try:
+                    return future.result(timeout=1.0)
+                except concurrent.futures.TimeoutError:
+                    if loop.is_closed():
+                        raise FormatError("the server stopped", 503) from None
 
         def run_handler() -> bytes:  # its units' text is counted while they are built
             with text_budget(s.max_file_chars):
-                limits = Limits(max_unpacked_bytes=s.max_unpacked_bytes, max_chars=s.max_file_chars)
+                limits = Limits(
+                    max_unpacked_bytes=s.max_unpacked_bytes,
+                    max_chars=s.max_file_chars,
+                    max_request_chars=s.max_request_chars,
+                )
                 check_text_file(filename, data, limits)
                 return handler(data, translate, limits)
 
@@ -255,7 +276,7 @@ async def translate_file(request: Request):
                 "the server keeps too many translated files right now; retry later",
                 {"Retry-After": str(exc.retry_after_s)},
             ) from None
-    url = f"{str(request.base_url).rstrip('/')}/download_file/{file_id}/{quote(name)}"
+    url = f"{public_base(request)}/download_file/{file_id}/{quote(name)}"
     # the file is kept by this process alone: a balancer in front of several sends its
     # download here by this header (docker/haproxy/haproxy.cfg)
     return JSONResponse({"translatedFileUrl": url}, headers={"X-File-Id": file_id})

@@ -156,6 +156,9 @@ _CLOSES_P = frozenset(
     ]
 )
 _FOREIGN = frozenset({"svg", "math"})
+#: inside these, no end tag is implied: foreign content follows other rules, and a
+#: <textarea>'s or <title>'s content is their text (a browser parses no tags in it)
+_NO_IMPLIED_ENDS = _FOREIGN | {"textarea", "title"}
 _HEADINGS = frozenset(["h1", "h2", "h3", "h4", "h5", "h6"])
 #: HTML's "special" elements, which stop the search for an open <li>, <dd> or <dt> (except
 #: address, div and p)
@@ -522,9 +525,9 @@ class HtmlDocument:
             zip(events, offsets[1:], strict=True)
         ):
             raw = text[start:end]
-            if kind in ("start", "startend") and not any(e[0] in _FOREIGN for e in stack):
+            if kind in ("start", "startend") and not any(e[0] in _NO_IMPLIED_ENDS for e in stack):
                 # the end tags HTML implies here (not inside <svg> or <math>, whose content
-                # follows other rules)
+                # follows other rules, nor in a <textarea> or <title>)
                 del stack[_implied_end([e[0] for e in stack], name) :]
                 if atom is not None and len(stack) < atom_depth:
                     self._item("atom", "".join(atom))  # it ended before this tag

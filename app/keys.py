@@ -222,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     path = args.db
     if path is None:  # the server's setting, read alone (another setting's mistake is the
         # server's to report)
-        path = Path(os.environ["MT_API_KEYS_DB"]) if os.environ.get("MT_API_KEYS_DB") else None
+        value = next(
+            (v for k, v in os.environ.items() if k.upper() == "MT_API_KEYS_DB"), ""
+        ).strip()  # as the server reads it: any letter case, blank is unset
+        path = Path(value) if value else None
     if path is None:
         print("mt-keys: give --db or set MT_API_KEYS_DB", file=sys.stderr)
         return 2

@@ -428,7 +428,11 @@ def main() -> int:
         settings = Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"MT_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+            # a check of several settings together has no field: its message names them
+            f"MT_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            if e["loc"]
+            else e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
         )
         print(f"mt-serve: invalid setting(s): {problems}", file=sys.stderr)
         return 2

@@ -257,7 +257,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _keys_need_a_database(self) -> Settings:
         if self.api_keys_required and self.api_keys_db is None:
-            raise ValueError("api_keys_required needs api_keys_db (the keys database)")
+            raise ValueError("MT_API_KEYS_REQUIRED=true needs MT_API_KEYS_DB (the keys database)")
         return self
 
 

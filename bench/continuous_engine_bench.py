@@ -414,7 +414,7 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
         if neighbour is not None:
             near = median(r for r, _ in beside[name])
             share = median(c for _, c in beside[name])
-            row += [f"{near:.1f}", f"{near / rate:.2f}", f"{share:.0%}"]
+            row += [f"{near:.1f}", f"{near / rate:.2f}", f"{share:.1%}"]
         rows.append(row)
     print(table(headers, rows))
     return 0

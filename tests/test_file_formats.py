@@ -105,6 +105,38 @@ def test_txt_translates_a_wrapped_paragraph_whole_and_keeps_its_lines():
     assert out == long.upper().encode() and len(sent) > 1 and max(map(len, sent)) <= 1_000
 
 
+def test_txt_headings_verses_and_greetings_end_their_lines():
+    """A short line that ends no sentence (a heading, a line of a poem, a greeting) is not
+    joined to the capitalised line after it; a wrapped line of a paragraph is; and no
+    paragraph passes the server's characters per request."""
+    sent: list[str] = []
+
+    def record(texts):
+        sent.extend(texts)
+        return upper(texts)
+
+    src = (
+        "Introduction\nThis document describes the service.\n\n"
+        "Roses are red\nViolets are blue\n\n"
+        "Dear John,\nThank you for the letter.\n\n"
+        "This sentence is long enough to be wrapped by the editor\nWhich went on here.\n"
+    )
+    assert translate_txt(src.encode(), record, LIMITS) == src.upper().encode()
+    assert sent == [
+        "Introduction",
+        "This document describes the service.",
+        "Roses are red",
+        "Violets are blue",
+        "Dear John,",
+        "Thank you for the letter.",
+        "This sentence is long enough to be wrapped by the editor Which went on here.",
+    ]
+    sent.clear()
+    wrapped = "the words go on and on and on without an end at all here\n" * 12
+    out = translate_txt(wrapped.encode(), record, Limits(max_request_chars=300))
+    assert out == wrapped.upper().encode() and max(map(len, sent)) <= 300 and len(sent) >= 3
+
+
 def test_txt_that_is_not_utf8_is_refused():
     with pytest.raises(FormatError, match="not valid UTF-8"):
         translate_txt(b"caf\xe9 au lait", upper, LIMITS)
@@ -138,6 +170,14 @@ def test_srt_lone_lt_is_text():
     src = b"1\n00:00:01,000 --> 00:00:02,000\nThe dog is < 5 years old.\n"
     out = translate_srt(src, upper, LIMITS)
     assert out == b"1\n00:00:01,000 --> 00:00:02,000\nTHE DOG IS < 5 YEARS OLD.\n"
+
+
+def test_srt_a_minus_is_no_dialogue_dash():
+    """A cue whose lines start with a negative number is one text, not dialogue lines."""
+    sent: list[str] = []
+    src = "1\n00:00:01,000 --> 00:00:02,000\n-5 degrees outside\n-3 tomorrow morning\n"
+    translate_srt(src.encode(), lambda ts: sent.extend(ts) or upper(ts), LIMITS)
+    assert sent == ["-5 degrees outside -3 tomorrow morning"]
 
 
 def test_srt_keeps_override_tags_and_translates_dialogue_lines_apart():

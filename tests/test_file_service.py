@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import random
 import shutil
 import socket
+import string
 import time
 import zipfile
 
@@ -25,6 +27,7 @@ from tests.test_html_format import Tags
 from tests.test_service import metric
 
 MAX_FILE = 200_000
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 UPLOAD_TIMEOUT = 2.0  # file_body_timeout_s of the module's server
 
 
@@ -339,6 +342,10 @@ def test_a_formatted_file_counts_its_text_once(random_checkpoint, tmp_path):
         r = text(url, "y")
         assert r.status_code == 429 and "(0 left)" in r.json()["error"], r.text
     with serve_in_thread(weights, max_file_chars=1000) as (url, _):
+        # text that is not translated (numbers, whitespace between tags) does not count
+        rows = "".join(f"<tr><td>{i:05}</td><td>{i * 7:07}</td></tr>\n" for i in range(200))
+        page = f"<table>{rows}</table><p>The cat is big.</p>"
+        assert upload(url, "t.html", page.encode()).status_code == 200
         over = upload(url, "b.md", (line * 150).encode())  # 4800 bytes, 4200 characters
         assert over.status_code == 413
         assert over.json()["error"] == "b.md: the file holds more than 1000 characters of text"
@@ -378,6 +385,22 @@ def test_translated_files_leave_the_disk_when_they_expire_and_at_shutdown(
     assert not made.exists()
 
 
+def test_the_download_link_has_the_scheme_the_proxy_names(server):
+    """Behind a proxy that ends TLS, X-Forwarded-Proto: https makes the link https (the
+    browser blocks an http download from an https page)."""
+    url, _ = server
+    r = httpx.post(
+        f"{url}/translate_file",
+        files={"file": ("a.txt", b"The cat.")},
+        data={"source": "en", "target": "de"},
+        headers={"X-Forwarded-Proto": "https"},
+        timeout=60,
+    )
+    assert r.status_code == 200 and r.json()["translatedFileUrl"].startswith("https://127.0.0.1:")
+    plain = upload(url, "a.txt", b"The cat.")
+    assert plain.json()["translatedFileUrl"].startswith("http://127.0.0.1:")
+
+
 def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
     """RFC 6266: `filename` for every client (curl -OJ saved `Bericht_%C3%BCber_de.txt`),
     `filename*` with the name itself."""
@@ -391,24 +414,28 @@ def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
 def test_markup_too_large_for_the_text_limit_is_refused_before_parsing(random_checkpoint, tmp_path):
     """A parser takes tens to hundreds of times the bytes it reads (a 4.3 MB .docx of tiny
     paragraphs took 2 GB before its text was counted): a file with more markup than the
-    text limit calls for is refused before it is parsed, by its size."""
+    text limit calls for is refused before it is parsed, by its size (1 MB of a text file and
+    5 MB of office XML are always allowed)."""
     weights = tmp_path / "weights"
     shutil.copytree(random_checkpoint, weights / "en-de")
-    with serve_in_thread(weights, max_file_chars=1000) as (url, _):
-        md = upload(url, "a.md", b"abc\n\n" * 1001)  # 5005 bytes
+    with serve_in_thread(weights, max_file_chars=100_000, max_file_bytes=20_000_000) as (url, _):
+        md = upload(url, "a.md", b"abc\n\n" * 200_001)  # 1,000,005 bytes
         assert md.status_code == 413
         assert md.json()["error"] == (
-            "a.md: the file has 5005 bytes; at most 5000 for a .md file "
-            "(5 per character of text allowed in a file)"
+            "a.md: the file has 1000005 bytes; at most 1000000 for a .md file (its markup "
+            "is bounded by the characters of text allowed in a file)"
         )
-        html = upload(url, "a.html", b"<p>abc</p>" * 2001)
-        assert html.status_code == 413 and "at most 20000 for a .html file" in html.text
-        d = docx.Document()
-        for _ in range(2500):
-            d.add_paragraph("x")
-        out = io.BytesIO()
-        d.save(out)
-        doc = upload(url, "a.docx", out.getvalue())
+        html = upload(url, "a.html", b"<p>abc</p>" * 200_001)  # 2,000,010 bytes: over 20 x
+        assert html.status_code == 413 and "at most 2000000 for a .html file" in html.text
+        text = upload(url, "a.html", b"<p>abc</p>" * 150_000)  # within: its text is counted
+        assert text.status_code == 413 and "more than 100000 characters" in text.text
+        words = random.Random(1).choices(string.ascii_letters, k=3 * 150_000)  # ratio ~10
+        paragraphs = "".join(
+            f"<w:p><w:r><w:t>{''.join(words[3 * i : 3 * i + 3])}</w:t></w:r></w:p>"
+            for i in range(150_000)
+        )
+        xml = f"<w:document {W}><w:body>{paragraphs}</w:body></w:document>"
+        doc = upload(url, "a.docx", zip_of({"word/document.xml": xml.encode()}))
         assert doc.status_code == 413
-        assert "text parts unpack to" in doc.text and "at most 50000" in doc.text
+        assert "text parts unpack to" in doc.text and "at most 5000000" in doc.text
         assert upload(url, "b.md", b"The cat is big.\n" * 60).status_code == 200

@@ -165,6 +165,11 @@ def test_a_lone_lt_is_text_and_only_a_tag_start_can_be_cut_off(doc, out):
         ),
         # an inline element kept whole ends with the paragraph it was in
         ("<p>A <code>x = 1<p>The cat.", "<p>A <code>x = 1<p>THE CAT."),
+        # a <textarea>'s content is its text: a <p> in it ends nothing
+        (
+            "<p>Edit: <textarea><p>Hello world</p></textarea> ok</p>",
+            "<p>EDIT: <textarea><p>Hello world</p></textarea> OK</p>",
+        ),
     ],
 )
 def test_translate_no_ends_where_html_implies_an_end_tag(doc, out):

@@ -4,7 +4,6 @@ speed; the numbers of a random model on a shared machine mean nothing."""
 
 from __future__ import annotations
 
-import math
 import re
 import shutil
 import socket
@@ -192,7 +191,9 @@ def test_continuous_engine_bench_measures_each_decoder_beside_a_neighbour(
         alone, beside, ratio = float(row[2]), float(row[4]), float(row[5])
         # the rates are printed to 0.1 sentence/s, the ratio to 0.01
         assert alone > 0 and beside > 0
-        assert math.isclose(ratio, beside / alone, rel_tol=0.06, abs_tol=0.01), row
+        # (each rate within 0.05 of its printed value, the ratio within 0.005)
+        slack = 0.005 + 0.05 * (alone + beside) / (alone - 0.05) ** 2
+        assert abs(ratio - beside / alone) <= slack, row
         # spinning 1 ms in every 2: it ran and was measured (how much of a core it got depends
         # on what else the machine runs)
         assert 0 < float(row[6].strip().rstrip("%")) / 100 <= 1.1, row

@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -201,7 +202,9 @@ def test_a_key_of_the_wrong_type_is_400(keyed, key):
 def test_keys_required_without_a_database_is_a_setting_error(weights, tmp_path):
     with serve_in_process(weights, tmp_path / "log", api_keys_required="true") as (_, proc):
         assert proc.wait(timeout=60) == 2
-    assert "api_keys_db" in (tmp_path / "log").read_text()
+    assert "mt-serve: invalid setting(s): MT_API_KEYS_REQUIRED=true needs MT_API_KEYS_DB" in (
+        (tmp_path / "log").read_text()
+    )
 
 
 def test_keys_and_texts_in_the_query_string_are_not_logged(weights, tmp_path):
@@ -315,7 +318,9 @@ def test_a_forwarded_for_header_does_not_choose_the_client_address(limited):
     assert [r.status_code for r in answers] == [200, 200, 429]
 
 
-def test_a_locked_or_missing_keys_database_is_a_503_that_stalls_nothing_else(weights, tmp_path):
+def test_a_locked_or_missing_keys_database_is_a_503_that_stalls_nothing_else(
+    weights, tmp_path, caplog
+):
     """The keys database held locked by another process (a backup, an open sqlite3 shell):
     requests with keys get 503 with Retry-After after a second, while the rest of the server
     goes on answering (the lookup blocked the event loop for 5 s, then answered 500); a
@@ -332,19 +337,30 @@ def test_a_locked_or_missing_keys_database_is_a_503_that_stalls_nothing_else(wei
                 keyed = asyncio.ensure_future(c.post(f"{url}/translate", json=with_key(key)))
                 await asyncio.sleep(0.05)  # the keyed request is waiting for the lock
                 live = await c.get(f"{url}/health/live")
-                return live, keyed.done(), await keyed
+                done_first = keyed.done()
+                first = await keyed
+                again = await c.post(f"{url}/translate", json=with_key(key))
+                return live, done_first, first, again
 
-        try:
-            live, keyed_done_first, keyed = asyncio.run(while_locked())
-        finally:
-            holder.rollback()
-            holder.close()
+        with caplog.at_level("ERROR", logger="app.access"):
+            try:
+                live, keyed_done_first, keyed, again = asyncio.run(while_locked())
+            finally:
+                holder.rollback()
+                holder.close()
         assert live.status_code == 200 and not keyed_done_first
-        assert keyed.status_code == 503, keyed.text
-        assert keyed.json()["error"] == "the server cannot check API keys right now; retry later"
-        assert keyed.headers["Retry-After"] == "2"
-        assert translate(url, json=with_key(key)).status_code == 200  # unlocked
+        for r in (keyed, again):
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == "the server cannot check API keys right now; retry later"
+            assert r.headers["Retry-After"] == "2"
+        # the second was answered without waiting for the lock again: one lookup failed
+        assert caplog.text.count("cannot be read") == 1
+        deadline = time.monotonic() + 30
+        while translate(url, json=with_key(key)).status_code != 200:  # unlocked: after the pause
+            assert time.monotonic() < deadline, "keys were never checked again"
+            time.sleep(0.2)
         db.unlink()
+        time.sleep(2.1)  # past the pause a failure earlier may have started
         gone = translate(url, json=with_key(key))
         assert gone.status_code == 503, gone.text
         assert not db.exists()

@@ -44,17 +44,18 @@ class Limits:
     max_entries: int = 2_000
     max_ratio: int = 100  # uncompressed / compressed, for entries over 1 MiB (Apache POI's bound)
     max_chars: int = 200_000  # characters of text in the file (bounds the markup below)
+    max_request_chars: int = 20_000  # characters of one text sent for translation
 
     @property
     def max_xml_bytes(self) -> int:
-        """The XML parts of an archive that hold its text, together: 50 bytes per character
-        (generous for the markup around a document's text)."""
-        return 50 * self.max_chars
+        """The XML parts of an archive that hold its text, together: 50 bytes per character,
+        and 5 MB at least (so that a low MT_MAX_FILE_CHARS does not refuse small files)."""
+        return max(50 * self.max_chars, 5_000_000)
 
     def max_text_file_bytes(self, ext: str) -> int:
         """A text file's bytes: 20 per character, 5 for Markdown (whose parser takes the
-        most memory per byte)."""
-        return (5 if ext == ".md" else 20) * self.max_chars
+        most memory per byte, about 290 times it), and 1 MB at least."""
+        return max((5 if ext == ".md" else 20) * self.max_chars, 1_000_000)
 
 
 ARCHIVES = frozenset({".docx", ".pptx", ".odt"})
@@ -69,8 +70,8 @@ def check_text_file(filename: str, data: bytes, limits: Limits) -> None:
     most = limits.max_text_file_bytes(ext)
     if len(data) > most:
         raise FormatError(
-            f"the file has {len(data)} bytes; at most {most} for a {ext} file "
-            f"({most // limits.max_chars} per character of text allowed in a file)",
+            f"the file has {len(data)} bytes; at most {most} for a {ext} file (its markup "
+            "is bounded by the characters of text allowed in a file)",
             413,
         )
 

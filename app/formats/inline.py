@@ -250,7 +250,7 @@ def text_budget_in_force() -> TextBudget:
 
 class UnitBuilder:
     """Collects one unit's items in document order; `build` returns the Unit, or None when
-    it holds no letters to translate. Its text counts against the `text_budget` in force."""
+    it holds no letters to translate."""
 
     def __init__(self) -> None:
         self.items: list[Item] = []
@@ -262,10 +262,7 @@ class UnitBuilder:
         self, text: str, ref: Any = None, ref_of: Callable[[int, int], Any] | None = None
     ) -> None:
         """A stretch of text; its URLs and e-mail addresses become "keep" items, each part
-        with the ref `ref_of(start, end)` gives for it (`ref` for all when not given). It
-        counts against the `text_budget` in force."""
-        if (budget := _budget.get()) is not None:
-            budget.add(text)
+        with the ref `ref_of(start, end)` gives for it (`ref` for all when not given)."""
         at = 0
         for start, end in _verbatim(text):
             if start > at:
@@ -301,8 +298,12 @@ class UnitBuilder:
         return not self.items
 
     def build(self) -> Unit | None:
+        """The unit, its text counted against the `text_budget` in force (a unit without
+        letters is not translated, and not counted)."""
         if not any(i.kind == "text" and has_letters(str(i.value)) for i in self.items):
             return None
+        if (budget := _budget.get()) is not None:
+            budget.add("".join(str(i.value) for i in self.items if i.kind == "text"))
         return Unit(self.items, balanced=self.balanced and not self._open)
 
 

@@ -351,7 +351,7 @@ def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes
     if xml_bytes > limits.max_xml_bytes:
         raise FormatError(
             f"the document's text parts unpack to {xml_bytes} bytes of XML; at most "
-            f"{limits.max_xml_bytes} (50 per character of text allowed in a file)",
+            f"{limits.max_xml_bytes} (bounded by the characters of text allowed in a file)",
             413,
         )
     parts: dict[str, tuple[etree._Element, bytes]] = {}

@@ -5,10 +5,12 @@ written back in the same encoding, byte order mark and line endings.
   wrapped over several lines is translated whole; its translation is spread over as many lines
   as the paragraph had (cut at spaces, in the proportions of the original lines), each with the
   indentation and trailing spaces of the line it replaces. A paragraph is a run of lines with
-  letters; it ends at a line without letters (copied as it is), before a list item (`- `, `* `,
-  `1. `, `(a) `), after a line that ends a sentence (`.`, `!`, `?`, `:`) unless the next one
-  starts with a lowercase letter, where its lines after the first change indentation, and
-  before it would pass 1,000 characters.
+  letters; a line starting with a lowercase letter goes on the paragraph before it, and one
+  starting otherwise only after a wrapped line: one of 40 characters or more that does not end
+  a sentence (`.`, `!`, `?`, `:`), and not as a list item (`- `, `* `, `1. `, `(a) `). So a
+  heading, a line of a poem or of an address, `Dear John,` each end their line. A paragraph
+  also ends at a line without letters (copied as it is), where its lines after the first
+  change indentation, and before it would pass 1,000 characters (or MT_MAX_REQUEST_CHARS).
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
   blank lines and blocks without a timestamp line are copied as they are (a file without any
@@ -39,8 +41,12 @@ _MAX_PARAGRAPH = 1_000
 _ITEM = re.compile(r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|\(\w{1,3}\))\s")
 #: the end of a sentence at the end of a line (then closing quotes or brackets)
 _END = re.compile(r"[.!?:\u2026][\"'\u201d\u2019\u00bb)\]]*$")
-#: a dialogue line's dash, after the markup before it (a speaker change: "- Where are you?")
-_DASH = re.compile(r"(?:\s|" + _MARKUP.pattern + r")*-+\s*")
+#: a dialogue line's dash, after the markup before it (a speaker change: "- Where are you?");
+#: not a minus ("-5 degrees")
+_DASH = re.compile(r"(?:\s|" + _MARKUP.pattern + r")*-+(?:\s+|(?=[^\d\s-]))")
+#: a line this long or longer, not ending a sentence, may be a wrapped line of a paragraph; a
+#: shorter one (a heading, a line of a poem, "Dear John,") ends its line
+_WRAPPED = 40
 
 
 def decode(data: bytes, kind: str) -> tuple[str, str]:
@@ -69,8 +75,9 @@ def _lines(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _paragraphs(contents: list[str]) -> list[tuple[int, int]]:
-    """[first, end) line indices of each paragraph of a text file; see the module docstring."""
+def _paragraphs(contents: list[str], max_chars: int = _MAX_PARAGRAPH) -> list[tuple[int, int]]:
+    """[first, end) line indices of each paragraph of a text file, of at most `max_chars`
+    characters (joined); see the module docstring."""
     out: list[tuple[int, int]] = []
     size = 0  # characters in the last paragraph
     for k, line in enumerate(contents):
@@ -79,8 +86,11 @@ def _paragraphs(contents: list[str]) -> list[tuple[int, int]]:
         if out and out[-1][1] == k:  # the line before is in a paragraph: does this one go on?
             first = out[-1][0]
             prev, core = contents[k - 1].strip(), line.lstrip()
-            goes_on = not _ITEM.match(core) and not (_END.search(prev) and not core[0].islower())
-            goes_on = goes_on and size + len(line) <= _MAX_PARAGRAPH
+            if core[0].islower():  # a sentence going on
+                goes_on = True
+            else:  # a wrapped line (long) that ends no sentence, before no list item
+                goes_on = len(prev) >= _WRAPPED and not _END.search(prev) and not _ITEM.match(core)
+            goes_on = goes_on and size + 1 + len(line) <= max_chars
             if goes_on and k - first >= 2:  # lines after the first are indented alike
                 goes_on = _indent(line) == _indent(contents[first + 1])
             if goes_on:
@@ -99,7 +109,8 @@ def _indent(line: str) -> str:
 def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     text, codec = decode(data, ".txt")
     lines = _lines(text)
-    paragraphs = _paragraphs([content for content, _ in lines])
+    longest = min(_MAX_PARAGRAPH, limits.max_request_chars)  # a text over it would be a 413
+    paragraphs = _paragraphs([content for content, _ in lines], longest)
     texts = [" ".join(lines[k][0].strip() for k in range(a, b)) for a, b in paragraphs]
     translated = translate(texts) if texts else []
     out = list(lines)
