@@ -417,7 +417,12 @@ async def detect_sources(state: Any, texts: list[str], target: str) -> list[tupl
     out = []
     for text_ranked in ranked:
         if text_ranked:
-            out.append(text_ranked[0])
+            best = text_ranked[0]
+            # a tie (a word or two, no evidence either way) is not a reason to leave the text
+            # as it is: a tied language that can be translated goes first
+            if best[0] == target:
+                best = next((r for r in text_ranked if r[1] == best[1] and r[0] != target), best)
+            out.append(best)
         else:  # the detector knows none of the candidates: the only choice, if there is one
             if len(candidates) != 1:
                 raise ApiError(

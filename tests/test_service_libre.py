@@ -312,6 +312,21 @@ def test_a_language_no_model_serves_is_a_400_even_into_itself(server):
     assert "en->de" in r.json()["error"]
 
 
+def test_auto_on_a_tie_translates_rather_than_returning_the_text(server):
+    """A text without evidence either way ("ok", "Hi": the detector gives each language 50%)
+    is translated from the other language, not returned as if already in the target."""
+    from app.detect import Detector
+
+    tied = [t for t in ("ok", "Hi", "No", "Hi!") if Detector(["en", "de"]).rank(t)[0][1] == 50.0]
+    assert tied, "no tied text to test with"
+    for target, other in (("de", "en"), ("en", "de")):
+        r = post(server, json={"q": tied, "source": "auto", "target": target})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [d["language"] for d in body["detectedLanguage"]] == [other] * len(tied)
+        assert body["translatedText"] == [explicit(server, t, other, target) for t in tied]
+
+
 def test_auto_on_one_text_reports_the_detected_language(server):
     r = post(server, data={"q": DE, "source": "auto", "target": "en"})
     assert r.status_code == 200, r.text
