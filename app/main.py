@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import signal
@@ -53,6 +54,7 @@ log = logging.getLogger("app")
 async def load_models(app: FastAPI) -> None:
     state, s = app.state, app.state.settings
     started = time.perf_counter()
+    log.info("loading the models in %s: /health answers 503 until they are ready", s.weights_dir)
     # one thread does all the torch work: loading, warm-up, then every batch (see start_engine)
     worker = Worker()
     stop = threading.Event()
@@ -404,9 +406,18 @@ class Server(uvicorn.Server):
             await self.lifespan.shutdown()
 
 
+def log_config() -> dict:
+    """uvicorn's logging, its lines with the time as the service's own lines have it."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    return config
+
+
 def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Config:
     """uvicorn's configuration of the service (`overrides`: other uvicorn.Config options)."""
     options = {
+        "log_config": log_config(),
         "host": settings.host,
         "port": settings.port,
         "log_level": settings.log_level,

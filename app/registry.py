@@ -235,7 +235,7 @@ class Registry:
         if future is None:
             assert self.worker_run is not None, "the service sets worker_run before serving"
             future = asyncio.ensure_future(
-                self.worker_run(self.load_on_demand, name, "first request")
+                self.worker_run(self.load_on_demand, name, "a first request")
             )
             self._loading[name] = future
             future.add_done_callback(lambda _: self._loading.pop(name, None))
@@ -265,16 +265,16 @@ class Registry:
         if self.on_load:
             self.on_load(entry, seconds)
         log.info(
-            "loaded %s (%s, %.1f MB of weights) in %.2f s on %s as %s, linear layers: %s: %s; "
-            "%d model(s), %.1f MB loaded%s",
+            "loaded %s for %s (%s, %.1f MB of weights) in %.2f s on %s as %s, linear layers: "
+            "%s; %d model(s), %.1f MB loaded%s",
             name,
+            reason,
             ", ".join(f"{s}->{t}" for s, t in entry.pairs),
             entry.size_bytes / 1e6,
             seconds,
             translator.device,
             translator.precision,
             translator.linear_backend or "torch",
-            reason,
             len(self.loaded),
             self.loaded_bytes() / 1e6,
             f" of a {self.budget_bytes / 1e6:.1f} MB budget" if self.budget_bytes else "",

@@ -265,9 +265,10 @@ def choose_linear_backend(
         times = timer(candidates, shapes)
         choice = min(candidates, key=lambda b: times[b])  # ties: the first (panels)
         log.info(
-            "linear backend: %s (micro-benchmark, %s)",
+            "linear backend: %s (micro-benchmark: time relative to the fastest at each batch "
+            "size, averaged over sizes: %s)",
             choice,
-            ", ".join(f"{b} {t:.2f}x the fastest" for b, t in times.items()),
+            ", ".join(f"{b} {t:.2f}x" for b, t in times.items()),
         )
     entry = {
         "backend": choice,
