@@ -37,11 +37,12 @@ from .formats import (
 from .formats.inline import text_budget, text_budget_in_force
 from .params import field_limit, query_params
 from .schemas import ErrorResponse
-from .translate import ApiError, check_accepting
+from .translate import ApiError, check_accepting, detect_sources
 from .translate import translate as translate_data
 
 router = APIRouter()
 FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
+DETECT_CHARS = 10_000  # of a file's text, from its start, to detect its language with
 
 
 def store(state: Any) -> FileStore:
@@ -120,6 +121,10 @@ async def translate_texts(
         if uncharged:
             charge(uncharged.pop())
 
+    if source == "auto" and texts:  # the document's language, once: a heading or a word
+        # alone says too little to be detected apart from the rest
+        sample = " ".join(texts)[:DETECT_CHARS]
+        ((source, _),) = await detect_sources(state, [sample], target)
     out: list[str] = []
     for chunk in chunks(texts, s.max_texts, s.max_request_chars):
         data = {"q": chunk, "source": source, "target": target}

@@ -439,3 +439,13 @@ def test_markup_too_large_for_the_text_limit_is_refused_before_parsing(random_ch
         assert doc.status_code == 413
         assert "text parts unpack to" in doc.text and "at most 5000000" in doc.text
         assert upload(url, "b.md", b"The cat is big.\n" * 60).status_code == 200
+
+
+def test_source_auto_detects_a_files_language_once(server):
+    """`source: auto` detects the document's language from its text as a whole: a heading or
+    a word alone ("Title", "See") was detected apart, as German, and left untranslated."""
+    url, _ = server
+    doc = b"# Title\n\nSee\n\nThe cat is big and we eat bread today in the garden.\n"
+    auto = download(url, upload(url, "a.md", doc, source="auto")).text
+    assert auto == download(url, upload(url, "a.md", doc, source="en")).text
+    assert not auto.startswith("# Title\n")
