@@ -88,6 +88,20 @@ class Access:
         self.requests = MovingWindowRateLimiter(storage)
         self.chars = FixedWindowRateLimiter(storage)
 
+    def _lookup(self, key: str) -> KeyInfo | None:
+        """(A lookup thread.) The key's record; after a failure, for KEYS_RETRY_S, the same
+        failure at once (the lookups queued behind a locked database do not each wait for
+        it a second)."""
+        assert self.keys is not None
+        if time.monotonic() < self.keys_down_until:
+            raise sqlite3.OperationalError("the keys database failed a moment ago")
+        try:
+            return self.keys.lookup(key)
+        except sqlite3.Error as exc:
+            log.error("the API keys database %s cannot be read: %s", self.keys.path, exc)
+            self.keys_down_until = time.monotonic() + KEYS_RETRY_S
+            raise
+
     @property
     def key_required(self) -> bool:
         return self.settings.api_keys_required
@@ -104,13 +118,9 @@ class Access:
                 raise keys_unavailable()
             try:
                 loop = asyncio.get_running_loop()
-                info = await loop.run_in_executor(self.lookups, self.keys.lookup, key)
+                info = await loop.run_in_executor(self.lookups, self._lookup, key)
             except sqlite3.Error as exc:  # locked by another process, removed, damaged
-                log.error("the API keys database %s cannot be read: %s", self.keys.path, exc)
-                # the next requests with keys are answered at once until then, not each
-                # after its own second of waiting for the lock
-                self.keys_down_until = time.monotonic() + KEYS_RETRY_S
-                raise keys_unavailable() from None
+                raise keys_unavailable() from exc
             if info is None:
                 raise ApiError(403, INVALID_KEY)
         if info is None and self.key_required:

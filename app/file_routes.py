@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,7 @@ from .translate import translate as translate_data
 router = APIRouter()
 FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
 DETECT_CHARS = 10_000  # of a file's text, from its start, to detect its language with
+PLACEHOLDER = re.compile(r"</?[gx]\d+/?>")  # a formatted paragraph's markup, sent to the model
 
 
 def store(state: Any) -> FileStore:
@@ -123,7 +125,7 @@ async def translate_texts(
 
     if source == "auto" and texts:  # the document's language, once: a heading or a word
         # alone says too little to be detected apart from the rest
-        sample = " ".join(texts)[:DETECT_CHARS]
+        sample = PLACEHOLDER.sub("", " ".join(texts))[:DETECT_CHARS]
         ((source, _),) = await detect_sources(state, [sample], target)
     out: list[str] = []
     for chunk in chunks(texts, s.max_texts, s.max_request_chars):

@@ -224,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         # server's to report)
         value = next(
             (v for k, v in os.environ.items() if k.upper() == "MT_API_KEYS_DB"), ""
-        ).strip()  # as the server reads it: any letter case, blank is unset
-        path = Path(value) if value else None
+        )  # as the server reads it: any letter case, blank is unset
+        path = Path(value) if value.strip() else None
     if path is None:
         print("mt-keys: give --db or set MT_API_KEYS_DB", file=sys.stderr)
         return 2

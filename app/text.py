@@ -3,7 +3,7 @@
 `split_text` returns the leading whitespace and a list of (sentence, separator) pairs with
 `prefix + "".join(s + sep for s, sep in pairs) == text`; translating each sentence and joining
 them back with the same separators mirrors paragraphs, line breaks and spacing. Sentences break
-after . ! ? … (and closing quotes, German and French ones too) followed by whitespace, and at
+after . ! ? … (and closing quotes and brackets: ” ’ » “ « ‘ › ) ]) followed by whitespace, and at
 every line break (\n, \r, \u2028 and the other line ends); a period or an ellipsis does not
 end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a period
 after a common abbreviation, an initial ("J.", "U.S."), a day before a month ("am 3. Mai") or,
@@ -23,7 +23,8 @@ _END = re.compile(f"[.!?…。！？][{re.escape(_CLOSING)}]*$")
 LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 #: a list item's marker at the start of a line, with the space after it
 LIST_MARKER = re.compile(
-    r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|[a-z]\)|\((?:\d{1,3}|[a-z]|[ivx]{1,4})\))[ \t]+"
+    r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|[a-z]\)|\((?:\d{1,3}|[a-z]|[ivx]{1,4})\))"
+    r"[ \t]+(?=\S)"  # the item's text follows on the line
 )
 _ABBREVIATIONS = {
     "mr.",
@@ -78,7 +79,7 @@ _ORDINAL_BEFORE_DE = {
     "der", "die", "das", "den", "dem", "des", "im", "am", "zum", "zur", "vom", "beim", "ins",
     "ans", "ein", "eine", "einen", "einem", "einer", "jeder", "jede", "jedes", "jeden", "jedem",
     "sein", "seine", "seinem", "seinen", "ihr", "ihre", "ihrem", "ihren", "mein", "meine",
-    "meinem", "unser", "unsere", "ab", "bis", "seit", "zu",
+    "meinem", "unser", "unsere",
 }  # fmt: skip
 
 
@@ -103,12 +104,21 @@ def _ends_sentence(last: str, text: str, at: int, before: str = "", language: st
     return not (_DAY.fullmatch(last) and next_word in _MONTH_LIKE)
 
 
+def _list_marker(text: str, at: int) -> re.Match | None:
+    """A list item's marker at text[at], not a day before a month ("3. Mai ist ...")."""
+    marker = LIST_MARKER.match(text, at)
+    after = _NEXT_WORD.match(text, marker.end()).group().lower() if marker else ""
+    if marker and _DAY.fullmatch(marker.group().rstrip()) and after in _MONTH_LIKE:
+        return None
+    return marker
+
+
 def split_text(text: str, language: str = "") -> tuple[str, list[tuple[str, str]]]:
     """Leading whitespace (and a list marker), then (sentence, following whitespace and the
     next line's list marker) pairs; `language`: the text's, where known."""
     stripped = text.lstrip()
     lead = len(text) - len(stripped)
-    if marker := LIST_MARKER.match(text, lead):
+    if marker := _list_marker(text, lead):
         lead = marker.end()
     pairs: list[tuple[str, str]] = []
     pos = word = lead  # where the current sentence and its last word start
@@ -125,7 +135,7 @@ def split_text(text: str, language: str = "") -> tuple[str, list[tuple[str, str]
             or _ends_sentence(last_word, text, m.end(), before, language)
         ):
             sep = m.group()
-            if line_end and (marker := LIST_MARKER.match(text, m.end())):
+            if line_end and (marker := _list_marker(text, m.end())):
                 sep += marker.group()
             pairs.append((text[pos : m.start()], sep))
             pos = m.start() + len(sep)

@@ -58,7 +58,9 @@ class Checkpoint:
     target_languages: list[str] = field(default_factory=list)  # all targets (multi-target)
     target_tokens: dict[str, str] = field(default_factory=dict)  # target -> ">>xxx<<" token
     generation: dict[str, Any] = field(default_factory=dict)  # decoding defaults of the model
-    beam_stop: str = "first_k"  # beam_search's stopping rule ("heuristic": as transformers)
+    beam_stop: str = (
+        "first_k"  # beam_search's stopping rule ("heuristic", "early": as transformers)
+    )
 
 
 def _tied_keys(cfg: ModelConfig) -> set[str]:

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from . import fused
-from .decoding import Hypothesis, force_eos, length_normalise
+from .decoding import STOPS, Hypothesis, force_eos, length_normalise
 from .fused import beam_select, topk_logsumexp
 from .model import DecoderCache, Transformer, identity_history
 
@@ -72,12 +72,13 @@ class RunningBatch:
         stop: str = "first_k",
         fixed: bool = False,
     ):
-        if stop not in ("first_k", "heuristic"):
-            raise ValueError(f"stop={stop!r}: use first_k or heuristic")
+        if stop not in STOPS:
+            raise ValueError(f"stop={stop!r}: use one of {', '.join(STOPS)}")
         self.model, self.cfg, self.k = model, model.cfg, beam_size
         self.alpha = length_penalty
         # greedy (K=1) always stops at its first finished hypothesis, as greedy_search does
-        self.keep_best = stop == "heuristic" and beam_size > 1
+        self.keep_best = stop != "first_k" and beam_size > 1
+        self.early = stop == "early"  # done at the step that brings K finished hypotheses
         self.sentences: list[_Sentence] = []
         self.cache: DecoderCache | None = None
         self.tokens = torch.empty(0, dtype=torch.long)  # (N,) each row's last token
@@ -468,6 +469,7 @@ class RunningBatch:
                 if self.keep_best:  # the K best so far, as Hugging Face's beam search keeps them
                     sent.finished.sort(key=lambda h: h[0], reverse=True)
                     del sent.finished[k:]
+                    done[j] = done[j] or (self.early and len(sent.finished) >= k)
                 elif len(sent.finished) >= k:
                     done[j] = True
         if self.keep_best:  # done once no running beam can beat the worst of K finished ones

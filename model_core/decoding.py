@@ -152,6 +152,10 @@ def reference_greedy_search(
     return _to_hypotheses(ys[:, 1:], torch.stack(step_lps, 1), lengths, ended, length_penalty)
 
 
+#: beam_search's stopping rules (see its docstring)
+STOPS = ("first_k", "heuristic", "early")
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
@@ -174,13 +178,15 @@ def beam_search(
 
     `stop`: "first_k" ends a sentence at its first K finished hypotheses; "heuristic" keeps
     the K best finished ones and ends when the best running beam, normalised at its current
-    length, cannot beat the worst of them (Hugging Face's default, early_stopping=False).
+    length, cannot beat the worst of them (Hugging Face's default, early_stopping=False);
+    "early" keeps the K best finished ones and ends at the step that brings them to K (Hugging
+    Face's early_stopping=True: those finishing at that step compete for the K places).
     """
     cfg = model.cfg
     k = beam_size
-    if stop not in ("first_k", "heuristic"):
-        raise ValueError(f"stop={stop!r}: use first_k or heuristic")
-    keep_best = stop == "heuristic"
+    if stop not in STOPS:
+        raise ValueError(f"stop={stop!r}: use one of {', '.join(STOPS)}")
+    keep_best = stop != "first_k"
     b, device = src.shape[0], src.device
     limits = max_lengths.tolist()
     memory = model.encode_tokens(src, src_mask)
@@ -216,6 +222,7 @@ def beam_search(
                 if keep_best:  # the K best so far, as Hugging Face's beam search keeps them
                     hyps.sort(key=lambda h: h[0], reverse=True)
                     del hyps[k:]
+                    done[i] = done[i] or (stop == "early" and len(hyps) >= k)
                 elif len(hyps) >= k:
                     done[i] = True
         best = choice.scores[:, 0].tolist()  # each sentence's best running beam (-inf: none)

@@ -426,12 +426,13 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
             out["max_length"] = max(1, int(gen["max_new_tokens"]))
         elif gen.get("max_length"):
             out["max_length"] = max(1, int(gen["max_length"]) - 1)
-        # transformers' early_stopping=True ends a beam search once num_beams hypotheses are
-        # finished (first_k); False, its default, is its heuristic
-        out["beam_stop"] = "first_k" if gen.get("early_stopping") is True else "heuristic"
+        # transformers' early_stopping=True ends a beam search at the step that brings
+        # num_beams finished hypotheses ("early"); False, its default, is its heuristic
+        out["beam_stop"] = "early" if gen.get("early_stopping") is True else "heuristic"
         positions = int(config.get("max_position_embeddings", 512))
         out["max_length_ratio"] = float(max(positions, 1))
         bad = [ids[0] for ids in gen.get("bad_words_ids") or [] if len(ids) == 1]
+        bad += list(gen.get("suppress_tokens") or [])  # never generated, as bad words
         ignored = [
             f"{key}={gen[key]!r}"
             for key, neutral in UNSUPPORTED_GENERATION.items()
@@ -441,6 +442,9 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
             ignored.append(f"early_stopping={gen['early_stopping']!r}")
         if any(len(ids) > 1 for ids in gen.get("bad_words_ids") or []):
             ignored.append("bad_words_ids of more than one token")
+        if gen.get("renormalize_logits") is not True:  # the engine's scores are renormalised
+            # after the never-generated ids are taken out; transformers' then are not
+            ignored.append(f"renormalize_logits={gen.get('renormalize_logits', False)!r}")
         if ignored:
             log.warning(
                 "%s: %s not applied (this engine does not implement them): its translations "

@@ -79,6 +79,7 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose
         ("seeds", 4, "first_k"),
         ("seeds", 3, "heuristic"),
         ("marian-like", 4, "heuristic"),
+        ("marian-like", 4, "early"),
     ],
 )
 def test_a_sentence_joining_at_any_step_decodes_as_alone(variant, beam_size, stop):

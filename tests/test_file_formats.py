@@ -131,6 +131,10 @@ def test_txt_headings_verses_and_greetings_end_their_lines():
         "Thank you for the letter.",
         "This sentence is long enough to be wrapped by the editor Which went on here.",
     ]
+    sent.clear()  # CJK wrapped at a column: a wide character takes two
+    cjk = "这是一个很长的句子它被编辑器折行了所以继续在下一行\n下一行继续这个句子。\n"
+    translate_txt(cjk.encode(), record, LIMITS)
+    assert sent == ["这是一个很长的句子它被编辑器折行了所以继续在下一行 下一行继续这个句子。"]
     sent.clear()
     wrapped = "the words go on and on and on without an end at all here\n" * 12
     out = translate_txt(wrapped.encode(), record, Limits(max_request_chars=300))

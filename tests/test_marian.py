@@ -407,6 +407,26 @@ def test_the_generation_settings_are_read_as_transformers_reads_them(tmp_path, c
     assert ours(Translator.load(plain, device="cpu", dtype="float32"), texts) != ours(
         Translator.load(tmp_path / "early_stopping" / "opus-mt-en-de", device="cpu"), texts
     )
+    # early_stopping's alternatives too: the best K of those finished by the step that
+    # brought K (a first-K rule kept the first to finish, not the best)
+    from transformers import MarianMTModel, MarianTokenizer
+
+    d = tmp_path / "early_stopping" / "opus-mt-en-de"
+    tok, model = MarianTokenizer.from_pretrained(d), MarianMTModel.from_pretrained(d).eval()
+    t = Translator.load(d, device="cpu", dtype="float32")
+    for text in texts:
+        with one_thread():
+            seqs = model.generate(
+                torch.tensor([tok(text)["input_ids"]]), num_return_sequences=4
+            ).tolist()
+        want = []
+        for seq in seqs:
+            seq = seq[1:]
+            while seq and seq[-1] == model.config.pad_token_id:
+                seq.pop()
+            want.append(seq)
+        hyps = t.translate_ids([t.encode_source(text)], n_best=4)[0]
+        assert [h.tokens + [0] * h.finished for h in hyps] == want, text
     set_generation(plain, no_repeat_ngram_size=2, repetition_penalty=1.0)
     with caplog.at_level("WARNING", logger="model_core.marian"):
         Translator.load(plain, device="cpu", dtype="float32")

@@ -120,6 +120,8 @@ def test_splitting_reads_each_character_a_bounded_number_of_times(text):
         ("Der 2. Weltkrieg war schlimm.", "de", ["Der 2. Weltkrieg war schlimm."]),
         ("Ich wohne im 3. Stock. Es ist hoch.", "de", ["Ich wohne im 3. Stock.", "Es ist hoch."]),
         ("He is 5. She is 7.", "en", ["He is 5.", "She is 7."]),
+        # but not after a preposition before a number ("bis 5": merged, the second was lost)
+        ("Ich zähle bis 5. Dann komme ich.", "de", ["Ich zähle bis 5.", "Dann komme ich."]),
         # an ellipsis before a word in lower case goes on, as "..." does
         ("I was… um… very tired.", "en", ["I was… um… very tired."]),
         ("Wait… Then go.", "en", ["Wait…", "Then go."]),
@@ -149,6 +151,14 @@ def test_list_markers_are_kept_as_written_not_translated():
         ("Call mom.", "\na) "),
         ("first", "\n(iv) "),
         ("last", ""),
+    ]
+    # a marker with nothing after it keeps its line break; a day before a month is no marker
+    prefix, pairs = split_text("Shopping:\n- \n\nWe need bread.\n3. Mai ist schön.")
+    assert pairs == [
+        ("Shopping:", "\n"),
+        ("-", " \n\n"),
+        ("We need bread.", "\n"),
+        ("3. Mai ist schön.", ""),
     ]
     # not markers: a negative number, a decimal, a dash inside a line
     _, pairs = split_text("-5 degrees today.\n1.5 million people. A - B.")

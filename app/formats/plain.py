@@ -6,7 +6,7 @@ written back in the same encoding, byte order mark and line endings.
   as the paragraph had (cut at spaces, in the proportions of the original lines), each with the
   indentation and trailing spaces of the line it replaces. A paragraph is a run of lines with
   letters; a line starting with a lowercase letter goes on the paragraph before it, and one
-  starting otherwise only after a wrapped line: one of 40 characters or more that does not end
+  starting otherwise only after a wrapped line: one of 40 columns or more that does not end
   a sentence (`.`, `!`, `?`, `:`), and not as a list item (`- `, `* `, `1. `, `(a) `). So a
   heading, a line of a poem or of an address, `Dear John,` each end their line. A paragraph
   also ends at a line without letters (copied as it is), where its lines after the first
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 
 from ..html_format import HtmlDocument, HtmlError
 from . import FormatError, Limits, Translate
@@ -44,8 +45,9 @@ _END = re.compile(r"[.!?:\u2026][\"'\u201d\u2019\u00bb)\]]*$")
 #: a dialogue line's dash, after the markup before it (a speaker change: "- Where are you?");
 #: not a minus ("-5 degrees")
 _DASH = re.compile(r"(?:\s|" + _MARKUP.pattern + r")*-+(?:\s+|(?=[^\d\s-]))")
-#: a line this long or longer, not ending a sentence, may be a wrapped line of a paragraph; a
-#: shorter one (a heading, a line of a poem, "Dear John,") ends its line
+#: a line this wide or wider (in columns: a CJK character takes two), not ending a sentence,
+#: may be a wrapped line of a paragraph; a shorter one (a heading, a line of a poem,
+#: "Dear John,") ends its line
 _WRAPPED = 40
 
 
@@ -89,7 +91,9 @@ def _paragraphs(contents: list[str], max_chars: int = _MAX_PARAGRAPH) -> list[tu
             if core[0].islower():  # a sentence going on
                 goes_on = True
             else:  # a wrapped line (long) that ends no sentence, before no list item
-                goes_on = len(prev) >= _WRAPPED and not _END.search(prev) and not _ITEM.match(core)
+                goes_on = (
+                    _width(prev) >= _WRAPPED and not _END.search(prev) and not _ITEM.match(core)
+                )
             goes_on = goes_on and size + 1 + len(line) <= max_chars
             if goes_on and k - first >= 2:  # lines after the first are indented alike
                 goes_on = _indent(line) == _indent(contents[first + 1])
@@ -100,6 +104,12 @@ def _paragraphs(contents: list[str], max_chars: int = _MAX_PARAGRAPH) -> list[tu
         out.append((k, k + 1))
         size = len(line)
     return out
+
+
+def _width(line: str) -> int:
+    """A line's width in columns: a wide character (CJK) takes two, as in a terminal or an
+    editor that wraps at a column."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
 
 
 def _indent(line: str) -> str:
