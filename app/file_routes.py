@@ -45,6 +45,7 @@ router = APIRouter()
 FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
 DETECT_CHARS = 10_000  # of a file's text, from its start, to detect its language with
 PLACEHOLDER = re.compile(r"</?[gx]\d+/?>")  # a formatted paragraph's markup, sent to the model
+DETECT_WORDS = 4  # a text of fewer words takes its document's language (source: auto)
 
 
 def store(state: Any) -> FileStore:
@@ -123,18 +124,36 @@ async def translate_texts(
         if uncharged:
             charge(uncharged.pop())
 
-    if source == "auto" and texts:  # the document's language, once: a heading or a word
-        # alone says too little to be detected apart from the rest
-        sample = PLACEHOLDER.sub("", " ".join(texts))[:DETECT_CHARS]
-        ((source, _),) = await detect_sources(state, [sample], target)
-    out: list[str] = []
-    for chunk in chunks(texts, s.max_texts, s.max_request_chars):
-        data = {"q": chunk, "source": source, "target": target}
-        body = await translate_data(state, data, receive, time.perf_counter(), on_valid)
-        if body is None:
-            raise ApiError(499, "the client went away")
-        out.extend(body["translatedText"])
+    sources = [source] * len(texts)
+    if source == "auto" and texts:
+        sources = await file_sources(state, texts, target)
+    out: list[str] = [""] * len(texts)
+    for language in dict.fromkeys(sources):  # each language's texts, in their order
+        where = [i for i, lang in enumerate(sources) if lang == language]
+        done = 0
+        for chunk in chunks([texts[i] for i in where], s.max_texts, s.max_request_chars):
+            data = {"q": chunk, "source": language, "target": target}
+            body = await translate_data(state, data, receive, time.perf_counter(), on_valid)
+            if body is None:
+                raise ApiError(499, "the client went away")
+            for i, text in zip(where[done:], body["translatedText"], strict=True):
+                out[i] = text
+            done += len(chunk)
     return out
+
+
+async def file_sources(state: Any, texts: list[str], target: str) -> list[str]:
+    """Each text's language for `source: auto`: its own where it has words enough to tell
+    (a paragraph of another language in a document is translated from that language), the
+    document's as a whole (from its first DETECT_CHARS characters) for the others (a heading
+    or a word alone, "Title", "See", was detected as German in an English document)."""
+    plain = [PLACEHOLDER.sub("", t) for t in texts]
+    ((document, _),) = await detect_sources(state, [" ".join(plain)[:DETECT_CHARS]], target)
+    own = await detect_sources(state, plain, target)
+    return [
+        lang if len(text.split()) >= DETECT_WORDS else document
+        for text, (lang, _) in zip(plain, own, strict=True)
+    ]
 
 
 def limited(receive, limit: int, timeout: float):
