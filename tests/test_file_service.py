@@ -441,9 +441,10 @@ def test_markup_too_large_for_the_text_limit_is_refused_before_parsing(random_ch
         assert upload(url, "b.md", b"The cat is big.\n" * 60).status_code == 200
 
 
-def test_source_auto_detects_a_files_language_once(server):
-    """`source: auto` detects the document's language from its text as a whole: a heading or
-    a word alone ("Title", "See") was detected apart, as German, and left untranslated."""
+def test_source_auto_gives_headings_and_lone_words_the_files_language(server):
+    """`source: auto`: a heading or a word alone ("Title", "See") takes the language of the
+    document as a whole (they were detected apart, as German, and left untranslated); a
+    paragraph of another language keeps its own (tests/test_service_libre.py)."""
     url, _ = server
     doc = b"# Title\n\nSee\n\nThe cat is big and we eat bread today in the garden.\n"
     auto = download(url, upload(url, "a.md", doc, source="auto")).text
