@@ -38,7 +38,7 @@ from .formats import (
 from .formats.inline import text_budget, text_budget_in_force
 from .params import field_limit, query_params
 from .schemas import ErrorResponse
-from .translate import ApiError, check_accepting, detect_sources
+from .translate import ApiError, check_accepting, detect_sources, unavailable
 from .translate import translate as translate_data
 
 router = APIRouter()
@@ -136,7 +136,9 @@ async def translate_texts(
             body = await translate_data(state, data, receive, time.perf_counter(), on_valid)
             if body is None:
                 raise ApiError(499, "the client went away")
-            for i, text in zip(where[done:], body["translatedText"], strict=True):
+            for i, text in zip(
+                where[done : done + len(chunk)], body["translatedText"], strict=True
+            ):
                 out[i] = text
             done += len(chunk)
     return out
@@ -293,6 +295,15 @@ async def translate_file(request: Request):
             out = await loop.run_in_executor(file_pool(state), run_handler)
         except FormatError as exc:
             raise ApiError(exc.status, f"{filename}: {exc}") from None
+        except asyncio.CancelledError:
+            if not state.draining:
+                raise
+            # the shutdown timeout passed while the file was translated: uvicorn cancels this
+            # request's task; the client gets the 503 a /translate request would get
+            raise unavailable(
+                state,
+                "the server shut down before this file was translated; retry on another replica",
+            ) from None
         name = safe_name(filename, target)
         try:
             file_id = store(state).put(out, name, content_type(filename, out))

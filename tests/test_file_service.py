@@ -450,3 +450,17 @@ def test_source_auto_gives_headings_and_lone_words_the_files_language(server):
     auto = download(url, upload(url, "a.md", doc, source="auto")).text
     assert auto == download(url, upload(url, "a.md", doc, source="en")).text
     assert not auto.startswith("# Title\n")
+
+
+def test_a_file_of_more_texts_than_one_request_holds(server):
+    """A file sent in several requests (more paragraphs than MT_MAX_TEXTS) comes back whole,
+    each paragraph's translation in its place, with `source: auto` too."""
+    url, _ = server
+    lines = [f"The cat number {i} is big." for i in range(300)]  # 300 paragraphs, 128 a request
+    data = ("\n".join(lines) + "\n").encode()
+    for source in ("en", "auto"):
+        got = download(url, upload(url, "many.txt", data, source=source)).text.split("\n")
+        assert len(got) == 301 and got[-1] == ""
+        assert all(got[:300]) and got[:300] != lines
+    one = [text(url, line).json()["translatedText"] for line in (lines[0], lines[299])]
+    assert [got[0], got[299]] == one

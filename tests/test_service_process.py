@@ -379,3 +379,38 @@ def test_an_unexpected_error_is_one_500_with_one_traceback_in_the_log(weights_di
     text = log.read_text()
     assert f"unexpected error, error id {error_id}" in text
     assert text.count("Traceback") == 1, text
+
+
+def test_past_the_shutdown_timeout_a_file_in_translation_gets_503(weights_dir, tmp_path):
+    """A file still being translated when the shutdown timeout passes gets the JSON 503 with
+    Retry-After a /translate request gets (it was a plain-text 500 with a traceback)."""
+    log = tmp_path / "server.log"
+    settings = {"max_batch_size": 1, "max_wait_ms": 0, "shutdown_timeout_s": 1}
+    data = ("A big red car is very fast today. The dog is slow.\n" * 600).encode()
+    with serve_in_process(weights_dir, log, **settings) as (url, proc):
+        wait_ready(url, process=proc)
+
+        async def load():
+            async with httpx.AsyncClient(timeout=120) as c:
+                upload = asyncio.ensure_future(
+                    c.post(
+                        f"{url}/translate_file",
+                        files={"file": ("long.txt", data)},
+                        data={"source": "en", "target": "de"},
+                    )
+                )
+                deadline = time.monotonic() + 120
+                while not re.search(
+                    r"^mt_queue_depth [1-9]", (await c.get(f"{url}/metrics")).text, re.M
+                ):
+                    assert time.monotonic() < deadline, "the file's sentences never queued"
+                    await asyncio.sleep(0.02)
+                proc.send_signal(signal.SIGTERM)
+                return await upload
+
+        r = asyncio.run(load())
+        assert proc.wait(timeout=60) == 0
+    assert r.status_code == 503, r.text
+    assert "shut down before this file was translated" in r.json()["error"]
+    assert r.headers["retry-after"]
+    assert "Traceback" not in log.read_text()
