@@ -159,21 +159,41 @@ def split_long(words_text: str, count_tokens, max_tokens: int) -> list[str]:
     if count_tokens(words_text) <= max_tokens:
         return [words_text]
     pieces: list[str] = []
-    current: list[str] = []
+    current: list[tuple[str, int]] = []  # (word, tokens)
     total = 0
     for word in words_text.split():
         n = count_tokens(word)
         if current and (total + n > max_tokens or n > max_tokens):
-            pieces.append(" ".join(current))
-            current, total = [], 0
+            # end the piece at its last clause break (a word ending in , ; : or a dash) in
+            # its second half, rather than wherever the limit falls; the rest begins the next
+            cut = _clause_end(current, total) if n <= max_tokens else len(current)
+            pieces.append(" ".join(w for w, _ in current[:cut]))
+            current = current[cut:]
+            total = sum(k for _, k in current)
         if n > max_tokens:
             pieces.extend(_cut_word(word, n, count_tokens, max_tokens))
         else:
-            current.append(word)
+            current.append((word, n))
             total += n
     if current:
-        pieces.append(" ".join(current))
+        pieces.append(" ".join(w for w, _ in current))
     return [p for piece in pieces for p in _within_limit(piece, count_tokens, max_tokens)]
+
+
+_CLAUSE_END = (",", ";", ":", "\u2013", "\u2014", ")")
+
+
+def _clause_end(words: list[tuple[str, int]], total: int) -> int:
+    """How many of `words` (a piece of `total` tokens) to keep: up to the last one that ends a
+    clause, if the piece keeps at least half its tokens so; else all."""
+    kept = total
+    for i in range(len(words) - 1, 0, -1):
+        kept -= words[i][1]
+        if kept * 2 < total:
+            break
+        if words[i - 1][0].endswith(_CLAUSE_END):
+            return i
+    return len(words)
 
 
 def _within_limit(piece: str, count_tokens, max_tokens: int) -> list[str]:

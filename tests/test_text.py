@@ -77,6 +77,19 @@ def test_split_long_keeps_every_word_and_respects_the_limit():
     assert split_long("short one", count_words, 10) == ["short one"]
 
 
+def test_split_long_cuts_at_a_clause_break_where_there_is_one():
+    """A piece ends after the last comma (semicolon, colon, dash) in its second half, not in
+    the middle of a phrase where the limit falls; without one, at the limit."""
+    sentence = "a b c d e f, g h i j k l m n o p q r s t"
+    assert split_long(sentence, count_words, 10) == [
+        "a b c d e f,",
+        "g h i j k l m n o p",
+        "q r s t",
+    ]
+    early = "a, b c d e f g h i j k l"  # the only comma in the first half: not used
+    assert split_long(early, count_words, 10) == ["a, b c d e f g h i j", "k l"]
+
+
 def test_split_long_cuts_a_single_overlong_word():
     word = "x" * 50
     pieces = split_long(word, len, 8)
