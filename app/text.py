@@ -6,7 +6,7 @@ them back with the same separators mirrors paragraphs, line breaks and spacing. 
 after . ! ? … (and closing quotes and brackets: ” ’ » “ « ‘ › ) ]) followed by whitespace, and at
 every line break (\n, \r, \u2028 and the other line ends); a period or an ellipsis does not
 end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a period
-after a common abbreviation, an initial ("J.", "U.S."), a day before a month ("am 3. Mai") or,
+after a common abbreviation (but "etc." and "usw." before a capital do), an initial ("J.", "U.S."), a day before a month ("am 3. Mai") or,
 in German, an ordinal after an article or preposition ("im 3. Stock"). A list item's marker at
 the start of a line ("1. ", "- ", "• ", "a) ") belongs to the separator before it: it is kept as
 written, not translated. Nothing is dropped.
@@ -53,6 +53,8 @@ _ABBREVIATIONS = {
 }
 
 
+#: abbreviations that close a list, and so often a sentence: one ends there before a capital
+_LIST_ENDINGS = {"etc.", "usw.", "u.s.w."}
 _INITIALS = re.compile(r"(?:[^\W\d_]\.)+")  # J.  U.S.  z.B.
 _DAY = re.compile(r"\d{1,2}\.")
 _NEXT_WORD = re.compile(r"\w{0,16}")  # enough for a month name; never a whole long word
@@ -96,6 +98,8 @@ def _ends_sentence(last: str, text: str, at: int, before: str = "", language: st
         return False
     if stop == "…" or not last.endswith("."):
         return True
+    if last.lower() in _LIST_ENDINGS:  # "etc. Then ...": a sentence may end with them
+        return first.isupper()
     if last.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(last):
         return False
     if _DAY.fullmatch(last) and language == "de" and before.lower() in _ORDINAL_BEFORE_DE:

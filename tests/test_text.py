@@ -135,6 +135,15 @@ def test_splitting_reads_each_character_a_bounded_number_of_times(text):
         ("He is 5. She is 7.", "en", ["He is 5.", "She is 7."]),
         # but not after a preposition before a number ("bis 5": merged, the second was lost)
         ("Ich zähle bis 5. Dann komme ich.", "de", ["Ich zähle bis 5.", "Dann komme ich."]),
+        # "etc." and "usw." close a list, and often a sentence (the next was merged and lost)
+        (
+            "She bought eggs, milk, etc. Then she went home.",
+            "en",
+            ["She bought eggs, milk, etc.", "Then she went home."],
+        ),
+        ("Er kam um 10 Uhr usw. Dann ging er.", "de", ["Er kam um 10 Uhr usw.", "Dann ging er."]),
+        ("Apples, pears etc. are fruit.", "en", ["Apples, pears etc. are fruit."]),
+        ("Er hat u.a. Berlin besucht.", "de", ["Er hat u.a. Berlin besucht."]),
         # an ellipsis before a word in lower case goes on, as "..." does
         ("I was… um… very tired.", "en", ["I was… um… very tired."]),
         ("Wait… Then go.", "en", ["Wait…", "Then go."]),
