@@ -3,13 +3,14 @@
 `split_text` returns the leading whitespace and a list of (sentence, separator) pairs with
 `prefix + "".join(s + sep for s, sep in pairs) == text`; translating each sentence and joining
 them back with the same separators mirrors paragraphs, line breaks and spacing. Sentences break
-after . ! ? … (and closing quotes and brackets: ” ’ » “ « ‘ › ) ]) followed by whitespace, and at
-every line break (\n, \r, \u2028 and the other line ends); a period or an ellipsis does not
-end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a period
-after a common abbreviation (but "etc." and "usw." before a capital do), an initial ("J.", "U.S."), a day before a month ("am 3. Mai") or,
-in German, an ordinal after an article or preposition ("im 3. Stock"). A list item's marker at
-the start of a line ("1. ", "- ", "• ", "a) ") belongs to the separator before it: it is kept as
-written, not translated. Nothing is dropped.
+after . ! ? … (and closing quotes and brackets: ” ’ » “ « ‘ › ) ]) followed by whitespace,
+and at every line break (\n, \r, \u2028 and the other line ends); a period or an ellipsis
+does not end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a
+period after a common abbreviation (but "etc." and "usw." before a capital do), an initial
+("J.", "U.S."), a day before a month ("am 3. Mai") or, in German, an ordinal after an article
+("im 3. Stock"). A list item's marker at the start of a line ("1. ", "- ", "• ", "a) ")
+belongs to the separator before it: it is kept as written, not translated. Nothing is
+dropped.
 """
 
 from __future__ import annotations
