@@ -440,7 +440,8 @@ def test_docx_field_bookmark_and_comment_keep_the_text_they_enclose(keep_placeho
     assert [t.text or "" for t in paragraphs[3].iter(f"{{{WORD}}}t")] == ["[HELLO WORLD.]", ""]
     d = docx.Document(io.BytesIO(out))
     assert [p.text for p in d.paragraphs] == texts
-    assert [c.text for c in d.comments] == ["Which weather?"]  # word/comments.xml is not sent
+    assert [c.text for c in d.comments] == ["[WHICH WEATHER?]"]  # comments are translated too
+    assert "Which weather?" in requests
 
 
 def make_odt_with_markers() -> bytes:

@@ -7,8 +7,8 @@ inflates more than `max_ratio` times (a zip bomb) is a 413. zipfile stops every 
 declared size and checks its CRC, so the declared sizes bound what is unpacked.
 
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
-access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes and
-endnotes of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
+access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes,
+endnotes and comments of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
 (headers and footers) of an .odt. Every other entry is copied with its bytes, name, order,
 dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
@@ -129,7 +129,8 @@ ODT_MARKERS = frozenset(
 #: (kind, required entry, parts translated, run format or None for .odt)
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
-                                   "word/footnotes.xml", "word/endnotes.xml"], DOCX),
+                                   "word/footnotes.xml", "word/endnotes.xml",
+                                   "word/comments.xml"], DOCX),
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
                                       "ppt/notesSlides/notesSlide*.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml"], None),
