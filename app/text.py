@@ -16,7 +16,6 @@ dropped.
 from __future__ import annotations
 
 import re
-import unicodedata
 
 _WHITESPACE = re.compile(r"\s+")
 _CLOSING = "\"'”’»“«‘›)]"  # closing quotes and brackets: English, German, French
@@ -230,11 +229,8 @@ def _cut_word(word: str, tokens: int, count_tokens, max_tokens: int) -> list[str
     return pieces
 
 
-_INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # controls, format characters, separators
-
-
 def has_content(text: str) -> bool:
     """Whether `text` holds anything to translate: a letter. A sentence without one (zero-width
     or control characters, a number, a date, a price, `---`, `:)`) goes back as it is: a model
     would invent a sentence for it."""
-    return any(ch.isalpha() and unicodedata.category(ch) not in _INVISIBLE for ch in text)
+    return any(ch.isalpha() for ch in text)

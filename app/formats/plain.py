@@ -27,10 +27,10 @@ import re
 import unicodedata
 
 from ..html_format import HtmlDocument, HtmlError
+from ..text import LINE_ENDS
 from . import FormatError, Limits, Translate
 from .inline import has_letters, split_space, translate_units
 
-_LINE_END = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 #: a subtitle's override tags ({\an8}, {\i1}, {\fs20}): kept as they are
 _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
 #: markup in a cue, never cut: tags ("<3", "< 5" are text; one cut off runs to the end) and
@@ -72,7 +72,7 @@ def _lines(text: str) -> list[tuple[str, str]]:
     """(content, line ending) for each line."""
     out = []
     for line in text.splitlines(keepends=True):
-        content = line.rstrip(_LINE_END)
+        content = line.rstrip(LINE_ENDS)
         out.append((content, line[len(content) :]))
     return out
 
