@@ -25,6 +25,7 @@ from model_core.translator import Translator
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
+from .formats.inline import Unit, UnitBuilder, verbatim_spans
 from .html_format import HtmlError, extract_all, render_all
 from .registry import ModelLoadError
 from .schemas import TranslateRequest
@@ -305,17 +306,32 @@ async def _translate_with(
     def count(text: str) -> int:
         return len(encode(text))
 
-    layouts, payloads = [], []  # per text: prefix, [(number of pieces, separator)]
+    def add(text: str) -> int:
+        pieces = split_long(text, count, limit)
+        payloads.extend(encode(p) for p in pieces)
+        return len(pieces)
+
+    # per text: prefix, and per sentence (its pieces' counts, the Unit that puts them together
+    # or None, separator): one count without a Unit, none for a sentence kept as sent
+    layouts: list[tuple[str, list[tuple[list[int], Unit | None, str]]]] = []
+    payloads: list[list[int]] = []
     for text in texts:
         prefix, sentences = split_text(text, two_letter(translator.source_language))
         layout = []
         for sentence, sep in sentences:
-            if not has_content(sentence):  # no letter (a number, `---`): kept as sent
-                layout.append((0, sentence + sep))
+            unit = None
+            if verbatim_spans(sentence):  # URLs and e-mail addresses are copied as written
+                builder = UnitBuilder()
+                builder.text(sentence)
+                unit = builder.build()  # None: no letters beside them
+                if unit is not None:
+                    layout.append(([add(r) for r in unit.requests], unit, sep))
+                    continue
+            elif has_content(sentence):
+                layout.append(([add(sentence)], None, sep))
                 continue
-            pieces = split_long(sentence, count, limit)
-            payloads.extend(encode(p) for p in pieces)
-            layout.append((len(pieces), sep))
+            # no letter (a number, `---`), or nothing but addresses: kept as sent
+            layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
     share = max(1, int(state.settings.max_queue_size * state.settings.max_request_share))
     if len(payloads) > share:  # 503 would invite a retry that cannot work
@@ -380,10 +396,15 @@ async def _translate_with(
     it = iter(results)
     for prefix, layout in layouts:
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
-        for n_pieces, sep in layout:
-            chunk = [next(it) for _ in range(n_pieces)]
+        for counts, unit, sep in layout:
+            chunks = [[next(it) for _ in range(n)] for n in counts]
             for k in range(n_best):  # (no pieces: `sep` is the sentence kept as sent, and its own)
-                parts[k].append(" ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) + sep)
+                texts_k = [
+                    " ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) for chunk in chunks
+                ]
+                if unit is not None:
+                    texts_k = ["".join(t.text for t in unit.tokens(texts_k))]
+                parts[k].append("".join(texts_k) + sep)
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))
     return outputs, ticket.compute_s if ticket else 0.0

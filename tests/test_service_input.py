@@ -127,6 +127,39 @@ def test_lines_without_letters_and_list_markers_come_back_as_written(url):
     assert r.json()["translatedText"] == ["42", "1.", "(3)"]
 
 
+def test_urls_and_e_mail_addresses_in_plain_text_come_back_as_written(url):
+    """A model turned "https://example.com/docs?id=42" into invented words: addresses are
+    copied as written, the words around them translated (in every alternative), and a
+    text of nothing but an address is not sent to the model at all."""
+    addresses = ["https://example.com/docs?id=42", "www.python.org", "anna.schmidt@example.org"]
+    texts = [f"Please see {a} for the details." for a in addresses]
+    r = httpx.post(
+        f"{url}/translate",
+        json={"q": texts, "source": "en", "target": "de", "alternatives": 1},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    for address, out, alts in zip(
+        addresses, body["translatedText"], body["alternatives"], strict=True
+    ):
+        for text in (out, *alts):
+            before, found, after = text.partition(f" {address} ")
+            assert found and before.strip() and after.strip(), text
+            assert address not in before + after
+    text = "The cat.\nhttps://example.com/a_(b).\nMail me: x@example.de"
+    r = httpx.post(f"{url}/translate", json={"q": text, "source": "en", "target": "de"}, timeout=60)
+    lines = r.json()["translatedText"].split("\n")
+    assert len(lines) == 3 and lines[1] == "https://example.com/a_(b)."
+    assert lines[2].endswith(" x@example.de") and lines[2] != "Mail me: x@example.de"
+    r = httpx.post(
+        f"{url}/translate",
+        json={"q": ["https://example.com", "x@example.de"], "source": "en", "target": "de"},
+        timeout=60,
+    )
+    assert r.json()["translatedText"] == ["https://example.com", "x@example.de"]
+
+
 def test_nul_and_control_characters_in_q_are_translated(url):
     r = httpx.post(
         f"{url}/translate",

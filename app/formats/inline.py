@@ -41,7 +41,7 @@ _SPACES = re.compile(f"[{_SPACE}]+")
 #: our own placeholder syntax in the model's output (never used on the document's markup);
 #: tolerant of the spaces and capitals a tokenizer or a model may add
 _MARKER = re.compile(r"<\s*(/?)\s*([gx])\s*(\d+)\s*(/?)\s*>", re.IGNORECASE)
-#: URLs and e-mail addresses, kept as written (their end trimmed by `_verbatim`)
+#: URLs and e-mail addresses, kept as written (their end trimmed by `verbatim_spans`)
 _VERBATIM = re.compile(
     r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"]+|(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+",
     re.IGNORECASE,
@@ -49,7 +49,7 @@ _VERBATIM = re.compile(
 _CLOSING = {")": "(", "]": "[", "}": "{"}
 
 
-def _verbatim(text: str) -> list[tuple[int, int]]:
+def verbatim_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each URL and e-mail address in `text`, without the punctuation after it
     (a full stop, a comma, a closing bracket that it did not open)."""
     spans = []
@@ -264,7 +264,7 @@ class UnitBuilder:
         """A stretch of text; its URLs and e-mail addresses become "keep" items, each part
         with the ref `ref_of(start, end)` gives for it (`ref` for all when not given)."""
         at = 0
-        for start, end in _verbatim(text):
+        for start, end in verbatim_spans(text):
             if start > at:
                 self.items.append(
                     Item("text", text[at:start], ref_of(at, start) if ref_of else ref)
