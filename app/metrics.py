@@ -73,7 +73,12 @@ class Metrics:
         self.generated_tokens = Counter(
             "mt_generated_tokens_total", "target tokens generated", registry=r
         )
-        self.sentences = Counter("mt_sentences_total", "sentences translated", registry=r)
+        self.sentences = Counter(
+            "mt_sentences_total",
+            "texts decoded (each piece of a long sentence, a text sent whole and in pieces"
+            " both ways, each leg of a pivot)",
+            registry=r,
+        )
         self.rejected = Counter(
             "mt_rejected_requests_total", "requests refused with 503", ["reason"], registry=r
         )
