@@ -4,7 +4,8 @@
 `prefix + "".join(s + sep for s, sep in pairs) == text`; translating each sentence and joining
 them back with the same separators mirrors paragraphs, line breaks and spacing. Sentences break
 after . ! ? … (and closing quotes and brackets: ” ’ » “ « ‘ › ) ]) followed by whitespace,
-and at every line break (\n, \r, \u2028 and the other line ends); a period or an ellipsis
+and at every line break (\n, \r, \u2028 and the other line ends); a closing quote set apart
+by a space, as French writes it ("« Viens ! »"), belongs to the sentence before it; a period or an ellipsis
 does not end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a
 period after a common abbreviation (but "etc." and "usw." before a capital do), an initial
 ("J.", "U.S."), a day before a month ("am 3. Mai") or, in German, an ordinal after an article
@@ -21,6 +22,9 @@ _WHITESPACE = re.compile(r"\s+")
 _CLOSING = "\"'”’»“«‘›)]"  # closing quotes and brackets: English, German, French
 _END = re.compile(f"[.!?…。！？][{re.escape(_CLOSING)}]*$")
 LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: closing quotes and brackets that French typography sets apart with a space ("Viens ! »")
+_LONE_CLOSING = "»›”’)]"
+_WORD = re.compile(r"\S+")
 #: a list item's marker at the start of a line, with the space after it
 LIST_MARKER = re.compile(
     r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|[a-z]\)|\((?:\d{1,3}|[a-z]|[ivx]{1,4})\))"
@@ -88,7 +92,12 @@ _ORDINAL_BEFORE_DE = {
 def _ends_sentence(last: str, text: str, at: int, before: str = "", language: str = "") -> bool:
     """Whether the word `last` ends a sentence; the next word starts at text[at], the word
     before `last` is `before`; `language`: the text's, where known."""
+    if before and last.strip(_LONE_CLOSING) == "":  # "Viens !" + "»": the quote ends it
+        last = before + last
     if not _END.search(last):
+        return False
+    after = _WORD.match(text, at)
+    if after and after.group().strip(_LONE_CLOSING) == "":  # the quote is part of it
         return False
     stop = last.rstrip(_CLOSING)[-1:]
     if stop not in (".", "…"):  # ! ? or their CJK forms

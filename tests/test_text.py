@@ -147,6 +147,16 @@ def test_splitting_reads_each_character_a_bounded_number_of_times(text):
         # an ellipsis before a word in lower case goes on, as "..." does
         ("I was… um… very tired.", "en", ["I was… um… very tired."]),
         ("Wait… Then go.", "en", ["Wait…", "Then go."]),
+        # a closing quote set apart by a space, as French writes it, belongs to the sentence
+        # before it (it began the next one: "» Puis il est parti.")
+        (
+            "Il a dit : « Viens ! » Puis il est parti.",
+            "fr",
+            ["Il a dit : « Viens ! »", "Puis il est parti."],
+        ),
+        ("« C'est fini. » Elle sourit.", "fr", ["« C'est fini. »", "Elle sourit."]),
+        ("Quoi ? Rien du tout.", "fr", ["Quoi ?", "Rien du tout."]),
+        ("Il part. « Viens ! »", "fr", ["Il part.", "« Viens ! »"]),
         # every kind of line break breaks (\r alone merged the lines)
         ("Good morning\rHow are you", "", ["Good morning", "How are you"]),
         ("One\u2028Two\x85Three", "", ["One", "Two", "Three"]),
