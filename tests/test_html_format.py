@@ -253,3 +253,42 @@ def test_unbalanced_units_never_use_placeholders():
     unit = b.build()
     assert unit is not None and not unit.balanced
     assert unit.requests == ["a word", "and more"]
+
+
+def drop_edge_punctuation(texts: list[str]) -> list[str]:
+    """A model that drops the punctuation a fragment starts or ends with (", and we" -> "and
+    we", "tea (" -> "tea"), as the shipped models do, and loses placeholders."""
+    out = []
+    for t in texts:
+        t = re.sub(r"</?[gx]\d+/?>", "", t)
+        out.append(re.sub(r"^[^\w]+|[\s(\[-]+$", "", t).upper())
+    return out
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (
+            "<p>I like <b>tea</b>, and we eat bread.</p>",
+            "<p>I LIKE <b>TEA</b>, AND WE EAT BREAD.</p>",
+        ),
+        (
+            '<p>I like tea (<a href="/x">really</a>) and bread.</p>',
+            '<p>I LIKE TEA (<a href="/x">REALLY</a>) AND BREAD.</p>',
+        ),
+        (
+            "<p>The file is at http://example.com/a.pdf, the cat is big.</p>",
+            "<p>THE FILE IS AT http://example.com/a.pdf, THE CAT IS BIG.</p>",
+        ),
+    ],
+)
+def test_punctuation_beside_markup_or_an_address_is_kept_when_translated_by_runs(doc, out):
+    # before, "</b>, and we" came back as "</b>AND WE" and "a.pdf, the cat" as "a.pdfTHE CAT":
+    # the words ran into the markup, and into the address (another link)
+    assert translate_html(doc, drop_edge_punctuation) == out
+
+
+def test_a_unit_of_one_run_sends_its_punctuation_to_the_model():
+    sent: list[str] = []
+    translate_html('<p>"Hello," she said (quietly).</p>', lambda ts: sent.extend(ts) or ts)
+    assert sent == ['"Hello," she said (quietly).']

@@ -47,6 +47,13 @@ _VERBATIM = re.compile(
     re.IGNORECASE,
 )
 _CLOSING = {")": "(", "]": "[", "}": "{"}
+#: punctuation that opens a run after markup or an address (", and", ") then", ": see"), and
+#: an opening bracket, quote or dash that ends one before them ("tea (", "said \u201c"): kept
+#: as written when the unit is translated by runs. A model drops what starts or ends a
+#: fragment like these, and the run's words then ran into the markup or the address beside it
+#: ("http://example.com/a.pdfDie Katze", "</b>und wir").
+_RUN_LEAD = re.compile(r"[^\w\s]+\s*")
+_RUN_TRAIL = re.compile(r"\s+[(\[{\"'\u201c\u201e\u00ab\u2018\u201a\u2013\u2014-]+$")
 
 
 def verbatim_spans(text: str) -> list[tuple[int, int]]:
@@ -108,7 +115,7 @@ class Unit:
     _whole: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        runs = [collapse(str(i.value)) for i in self.items if i.kind == "text"]
+        runs = [collapse(self._run(k)[1]) for k, i in enumerate(self.items) if i.kind == "text"]
         runs = [r for r in runs if has_letters(r)]
         self._whole = self.balanced and len(runs) > 1
         self._requests = ([self.placeholder_text()] if self._whole else []) + runs
@@ -141,21 +148,34 @@ class Unit:
             translations = translations[1:]
         return self._by_runs(iter(translations))
 
+    def _run(self, k: int) -> tuple[str, str, str]:
+        """(kept before, the words to translate, kept after) of the text item at `k` when
+        translated by runs: its whitespace, and the punctuation beside markup or an address
+        (see _RUN_LEAD)."""
+        lead, core, trail = split_space(str(self.items[k].value))
+        if not has_letters(core):
+            return lead, core, trail
+        if k > 0 and (m := _RUN_LEAD.match(core)) and has_letters(core[m.end() :]):
+            lead, core = lead + m.group(), core[m.end() :]
+        m = _RUN_TRAIL.search(core) if k + 1 < len(self.items) else None
+        if m and has_letters(core[: m.start()]):
+            core, trail = core[: m.start()], m.group() + trail
+        return lead, core, trail
+
     def _by_runs(self, translations) -> list[Token]:
         out = []
-        for item in self.items:
+        for k, item in enumerate(self.items):
             if item.kind == "keep":
                 out.append(Token("text", item.text, item.ref, False))
                 continue
             if item.kind != "text":
                 out.append(Token(item.kind, "", item.ref, False))
                 continue
-            text = str(item.value)
-            lead, core, trail = split_space(text)
+            lead, core, trail = self._run(k)
             if has_letters(collapse(core)):
                 out.append(Token("text", lead + next(translations) + trail, item.ref, True))
             else:
-                out.append(Token("text", text, item.ref, False))
+                out.append(Token("text", str(item.value), item.ref, False))
         return out
 
     def _parse_whole(self, output: str) -> list[Token] | None:
