@@ -663,3 +663,25 @@ def test_file_store_ids_expiry_and_total_size(tmp_path):
     # a new store in the same folder removes what an earlier process left
     FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
     assert list((tmp_path / "files").iterdir()) == []
+
+
+def test_txt_lines_of_nothing_but_addresses_stay_as_they_are():
+    # a URL starts with a lowercase letter: it went on the paragraph before it ("Links:"),
+    # whose translation was then spread over the links' lines
+    data = (
+        b"Links:\nhttps://example.com/one\nwww.example.org/two\n\n"
+        b"Read the notes at\nhttps://example.com/docs before you start.\n"
+    )
+    sent: list[str] = []
+
+    def record(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return upper(texts)
+
+    out = translate_txt(data, record, LIMITS)
+    assert sent == ["Links:", "Read the notes at https://example.com/docs before you start."]
+    assert out.decode().splitlines()[:3] == [
+        "LINKS:",
+        "https://example.com/one",
+        "www.example.org/two",
+    ]

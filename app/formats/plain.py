@@ -9,7 +9,8 @@ written back in the same encoding, byte order mark and line endings.
   starting otherwise only after a wrapped line: one of 40 columns or more that does not end
   a sentence (`.`, `!`, `?`, `:`), and not as a list item (`- `, `* `, `1. `, `(a) `). So a
   heading, a line of a poem or of an address, `Dear John,` each end their line. A paragraph
-  also ends at a line without letters (copied as it is), where its lines after the first
+  also ends at a line without letters, or with none beside its URLs and e-mail addresses
+  (copied as it is), where its lines after the first
   change indentation, and before it would pass 1,000 characters (or MT_MAX_REQUEST_CHARS).
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
@@ -29,7 +30,7 @@ import unicodedata
 from ..html_format import HtmlDocument, HtmlError
 from ..text import LINE_ENDS
 from . import FormatError, Limits, Translate
-from .inline import has_letters, split_space, translate_units
+from .inline import has_letters, split_space, translate_units, verbatim_spans
 
 #: a subtitle's override tags ({\an8}, {\i1}, {\fs20}): kept as they are
 _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
@@ -83,7 +84,7 @@ def _paragraphs(contents: list[str], max_chars: int = _MAX_PARAGRAPH) -> list[tu
     out: list[tuple[int, int]] = []
     size = 0  # characters in the last paragraph
     for k, line in enumerate(contents):
-        if not has_letters(line):
+        if not _has_words(line):
             continue
         if out and out[-1][1] == k:  # the line before is in a paragraph: does this one go on?
             first = out[-1][0]
@@ -104,6 +105,17 @@ def _paragraphs(contents: list[str], max_chars: int = _MAX_PARAGRAPH) -> list[tu
         out.append((k, k + 1))
         size = len(line)
     return out
+
+
+def _has_words(line: str) -> bool:
+    """Whether a line has letters outside its URLs and e-mail addresses: a line of nothing
+    but addresses (a list of links) is copied as it is, like a line without letters, and
+    never goes on the paragraph before it (it starts with a lowercase letter)."""
+    at, rest = 0, []
+    for start, end in verbatim_spans(line):
+        rest.append(line[at:start])
+        at = end
+    return has_letters("".join(rest) + line[at:])
 
 
 def _width(line: str) -> int:
