@@ -3,6 +3,7 @@ and formatting, and refuses broken or hostile files with a FormatError."""
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
 import time
@@ -685,3 +686,21 @@ def test_txt_lines_of_nothing_but_addresses_stay_as_they_are():
         "https://example.com/one",
         "www.example.org/two",
     ]
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize(
+    ("handler", "text"),
+    [
+        (translate_txt, "Hello world.\r\n"),
+        (translate_srt, "1\r\n00:00:01,000 --> 00:00:02,000\r\nHello world.\r\n"),
+        (translate_markdown, "# Hello\r\n\r\nWorld.\r\n"),
+        (handler_for("a.html"), "<p>Hello world.</p>\r\n"),
+    ],
+)
+def test_utf16_files_keep_their_byte_order(codec, handler, text):
+    bom = codecs.BOM_UTF16_LE if codec == "utf-16-le" else codecs.BOM_UTF16_BE
+    out = handler(bom + text.encode(codec), upper, LIMITS)
+    # a big-endian file came back little-endian (Python's "utf-16" writes the machine's order)
+    assert out.startswith(bom)
+    assert out[2:].decode(codec).lower() == text.lower()

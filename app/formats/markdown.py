@@ -164,4 +164,4 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
         out.append(_render(tokens))
         at = end
     out.append(text[at:])
-    return "".join(out).encode(codec)
+    return codec.encode_text("".join(out))

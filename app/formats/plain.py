@@ -52,19 +52,34 @@ _DASH = re.compile(r"(?:\s|" + _MARKUP.pattern + r")*-+(?:\s+|(?=[^\d\s-]))")
 _WRAPPED = 40
 
 
-def decode(data: bytes, kind: str) -> tuple[str, str]:
-    """(text, codec to write it back with)."""
+class Codec(str):
+    """A codec's name; `encode_text` writes a text back as it was read, with its byte order mark
+    (UTF-16 in the byte order it came in: Python's "utf-16" writes the machine's, little
+    endian, and a big-endian file came back little-endian)."""
+
+    def encode_text(self, text: str) -> bytes:
+        if self in ("utf-16-le", "utf-16-be"):
+            bom = codecs.BOM_UTF16_LE if self == "utf-16-le" else codecs.BOM_UTF16_BE
+            return bom + text.encode(self)
+        return text.encode(self)
+
+
+def decode(data: bytes, kind: str) -> tuple[str, Codec]:
+    """(text, codec to write it back with: `codec.encode_text(text)`)."""
+    body = data
     if data.startswith(codecs.BOM_UTF8):
         codec = "utf-8-sig"
-    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        codec = "utf-16"
+    elif data.startswith(codecs.BOM_UTF16_LE):
+        codec, body = "utf-16-le", data[2:]
+    elif data.startswith(codecs.BOM_UTF16_BE):
+        codec, body = "utf-16-be", data[2:]
     else:
         codec = "utf-8"
     try:
-        return data.decode(codec), codec
+        return body.decode(codec), Codec(codec)
     except UnicodeDecodeError as exc:
         raise FormatError(
-            f"the {kind} file is not valid {codec.upper()} text (at byte {exc.start}); "
+            f"the {kind} file is not valid {codec.upper()} text (at byte {exc.start + len(data) - len(body)}); "
             "save it as UTF-8"
         ) from None
 
@@ -147,7 +162,7 @@ def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
             )
             for i, part in enumerate(parts)
         ]
-    return "".join(c + e for c, e in out).encode(codec)
+    return codec.encode_text("".join(c + e for c, e in out))
 
 
 def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> bytes:
@@ -156,7 +171,7 @@ def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> by
         doc = HtmlDocument(text)
     except HtmlError as exc:
         raise FormatError(str(exc)) from None
-    return doc.render_tokens(translate_units(doc.units, translate)).encode(codec)
+    return codec.encode_text(doc.render_tokens(translate_units(doc.units, translate)))
 
 
 def _split_into(
@@ -227,4 +242,4 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
             new = _split_into(new[0], end - first)
         endings = [lines[k][1] for k in range(first, first + len(new) - 1)] + [lines[end - 1][1]]
         out[first:end] = list(zip(new, endings, strict=True))
-    return "".join(c + e for c, e in out).encode(codec)
+    return codec.encode_text("".join(c + e for c, e in out))
