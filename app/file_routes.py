@@ -38,7 +38,13 @@ from .formats import (
 from .formats.inline import text_budget, text_budget_in_force
 from .params import field_limit, query_params
 from .schemas import ErrorResponse
-from .translate import ApiError, check_accepting, detect_sources, unavailable
+from .translate import (
+    ApiError,
+    TooManySentences,
+    check_accepting,
+    detect_sources,
+    unavailable,
+)
 from .translate import translate as translate_data
 
 router = APIRouter()
@@ -127,18 +133,29 @@ async def translate_texts(
     sources = [source] * len(texts)
     if source == "auto" and texts:
         sources = await file_sources(state, texts, target)
+
+    async def request(chunk: list[str], language: str) -> list[str]:
+        data = {"q": chunk, "source": language, "target": target}
+        try:
+            body = await translate_data(state, data, receive, time.perf_counter(), on_valid)
+        except TooManySentences:
+            # short sentences: more of them than one request may queue (MT_MAX_QUEUE_SIZE *
+            # MT_MAX_REQUEST_SHARE) in texts within the request's limits; in two halves
+            if len(chunk) == 1:
+                raise
+            half = len(chunk) // 2
+            return await request(chunk[:half], language) + await request(chunk[half:], language)
+        if body is None:
+            raise ApiError(499, "the client went away")
+        return body["translatedText"]
+
     out: list[str] = [""] * len(texts)
     for language in dict.fromkeys(sources):  # each language's texts, in their order
         where = [i for i, lang in enumerate(sources) if lang == language]
         done = 0
         for chunk in chunks([texts[i] for i in where], s.max_texts, s.max_request_chars):
-            data = {"q": chunk, "source": language, "target": target}
-            body = await translate_data(state, data, receive, time.perf_counter(), on_valid)
-            if body is None:
-                raise ApiError(499, "the client went away")
-            for i, text in zip(
-                where[done : done + len(chunk)], body["translatedText"], strict=True
-            ):
+            translated = await request(chunk, language)
+            for i, text in zip(where[done : done + len(chunk)], translated, strict=True):
                 out[i] = text
             done += len(chunk)
     return out

@@ -43,6 +43,11 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
+class TooManySentences(ApiError):
+    """413: a request holds more sentences than one request may queue (a file's texts are
+    then sent in smaller requests)."""
+
+
 def json_bytes(content: Any) -> bytes:
     """JSON as Starlette's JSONResponse writes it, so both front ends answer alike. Text that
     UTF-8 cannot hold (an unpaired surrogate a client sent, echoed in a message) is written as
@@ -335,7 +340,7 @@ async def _translate_with(
         layouts.append((prefix, layout))
     share = max(1, int(state.settings.max_queue_size * state.settings.max_request_share))
     if len(payloads) > share:  # 503 would invite a retry that cannot work
-        raise ApiError(
+        raise TooManySentences(
             413,
             f"`q` holds {len(payloads)} sentences; the server takes at most {share} from one "
             "request (send them in several requests)",

@@ -464,3 +464,18 @@ def test_a_file_of_more_texts_than_one_request_holds(server):
         assert all(got[:300]) and got[:300] != lines
     one = [text(url, line).json()["translatedText"] for line in (lines[0], lines[299])]
     assert [got[0], got[299]] == one
+
+
+def test_a_file_of_many_short_sentences_is_sent_in_smaller_requests(random_checkpoint, tmp_path):
+    """A request may queue at most MT_MAX_QUEUE_SIZE * MT_MAX_REQUEST_SHARE sentences; a
+    file's texts within the request limits (128 texts, 20,000 characters) may hold more. The
+    file was refused with 413 "send them in several requests", which its client cannot do."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    paragraph = " ".join(["I ran."] * 10)  # ten sentences
+    data = ("\n\n".join([paragraph] * 30) + "\n").encode()  # 300 sentences in 30 texts
+    with serve_in_thread(weights, max_queue_size=200) as (url, _):  # 100 a request
+        r = upload(url, "short.txt", data)
+        assert r.status_code == 200, r.text
+        got = download(url, r).text.split("\n\n")
+        assert len(got) == 30 and all(got)
