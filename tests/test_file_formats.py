@@ -704,3 +704,24 @@ def test_utf16_files_keep_their_byte_order(codec, handler, text):
     # a big-endian file came back little-endian (Python's "utf-16" writes the machine's order)
     assert out.startswith(bom)
     assert out[2:].decode(codec).lower() == text.lower()
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "---\ntitle: Hello world\nauthor: The cat\n---\n",
+        "---\r\ntitle: Hello\r\ntags: [a, b]\r\n...\r\n",
+        '+++\ntitle = "Hello world"\n+++\n',
+    ],
+)
+def test_markdown_front_matter_is_copied_as_written(front):
+    # CommonMark reads "---" as a thematic break and the lines to the next "---" as a setext
+    # heading: the metadata was translated and its lines joined into one
+    body = "\n# My house\n\nWe eat bread.\n"
+    out = translate_markdown((front + body).encode(), upper, LIMITS).decode()
+    assert out == front + body.upper()
+
+
+def test_markdown_thematic_breaks_around_a_paragraph_are_no_front_matter():
+    src = "---\n\nWe eat bread.\n\n---\n"
+    assert translate_markdown(src.encode(), upper, LIMITS).decode() == src.upper()

@@ -1,9 +1,10 @@
 """Markdown files, read with markdown-it-py (CommonMark, plus tables and strikethrough).
 
 Only the text of inline content is translated: paragraphs, headings, list items, block
-quotes, table cells. Everything else is copied as written, line by line: code blocks (fenced
-and indented), HTML blocks, thematic breaks, link reference definitions, blank lines, and each
-block's own syntax (`#`, `>`, list markers, table pipes, indentation).
+quotes, table cells. Everything else is copied as written, line by line: a YAML or TOML front
+matter at the start of the file, code blocks (fenced and indented), HTML blocks, thematic
+breaks, link reference definitions, blank lines, and each block's own syntax (`#`, `>`, list
+markers, table pipes, indentation).
 
 Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
 autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
@@ -18,6 +19,8 @@ in translated text are escaped with a backslash.
 
 from __future__ import annotations
 
+import re
+
 from markdown_it import MarkdownIt
 
 from . import Limits, Translate
@@ -25,6 +28,16 @@ from .inline import Token, UnitBuilder, translate_units
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
+#: a YAML (`---`) or TOML (`+++`) front matter block at the very start of the file (Jekyll,
+#: Hugo, MkDocs, Pandoc): metadata, copied as written. CommonMark reads `---` as a thematic
+#: break and the lines up to the closing `---` as a setext heading, which was translated
+#: and its lines joined into one (`title: ...` and `author: ...` gone). As in Pandoc, the
+#: line after the opening one is not blank (a thematic break before a paragraph is no
+#: front matter)
+_FRONT_MATTER = re.compile(
+    r"\A(---|\+\+\+)[ \t]*(?:\r\n|\n|\r)(?![ \t]*[\r\n])(?:[^\r\n]*(?:\r\n|\n|\r))*?"
+    r"(?:\1|\.\.\.)[ \t]*(?:\r\n|\n|\r|\Z)"
+)
 _ESCAPED = set("\\`*_[]<")
 
 
@@ -138,7 +151,10 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
 
     spans, units = [], []  # (start, end) in `text` of each unit's source
     cursor: dict[int, int] = {}  # per line, where the next block on it may start (tables)
-    for block in _parser().parse(text):
+    front = _FRONT_MATTER.match(text)
+    # the front matter's lines are parsed as blank lines (the others keep their numbers)
+    parsed = re.sub(r"[^\r\n]", "", front.group()) + text[front.end() :] if front else text
+    for block in _parser().parse(parsed):
         if block.type != "inline" or not block.map or not block.children:
             continue
         content_lines = block.content.split("\n")
