@@ -46,8 +46,10 @@ class StoredFile:
 
 def safe_name(filename: str, target: str) -> str:
     """`report.docx` -> `report_de.docx`: the base name only, characters other than letters,
-    digits, `.`, `-` and `_` replaced, at most 100 characters."""
-    base = PurePath(filename.replace("\\", "/")).name
+    digits, `.`, `-` and `_` replaced, at most 100 characters. The name is composed first
+    (NFC): macOS gives names decomposed, `u` + U+0308 for `ü`, and the combining mark, not a
+    letter, became `_` (`Bericht_u_ber_de.docx`)."""
+    base = PurePath(unicodedata.normalize("NFC", filename).replace("\\", "/")).name
     suffix = PurePath(base).suffix.lower()
     stem = _UNSAFE.sub("_", base[: len(base) - len(suffix)]).strip("._")[:80] or "document"
     lang = _UNSAFE.sub("_", target)[:12]

@@ -725,3 +725,8 @@ def test_markdown_front_matter_is_copied_as_written(front):
 def test_markdown_thematic_breaks_around_a_paragraph_are_no_front_matter():
     src = "---\n\nWe eat bread.\n\n---\n"
     assert translate_markdown(src.encode(), upper, LIMITS).decode() == src.upper()
+
+
+def test_a_decomposed_file_name_keeps_its_letters():
+    # macOS names files decomposed: "u" + U+0308; the mark became "_" ("Bericht_u_ber_de.docx")
+    assert safe_name("Bericht u\u0308ber.docx", "de") == "Bericht_\u00fcber_de.docx"
