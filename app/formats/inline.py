@@ -21,9 +21,10 @@ Each unit is translated in one of two ways, both asked for in the same batch:
 A unit with at most one stretch of text that holds letters is only translated by runs (that is
 the whole sentence already); units whose pairs do not balance (broken markup) too.
 
-URLs (`https://...`, `www....`) and e-mail addresses in text are copied as written, never
-translated: each is an atom in the unit (a placeholder when translated whole, a cut between
-runs otherwise) that comes back as text (a "keep" item), written where the atom stands.
+URLs (`https://...`, any `scheme://...`, `www....`) and e-mail addresses (`mailto:` too) in
+text are copied as written, never translated: each is an atom in the unit (a placeholder when
+translated whole, a cut between runs otherwise) that comes back as text (a "keep" item),
+written where the atom stands; by runs, the punctuation and spacing that touch it too.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ _SPACES = re.compile(f"[{_SPACE}]+")
 _MARKER = re.compile(r"<\s*(/?)\s*([gx])\s*(\d+)\s*(/?)\s*>", re.IGNORECASE)
 #: URLs and e-mail addresses, kept as written (their end trimmed by `verbatim_spans`)
 _VERBATIM = re.compile(
-    r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"]+|(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+",
+    r"(?:\b[a-z][a-z0-9+-]{1,15}://|\bwww\.)[^\s<>\"]+"
+    r"|(?:\bmailto:)?(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+",
     re.IGNORECASE,
 )
 _CLOSING = {")": "(", "]": "[", "}": "{"}

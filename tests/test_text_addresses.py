@@ -1,0 +1,67 @@
+"""URLs and e-mail addresses in a text: copied as written, and the punctuation and spacing
+that touch them kept, however the model treats the words beside them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.formats.inline import UnitBuilder, verbatim_spans
+
+
+def words_only(text: str) -> str:
+    """What a small model does to a short run: its words, in capitals, without the punctuation
+    and spacing at its edges (and never a placeholder, so a unit is translated by runs)."""
+    return " ".join(re.findall(r"\w+", text)).upper()
+
+
+def by_runs(sentence: str) -> str:
+    builder = UnitBuilder()
+    builder.text(sentence)
+    unit = builder.build()
+    assert unit is not None
+    return "".join(t.text for t in unit.tokens([words_only(r) for r in unit.requests]))
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("Go to https://x.org, then www.y.org!", "GO TO https://x.org, THEN www.y.org!"),
+        (
+            "See (https://example.com/a) and [www.python.org].",
+            "SEE (https://example.com/a) AND [www.python.org].",
+        ),
+        ("Email: <anna@example.org> now.", "EMAIL: <anna@example.org> NOW"),
+        ("Read https://x.org/a.pdf; then sleep.", "READ https://x.org/a.pdf; THEN SLEEP"),
+        ("Hello\u00a0https://x.org\u00a0now.", "HELLO\u00a0https://x.org\u00a0NOW"),
+        ("Write to a@b.de or c@d.de today.", "WRITE TO a@b.de OR c@d.de TODAY"),
+    ],
+)
+def test_punctuation_and_spacing_beside_an_address_are_kept(sentence, expected):
+    """A run ", then " went to the model whole: it dropped the comma and the space, and the
+    address ran into the next word ("https://x.orgDann"); brackets around an address were lost."""
+    assert by_runs(sentence) == expected
+
+
+@pytest.mark.parametrize(
+    ("sentence", "address"),
+    [
+        ("Contact: mailto:anna@example.org please.", "mailto:anna@example.org"),
+        ("Clone ssh://git@github.com/a/b.git today.", "ssh://git@github.com/a/b.git"),
+        ("Open file:///etc/hosts now.", "file:///etc/hosts"),
+        ("Try sftp://files.example.com/in now.", "sftp://files.example.com/in"),
+        ("Use wss://example.com/socket now.", "wss://example.com/socket"),
+    ],
+)
+def test_an_address_with_any_scheme_or_mailto_is_kept_whole(sentence, address):
+    """Only http, https and ftp were recognised: "mailto:" was translated (and lost), and in
+    ssh://git@github.com/a/b.git only the "e-mail address" in the middle was kept."""
+    spans = verbatim_spans(sentence)
+    assert [sentence[a:b] for a, b in spans] == [address]
+    assert address in by_runs(sentence)
+
+
+def test_a_word_before_a_url_is_not_taken_for_its_scheme():
+    text = "See.https://x.org now"
+    assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org"]
