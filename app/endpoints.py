@@ -14,7 +14,7 @@ from typing import Any
 
 from .access import text_chars
 from .params import field_limit, request_params
-from .translate import _SURROGATE, ApiError
+from .translate import _SURROGATE, ApiError, without_addresses
 from .translate import translate as translate_data
 
 Receive = Callable[[], Awaitable[dict]]
@@ -64,7 +64,8 @@ async def detect_endpoint(
     texts = detect_texts(state, data)
     with access.charging(grant) as charge:
         charge(text_chars(texts))
-        ranked = await asyncio.to_thread(state.detector.detect_all, texts)
+        read = [without_addresses(t) for t in texts]  # as POST /translate detects them
+        ranked = await asyncio.to_thread(state.detector.detect_all, read)
     total: dict[str, float] = {}
     for text_ranked in ranked:
         for lang, conf in text_ranked:

@@ -415,11 +415,29 @@ async def _translate_with(
     return outputs, ticket.compute_s if ticket else 0.0
 
 
+def without_addresses(text: str) -> str:
+    """`text` without its URLs and e-mail addresses (their words, `zeitung.de/nachrichten`,
+    say nothing of the language the sentence is in); `text` itself when nothing else holds a
+    letter."""
+    spans = verbatim_spans(text)
+    if not spans:
+        return text
+    parts, at = [], 0
+    for start, end in spans:
+        parts.append(text[at:start])
+        at = end
+    parts.append(text[at:])
+    rest = " ".join(parts)
+    return rest if has_content(rest) else text
+
+
 def visible_texts(texts: list[str], fmt: str) -> list[str]:
-    """The texts as a reader sees them: an HTML document's text units (app/html_format.py)
-    without its tags and attributes, which would otherwise outweigh its words."""
+    """The texts as a reader sees them, for detecting their language: plain text without its
+    URLs and e-mail addresses (copied as written, never translated), an HTML document's text
+    units (app/html_format.py) without its tags and attributes, which would otherwise outweigh
+    its words."""
     if fmt != "html":
-        return texts
+        return [without_addresses(t) for t in texts]
     try:
         documents, _ = extract_all(texts)
     except HtmlError as exc:

@@ -65,3 +65,22 @@ def test_an_address_with_any_scheme_or_mailto_is_kept_whole(sentence, address):
 def test_a_word_before_a_url_is_not_taken_for_its_scheme():
     text = "See.https://x.org now"
     assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org"]
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("I am here. https://www.zeitung.de/nachrichten/politik/bundestag-wahl-heute-abend", "en"),
+        ("Ich bin hier: https://www.example.com/the-quick-brown-fox-jumps-over-the-lazy-dog", "de"),
+        ("Please write to hans.mueller.bundesverwaltungsamt@verwaltung.bund.de", "en"),
+    ],
+)
+def test_an_address_does_not_decide_the_language_of_a_text(text, language):
+    """With source "auto" the words of a URL outweighed the sentence: "I am here. <a German
+    newspaper's URL>" was taken for German and came back untranslated."""
+    from app.detect import Detector
+    from app.translate import visible_texts
+
+    detector = Detector(["en", "de"])
+    assert detector.rank(visible_texts([text], "text")[0])[0][0] == language
+    assert visible_texts(["https://x.org"], "text") == ["https://x.org"]  # nothing else: as is
