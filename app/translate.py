@@ -328,7 +328,10 @@ async def _translate_with(
             if verbatim_spans(sentence):  # URLs and e-mail addresses are copied as written
                 builder = UnitBuilder()
                 builder.text(sentence)
-                unit = builder.build()  # None: no letters beside them
+                # the words between them are translated by runs only: with placeholders
+                # (`<x1/>`), a model must give them back for the whole translation to be used,
+                # and the shipped models never do, so it was computed and thrown away
+                unit = builder.build(whole=False)  # None: no letters beside them
                 if unit is not None:
                     layout.append(([add(r) for r in unit.requests], unit, sep))
                     continue

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.service_helpers import serve_in_thread
+from tests.test_service import metric
 
 COUNTS = ["alternatives", "beam_size", "max_length"]
 TEXT_FIELDS = ["q", "source", "target", "format", "api_key"]
@@ -158,6 +159,19 @@ def test_urls_and_e_mail_addresses_in_plain_text_come_back_as_written(url):
         timeout=60,
     )
     assert r.json()["translatedText"] == ["https://example.com", "x@example.de"]
+
+
+def test_the_words_between_addresses_are_sent_once_each(url):
+    """Only the runs between addresses are decoded, not also the sentence with a placeholder
+    per address, which a model that never gives placeholders back decoded for nothing."""
+    before = metric(url, "mt_sentences_total")
+    r = httpx.post(
+        f"{url}/translate",
+        json={"q": "Write to a@b.de or c@d.de today.", "source": "en", "target": "de"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    assert metric(url, "mt_sentences_total") - before == 3  # "Write to", "or", "today."
 
 
 def test_nul_and_control_characters_in_q_are_translated(url):

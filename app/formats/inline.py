@@ -113,13 +113,14 @@ class Token(NamedTuple):
 class Unit:
     items: list[Item]
     balanced: bool = True
+    whole: bool = True  # False: translated by runs only
     _requests: list[str] = field(default_factory=list, init=False)
     _whole: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         runs = [collapse(self._run(k)[1]) for k, i in enumerate(self.items) if i.kind == "text"]
         runs = [r for r in runs if has_letters(r)]
-        self._whole = self.balanced and len(runs) > 1
+        self._whole = self.whole and self.balanced and len(runs) > 1
         self._requests = ([self.placeholder_text()] if self._whole else []) + runs
 
     @property
@@ -152,15 +153,26 @@ class Unit:
 
     def _run(self, k: int) -> tuple[str, str, str]:
         """(kept before, the words to translate, kept after) of the text item at `k` when
-        translated by runs: its whitespace, and the punctuation beside markup or an address
-        (see _RUN_LEAD)."""
+        translated by runs: its whitespace, and the punctuation beside markup (see _RUN_LEAD)
+        or an address (everything up to the first and from the last letter or digit: a
+        colon, brackets, quotes, a no-break space)."""
         lead, core, trail = split_space(str(self.items[k].value))
         if not has_letters(core):
             return lead, core, trail
-        if k > 0 and (m := _RUN_LEAD.match(core)) and has_letters(core[m.end() :]):
+        if k > 0 and self.items[k - 1].kind == "keep":
+            cut = next(i for i, c in enumerate(core) if c.isalnum())
+            lead, core = lead + core[:cut], core[cut:]
+        elif k > 0 and (m := _RUN_LEAD.match(core)) and has_letters(core[m.end() :]):
             lead, core = lead + m.group(), core[m.end() :]
-        m = _RUN_TRAIL.search(core) if k + 1 < len(self.items) else None
-        if m and has_letters(core[: m.start()]):
+        if k + 1 < len(self.items) and self.items[k + 1].kind == "keep":
+            cut = next(i for i, c in enumerate(reversed(core)) if c.isalnum())
+            if cut:
+                core, trail = core[:-cut], core[-cut:] + trail
+        elif (
+            k + 1 < len(self.items)
+            and (m := _RUN_TRAIL.search(core))
+            and has_letters(core[: m.start()])
+        ):
             core, trail = core[: m.start()], m.group() + trail
         return lead, core, trail
 
@@ -319,14 +331,15 @@ class UnitBuilder:
     def empty(self) -> bool:
         return not self.items
 
-    def build(self) -> Unit | None:
+    def build(self, whole: bool = True) -> Unit | None:
         """The unit, its text counted against the `text_budget` in force (a unit without
-        letters is not translated, and not counted)."""
+        letters is not translated, and not counted); `whole`: False to have it translated by
+        runs only."""
         if not any(i.kind == "text" and has_letters(str(i.value)) for i in self.items):
             return None
         if (budget := _budget.get()) is not None:
             budget.add("".join(str(i.value) for i in self.items if i.kind == "text"))
-        return Unit(self.items, balanced=self.balanced and not self._open)
+        return Unit(self.items, balanced=self.balanced and not self._open, whole=whole)
 
 
 def translate_units(
