@@ -199,6 +199,10 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         (upload(url, "corrupt.docx", make_docx()[:3000]), 400, "not a valid zip"),
         (upload(url, "bad.odt", zip_of({"content.xml": b"<a><b></a>"})), 400, "well-formed"),
         (upload(url, "latin1.txt", b"caf\xe9"), 400, "UTF-8"),
+        # UTF-16 without a byte order mark is valid UTF-8 with a NUL per letter: it was
+        # translated as such and came back as garbage with a 200
+        (upload(url, "utf16.txt", "The cat.\n".encode("utf-16-le")), 400, "byte order mark"),
+        (upload(url, "utf16.srt", "1\n".encode("utf-16-be")), 400, "NUL characters"),
         (upload(url, "a.txt", b"The cat.", target="xx"), 400, "no model translates"),
         (upload(url, "a.txt", b"The cat.", source=""), 400, "`source` is missing"),
         (upload(url, "big.txt", b"a" * (MAX_FILE + 100_000)), 413, "bytes"),

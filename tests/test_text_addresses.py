@@ -62,6 +62,12 @@ def test_an_address_with_any_scheme_or_mailto_is_kept_whole(sentence, address):
     assert address in by_runs(sentence)
 
 
+@pytest.mark.parametrize("after", ["\u2026", "\u201c", "\u201d", "\u00bb", "\u2019", "\u00ab"])
+def test_an_ellipsis_or_a_typographic_quote_after_an_address_is_not_part_of_it(after):
+    text = f"Siehe \u201ehttps://x.org/a{after} und mehr"
+    assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org/a"]
+
+
 def test_a_word_before_a_url_is_not_taken_for_its_scheme():
     text = "See.https://x.org now"
     assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org"]

@@ -49,6 +49,8 @@ _VERBATIM = re.compile(
     re.IGNORECASE,
 )
 _CLOSING = {")": "(", "]": "[", "}": "{"}
+#: what ends a sentence or closes a quote after an address, not part of it
+_TRAILING = ".,;:!?'\")]}\u2026\u201c\u201d\u00bb\u00ab\u2019\u2018\u203a\u2039\u201e"
 #: punctuation that opens a run after markup or an address (", and", ") then", ": see"), and
 #: an opening bracket, quote or dash that ends one before them ("tea (", "said \u201c"): kept
 #: as written when the unit is translated by runs. A model drops what starts or ends a
@@ -64,7 +66,7 @@ def verbatim_spans(text: str) -> list[tuple[int, int]]:
     spans = []
     for m in _VERBATIM.finditer(text):
         start, end = m.span()
-        while end > start and text[end - 1] in ".,;:!?'\")]}":
+        while end > start and text[end - 1] in _TRAILING:
             ch = text[end - 1]
             if ch in _CLOSING and text.count(_CLOSING[ch], start, end) >= text.count(
                 ch, start, end

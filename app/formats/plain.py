@@ -76,12 +76,18 @@ def decode(data: bytes, kind: str) -> tuple[str, Codec]:
     else:
         codec = "utf-8"
     try:
-        return body.decode(codec), Codec(codec)
+        text = body.decode(codec)
     except UnicodeDecodeError as exc:
         raise FormatError(
             f"the {kind} file is not valid {codec.upper()} text (at byte {exc.start + len(data) - len(body)}); "
             "save it as UTF-8"
         ) from None
+    if "\x00" in text:  # UTF-16 without its byte order mark reads as UTF-8 with a NUL per letter
+        raise FormatError(
+            f"the {kind} file holds NUL characters: it is not text, or UTF-16 without a byte "
+            "order mark; save it as UTF-8"
+        )
+    return text, Codec(codec)
 
 
 def _lines(text: str) -> list[tuple[str, str]]:
