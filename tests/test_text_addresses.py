@@ -68,6 +68,22 @@ def test_an_ellipsis_or_a_typographic_quote_after_an_address_is_not_part_of_it(a
     assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org/a"]
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Ping 192.168.0.1 now.", ["192.168.0.1"]),
+        ("Connect to 10.0.0.7:8080, then wait.", ["10.0.0.7:8080"]),
+        ("Version 1.2.3 is out.", []),  # three numbers: a version, not an address
+        ("Section 1.2.3.4.5 says so.", []),
+    ],
+)
+def test_an_ipv4_address_is_kept_as_written(text, found):
+    """The model turned "Ping 192.168.0.1 now." into "Im 198 99."."""
+    assert [text[a:b] for a, b in verbatim_spans(text)] == found
+    for address in found:
+        assert f" {address}" in by_runs(text)
+
+
 def test_a_word_before_a_url_is_not_taken_for_its_scheme():
     text = "See.https://x.org now"
     assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org"]

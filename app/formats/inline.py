@@ -21,7 +21,8 @@ Each unit is translated in one of two ways, both asked for in the same batch:
 A unit with at most one stretch of text that holds letters is only translated by runs (that is
 the whole sentence already); units whose pairs do not balance (broken markup) too.
 
-URLs (`https://...`, any `scheme://...`, `www....`) and e-mail addresses (`mailto:` too) in
+URLs (`https://...`, any `scheme://...`, `www....`), IPv4 addresses and e-mail addresses
+(`mailto:` too) in
 text are copied as written, never translated: each is an atom in the unit (a placeholder when
 translated whole, a cut between runs otherwise) that comes back as text (a "keep" item),
 written where the atom stands; by runs, the punctuation and spacing that touch it too.
@@ -45,7 +46,8 @@ _MARKER = re.compile(r"<\s*(/?)\s*([gx])\s*(\d+)\s*(/?)\s*>", re.IGNORECASE)
 #: URLs and e-mail addresses, kept as written (their end trimmed by `verbatim_spans`)
 _VERBATIM = re.compile(
     r"(?:\b[a-z][a-z0-9+-]{1,15}://|\bwww\.)[^\s<>\"]+"
-    r"|(?:\bmailto:)?(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+",
+    r"|(?:\bmailto:)?(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+"
+    r"|(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.]\w)",  # an IPv4 address
     re.IGNORECASE,
 )
 _CLOSING = {")": "(", "]": "[", "}": "{"}
