@@ -17,6 +17,10 @@ of one core the neighbour got (read from /proc). On a CPU the engine's threads w
 parallel regions that end when the last thread is done: a thread that loses its core for a
 burst holds the others up, so the engine loses more than the neighbour's own CPU time.
 
+`--neighbour-thread` runs that neighbour as a thread of the benchmark's own process instead: its
+spin holds Python's GIL, as the service's event loop holds it beside the engine's worker
+thread, so the difference between the two says what the GIL adds to the lost cores.
+
 `--fixed` adds a continuous decode in buffers of a fixed size, whose steps a GPU replays from
 CUDA graphs (MT_CUDA_GRAPHS); with `--step-sizes` every decode timed is in them.
 
@@ -39,6 +43,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from statistics import median
@@ -81,9 +86,9 @@ class Neighbour:
             raise RuntimeError("the neighbour process did not start")
         os.kill(self.process.pid, signal.SIGSTOP)
 
-    @classmethod
-    def parse(cls, spec: str) -> Neighbour:
-        """From `WORK_MS:PERIOD_MS`; ValueError says what is wrong."""
+    @staticmethod
+    def values(spec: str) -> tuple[float, float]:
+        """(work ms, period ms) from `WORK_MS:PERIOD_MS`; ValueError says what is wrong."""
         work, colon, period = spec.partition(":")
         try:
             values = float(work), float(period)
@@ -91,7 +96,12 @@ class Neighbour:
             values = None
         if not colon or values is None:
             raise ValueError(f"--neighbour {spec}: give WORK_MS:PERIOD_MS, e.g. 0.4:2.7")
-        return cls(*values)
+        return values
+
+    @classmethod
+    def parse(cls, spec: str) -> Neighbour:
+        """From `WORK_MS:PERIOD_MS`; ValueError says what is wrong."""
+        return cls(*cls.values(spec))
 
     def cpu_seconds(self) -> float:
         """The neighbour's CPU time: from the scheduler's nanoseconds where the kernel keeps
@@ -119,6 +129,42 @@ class Neighbour:
     def close(self) -> None:
         self.process.kill()
         self.process.wait()
+
+
+class ThreadNeighbour:
+    """The same neighbour as a thread of this process (its spin holds the GIL)."""
+
+    def __init__(self, work_ms: float, period_ms: float):
+        if not 0 < work_ms <= period_ms:
+            raise ValueError(f"--neighbour {work_ms}:{period_ms}: need 0 < work <= period")
+        self.work, self.period = work_ms / 1e3, period_ms / 1e3
+        self.on, self.done = threading.Event(), False
+        self.cpu = 0.0  # the thread's CPU seconds, updated after each burst
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.done:
+            if not self.on.wait(0.1):
+                continue
+            start = time.perf_counter()
+            while time.perf_counter() - start < self.work:
+                pass
+            self.cpu = time.thread_time()
+            time.sleep(max(self.period - (time.perf_counter() - start), 0.0))
+
+    def running(self, measure):
+        cpu, start = self.cpu, time.perf_counter()
+        self.on.set()
+        try:
+            result = measure()
+        finally:
+            self.on.clear()
+        return result, (self.cpu - cpu) / (time.perf_counter() - start)
+
+    def close(self) -> None:
+        self.done = True
+        self.thread.join()
 
 
 def static_rate(tr: Translator, ids: list[list[int]], inflight: int, beam: int) -> float:
@@ -292,13 +338,22 @@ def main(argv: list[str] | None = None) -> int:
         help="WORK_MS:PERIOD_MS: each decoder also beside a process that spins that long in "
         "every period (see above)",
     )
+    p.add_argument(
+        "--neighbour-thread",
+        action="store_true",
+        help="with --neighbour: the neighbour is a thread of this process (it holds the GIL "
+        "while it spins), not another process",
+    )
     args = p.parse_args(argv)
-    neighbour = None
+    neighbour: Neighbour | ThreadNeighbour | None = None
+    if args.neighbour_thread and not args.neighbour:
+        p.error("--neighbour-thread needs --neighbour")
     if args.neighbour:
         if args.step_sizes:
             p.error("--neighbour measures the decoders' rates: it does not go with --step-sizes")
         try:
-            neighbour = Neighbour.parse(args.neighbour)
+            values = Neighbour.values(args.neighbour)
+            neighbour = ThreadNeighbour(*values) if args.neighbour_thread else Neighbour(*values)
         except ValueError as exc:
             p.error(str(exc))
         # a SIGTERM ends the benchmark through `finally` too (the neighbour also dies with it)
@@ -393,7 +448,12 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
         f"{args.checkpoint}: {tr.device.type} {tr.precision}, {len(ids)} sentences, "
         f"{args.inflight} in flight, beam "
         f"{args.beam_size}, {args.threads} threads; medians of {args.repeats} alternating runs"
-        + (f"; each also beside a neighbour spinning {args.neighbour} ms" if neighbour else "")
+        + (
+            f"; each also beside a neighbour {'thread' if args.neighbour_thread else 'process'}"
+            f" spinning {args.neighbour} ms"
+            if neighbour
+            else ""
+        )
     )
     print()
     headers, rows = ["decoder", "sentences/s", "steps"], []

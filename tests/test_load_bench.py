@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import make_parallel, write_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,23 +168,27 @@ def neighbours_of(pid: int) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("as_thread", [False, True], ids=["process", "thread"])
 def test_continuous_engine_bench_measures_each_decoder_beside_a_neighbour(
-    random_checkpoint, tmp_path
+    random_checkpoint, tmp_path, as_thread
 ):
     """bench.continuous_engine_bench --neighbour: every decoder measured alone and beside a
-    process that spins in short bursts, which gets a measured share of a core while it runs,
-    and is gone after the benchmark."""
+    process (or, with --neighbour-thread, a thread of its own that holds the GIL) that spins
+    in short bursts, which gets a measured share of a core while it runs, and is gone after
+    the benchmark."""
     src = write_lines(tmp_path / "src.txt", make_parallel(24, seed=5)[0])
     bench = subprocess.Popen(
         [sys.executable, "-m", "bench.continuous_engine_bench", "--checkpoint",
          str(random_checkpoint), "--src", str(src), "--sentences", "24", "--inflight", "8",
          "--beam-size", "2", "--repeats", "2", "--step-places", "4", "--neighbour", "1:2",
-         "--device", "cpu"],
+         "--device", "cpu", *(["--neighbour-thread"] if as_thread else [])],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     out, err = bench.communicate(timeout=180)
     assert bench.returncode == 0, err[-3000:]
     lines = out.splitlines()
+    kind = "thread" if as_thread else "process"
+    assert any(f"beside a neighbour {kind} spinning 1:2 ms" in line for line in lines), out
     header = next(line for line in lines if line.startswith("| decoder"))
     assert "sentences/s beside the neighbour" in header and "neighbour's share of a core" in header
     rows = [line.split("|") for line in lines if line.startswith(("| static", "| continuous"))]
