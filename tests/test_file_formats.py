@@ -292,6 +292,31 @@ def test_urls_and_email_addresses_in_markdown_and_docx_are_copied_as_written():
         assert out.paragraphs[1].runs[-1].bold
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/*star*/_x_",
+        "https://en.wikipedia.org/wiki/Foo_(bar)_baz",
+        "www.example.com/a`b`c/**d**",
+        "https://example.com/a\\_b~~c~~",
+    ],
+)
+def test_markdown_urls_with_emphasis_characters_are_copied_byte_for_byte(url):
+    # markdown-it cut them into emphasis, code and escapes before the address was looked for:
+    # the words between the delimiters were translated and the rest escaped ("Foo\_(bar)")
+    src = f"See {url} for more.\n\n[Open {url}](https://example.com/x) now.\n"
+    want = f"SEE {url} FOR MORE.\n\n[OPEN {url}](https://example.com/x) NOW.\n"
+    for translate in (upper, drop_placeholders):
+        assert translate_markdown(src.encode(), translate, LIMITS).decode() == want
+
+
+def test_markdown_emphasis_around_an_address_stays_emphasis():
+    src = "*see https://example.com/a* and **at https://example.com/b.** ~~www.x.org~~ ok.\n"
+    want = "*SEE https://example.com/a* AND **AT https://example.com/b.** ~~www.x.org~~ OK.\n"
+    for translate in (upper, drop_placeholders):
+        assert translate_markdown(src.encode(), translate, LIMITS).decode() == want
+
+
 def make_docx() -> bytes:
     d = docx.Document()
     p = d.add_paragraph("Hello ")

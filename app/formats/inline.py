@@ -65,19 +65,31 @@ _RUN_TRAIL = re.compile(r"\s+[(\[{\"'\u201c\u201e\u00ab\u2018\u201a\u2013\u2014-
 def verbatim_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each URL and e-mail address in `text`, without the punctuation after it
     (a full stop, a comma, a closing bracket that it did not open)."""
-    spans = []
-    for m in _VERBATIM.finditer(text):
-        start, end = m.span()
-        while end > start and text[end - 1] in _TRAILING:
-            ch = text[end - 1]
-            if ch in _CLOSING and text.count(_CLOSING[ch], start, end) >= text.count(
-                ch, start, end
-            ):
-                break
-            end -= 1
-        if "." in text[start:end] or "://" in text[start:end]:
-            spans.append((start, end))
-    return spans
+    return list(iter_verbatim(text))
+
+
+def iter_verbatim(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
+    """The spans of `verbatim_spans` that start in text[start:end] and end by `end`, as they are
+    found (what is before `start` still decides where a word begins)."""
+    for m in _VERBATIM.finditer(text, start, len(text) if end is None else end):
+        found = trim_address(text, *m.span())
+        if found is not None:
+            yield found
+
+
+def trim_address(text: str, start: int, end: int, extra: str = "") -> tuple[int, int] | None:
+    """text[start:end] without the punctuation at its end (a closing bracket only when the
+    address did not open it; `extra`: more characters to drop there), or None when what is
+    left is no address."""
+    trailing = _TRAILING + extra
+    while end > start and text[end - 1] in trailing:
+        ch = text[end - 1]
+        if ch in _CLOSING and text.count(_CLOSING[ch], start, end) >= text.count(ch, start, end):
+            break
+        end -= 1
+    if "." in text[start:end] or "://" in text[start:end]:
+        return start, end
+    return None
 
 
 def has_letters(text: str) -> bool:
@@ -331,6 +343,11 @@ class UnitBuilder:
     def atom(self, ref: Any) -> None:
         self._count += 1
         self.items.append(Item("atom", self._count, ref))
+
+    def keep(self, text: str, ref: Any = None) -> None:
+        """Text copied as written (an address the format found itself): a "keep" item."""
+        self._count += 1
+        self.items.append(Item("keep", self._count, ref, text))
 
     def empty(self) -> bool:
         return not self.items

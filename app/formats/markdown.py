@@ -9,7 +9,8 @@ markers, table pipes, indentation).
 Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
 autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
 (app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
-by run). A link is written back as `[text](destination "title")` (the title in `'...'` or
+by run). An address is found in the source before markdown-it reads emphasis, code or escapes
+in it, and written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link is written back as `[text](destination "title")` (the title in `'...'` or
 `(...)` when it holds `"`, or with its quotes escaped) with the destination markdown-it resolved
 (a reference link becomes an inline one). A block is found in its source lines by its text; a
 block written over several lines comes back on its first line (Markdown joins the lines of a
@@ -24,7 +25,7 @@ import re
 from markdown_it import MarkdownIt
 
 from . import Limits, Translate
-from .inline import Token, UnitBuilder, translate_units
+from .inline import Token, UnitBuilder, iter_verbatim, translate_units, trim_address
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
@@ -41,8 +42,86 @@ _FRONT_MATTER = re.compile(
 _ESCAPED = set("\\`*_[]<")
 
 
+#: emphasis and strikethrough delimiters: not the end of an address when the block holds one
+#: before it (`*see https://example.com/a*` is emphasis around the address, as in GFM)
+_DELIMITERS = "*_~"
+#: the type of an address's token (`_address_rule`)
+_ADDRESS = "verbatim_address"
+#: the ref of an address's item: written back as it stood in the source, not escaped
+_RAW = object()
+
+
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    md.inline.ruler.at("text", _address_rule(md.inline.ruler.getRules("")[0]))
+    return md
+
+
+def _next_address(state, pos: int, end: int) -> tuple[int, int] | None:
+    """The first URL, IPv4 or e-mail address (app/formats/inline.py) that starts in
+    state.src[pos:end], as written in the source: up to a `]` it did not open (the end of a
+    link's text), without an emphasis delimiter at its end that the block holds before it.
+    Remembered per `end` (a link's text is parsed with its own), so that a long paragraph is
+    searched once, not once per piece of it."""
+    src = state.src
+    memo = state.__dict__.setdefault("_mt_addresses", {})
+    known = memo.get(end)
+    if known is not None and known[0] <= pos and (known[1] is None or known[1][0] >= pos):
+        return known[1]
+    first = memo.setdefault("first", {c: src.find(c) for c in _DELIMITERS})
+    found = None
+    for start, stop in iter_verbatim(src, pos, end):
+        depth = 0
+        for i in range(start, stop):  # cut at a "]" the address did not open
+            depth += {"[": 1, "]": -1}.get(src[i], 0)
+            if depth < 0:
+                stop = i
+                break
+        extra = "".join(c for c in _DELIMITERS if 0 <= first[c] < start)
+        found = trim_address(src, start, stop, extra)
+        if found is not None:
+            break
+    memo[end] = (pos, found)
+    return found
+
+
+def _address_rule(text_rule):
+    """markdown-it's `text` rule, which takes an address that starts where it stands as one
+    token (`_ADDRESS`, its source as written) and otherwise stops before one. markdown-it
+    finds emphasis, code spans and escapes in an address before any later rule could see it
+    (`https://example.com/*a*/b` was cut around an emphasis and its words translated);
+    addresses inside code spans, autolinks, link destinations and HTML are never looked at
+    (those rules consume them from their opening character)."""
+
+    def rule(state, silent: bool) -> bool:
+        pos, end = state.pos, state.posMax
+        found = _next_address(state, pos, end)
+        if found is None:
+            return text_rule(state, silent)
+        if found[0] == pos:
+            if not silent:
+                state.push(_ADDRESS, "", 0).content = state.src[pos : found[1]]
+            state.pos = found[1]
+            return True
+        # the text before the address (markdown-it 4's rule runs to the next terminator
+        # character whatever posMax says: it is cut here)
+        state.posMax = found[0]
+        try:
+            if not text_rule(state, True):
+                return False
+        finally:
+            state.posMax = end
+        stop = min(state.pos, found[0])
+        if not silent:
+            append = getattr(state, "append_pending", None)  # markdown-it 4
+            if append is not None:
+                append(state.src[pos:stop])
+            else:
+                state.pending += state.src[pos:stop]
+        state.pos = stop
+        return True
+
+    return rule
 
 
 def _code_span(content: str, markup: str) -> str:
@@ -80,6 +159,8 @@ def _unit(children) -> UnitBuilder:
                 autolink.append(tok.content)
         elif kind == "text":
             b.text(tok.content)
+        elif kind == _ADDRESS:
+            b.keep(tok.content, _RAW)
         elif kind == "softbreak":
             b.text("\n")
         elif kind == "hardbreak":
@@ -121,6 +202,8 @@ def _render(tokens: list[Token]) -> str:
     for tok in tokens:
         if tok.kind != "text":
             out.append(tok.ref)
+        elif tok.ref is _RAW:
+            out.append(tok.text)
         else:
             out.append(_escape(tok.text.replace("\n", " ")))
     return "".join(out)
