@@ -317,6 +317,15 @@ def test_markdown_emphasis_around_an_address_stays_emphasis():
         assert translate_markdown(src.encode(), translate, LIMITS).decode() == want
 
 
+def test_markdown_hard_line_breaks_keep_their_spelling_and_line_ending():
+    # two trailing spaces came back as a backslash, and a CRLF file's break as a bare LF
+    src = "Roses are red,  \nviolets blue,\\\nsugar is sweet   \nand so are you.\n"
+    for translate in (upper, drop_placeholders):
+        assert translate_markdown(src.encode(), translate, LIMITS).decode() == src.upper()
+        crlf = src.replace("\n", "\r\n")
+        assert translate_markdown(crlf.encode(), translate, LIMITS).decode() == crlf.upper()
+
+
 def make_docx() -> bytes:
     d = docx.Document()
     p = d.add_paragraph("Hello ")

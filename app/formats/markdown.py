@@ -9,7 +9,8 @@ markers, table pipes, indentation).
 Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
 autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
 (app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
-by run). An address is found in the source before markdown-it reads emphasis, code or escapes
+by run). A hard line break keeps its spelling (trailing spaces or a backslash) and the line
+ending of its block's first line. An address is found in the source before markdown-it reads emphasis, code or escapes
 in it, and written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link is written back as `[text](destination "title")` (the title in `'...'` or
 `(...)` when it holds `"`, or with its quotes escaped) with the destination markdown-it resolved
 (a reference link becomes an inline one). A block is found in its source lines by its text; a
@@ -53,8 +54,29 @@ _RAW = object()
 
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-    md.inline.ruler.at("text", _address_rule(md.inline.ruler.getRules("")[0]))
+    rules = dict(zip(md.inline.ruler.get_active_rules(), md.inline.ruler.getRules(""), strict=True))
+    md.inline.ruler.at("text", _address_rule(rules["text"]))
+    md.inline.ruler.at("newline", _newline_rule(rules["newline"]))
     return md
+
+
+def _newline_rule(newline_rule):
+    """markdown-it's `newline` rule, which gives a hard line break written as spaces at the end
+    of the line those spaces as its markup (markdown-it gives both spellings none, and the
+    break came back as a backslash)."""
+
+    def rule(state, silent: bool) -> bool:
+        pos, count = state.pos, len(state.tokens)
+        if not newline_rule(state, silent):
+            return False
+        if not silent and len(state.tokens) > count and state.tokens[-1].type == "hardbreak":
+            start = pos
+            while start > 0 and state.src[start - 1] == " ":
+                start -= 1
+            state.tokens[-1].markup = state.src[start:pos]
+        return True
+
+    return rule
 
 
 def _next_address(state, pos: int, end: int) -> tuple[int, int] | None:
@@ -145,7 +167,9 @@ def _link_end(attrs: dict) -> str:
     return f"]({attrs.get('href', '')}{title_part})"
 
 
-def _unit(children) -> UnitBuilder:
+def _unit(children, newline: str = "\n") -> UnitBuilder:
+    """The unit of a block's inline tokens; `newline`: the line ending a hard line break is
+    written with."""
     b = UnitBuilder()
     links: list[str] = []  # the closing markup of each open link
     autolink: list[str] | None = None
@@ -164,7 +188,7 @@ def _unit(children) -> UnitBuilder:
         elif kind == "softbreak":
             b.text("\n")
         elif kind == "hardbreak":
-            b.atom("\\\n")
+            b.atom((tok.markup or "\\") + newline)  # trailing spaces, or a backslash
         elif kind == "code_inline":
             b.atom(_code_span(tok.content, tok.markup))
         elif kind == "html_inline":
@@ -252,7 +276,9 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             continue  # not found as written: left as it is
         end_col += len(content_lines[-1])
         cursor[last_index] = end_col
-        unit = _unit(block.children).build()
+        # a hard line break keeps the line ending of the block's first line (a CRLF file's)
+        newline = text[start_off + len(first_text) : ends[first_line]] or "\n"
+        unit = _unit(block.children, newline).build()
         if unit is not None:
             spans.append((start_off + col, last_off + end_col))
             units.append(unit)
