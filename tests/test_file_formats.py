@@ -668,8 +668,27 @@ def test_broken_office_files_are_refused(data, message):
     assert caught.value.status == 400
 
 
+def test_an_office_file_of_another_kind_than_its_extension_is_refused():
+    # a Word document named x.odt was translated and served as x_de.odt, typed as an .odt
+    ods = zip_of(
+        {"mimetype": b"application/vnd.oasis.opendocument.spreadsheet", "content.xml": b"<a/>"}
+    )
+    for name, data, what in [
+        ("x.odt", make_docx(), "a Word document (.docx)"),
+        ("x.pptx", make_odt(), "an OpenDocument text (.odt)"),
+        ("x.docx", make_pptx(), "a PowerPoint presentation (.pptx)"),
+        ("x.odt", ods, "'application/vnd.oasis.opendocument.spreadsheet'"),
+    ]:
+        with pytest.raises(FormatError, match="not what its extension") as caught:
+            handler_for(name)(data, upper, LIMITS)
+        assert caught.value.status == 400 and what in str(caught.value)
+    for name, data in [("x.docx", make_docx()), ("x.pptx", make_pptx()), ("x.odt", make_odt())]:
+        assert handler_for(name)(data, upper, LIMITS)
+
+
 def test_handlers_by_extension():
-    assert handler_for("a/b/Report.DOCX") is translate_office
+    assert handler_for("a/b/Report.DOCX").func is translate_office
+    assert handler_for("a/b/Report.DOCX").keywords == {"kind": "docx"}
     assert handler_for("notes.md") is translate_markdown
     assert handler_for("x.exe") is None and handler_for("noextension") is None
 

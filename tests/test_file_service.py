@@ -198,6 +198,8 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         (upload(url, "bomb.docx", bomb), 413, "zip bomb"),
         (upload(url, "corrupt.docx", make_docx()[:3000]), 400, "not a valid zip"),
         (upload(url, "bad.odt", zip_of({"content.xml": b"<a><b></a>"})), 400, "well-formed"),
+        # served as word_de.odt with the .odt media type
+        (upload(url, "word.odt", make_docx()), 400, "a Word document (.docx), not what its"),
         (upload(url, "latin1.txt", b"caf\xe9"), 400, "UTF-8"),
         # UTF-16 without a byte order mark is valid UTF-8 with a NUL per letter: it was
         # translated as such and came back as garbage with a 200

@@ -13,11 +13,15 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 | .md | markdown.translate_markdown | paragraphs, headings, list items, table cells; code untouched |
 | .srt | plain.translate_srt | cue text (dialogue line by line); indices, timestamps, `{\\an8}` untouched |
 | .docx, .pptx, .odt | office.translate_office | the text runs of the XML parts; every other part copied |
+
+An office file of another kind than its extension says (a .docx named `x.odt`) is refused
+with 400.
 """
 
 from __future__ import annotations
 
 import codecs
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -107,15 +111,18 @@ def handler_for(filename: str) -> Handler | None:
     """The handler for a file name's extension, or None when it is not supported."""
     from . import markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
 
+    def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
+        return functools.partial(office.translate_office, kind=kind)
+
     return {
         ".txt": plain.translate_txt,
         ".html": plain.translate_html_file,
         ".htm": plain.translate_html_file,
         ".md": markdown.translate_markdown,
         ".srt": plain.translate_srt,
-        ".docx": office.translate_office,
-        ".pptx": office.translate_office,
-        ".odt": office.translate_office,
+        ".docx": office_file("docx"),
+        ".pptx": office_file("pptx"),
+        ".odt": office_file("odt"),
     }.get(extension(filename))
 
 

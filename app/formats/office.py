@@ -4,7 +4,9 @@ The archive is checked before anything is unpacked (`open_archive`): a corrupt z
 encrypted entry or an unknown compression method is a 400; more than `max_entries` entries,
 more than `max_unpacked_bytes` declared uncompressed in all, or an entry over 1 MiB that
 inflates more than `max_ratio` times (a zip bomb) is a 413. zipfile stops every entry at its
-declared size and checks its CRC, so the declared sizes bound what is unpacked.
+declared size and checks its CRC, so the declared sizes bound what is unpacked. An archive of
+another kind than its extension says (a Word document named `x.odt`, an OpenDocument
+spreadsheet whose `mimetype` is not text) is a 400: it would be served under that extension.
 
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes,
@@ -335,15 +337,51 @@ def _serialize(root: etree._Element, raw: bytes) -> bytes:
     )
 
 
-def translate_office(data: bytes, translate: Translate, limits: Limits) -> bytes:
-    archive = open_archive(data, limits)
+#: what each kind is, in an error message
+NAMES = {
+    "docx": "a Word document (.docx)",
+    "pptx": "a PowerPoint presentation (.pptx)",
+    "odt": "an OpenDocument text (.odt)",
+}
+ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
+
+
+def _kind_of(archive: zipfile.ZipFile, expected: str | None) -> tuple:
+    """The entry of KINDS the archive is (`expected`'s when it holds that kind's required
+    entry); FormatError 400 when it is none, or not `expected`: a Word document sent as
+    `x.odt` was translated and served as `x_de.odt`, with the .odt media type."""
     names = set(archive.namelist())
-    kind = next((k for k in KINDS if k[1] in names), None)
+    found = [k for k in KINDS if k[1] in names]
+    kind = next((k for k in found if k[0] == expected), found[0] if found else None)
     if kind is None:
         raise FormatError(
             "the archive is not a Word, PowerPoint or OpenDocument text file "
             "(no word/document.xml, ppt/presentation.xml or content.xml)"
         )
+    what = NAMES[kind[0]]
+    if kind[0] == "odt" and "mimetype" in names:  # an .ods or .odp has a content.xml too
+        info = archive.getinfo("mimetype")
+        mimetype = _read(archive, info).strip() if info.file_size <= 200 else b"?"
+        if not mimetype.startswith(ODT_MIMETYPE):
+            what = f"an OpenDocument file of type {mimetype.decode('ascii', 'replace')!r}"
+            kind = None
+    if expected is not None and (kind is None or kind[0] != expected):
+        raise FormatError(
+            f"the file is {what}, not what its extension .{expected} says; "
+            "send it with its own extension"
+        )
+    if kind is None:
+        raise FormatError(f"the file is {what}, not a Word, PowerPoint or OpenDocument text file")
+    return kind
+
+
+def translate_office(
+    data: bytes, translate: Translate, limits: Limits, kind: str | None = None
+) -> bytes:
+    """`kind`: "docx", "pptx" or "odt", the file's extension: FormatError 400 when the file
+    is another kind (None: whichever it is)."""
+    archive = open_archive(data, limits)
+    kind = _kind_of(archive, kind)
     _, _, patterns, fmt = kind
     text_parts = [
         i for i in archive.infolist() if any(fnmatch.fnmatchcase(i.filename, p) for p in patterns)
