@@ -26,7 +26,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
 from .fastpath import too_slow
-from .files import FileStore, StoreFull, ascii_name, safe_name
+from .files import FileStore, StoreFull, ascii_name, form_filename, safe_name
 from .formats import (
     FormatError,
     Limits,
@@ -201,9 +201,9 @@ def limited(receive, limit: int, timeout: float):
 async def read_upload(
     request: Request, limit: int, timeout: float
 ) -> tuple[bytes, str, dict[str, str]] | None:
-    """(file bytes, file name, the other fields) from the multipart body, or None when the
-    client went away before sending it all; `source`, `target` and `api_key` may also come in
-    the query string (the form's fields win). As the fast path reads a /translate body
+    """(file bytes, file name (`form_filename`), the other fields) from the multipart body, or
+    None when the client went away before sending it all; `source`, `target` and `api_key` may
+    also come in the query string (the form's fields win). As the fast path reads a /translate body
     (app/fastpath.py): 413 as soon as the upload passes the limit, 408 when it has not all
     arrived within `timeout` seconds (an upload that stalls would hold its place among the
     requests in progress for as long as the client likes)."""
@@ -231,7 +231,7 @@ async def read_upload(
         data = await upload.read(limit + 1)
         if len(data) > limit:
             raise ApiError(413, f"the file is over {limit} bytes; send a smaller file")
-        return data, upload.filename or "", fields
+        return data, form_filename(upload.filename or ""), fields
     finally:
         await form.close()
 

@@ -44,6 +44,19 @@ class StoredFile:
     expires: float  # time.monotonic()
 
 
+#: how browsers (WHATWG HTML's multipart/form-data encoding) and curl since 7.81.0 write the
+#: three characters a quoted filename cannot hold; `%` itself is sent as it is
+_FORM_ESCAPES = re.compile("%22|%0D|%0A")
+
+
+def form_filename(sent: str) -> str:
+    """A multipart upload's filename as the user named it: `%22`, `%0D` and `%0A` decoded
+    (`"weird".txt` arrives as `%22weird%22.txt` and came back as `22weird_22_de.txt`), and no
+    other escape, which the sender does not make (a name that holds `%22` itself cannot be
+    told apart)."""
+    return _FORM_ESCAPES.sub(lambda m: {"%22": '"', "%0D": "\r", "%0A": "\n"}[m.group()], sent)
+
+
 def safe_name(filename: str, target: str) -> str:
     """`report.docx` -> `report_de.docx`: the base name only, characters other than letters,
     digits, `.`, `-` and `_` replaced, at most 100 characters. The name is composed first

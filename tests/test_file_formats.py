@@ -33,7 +33,7 @@ from odf.text import (
     Tab,
 )
 
-from app.files import FileStore, StoreFull, safe_name
+from app.files import FileStore, StoreFull, form_filename, safe_name
 from app.formats import FormatError, Limits, handler_for
 from app.formats.markdown import translate_markdown
 from app.formats.office import translate_office
@@ -783,3 +783,11 @@ def test_markdown_thematic_breaks_around_a_paragraph_are_no_front_matter():
 def test_a_decomposed_file_name_keeps_its_letters():
     # macOS names files decomposed: "u" + U+0308; the mark became "_" ("Bericht_u_ber_de.docx")
     assert safe_name("Bericht u\u0308ber.docx", "de") == "Bericht_\u00fcber_de.docx"
+
+
+def test_the_escapes_browsers_write_in_a_file_name_are_decoded():
+    # browsers and curl send `"` as %22: `"weird".txt` came back as `22weird_22_de.txt`
+    assert form_filename("%22weird%22.txt") == '"weird".txt'
+    assert safe_name(form_filename("%22weird%22.txt"), "de") == "weird_de.txt"
+    assert form_filename("a%0D%0Ab.txt") == "a\r\nb.txt"
+    assert form_filename("100%25 %41.txt") == "100%25 %41.txt"  # no other escape is made

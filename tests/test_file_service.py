@@ -417,6 +417,26 @@ def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
     )
 
 
+def test_a_quote_in_a_file_name_comes_back_as_a_browser_sent_it(server):
+    """Browsers and curl send `"weird".txt` as `filename="%22weird%22.txt"` (WHATWG HTML,
+    RFC 7578 4.2); the link said `22weird_22_de.txt`."""
+    url, _ = server
+    body = (
+        b'--b\r\nContent-Disposition: form-data; name="file"; '
+        b'filename="%22weird%22 %0Aname.txt"\r\n\r\nThe cat.\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="source"\r\n\r\nen\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="target"\r\n\r\nde\r\n--b--\r\n'
+    )
+    r = httpx.post(
+        f"{url}/translate_file",
+        content=body,
+        headers={"Content-Type": "multipart/form-data; boundary=b"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedFileUrl"].endswith("/weird_name_de.txt")
+
+
 def test_markup_too_large_for_the_text_limit_is_refused_before_parsing(random_checkpoint, tmp_path):
     """A parser takes tens to hundreds of times the bytes it reads (a 4.3 MB .docx of tiny
     paragraphs took 2 GB before its text was counted): a file with more markup than the
