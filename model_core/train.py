@@ -39,6 +39,7 @@ from .tokenizer import Tokenizer, train_sentencepiece
 from .translator import Translator, resolve_device
 
 STATE_FILE = "state.pt"
+SPM_SETTINGS_FILE = "spm.json"  # what the run's spm.model was made from
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -152,6 +153,14 @@ def check_folder(path: Path, option: str) -> None:
             return
 
 
+def read_json(path: Path) -> dict | None:
+    """The JSON object in `path`, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def noam(step: int, warmup: int) -> float:
     """Learning-rate multiplier: linear warm-up, then inverse square root; 1.0 at the peak."""
     step = max(step, 1)
@@ -196,6 +205,21 @@ class Run:
         train_src, train_tgt = read_parallel(self.files["train_src"], self.files["train_tgt"])
         self.dev_src, self.dev_tgt = read_parallel(self.files["dev_src"], self.files["dev_tgt"])
         self.spm_path = self.run_dir / "spm.model"
+        # What the run's sentencepiece model was made from: until a training state is saved,
+        # a command with another --vocab-size or other training files makes it again (it
+        # used to take the one a failed or interrupted first attempt left, unsaid).
+        made_from = {
+            "vocab_size": args.vocab_size,
+            "train_src": str(Path(self.files["train_src"]).resolve()),
+            "train_tgt": str(Path(self.files["train_tgt"]).resolve()),
+        }
+        made_from_path = self.run_dir / SPM_SETTINGS_FILE
+        if self.spm_path.is_file() and not resume and read_json(made_from_path) != made_from:
+            self.log(
+                "the run's sentencepiece model was made from other options or files and no "
+                "training state is saved yet: making it again"
+            )
+            self.spm_path.unlink()
         if not self.spm_path.is_file():
             self.log(f"training sentencepiece ({args.vocab_size} pieces, joint)")
             try:
@@ -211,6 +235,7 @@ class Run:
                     f"sentencepiece cannot make {args.vocab_size} pieces from the training "
                     f"files ({why}); change --vocab-size"
                 ) from None
+            made_from_path.write_text(json.dumps(made_from, indent=1) + "\n")
         self.tok = Tokenizer(self.spm_path)
         limit = args.max_tokens_per_sentence
         pairs = [

@@ -342,3 +342,32 @@ def test_a_time_limited_run_says_the_time_left_in_minutes_and_seconds(corpus_dir
     assert train.main([*train_args(corpus_dir, tmp_path / "run"), "--max-minutes", "0.05"]) == 0
     lefts = re.findall(r"left=(\d\d:\d\d)\b", capsys.readouterr().err)
     assert lefts and all(m <= "00:03" for m in lefts)
+
+
+def test_a_tokenizer_left_by_a_failed_first_attempt_is_not_taken_for_other_options(
+    corpus_dir, tmp_path, capsys
+):
+    """Until a training state is saved, the run's sentencepiece model follows --vocab-size and
+    the training files: a first command that failed after making it (here on its model
+    options) used to leave one that the corrected command took, whatever its --vocab-size."""
+    from model_core.tokenizer import Tokenizer
+
+    common = train_args(corpus_dir, tmp_path / "run")
+    assert train.main([*common, "--max-steps", "1", "--heads", "3"]) == 2  # 32 / 3
+    spm = tmp_path / "run" / "spm.model"
+    assert Tokenizer(spm).vocab_size == 320
+    assert train.main([*common, "--max-steps", "1"]) == 0  # the same options: kept
+    assert "making it again" not in capsys.readouterr().err
+    assert Tokenizer(spm).vocab_size == 320
+
+    other = [a if a != "320" else "360" for a in train_args(corpus_dir, tmp_path / "run2")]
+    first = [*train_args(corpus_dir, tmp_path / "run2"), "--max-steps", "1", "--heads", "3"]
+    assert train.main(first) == 2  # makes 320 pieces, then stops
+    assert train.main([*other, "--max-steps", "1"]) == 0
+    assert "making it again" in capsys.readouterr().err
+    assert Tokenizer(tmp_path / "run2" / "spm.model").vocab_size == 360
+
+    # once a state is saved the run keeps its vocabulary, and says so
+    assert train.main([*common, "--max-steps", "2", "--vocab-size", "360"]) == 0
+    assert "resuming with the run's --vocab-size 320 (not 360)" in capsys.readouterr().err
+    assert Tokenizer(spm).vocab_size == 320
