@@ -571,21 +571,39 @@ class Run:
         return training
 
 
+class SetupInterrupted(Exception):
+    """Ctrl-C or SIGTERM before training began (reading the data, making the tokenizer)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        run = Run(args)
-    except DataError as exc:
-        print(f"mt-train: error: {exc}", file=sys.stderr)
-        return 2
+    run: Run | None = None
 
     def request_stop(signum, frame):  # finish the current step, save, and exit
+        if run is None:  # nothing to save yet: stop where it is
+            raise SetupInterrupted(signum)
         if run.stop_requested and signum == signal.SIGINT:
             raise KeyboardInterrupt  # a second Ctrl-C: at once, without saving
         run.stop_requested, run.stop_signal = True, signum
 
     handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        try:
+            run = Run(args)
+        except DataError as exc:
+            print(f"mt-train: error: {exc}", file=sys.stderr)
+            return 2
+        except SetupInterrupted as exc:  # (it used to end in a traceback, or silently)
+            print(
+                "mt-train: interrupted before training began: nothing to save; "
+                "run the same command to start again",
+                file=sys.stderr,
+            )
+            return 130 if exc.signum == signal.SIGINT else 143
         return run_or_export(run, args)
     finally:  # (main may be called in a process that goes on: tests)
         for sig, handler in handlers.items():

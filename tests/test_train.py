@@ -371,3 +371,33 @@ def test_a_tokenizer_left_by_a_failed_first_attempt_is_not_taken_for_other_optio
     assert train.main([*common, "--max-steps", "2", "--vocab-size", "360"]) == 0
     assert "resuming with the run's --vocab-size 320 (not 360)" in capsys.readouterr().err
     assert Tokenizer(spm).vocab_size == 320
+
+
+@pytest.mark.parametrize(("signame", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_or_sigterm_before_training_began_is_one_line(corpus_dir, tmp_path, signame, status):
+    """Ctrl-C while the data is read or the tokenizer made (seconds to minutes on a large
+    corpus) used to end in a KeyboardInterrupt traceback, and SIGTERM in silence."""
+    import subprocess
+    import sys
+
+    script = (
+        "import signal, sys\n"
+        "from model_core import train\n"
+        "real = train.read_parallel\n"
+        "def read_parallel(*a, **k):\n"
+        f"    signal.raise_signal(signal.{signame})\n"
+        "    return real(*a, **k)\n"
+        "train.read_parallel = read_parallel\n"
+        "sys.exit(train.main(sys.argv[1:]))\n"
+    )
+    args = [*train_args(corpus_dir, tmp_path / "run"), "--max-steps", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == status, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "mt-train: interrupted before training began: nothing to save; "
+        "run the same command to start again"
+    )
+    assert not (tmp_path / "run" / "state.pt").exists()
