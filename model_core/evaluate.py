@@ -22,6 +22,14 @@ from .data import DataError, read_lines
 from .translator import Translator
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one existing file (through links and relative paths too)."""
+    try:
+        return a.samefile(b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mt-evaluate", description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", type=Path)
@@ -42,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    for option, given in (("--src", args.src), ("--ref", args.ref)):
+        if args.output is not None and given is not None and same_file(args.output, given):
+            # (the translations used to replace the file they were made from, unsaid)
+            print(
+                f"mt-evaluate: error: --output {args.output} is the {option} file: "
+                "give another file",
+                file=sys.stderr,
+            )
+            return 2
     try:
         translator = Translator.load(args.checkpoint, device=args.device, dtype=args.dtype)
         sources = read_lines(args.src)

@@ -401,3 +401,26 @@ def test_ctrl_c_or_sigterm_before_training_began_is_one_line(corpus_dir, tmp_pat
         "run the same command to start again"
     )
     assert not (tmp_path / "run" / "state.pt").exists()
+
+
+def test_evaluate_refuses_to_write_its_translations_over_its_source_or_reference(
+    random_checkpoint, corpus_dir, tmp_path, capsys
+):
+    """`--output` naming the `--src` (or `--ref`) file used to replace it with the
+    translations, with status 0."""
+    from model_core import evaluate
+
+    src, ref = tmp_path / "dev.en", tmp_path / "dev.de"
+    src.write_bytes((corpus_dir / "dev.en").read_bytes())
+    ref.write_bytes((corpus_dir / "dev.de").read_bytes())
+    before = src.read_bytes(), ref.read_bytes()
+    for output, option in ((src, "--src"), (ref, "--ref")):
+        args = [str(random_checkpoint), "--src", str(src), "--ref", str(ref)]
+        assert evaluate.main([*args, "--output", str(output)]) == 2
+        assert last_error(capsys) == (
+            f"mt-evaluate: error: --output {output} is the {option} file: give another file"
+        )
+    assert (src.read_bytes(), ref.read_bytes()) == before
+    out = tmp_path / "out.de"
+    assert evaluate.main([str(random_checkpoint), "--src", str(src), "--output", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == len(before[0].decode().splitlines())
