@@ -15,6 +15,7 @@ import copy
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import sys
 import threading
@@ -434,6 +435,24 @@ def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Conf
     return uvicorn.Config(app, **options)
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why the server cannot listen on host:port (in use, not an address of this machine),
+    or None. Checked before anything starts: uvicorn would fail only after the models began
+    loading, its error between the start-up lines."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(exc)
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                return exc.strerror or str(exc)
+    return None
+
+
 def main() -> int:
     try:
         settings = Settings()
@@ -454,6 +473,13 @@ def main() -> int:
         log.warning(
             "%s is not a setting: ignored%s", name, f" (did you mean {close}?)" if close else ""
         )
+    if problem := port_problem(settings.host, settings.port):
+        print(
+            f"mt-serve: cannot listen on {settings.host}:{settings.port}: {problem} "
+            "(MT_HOST and MT_PORT choose another)",
+            file=sys.stderr,
+        )
+        return 2
     if settings.files_dir is not None:
         try:
             prepare_directory(settings.files_dir)

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -208,6 +209,21 @@ def test_a_second_ctrl_c_quits_at_once_and_cleanly(weights_dir, tmp_path, schedu
     text = log.read_text()
     assert "Traceback" not in text and "ERROR" not in text, text
     assert "forced quit: " in text and "stopped" in text
+
+
+def test_a_port_in_use_is_one_line_before_anything_starts(weights_dir, tmp_path):
+    """A port already taken was reported by uvicorn only after the models began loading, its
+    error between start-up lines and followed by "shutting down while loading the models"."""
+    log = tmp_path / "server.log"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with serve_in_process(weights_dir, log, port=port) as (_, proc):
+            assert proc.wait(timeout=60) == 2
+    text = log.read_text()
+    assert len(text.strip().splitlines()) == 1, text
+    assert f"mt-serve: cannot listen on 127.0.0.1:{port}" in text and "MT_PORT" in text, text
 
 
 @pytest.mark.parametrize(
