@@ -548,8 +548,10 @@ class HtmlDocument:
                     atom = None
                 continue
             if not translating:
-                # the element that stops translation began with a boundary or an atom
-                self.pieces.append(raw)
+                # the element that stops translation began with a boundary or an atom; a unit
+                # still open here was inside an element marked translate="yes" that has just
+                # ended (its end tag written or implied): it ends here, before this markup
+                self._raw(raw)
                 continue
             if kind == "data":
                 if index >= cut_off or raw != name:

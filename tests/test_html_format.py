@@ -292,3 +292,45 @@ def test_a_unit_of_one_run_sends_its_punctuation_to_the_model():
     sent: list[str] = []
     translate_html('<p>"Hello," she said (quietly).</p>', lambda ts: sent.extend(ts) or ts)
     assert sent == ['"Hello," she said (quietly).']
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (
+            "<ul translate=no><li translate=yes>Translate me<li>Keep me</ul>",
+            "<ul translate=no><li translate=yes>TRANSLATE ME<li>Keep me</ul>",
+        ),
+        (
+            "<div translate=no><p translate=yes>The cat<div>ACME</div></div>",
+            "<div translate=no><p translate=yes>THE CAT<div>ACME</div></div>",
+        ),
+        (
+            "<p translate=no>ACME <span translate=yes>Widget manual</span> v2</p>",
+            "<p translate=no>ACME <span translate=yes>WIDGET MANUAL</span> v2</p>",
+        ),
+    ],
+)
+def test_text_marked_translate_yes_inside_no_stays_in_its_place(doc, out):
+    # before, the text of the translate="yes" element was written after the markup that
+    # followed it (at the end of the document): "<li translate=yes><li>Keep me</ul>TRANSLATE ME"
+    assert translate_html(doc, upper) == out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<p>", "</p>", "<b>", "</b>", "<code>", "</code>", "<br>", "<!--c-->", "&copy;"]
+            + ["<div translate=no>", "<div translate=yes>", "</div>", "<span translate=no>"]
+            + ["<span translate=yes>", "</span>", "<ul translate=no>", "<li translate=yes>"]
+            + ["<li>", "</ul>", "<td translate=yes>", "<td>", "<tr>", "<pre>", "</pre>"]
+            + ["Hello", " world", ".", "x", "<script>", "</script>", "<svg>", "</svg>"]
+        ),
+        max_size=25,
+    ).map("".join)
+)
+def test_an_identity_translation_gives_the_document_back(doc):
+    """Without whitespace to collapse or characters to escape, text and markup keep their
+    order exactly."""
+    assert translate_html(doc, lambda ts: ts) == doc
