@@ -646,16 +646,20 @@ class HtmlDocument:
 
 def escape(text: str, spellings: dict[str, str]) -> str:
     """Translated text as HTML; see the module docstring."""
-    keys = sorted(spellings, key=len, reverse=True)
+    # the spellings by their first character, longest first: a unit may hold a thousand
+    # different entities, and trying each at every character took time in their product
+    by_first: dict[str, list[str]] = {}
+    for key in sorted(spellings, key=len, reverse=True):
+        by_first.setdefault(key[0], []).append(key)
     out = []
     i, n = 0, len(text)
     while i < n:
-        key = next((k for k in keys if text.startswith(k, i)), None)
+        ch = text[i]
+        key = next((k for k in by_first.get(ch, ()) if text.startswith(k, i)), None)
         if key is not None:
             out.append(spellings[key])
             i += len(key)
             continue
-        ch = text[i]
         if ch == "<":
             out.append("&lt;")
         elif ch == "&":
