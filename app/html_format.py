@@ -433,6 +433,21 @@ class _Tokenizer(HTMLParser):
     def unknown_decl(self, data):
         self._add("other")
 
+    def parse_marked_section(self, i, report=1):
+        at = self.getpos()
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            self.lineno, self.offset = at  # moved to where the name was expected
+            # a "<![" that opens no marked section html.parser knows ("<![0]", "<![ if ...]>"),
+            # which made it raise (the document was refused with 400): a bogus comment up to
+            # the next ">", as a browser reads any "<![" in HTML content
+            end = self.rawdata.find(">", i + 3)
+            if end < 0:
+                return -1  # the rest of the input: text, as for any markup cut off
+            self._add("other")
+            return end + 1
+
 
 def _translate_attr(attrs: list, inherited: bool) -> bool:
     for name, value in attrs:

@@ -368,3 +368,16 @@ def test_a_unit_with_many_different_entities_takes_linear_time():
     out = translate_html(doc, lambda ts: ts)
     assert time.perf_counter() - started < 2
     assert html.unescape(out) == html.unescape(doc)  # a character's first spelling for all
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        ("<p>The cat<![0] is big</p><p>A dog.</p>", "<p>THE CAT<![0] is big</p><p>A DOG.</p>"),
+        ("<p>The cat <![ if !mso ]> is big.</p>", "<p>THE CAT <![ if !mso ]> IS BIG.</p>"),
+        ("<p>The cat <![ b", "<p>THE CAT <![ b"),
+    ],
+)
+def test_a_marked_section_html_parser_does_not_know_is_a_bogus_comment(doc, out):
+    # before, html.parser raised AssertionError and the document was refused with 400
+    assert translate_html(doc, upper) == out
