@@ -387,6 +387,47 @@ class HtmlError(ValueError):
     """The document could not be read at all (never for merely broken markup)."""
 
 
+class _RawTextEnd:
+    """Where the content of a <script> or <style> ends, as a browser finds it, for html.parser
+    (its `interesting` pattern): at "</script" followed by whitespace, "/" or ">", but in a
+    script not between a "<script" and the next "-->" after a "<!--" (HTML's "script data
+    double escaped" state: `<!-- document.write("<script>...</script>"); -->` is all script).
+    html.parser ended a script at the first "</script>" in it, and the rest of the script
+    was translated as text."""
+
+    _TOKENS = re.compile(r"<!--|-->|</?script(?=[\s/>])", re.IGNORECASE)
+
+    def __init__(self, elem: str):
+        self._end = re.compile(rf"</{elem}(?=[\s/>])", re.IGNORECASE)
+        self._script = elem == "script"
+        # how far the content has been read, and the state there (html.parser searches again
+        # from further on after an end tag it cannot read yet, a "</script" without ">")
+        self._at: int | None = None
+        self._escaped = self._double = False
+
+    def search(self, rawdata: str, i: int) -> re.Match[str] | None:
+        if not self._script:
+            return self._end.search(rawdata, i)
+        at = i if self._at is None else self._at
+        escaped, double = self._escaped, self._double
+        while m := self._TOKENS.search(rawdata, at):
+            token, at = m.group().lower(), m.end()
+            if token == "<!--":
+                escaped = escaped or not double
+                at = m.start() + 2  # "<!-->" opens and closes
+            elif token == "-->":
+                escaped = double = False
+            elif token == "<script":
+                double = double or escaped
+            elif double:  # "</script" in the double escaped state ends that state
+                double = False
+            elif m.start() >= i:
+                self._at, self._escaped, self._double = m.start(), escaped, double
+                return m
+        self._at, self._escaped, self._double = at, escaped, double
+        return None
+
+
 class _Tokenizer(HTMLParser):
     """Records (kind, name, attrs, start offset) for every token, character references as
     they are written."""
@@ -432,6 +473,24 @@ class _Tokenizer(HTMLParser):
 
     def unknown_decl(self, data):
         self._add("other")
+
+    def set_cdata_mode(self, elem):
+        super().set_cdata_mode(elem)
+        self.interesting = _RawTextEnd(self.cdata_elem)
+
+    def parse_endtag(self, i):
+        # the end of a <script> or <style> as a browser reads it ("</script >", "</style/>",
+        # "</script foo>"): html.parser took only "</script>" and "</script >"
+        if self.cdata_elem is not None and re.match(
+            rf"</{self.cdata_elem}[\s/>]", self.rawdata[i : i + len(self.cdata_elem) + 3], re.I
+        ):
+            end = self.rawdata.find(">", i)
+            if end < 0:
+                return -1
+            self.handle_endtag(self.cdata_elem)
+            self.clear_cdata_mode()
+            return end + 1
+        return super().parse_endtag(i)
 
     def parse_marked_section(self, i, report=1):
         at = self.getpos()

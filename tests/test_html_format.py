@@ -381,3 +381,26 @@ def test_a_unit_with_many_different_entities_takes_linear_time():
 def test_a_marked_section_html_parser_does_not_know_is_a_bogus_comment(doc, out):
     # before, html.parser raised AssertionError and the document was refused with 400
     assert translate_html(doc, upper) == out
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # HTML's "script data double escaped" state: the inner </script> does not end it
+        "<script><!-- document.write('<script>x</script>'); var m = 'The cat'; --></script>",
+        "<script>var m = 'The cat';</script foo>",  # an end tag with an attribute
+        "<style>p {} /* The cat */</style/>",
+    ],
+)
+def test_a_script_or_style_ends_where_a_browser_ends_it(script):
+    # before, html.parser ended the first script at its inner "</script>" and the others not
+    # at all: the rest of the script (or of the document) was translated as text
+    doc = script + "<p>The dog.</p>"
+    assert translate_html(doc, upper) == script + "<p>THE DOG.</p>"
+
+
+def test_a_script_end_tag_without_its_gt_takes_linear_time():
+    doc = "<script>" + "</script " * 20_000 + "<p>The cat.</p>"
+    started = time.perf_counter()
+    translate_html(doc, upper)
+    assert time.perf_counter() - started < 5
