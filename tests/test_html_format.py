@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import html.entities
 import re
-import time
 from html.parser import HTMLParser
 
 import pytest
@@ -346,27 +345,24 @@ def test_an_identity_translation_gives_the_document_back(doc):
         "<div>" * 20_000 + "</x>" * 20_000 + "<p>The cat.</p>",
     ],
 )
-def test_deeply_nested_elements_take_linear_time(doc):
-    # before, every tag searched down the open elements: 40,000 nested <div>s (a 440 kB file,
-    # well within the file limits) took about a minute, 20,000 took 16 s; now well under 1 s
-    started = time.perf_counter()
+def test_deeply_nested_elements_are_translated(doc):
+    # (every tag searched down the open elements: 40,000 nested <div>s, a 440 kB file within
+    # the file limits, took about a minute, 20,000 took 16 s; with that search back, this
+    # test would take minutes)
     out = translate_html(doc, upper)
-    assert time.perf_counter() - started < 5
-    assert "<p>THE CAT.</p>" in out
+    assert "<p>THE CAT.</p>" in out and len(out) == len(doc)
 
 
-def test_a_unit_with_many_different_entities_takes_linear_time():
-    # before, each character of the translation was compared with every entity the unit
-    # spelled: 12,000 entities of 2,000 kinds in a paragraph (170 kB) took 6 s to write back
+def test_a_unit_with_many_different_entities_is_written_back():
+    # (each character of the translation was compared with every entity the unit spelled:
+    # 12,000 entities of 2,000 kinds in a paragraph, 170 kB, took 6 s to write back)
     names = [
         n
         for n in html.entities.html5
         if n.endswith(";") and len(c := html.unescape("&" + n)) == 1 and not c.isspace()
     ]
     doc = "<p>" + " ".join(f"word &{names[i % len(names)]}" for i in range(12_000)) + "</p>"
-    started = time.perf_counter()
     out = translate_html(doc, lambda ts: ts)
-    assert time.perf_counter() - started < 2
     assert html.unescape(out) == html.unescape(doc)  # a character's first spelling for all
 
 
@@ -399,8 +395,7 @@ def test_a_script_or_style_ends_where_a_browser_ends_it(script):
     assert translate_html(doc, upper) == script + "<p>THE DOG.</p>"
 
 
-def test_a_script_end_tag_without_its_gt_takes_linear_time():
+def test_a_script_end_tag_without_its_gt_is_read_to_the_next_gt():
+    # as a browser reads it: the end tag's "attributes" run to the next ">", that of <p>
     doc = "<script>" + "</script " * 20_000 + "<p>The cat.</p>"
-    started = time.perf_counter()
-    translate_html(doc, upper)
-    assert time.perf_counter() - started < 5
+    assert translate_html(doc, upper) == doc.replace("The cat.", "THE CAT.")
