@@ -10,7 +10,7 @@ whitespace, entities, and the content of elements that are never translated:
 - every element marked `translate="no"`, with its descendants (HTML's translate attribute is
   inherited; a block inside it marked `translate="yes"` is translated again, as the standard
   says, but not inside the never-translated elements above, nor inside an inline element kept
-  whole).
+  whole), or, without that attribute, of the class `notranslate`.
 
 An element ends where a browser ends it, also when its end tag is left out: a start tag ends the
 open elements whose end HTML implies before it (a new `<li>` an open `<li>`, `<dd>`/`<dt>` an
@@ -509,6 +509,9 @@ class _Tokenizer(HTMLParser):
 
 
 def _translate_attr(attrs: list, inherited: bool) -> bool:
+    """Whether an element's text is translated: its `translate` attribute, else a class
+    `notranslate` (the convention of Google's page translation, which CMS plugins write)
+    says no, else as its parent."""
     for name, value in attrs:
         if name == "translate":
             value = (value or "").strip().lower()
@@ -516,6 +519,9 @@ def _translate_attr(attrs: list, inherited: bool) -> bool:
                 return False
             if value in ("", "yes"):
                 return True
+    for name, value in attrs:
+        if name == "class" and "notranslate" in (value or "").lower().split():
+            return False
     return inherited
 
 

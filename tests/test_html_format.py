@@ -146,6 +146,31 @@ def test_a_lone_lt_is_text_and_only_a_tag_start_can_be_cut_off(doc, out):
     ("doc", "out"),
     [
         (
+            '<p>Call <span class="brand notranslate">Blue Cat</span> today.</p>',
+            '<p>CALL <span class="brand notranslate">Blue Cat</span> TODAY.</p>',
+        ),
+        (
+            '<div class="NoTranslate"><p>Blue Cat</p></div>',
+            '<div class="NoTranslate"><p>Blue Cat</p></div>',
+        ),
+        # the translate attribute wins over the class, either way
+        (
+            '<div class="notranslate"><p translate="yes">The dog.</p></div>',
+            '<div class="notranslate"><p translate="yes">THE DOG.</p></div>',
+        ),
+        ('<p class="notranslated">The dog.</p>', '<p class="notranslated">THE DOG.</p>'),
+    ],
+)
+def test_a_notranslate_class_is_not_translated(doc, out):
+    """Google's page translation skips `class="notranslate"`, and CMS plugins mark brand
+    names and code with it: it was translated."""
+    assert translate_html(doc, upper) == out
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (
             '<ul><li translate="no">ACME Corp<li>The cat is happy.</ul>',
             '<ul><li translate="no">ACME Corp<li>THE CAT IS HAPPY.</ul>',
         ),
