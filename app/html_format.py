@@ -662,6 +662,13 @@ class HtmlDocument:
             zip(events, offsets[1:], strict=True)
         ):
             raw = text[start:end]
+            if (
+                kind == "startend"
+                and name not in VOID
+                and name not in _FOREIGN
+                and all(stack.last(f) is None for f in _FOREIGN)
+            ):
+                kind = "start"  # `<div/>`: HTML ignores the slash (only SVG and MathML close)
             if kind in ("start", "startend") and stack.implies_ends():
                 # the end tags HTML implies here (not inside <svg> or <math>, whose content
                 # follows other rules, nor in a <textarea> or <title>)

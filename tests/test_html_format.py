@@ -145,6 +145,30 @@ def test_a_lone_lt_is_text_and_only_a_tag_start_can_be_cut_off(doc, out):
 @pytest.mark.parametrize(
     ("doc", "out"),
     [
+        # HTML ignores the slash of a non-void element: what follows is inside it
+        (
+            '<div translate="no"/>ACME Corp</div><p>The cat.</p>',
+            '<div translate="no"/>ACME Corp</div><p>THE CAT.</p>',
+        ),
+        ("<p>Run <code/>make test</code> now.</p>", "<p>RUN <code/>make test</code> NOW.</p>"),
+        # in SVG and MathML the slash closes the element
+        (
+            '<p>A <svg><path d="M0"/><text>x</text></svg> cat.</p><p>The dog.</p>',
+            '<p>A <svg><path d="M0"/><text>x</text></svg> CAT.</p><p>THE DOG.</p>',
+        ),
+        ("<svg/><p>The dog.</p>", "<svg/><p>THE DOG.</p>"),
+        ("<p>A<br/>dog.</p>", "<p>A<br/>DOG.</p>"),
+    ],
+)
+def test_a_slash_closes_only_void_and_foreign_elements(doc, out):
+    """`<div translate=no/>` was taken for an empty element: the text after it, inside it for
+    a browser, was translated."""
+    assert translate_html(doc, upper) == out
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
         (
             '<p>Call <span class="brand notranslate">Blue Cat</span> today.</p>',
             '<p>CALL <span class="brand notranslate">Blue Cat</span> TODAY.</p>',
