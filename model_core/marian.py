@@ -453,6 +453,13 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
                 ", ".join(ignored),
             )
         out["suppress_ids"] = sorted({int(i) for i in bad} | {int(config["pad_token_id"])})
+        vocab = int(config.get("decoder_vocab_size") or config["vocab_size"])
+        outside = [i for i in out["suppress_ids"] if not 0 <= i < vocab]
+        if outside:  # (transformers refuses them too; ModelConfig's check would be a traceback)
+            raise ValueError(
+                f"bad_words_ids/suppress_tokens name token id(s) {outside} outside the "
+                f"target vocabulary of {vocab}"
+            )
     except (KeyError, TypeError, ValueError) as exc:
         raise MarianError(f"{path}: not a usable generation config ({exc!r})") from exc
     out["force_eos_at_limit"] = gen.get("forced_eos_token_id") == config.get("eos_token_id")

@@ -455,3 +455,31 @@ def test_clean_up_tokenization_spaces_as_the_tokenizer_config_says(tmp_path):
         assert t.checkpoint.target_tokenizer.decode(ids) == want, flag
         if flag:
             assert " ." not in want and " ," not in want
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"bad_words_ids": [[5000]]},
+        {"bad_words_ids": [[-1]]},
+        {"suppress_tokens": [5000]},
+    ],
+    ids=["bad-word-beyond-vocab", "bad-word-negative", "suppressed-beyond-vocab"],
+)
+def test_never_generated_id_outside_the_vocabulary_is_one_error_naming_the_file(
+    plain_dir, tmp_path, change
+):
+    """An id in bad_words_ids or suppress_tokens outside the target vocabulary: one error
+    naming generation_config.json, and the service refuses to start with it (it was a bare
+    ValueError from ModelConfig, a traceback at start-up)."""
+    from app.engine import StartupError, start_engine
+    from app.settings import Settings
+
+    d = tmp_path / "weights" / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    set_generation(d, **change)
+    with pytest.raises(CheckpointError, match="generation_config.json") as caught:
+        Translator.load(d, device="cpu")
+    assert "outside the target vocabulary" in str(caught.value)
+    with pytest.raises(StartupError, match="generation_config.json"):
+        start_engine(Settings(weights_dir=d.parent, device="cpu", warmup=False))
