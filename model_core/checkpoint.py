@@ -282,11 +282,19 @@ def load_marian(
     cfg = marian.resolve_sharing(hf_state, cfg)
     from dataclasses import replace
 
-    cfg = replace(
-        cfg,
-        suppress_ids=tuple(generation.pop("suppress_ids")),
-        force_eos_at_limit=generation.pop("force_eos_at_limit"),
-    )
+    start = generation.pop("decoder_start_id", cfg.bos_id)
+    try:
+        cfg = replace(
+            cfg,
+            bos_id=start,
+            suppress_ids=tuple(generation.pop("suppress_ids")),
+            force_eos_at_limit=generation.pop("force_eos_at_limit"),
+        )
+    except ValueError as exc:  # the decoder's start token is the only value left to check
+        raise marian.MarianError(
+            f"{directory / 'generation_config.json'}: decoder_start_token_id {start} cannot "
+            f"start the decoder ({exc})"
+        ) from exc
     try:
         state = marian.to_our_state(hf_state, cfg)
     except KeyError as exc:

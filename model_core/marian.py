@@ -191,7 +191,9 @@ class MarianTokenizer:
         self.pieces = {i: p for p, i in vocab.items()}
         self.pad_id, self.unk_id = specials["pad_id"], specials["unk_id"]
         self.bos_id, self.eos_id = specials["bos_id"], specials["eos_id"]
-        self.skip = {self.pad_id, self.unk_id, self.bos_id, self.eos_id}
+        # transformers' MarianTokenizer has no bos token: the decoder's start token (<pad>,
+        # or another piece a generation config names) is skipped only where it is special
+        self.skip = {self.pad_id, self.unk_id, self.eos_id}
         self.skip |= {i for p, i in vocab.items() if _LANG_TOKEN.match(p)}
 
     @property
@@ -463,6 +465,12 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
     except (KeyError, TypeError, ValueError) as exc:
         raise MarianError(f"{path}: not a usable generation config ({exc!r})") from exc
     out["force_eos_at_limit"] = gen.get("forced_eos_token_id") == config.get("eos_token_id")
+    if gen is not config and gen.get("decoder_start_token_id") is not None:
+        # transformers starts the decoder from the generation config's token, not config.json's
+        try:
+            out["decoder_start_id"] = int(gen["decoder_start_token_id"])
+        except (TypeError, ValueError) as exc:
+            raise MarianError(f"{path}: not a usable generation config ({exc!r})") from exc
     return out
 
 

@@ -483,3 +483,20 @@ def test_never_generated_id_outside_the_vocabulary_is_one_error_naming_the_file(
     assert "outside the target vocabulary" in str(caught.value)
     with pytest.raises(StartupError, match="generation_config.json"):
         start_engine(Settings(weights_dir=d.parent, device="cpu", warmup=False))
+
+
+def test_decoder_start_token_of_the_generation_config(plain_dir, tmp_path):
+    """transformers starts the decoder from generation_config.json's decoder_start_token_id;
+    where it differs from config.json's, the service started from config.json's (other
+    outputs). A token that cannot start the decoder is one error naming the file."""
+    d = tmp_path / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    set_generation(d, decoder_start_token_id=5, max_length=12)
+    texts = SOURCES[:6]
+    t = Translator.load(d, device="cpu", dtype="float32")
+    assert t.config.bos_id == 5
+    assert ours(t, texts) == own_reference(d, texts)
+    assert 5 not in t.target_tokenizer.skip  # an ordinary piece, decoded as transformers does
+    set_generation(d, decoder_start_token_id=0)  # the end of sentence
+    with pytest.raises(CheckpointError, match="generation_config.json.*decoder_start_token_id"):
+        Translator.load(d, device="cpu")
