@@ -464,7 +464,36 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise MarianError(f"{path}: not a usable generation config ({exc!r})") from exc
-    out["force_eos_at_limit"] = gen.get("forced_eos_token_id") == config.get("eos_token_id")
+    eos = config.get("eos_token_id")
+    forced = gen.get("forced_eos_token_id")
+    if isinstance(forced, list):  # transformers takes a list of ids as well as one
+        if forced and forced != [eos] and forced != [eos] * len(forced):
+            log.warning(
+                "%s: forced_eos_token_id=%r not applied beyond the end of sentence %r: its "
+                "translations may differ from transformers' generate",
+                path,
+                forced,
+                eos,
+            )
+        forced = eos if eos in forced else None
+    elif forced is not None and forced != eos:
+        log.warning(
+            "%s: forced_eos_token_id=%r is not the end of sentence %r, not applied: its "
+            "translations may differ from transformers' generate",
+            path,
+            forced,
+            eos,
+        )
+    gen_eos = gen.get("eos_token_id", eos)
+    if gen_eos != eos and gen_eos != [eos]:  # transformers ends a sentence at any of them
+        log.warning(
+            "%s: eos_token_id=%r not applied (sentences end at config.json's %r only): its "
+            "translations may differ from transformers' generate",
+            path,
+            gen_eos,
+            eos,
+        )
+    out["force_eos_at_limit"] = forced is not None and forced == eos
     if gen is not config and gen.get("decoder_start_token_id") is not None:
         # transformers starts the decoder from the generation config's token, not config.json's
         try:

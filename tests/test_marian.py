@@ -500,3 +500,22 @@ def test_decoder_start_token_of_the_generation_config(plain_dir, tmp_path):
     set_generation(d, decoder_start_token_id=0)  # the end of sentence
     with pytest.raises(CheckpointError, match="generation_config.json.*decoder_start_token_id"):
         Translator.load(d, device="cpu")
+
+
+def test_forced_eos_given_as_a_list(plain_dir, tmp_path, caplog):
+    """forced_eos_token_id may be a list in transformers ([0] forces the end of sentence at
+    the length limit as 0 does); the service compared the list with config.json's id and did
+    not force it, so its outputs at the limit had one token more than transformers'. Ids it
+    cannot apply (other forced ids, other end-of-sentence ids) are named in a warning."""
+    d = tmp_path / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    set_generation(d, forced_eos_token_id=[0], max_length=6, num_beams=2)
+    texts = SOURCES[:6]
+    t = Translator.load(d, device="cpu", dtype="float32")
+    assert t.config.force_eos_at_limit
+    assert ours(t, texts) == own_reference(d, texts)
+    set_generation(d, forced_eos_token_id=[0, 5], eos_token_id=[0, 7])
+    with caplog.at_level("WARNING", logger="model_core.marian"):
+        Translator.load(d, device="cpu", dtype="float32")
+    assert "forced_eos_token_id=[0, 5] not applied" in caplog.text
+    assert "eos_token_id=[0, 7] not applied" in caplog.text
