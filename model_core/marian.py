@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,7 +279,7 @@ def model_config(config: dict[str, Any], path: Path) -> ModelConfig:
             max_positions=int(config.get("max_position_embeddings", 512)),
             pad_id=pad,
             unk_id=int(config.get("unk_token_id", 1)),
-            bos_id=int(config.get("decoder_start_token_id", pad)),
+            bos_id=int(_given(config, "decoder_start_token_id", pad)),
             eos_id=eos,
             share_embeddings=shared,
             tie_output=False,  # decided from the tensors by load_marian
@@ -396,6 +397,20 @@ UNSUPPORTED_GENERATION = {
 }
 
 
+def _given(config: dict[str, Any], key: str, default: Any) -> Any:
+    """config[key], or `default` where it is missing or null (JSON's "not set")."""
+    value = config.get(key)
+    return default if value is None else value
+
+
+def _whole(gen: dict[str, Any], key: str) -> int:
+    """A count of the generation config: a whole number (4 or 4.0), not 2.7, "4" or true."""
+    value = gen[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ValueError(f"{key} {value!r} is not a whole number")
+    return int(value)
+
+
 def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
     """Beam size, length penalty, length limit, the beam search's stopping rule and
     never-generated ids from generation_config.json, or from config.json when there is none
@@ -419,15 +434,17 @@ def generation_defaults(directory: Path, config: dict[str, Any]) -> dict[str, An
     out: dict[str, Any] = {}
     try:
         if gen.get("num_beams"):
-            out["beam_size"] = int(gen["num_beams"])
+            out["beam_size"] = _whole(gen, "num_beams")
             if out["beam_size"] < 1:
                 raise ValueError(f"num_beams {gen['num_beams']!r} is below 1")
         if gen.get("length_penalty") is not None:
             out["length_penalty"] = float(gen["length_penalty"])
+            if not math.isfinite(out["length_penalty"]):
+                raise ValueError(f"length_penalty {gen['length_penalty']!r} is not finite")
         if gen.get("max_new_tokens"):  # transformers: it wins over max_length
-            out["max_length"] = max(1, int(gen["max_new_tokens"]))
+            out["max_length"] = max(1, _whole(gen, "max_new_tokens"))
         elif gen.get("max_length"):
-            out["max_length"] = max(1, int(gen["max_length"]) - 1)
+            out["max_length"] = max(1, _whole(gen, "max_length") - 1)
         # transformers' early_stopping=True ends a beam search at the step that brings
         # num_beams finished hypotheses ("early"); False, its default, is its heuristic
         out["beam_stop"] = "early" if gen.get("early_stopping") is True else "heuristic"

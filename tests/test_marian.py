@@ -485,6 +485,38 @@ def test_never_generated_id_outside_the_vocabulary_is_one_error_naming_the_file(
         start_engine(Settings(weights_dir=d.parent, device="cpu", warmup=False))
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"num_beams": 2.7}, "num_beams 2.7 is not a whole number"),
+        ({"num_beams": "4"}, "num_beams '4' is not a whole number"),
+        ({"max_length": True}, "max_length True is not a whole number"),
+        ({"length_penalty": float("nan")}, "length_penalty nan is not finite"),
+    ],
+    ids=["fraction", "text", "bool", "nan"],
+)
+def test_a_generation_setting_of_the_wrong_kind_is_one_error(plain_dir, tmp_path, change, message):
+    """num_beams 2.7 was read as 2 and a NaN length penalty accepted, without a word."""
+    d = tmp_path / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    set_generation(d, **change)
+    with pytest.raises(CheckpointError, match="generation_config.json") as caught:
+        Translator.load(d, device="cpu")
+    assert message in str(caught.value)
+
+
+def test_a_null_decoder_start_token_in_config_json_is_pad(plain_dir, tmp_path):
+    """null is JSON's "not set": the decoder starts from <pad>, as with no value (it was a
+    TypeError message)."""
+    d = tmp_path / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    config = json.loads((d / "config.json").read_text())
+    config["decoder_start_token_id"] = None
+    (d / "config.json").write_text(json.dumps(config))
+    t = Translator.load(d, device="cpu", dtype="float32")
+    assert t.config.bos_id == config["pad_token_id"]
+
+
 def test_decoder_start_token_of_the_generation_config(plain_dir, tmp_path):
     """transformers starts the decoder from generation_config.json's decoder_start_token_id;
     where it differs from config.json's, the service started from config.json's (other
