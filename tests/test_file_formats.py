@@ -791,3 +791,45 @@ def test_the_escapes_browsers_write_in_a_file_name_are_decoded():
     assert safe_name(form_filename("%22weird%22.txt"), "de") == "weird_de.txt"
     assert form_filename("a%0D%0Ab.txt") == "a\r\nb.txt"
     assert form_filename("100%25 %41.txt") == "100%25 %41.txt"  # no other escape is made
+
+
+def docx_body(paragraphs: str) -> bytes:
+    """A Word document whose body is `paragraphs` (w:p elements written by hand)."""
+    d = docx.Document()
+    ns = f'xmlns:w="{WORD}"'
+    for i, p in enumerate(re.findall(r"<w:p>.*?</w:p>", paragraphs)):
+        d.element.body.insert(i, parse_xml(p.replace("<w:p>", f"<w:p {ns}>", 1)))
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def word_texts(data: bytes) -> list[list[str]]:
+    """Each body paragraph's children in order: a w:t's text, or the tag of a w:del,
+    w:noBreakHyphen or w:instrText."""
+    root = etree.fromstring(entries(data)["word/document.xml"])
+    out = []
+    for p in root.iter(f"{{{WORD}}}p"):
+        items = []
+        for el in p.iter(f"{{{WORD}}}t", f"{{{WORD}}}del", f"{{{WORD}}}noBreakHyphen"):
+            items.append(el.text or "" if el.tag == f"{{{WORD}}}t" else etree.QName(el).localname)
+        out.append(items)
+    return out
+
+
+def test_docx_deletion_and_non_breaking_hyphen_stay_between_their_words():
+    src = docx_body(
+        '<w:p><w:r><w:t xml:space="preserve">The cat </w:t></w:r>'
+        '<w:del w:id="1" w:author="A"><w:r><w:delText xml:space="preserve">very </w:delText>'
+        "</w:r></w:del><w:r><w:t>is big.</w:t></w:r></w:p>"
+        '<w:p><w:r><w:t xml:space="preserve">Send an e</w:t><w:noBreakHyphen/>'
+        "<w:t>mail today.</w:t></w:r></w:p>"
+    )
+    out = translate_office(src, drop_placeholders, LIMITS, "docx")
+    # before, the runs on each side were one: the deleted word and the hyphen came after
+    # the whole sentence ("THE CAT IS BIG.", del, "")
+    assert word_texts(out)[:2] == [
+        ["THE CAT ", "del", "IS BIG."],
+        ["SEND AN E", "noBreakHyphen", "MAIL TODAY."],
+    ]
+    assert b"very " in entries(out)["word/document.xml"]  # deleted text: never translated

@@ -19,7 +19,8 @@ drawings, notes and (.pptx) fields; inside a unit, each run of text with its own
 `w:r`/`a:r` with its properties; an .odt span or link) is a pair for app/formats/inline.py.
 Consecutive runs with the same formatting (Word splits runs for spell checking and revisions)
 are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
-`w:instrText`), a bookmark, a comment's range or reference, a permission range (.docx); a
+`w:instrText`), a bookmark, a comment's range or reference, a permission range, a tracked
+deletion (`w:del`, whose `w:delText` is never sent), a non-breaking hyphen (.docx); a
 bookmark, a reference mark, a comment (`office:annotation`, `office:annotation-end`), a tracked
 change mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but
 the text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
@@ -98,6 +99,11 @@ DOCX = RunFormat(
             "commentReference",
             "permStart",
             "permEnd",
+            # a tracked deletion (its text is w:delText, never sent) and a non-breaking hyphen
+            # stay between the words on each side: merged into one run, their words came
+            # before the deletion or hyphen, which ended up after the sentence
+            "del",
+            "noBreakHyphen",
         ]
     ),
 )
