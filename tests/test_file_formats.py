@@ -833,3 +833,34 @@ def test_docx_deletion_and_non_breaking_hyphen_stay_between_their_words():
         ["SEND AN E", "noBreakHyphen", "MAIL TODAY."],
     ]
     assert b"very " in entries(out)["word/document.xml"]  # deleted text: never translated
+
+
+def test_docx_nested_field_result_inside_a_field_code_is_not_translated():
+    def field(kind: str) -> str:
+        return f'<w:r><w:fldChar w:fldCharType="{kind}"/></w:r>'
+
+    src = docx_body(
+        "<w:p>"
+        + field("begin")
+        + '<w:r><w:instrText xml:space="preserve"> IF </w:instrText></w:r>'
+        + field("begin")
+        + "<w:r><w:instrText> MERGEFIELD Gender </w:instrText></w:r>"
+        + field("separate")
+        + "<w:r><w:t>male</w:t></w:r>"
+        + field("end")
+        + '<w:r><w:instrText xml:space="preserve"> = "male" "Sir" "Madam" </w:instrText></w:r>'
+        + field("separate")
+        + "<w:r><w:t>Dear Sir</w:t></w:r>"
+        + field("end")
+        + "</w:p>"
+    )
+    requests: list[str] = []
+
+    def fake(texts: list[str]) -> list[str]:
+        requests.extend(texts)
+        return upper(texts)
+
+    out = translate_office(src, fake, LIMITS, "docx")
+    # the nested MERGEFIELD's result is part of the IF field's code; the IF's result is text
+    assert word_texts(out)[0] == ["male", "DEAR SIR"]
+    assert requests == ["Dear Sir"]

@@ -26,7 +26,8 @@ change mark (.odt). A marker stays in the unit, so the sentence is still transla
 the text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
 commented range keeps the translation of the text it held. A bookmark that encloses nothing
 (Word's `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A
-field's instruction text is never translated. A run's translation goes into its first text
+field's instruction text is never translated, nor is a nested field's result inside it (the
+`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation goes into its first text
 node, the run's other text nodes are emptied; the formatting, every other element and every
 attribute stay as they were.
 """
@@ -223,11 +224,24 @@ def _empty_bookmark(el: etree._Element) -> bool:
 
 
 def _run_units(paragraph: etree._Element, fmt: RunFormat, acc: _Paragraphs) -> None:
+    # the fields open in the paragraph: True while in a field's code (between its begin and
+    # separate fldChar). A nested field's result there is part of the outer field's code
+    # (`IF { MERGEFIELD Gender } = "male" ...`) and is not translated either.
+    fields: list[bool] = []
+
     def visit(el: etree._Element) -> None:
         for child in el:
             tag = child.tag
             if not isinstance(tag, str):
                 continue
+            if tag == W + "fldChar":
+                kind = child.get(W + "fldCharType")
+                if kind == "begin":
+                    fields.append(True)
+                elif kind == "separate" and fields:
+                    fields[-1] = False
+                elif kind == "end" and fields:
+                    fields.pop()
             if tag in fmt.markers:
                 if not _empty_bookmark(child):
                     acc.cut()
@@ -236,7 +250,8 @@ def _run_units(paragraph: etree._Element, fmt: RunFormat, acc: _Paragraphs) -> N
             elif tag == fmt.paragraph or tag in fmt.breaks:
                 acc.flush()
             elif tag == fmt.text:
-                acc.add((child, "text"), _run_key(child.getparent(), fmt))
+                if not any(fields):
+                    acc.add((child, "text"), _run_key(child.getparent(), fmt))
             else:
                 visit(child)
 
