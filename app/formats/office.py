@@ -27,9 +27,9 @@ the text on each side of it is a run of its own: a hyperlink field's result, a b
 commented range keeps the translation of the text it held. A bookmark that encloses nothing
 (Word's `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A
 field's instruction text is never translated, nor is a nested field's result inside it (the
-`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation goes into its first text
-node, the run's other text nodes are emptied; the formatting, every other element and every
-attribute stay as they were.
+`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
+goes into its first text node, the run's other text nodes are emptied; the formatting, every
+other element and every attribute stay as they were.
 """
 
 from __future__ import annotations
