@@ -618,6 +618,31 @@ def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
     )
 
 
+def test_odt_tracked_deletions_are_not_translated():
+    """The text of a tracked deletion is hidden until the change is rejected: it was sent to
+    the model out of context, and rejecting the change brought back a translated fragment (a
+    .docx's deleted text was never sent)."""
+    src = make_odt()
+    with zipfile.ZipFile(io.BytesIO(src)) as z:
+        parts = {i.filename: z.read(i.filename) for i in z.infolist()}
+    changes = (
+        b'<text:tracked-changes><text:changed-region text:id="ct1"><text:deletion>'
+        b"<office:change-info><office:annotation/></office:change-info>"
+        b"<text:p>very old words</text:p></text:deletion></text:changed-region>"
+        b"</text:tracked-changes>"
+    )
+    parts["content.xml"] = (
+        parts["content.xml"]
+        .replace(b"<office:text>", b"<office:text>" + changes)
+        .replace(b"Hello ", b'Hello <text:change text:change-id="ct1"/>')
+    )
+    sent: list[str] = []
+    out = translate_office(zip_of(parts), lambda ts: sent.extend(ts) or upper(ts), LIMITS)
+    assert not any("very" in t for t in sent), sent
+    content = entries(out)["content.xml"]
+    assert b"<text:p>very old words</text:p>" in content and b"A HEADING" in content
+
+
 def zip_of(files: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", method) as z:

@@ -422,8 +422,12 @@ def translate_office(
         root = _parse(info.filename, raw)
         parts[info.filename] = (root, raw)
         if fmt is None:
+            deleted = {  # the text of tracked deletions: hidden, never sent (as a .docx's)
+                p for c in root.iter(TEXT + "tracked-changes") for p in c.iter(*ODT_PARAGRAPHS)
+            }
             for p in root.iter(*ODT_PARAGRAPHS):
-                _odt_units(p, acc)
+                if p not in deleted:
+                    _odt_units(p, acc)
         else:
             for p in root.iter(fmt.paragraph):
                 _run_units(p, fmt, acc)
