@@ -545,3 +545,22 @@ def test_the_language_menus_fit_a_narrow_phone(server, width):
     finally:
         with contextlib.suppress(Exception):
             d.quit()
+
+
+def test_swap_clears_the_alternatives_of_the_other_direction(server, browser):
+    """While the swapped text is translated, no alternative of the old direction is offered
+    (clicked, it would put a text in the source language into the translation)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.find_element(By.ID, "q").send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#alternatives-list button"), "alternatives")
+    # the translation after the swap never answers: the page shows what it shows meanwhile
+    d.execute_script(
+        "const f = window.fetch; window.fetch = (url, options) =>"
+        " String(url).startsWith('translate') ? new Promise(() => {}) : f(url, options);"
+    )
+    d.find_element(By.ID, "swap").click()
+    assert value(d, "out") == ""
+    assert d.find_element(By.ID, "alternatives").get_attribute("hidden") is not None
+    assert not d.find_elements(By.CSS_SELECTOR, "#alternatives-list button")

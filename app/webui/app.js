@@ -287,9 +287,7 @@ el.swap.addEventListener("click", () => {
   store("mt-source", el.source.value);
   store("mt-target", el.target.value);
   if (current) el.q.value = el.out.value;
-  el.out.value = "";
-  shownFor = "";
-  showDetected(null);
+  clearOutput(); // the alternatives of the other direction go with the translation
   showCount();
   translate();
 });
