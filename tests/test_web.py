@@ -22,6 +22,7 @@ from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.service_helpers import serve_in_thread
@@ -564,3 +565,25 @@ def test_swap_clears_the_alternatives_of_the_other_direction(server, browser):
     assert value(d, "out") == ""
     assert d.find_element(By.ID, "alternatives").get_attribute("hidden") is not None
     assert not d.find_elements(By.CSS_SELECTOR, "#alternatives-list button")
+
+
+def test_text_typed_before_the_languages_arrive_is_translated_when_they_do(server):
+    """A text typed while the language list cannot be loaded (no target language yet) is
+    translated once the list arrives, not left untranslated with no message."""
+    d = chromium_driver()
+    try:
+        d.execute_cdp_cmd("Network.enable", {})
+        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
+        d.get(f"{server}/")
+        wait(d, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+        d.find_element(By.ID, "q").send_keys("Good morning.")
+        d.find_element(By.ID, "q").send_keys(Keys.CONTROL, Keys.ENTER)
+        wait(d, lambda d: "No target language" in d.find_element(By.ID, "error").text, "no target")
+        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        wait(d, languages_loaded, "the language lists")
+        wait(d, translated, "the translation of the text typed meanwhile")
+        assert d.find_element(By.ID, "error").get_attribute("hidden") is not None
+        expected = api_translate(server, "Good morning.", "auto", value(d, "target"))
+        assert value(d, "out") == expected["translatedText"]
+    finally:
+        d.quit()

@@ -131,6 +131,8 @@ async function loadLanguages() {
   el.source.value = languages.some((l) => l.code === src) ? src : "auto";
   fillTargets(stored("mt-target"));
   updateSwap();
+  // a text typed while the list was loading could not be sent (no target): it is now
+  if (el.q.value.trim() && shownFor !== request()) translate();
 }
 async function loadFrontendSettings() {
   // LibreTranslate's /frontend/settings, where the server has it: limits and whether keys are needed
