@@ -587,3 +587,15 @@ def test_text_typed_before_the_languages_arrive_is_translated_when_they_do(serve
         assert value(d, "out") == expected["translatedText"]
     finally:
         d.quit()
+
+
+def test_the_translation_says_its_language(server, browser):
+    """The translation and its alternatives carry the target language as `lang` (a screen
+    reader reads German text with a German voice, not with the page's English one)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.find_element(By.ID, "q").send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    target = value(d, "target")
+    assert target and d.find_element(By.ID, "out").get_attribute("lang") == target
+    assert d.find_element(By.ID, "alternatives-list").get_attribute("lang") == target

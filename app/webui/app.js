@@ -203,6 +203,7 @@ function showAlternatives(list) {
 function clearOutput() {
   // what the output showed belongs to another text: it goes, with its alternatives
   el.out.value = "";
+  el.out.lang = el.altsList.lang = "";
   shownFor = "";
   showAlternatives([]);
   showDetected(null);
@@ -240,6 +241,7 @@ async function translate() {
       signal: mine.signal,
     });
     el.out.value = data.translatedText;
+    el.out.lang = el.altsList.lang = el.target.value; // read out in its own language
     shownFor = sent;
     showAlternatives(data.alternatives || []);
     showDetected(el.source.value === "auto" ? data.detectedLanguage : null);
