@@ -599,3 +599,30 @@ def test_the_translation_says_its_language(server, browser):
     target = value(d, "target")
     assert target and d.find_element(By.ID, "out").get_attribute("lang") == target
     assert d.find_element(By.ID, "alternatives-list").get_attribute("lang") == target
+
+
+def test_swap_waits_for_the_language_list(server):
+    """Before the language list is there, swap is disabled (clicked, it said "No model
+    translates from ."); once the list is there and a source is chosen, it works."""
+    d = chromium_driver()
+    try:
+        d.execute_cdp_cmd("Network.enable", {})
+        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
+        d.get(f"{server}/")
+        wait(d, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+        swap = d.find_element(By.ID, "swap")
+        assert not swap.is_enabled()
+        d.execute_script("arguments[0].click()", swap)
+        assert "No model translates" not in d.find_element(By.ID, "error").get_property(
+            "textContent"
+        )
+        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        wait(d, languages_loaded, "the language lists")
+        Select(d.find_element(By.ID, "source")).select_by_value("en")
+        assert swap.is_enabled()
+        target = value(d, "target")
+        swap.click()
+        assert value(d, "source") == target
+        assert "No model translates" not in d.find_element(By.ID, "error").text
+    finally:
+        d.quit()

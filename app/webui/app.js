@@ -101,7 +101,8 @@ function fillTargets(wanted) {
   el.target.value = codes.includes(wanted) ? wanted : fallback;
 }
 function updateSwap() {
-  el.swap.disabled = el.source.value === "auto" && !detected;
+  // nothing to swap before the language list is there (no target, no source to swap to)
+  el.swap.disabled = !languages.length || (el.source.value === "auto" && !detected);
 }
 let loadError = ""; // the error of the last failed load, shown until a load succeeds
 async function loadLanguages() {
@@ -114,6 +115,7 @@ async function loadLanguages() {
     languages = [];
   }
   if (!languages.length) {
+    updateSwap();
     loadError = why;
     showError(why);
     el.status.textContent = why ? "Retrying…" : "The server is loading its models…";
