@@ -626,3 +626,72 @@ def test_swap_waits_for_the_language_list(server):
         assert "No model translates" not in d.find_element(By.ID, "error").text
     finally:
         d.quit()
+
+
+HOLD_FIRST_TRANSLATION = """
+const f = window.fetch;
+let n = 0;
+window.fetch = (url, options) => {
+  if (String(url) !== "translate" || ++n > 1) return f(url, options);
+  // the first translation's answer is held back (as a slow answer, already on its way, that
+  // no abort stops) until the test releases it
+  let release;
+  const held = new Promise((r) => { release = r; });
+  window.releaseFirst = release;
+  return Promise.all([f(url, { ...options, signal: undefined }), held]).then(([r]) => ({
+    ok: r.ok, status: r.status, statusText: r.statusText, headers: r.headers,
+    json: () => r.json().then((data) => { window.firstRead = true; return data; }),
+  }));
+};
+"""
+
+
+def test_an_older_answer_never_replaces_a_newer_translation(server, browser):
+    """Answers that arrive out of order: the translation of the earlier text, arriving after
+    that of the text now typed, is not shown."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "source")).select_by_value("en")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    d.execute_script(HOLD_FIRST_TRANSLATION)
+    d.execute_script("document.getElementById('q').value = 'Good morning.'; translate();")
+    d.execute_script("document.getElementById('q').value = 'The dog is slow.'; translate();")
+    newer = api_translate(server, "The dog is slow.", "en", "de")["translatedText"]
+    wait(d, lambda d: translated(d) and value(d, "out") == newer, "the newer translation")
+    d.execute_script("window.releaseFirst()")
+    wait(d, lambda d: d.execute_script("return window.firstRead === true"), "the older answer")
+    assert value(d, "out") == newer
+    assert d.find_element(By.ID, "error").get_attribute("hidden") is not None
+    assert "stale" not in d.find_element(By.ID, "out").get_attribute("class")
+
+
+def test_the_translation_of_an_earlier_text_is_marked_stale(server, browser):
+    """Once the text changes, the translation beside it, its alternatives and the detected
+    language are dimmed until the new translation replaces them."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    box = d.find_element(By.ID, "q")
+    box.send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    wait(d, lambda d: d.find_element(By.ID, "detected").text, "the detected language")
+    shown = ("out", "alternatives", "detected")
+    opacity = "return getComputedStyle(arguments[0]).opacity"
+    for element_id in shown:
+        element = d.find_element(By.ID, element_id)
+        assert "stale" not in element.get_attribute("class")
+        assert d.execute_script(opacity, element) == "1"
+    # the next translation never answers: the page shows what it shows meanwhile
+    d.execute_script(
+        "const f = window.fetch; window.fetch = (url, options) =>"
+        " String(url) === 'translate' ? new Promise(() => {}) : f(url, options);"
+    )
+    box.send_keys(" Thank you.")
+    for element_id in shown:
+        element = d.find_element(By.ID, element_id)
+        assert "stale" in element.get_attribute("class"), element_id
+        assert float(d.execute_script(opacity, element)) < 1, element_id
+    # back to the text translated: the translation is its own again
+    for _ in " Thank you.":
+        box.send_keys(Keys.BACKSPACE)
+    assert value(d, "q") == "Good morning."
+    assert "stale" not in d.find_element(By.ID, "out").get_attribute("class")

@@ -59,7 +59,11 @@ async function api(path, options) {
     throw new Error("The server cannot be reached. Check the connection and retry.");
   }
   let data = null;
-  try { data = await res.json(); } catch { /* not JSON */ }
+  try {
+    data = await res.json();
+  } catch (err) {
+    if (err.name === "AbortError") throw err; // cancelled while the answer was read
+  }
   if (!res.ok) {
     const why = data && data.error ? data.error : `${res.status} ${res.statusText}`;
     const after = res.headers.get("Retry-After");
@@ -202,6 +206,12 @@ function showAlternatives(list) {
   }));
   el.alts.hidden = unique.length === 0;
 }
+function markStale() {
+  // a translation, its alternatives and the detected language of another text (or other
+  // languages) are dimmed until the new translation replaces them
+  const stale = el.out.value !== "" && shownFor !== request();
+  for (const e of [el.out, el.alts, el.detected]) e.classList.toggle("stale", stale);
+}
 function clearOutput() {
   // what the output showed belongs to another text: it goes, with its alternatives
   el.out.value = "";
@@ -209,6 +219,7 @@ function clearOutput() {
   shownFor = "";
   showAlternatives([]);
   showDetected(null);
+  markStale();
 }
 async function translate() {
   clearTimeout(timer);
@@ -230,6 +241,7 @@ async function translate() {
     showError("No target language: the server has no models loaded yet.");
     return;
   }
+  markStale();
   const mine = (pending = new AbortController());
   el.status.textContent = "Translating…";
   setBusy(el.translate, true);
@@ -242,13 +254,15 @@ async function translate() {
       body: JSON.stringify(body),
       signal: mine.signal,
     });
+    if (pending !== mine) return; // a newer request was sent meanwhile: this answer is old
     el.out.value = data.translatedText;
     el.out.lang = el.altsList.lang = el.target.value; // read out in its own language
     shownFor = sent;
     showAlternatives(data.alternatives || []);
     showDetected(el.source.value === "auto" ? data.detectedLanguage : null);
+    markStale();
   } catch (err) {
-    if (err.name === "AbortError") return;
+    if (err.name === "AbortError" || pending !== mine) return;
     clearOutput();
     showError(err.message);
   } finally {
@@ -266,7 +280,7 @@ function translateSoon() {
   }, pause);
 }
 
-el.q.addEventListener("input", () => { showCount(); translateSoon(); });
+el.q.addEventListener("input", () => { showCount(); markStale(); translateSoon(); });
 el.q.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
 });
