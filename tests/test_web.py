@@ -695,3 +695,30 @@ def test_the_translation_of_an_earlier_text_is_marked_stale(server, browser):
         box.send_keys(Keys.BACKSPACE)
     assert value(d, "q") == "Good morning."
     assert "stale" not in d.find_element(By.ID, "out").get_attribute("class")
+
+
+def test_text_and_file_translations_say_each_their_own_status(server, browser, tmp_path):
+    """A text translated while a file is translated does not blank the file's "Translating
+    notes.txt…" when it ends (the two shared one status line)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "source")).select_by_value("en")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    # the file's translation is held back until the test releases it
+    d.execute_script(
+        "const f = window.fetch; window.fetch = (url, options) => String(url) === 'translate_file'"
+        " ? new Promise((r) => { window.releaseFile = () => r(f(url, options)); })"
+        " : f(url, options);"
+    )
+    upload = tmp_path / "notes.txt"
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    body = d.find_element(By.TAG_NAME, "body")
+    wait(d, lambda d: "Translating notes.txt…" in body.text, "the file's status")
+    d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
+    wait(d, translated, "the text's translation")
+    assert "Translating notes.txt…" in body.text
+    d.execute_script("window.releaseFile()")
+    wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
+    assert "Translating notes.txt…" not in body.text

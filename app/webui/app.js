@@ -10,7 +10,7 @@ const el = {
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
   fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
   apiKey: $("api-key"), theme: $("theme"), themeLabel: $("theme-label"),
-  fileError: $("file-error"), fileSubmit: $("file-submit"),
+  fileError: $("file-error"), fileSubmit: $("file-submit"), fileStatus: $("file-status"),
 };
 const config = document.body.dataset;
 let charLimit = Number(config.charLimit) || 0; // 0 or less: no limit
@@ -341,7 +341,8 @@ el.fileForm.addEventListener("submit", async (e) => {
   for (const [k, v] of Object.entries(withKey({ source: el.source.value, target: el.target.value }))) {
     form.append(k, v);
   }
-  el.status.textContent = `Translating ${file.name}…`;
+  // a status of its own: a text translated meanwhile does not blank it, nor it the text's
+  el.fileStatus.textContent = `Translating ${file.name}…`;
   setBusy(el.fileSubmit, true);
   try {
     const data = await api("translate_file", { method: "POST", body: form });
@@ -352,7 +353,7 @@ el.fileForm.addEventListener("submit", async (e) => {
   } catch (err) {
     fail(err.message);
   } finally {
-    el.status.textContent = "";
+    el.fileStatus.textContent = "";
     setBusy(el.fileSubmit, false);
   }
 });
