@@ -722,3 +722,27 @@ def test_text_and_file_translations_say_each_their_own_status(server, browser, t
     d.execute_script("window.releaseFile()")
     wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
     assert "Translating notes.txt…" not in body.text
+
+
+def test_a_reload_keeps_the_text_and_the_languages(server, browser):
+    """The text typed and the languages chosen are there again after a reload, and the text
+    is translated again (a reload emptied the text)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "source")).select_by_value("de")
+    Select(d.find_element(By.ID, "target")).select_by_value("en")
+    d.find_element(By.ID, "q").send_keys("Guten Morgen.")
+    wait(d, translated, "the translation")
+    d.refresh()
+    wait(d, languages_loaded, "the language lists")
+    assert value(d, "q") == "Guten Morgen."
+    assert (value(d, "source"), value(d, "target")) == ("de", "en")
+    assert d.find_element(By.ID, "count").text == f"13 / {CHAR_LIMIT}"
+    expected = api_translate(server, "Guten Morgen.", "de", "en")["translatedText"]
+    wait(d, lambda d: translated(d) and value(d, "out") == expected, "the translation again")
+    # an emptied text stays empty after a reload
+    d.find_element(By.ID, "q").clear()
+    d.execute_script("document.getElementById('q').dispatchEvent(new Event('input'))")
+    d.refresh()
+    wait(d, languages_loaded, "the language lists")
+    assert value(d, "q") == ""

@@ -18,6 +18,10 @@ let maxFileBytes = Number(config.maxFileBytes) || 0;
 const alternatives = Math.min(3, Number(config.maxAlternatives) || 0);
 const stored = (name) => { try { return localStorage.getItem(name); } catch { return null; } };
 const store = (name, value) => { try { localStorage.setItem(name, value); } catch { /* private mode */ } };
+// The text is kept for a reload in this tab only (sessionStorage: it goes with the tab, and
+// stays out of the URL and the browser's history); the languages and the theme in localStorage.
+const keepText = () => { try { sessionStorage.setItem("mt-text", el.q.value); } catch { /* none */ } };
+const keptText = () => { try { return sessionStorage.getItem("mt-text"); } catch { return null; } };
 
 let languages = []; // [{code, name, targets}] from GET /languages
 let detected = null; // the language the server detected for the current text
@@ -280,7 +284,7 @@ function translateSoon() {
   }, pause);
 }
 
-el.q.addEventListener("input", () => { showCount(); markStale(); translateSoon(); });
+el.q.addEventListener("input", () => { keepText(); showCount(); markStale(); translateSoon(); });
 el.q.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
 });
@@ -307,6 +311,7 @@ el.swap.addEventListener("click", () => {
   store("mt-source", el.source.value);
   store("mt-target", el.target.value);
   if (current) el.q.value = el.out.value;
+  keepText();
   clearOutput(); // the alternatives of the other direction go with the translation
   showCount();
   translate();
@@ -360,6 +365,7 @@ el.fileForm.addEventListener("submit", async (e) => {
 
 el.apiKey.value = stored("mt-api-key") || "";
 el.apiKey.addEventListener("change", () => store("mt-api-key", el.apiKey.value.trim()));
+if (keptText() !== null) el.q.value = keptText(); // translated once the languages are there
 showCount();
 loadLanguages();
 loadFrontendSettings();
