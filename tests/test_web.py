@@ -746,3 +746,60 @@ def test_a_reload_keeps_the_text_and_the_languages(server, browser):
     d.refresh()
     wait(d, languages_loaded, "the language lists")
     assert value(d, "q") == ""
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory):
+    """A server that needs an API key, and a key for it."""
+    from app.keys import KeyStore
+
+    db = tmp_path_factory.mktemp("web-keys") / "keys.db"
+    key, _ = KeyStore(db).add("web")
+    overrides = {"max_request_chars": CHAR_LIMIT, "api_keys_db": db, "api_keys_required": True}
+    with serve_in_thread(WEIGHTS, warmup=False, **overrides) as (url, _):
+        yield url, key
+
+
+def test_a_key_entered_where_it_is_asked_for_translates_the_text(keyed_server):
+    """On a phone, a server that needs a key shows the key field on the first screen, beside
+    the error that asks for it (it was at the bottom of the page), and the text that failed
+    is translated once a key is entered (it stayed untranslated)."""
+    url, key = keyed_server
+    d = chromium_driver()
+    try:
+        d.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True},
+        )
+        d.get(f"{url}/")
+        wait(d, languages_loaded, "the language lists")
+        field = d.find_element(By.ID, "api-key")
+        wait(d, lambda d: field.is_displayed(), "the key field")
+        d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
+        error = d.find_element(By.ID, "error")
+        wait(d, lambda d: error.is_displayed(), "the error")
+        assert error.text == "Error: Please contact the server operator to get an API key"
+        bottom = d.execute_script("return arguments[0].getBoundingClientRect().bottom", field)
+        assert bottom <= 844, "the key field is on the first screen"
+        assert d.execute_script("return window.scrollY") == 0
+        assert field.accessible_name == "API key"
+
+        field.send_keys("not-a-key", Keys.ENTER)
+        wait(d, lambda d: error.text == "Error: Invalid API key", "the key refused")
+        assert value(d, "out") == ""
+        field.clear()
+        field.send_keys(key, Keys.ENTER)
+        wait(d, translated, "the translation with the key")
+        assert not error.is_displayed()
+        r = httpx.post(
+            f"{url}/translate",
+            json={"q": "Good morning.", "source": "auto", "target": value(d, "target"),
+                  "api_key": key},
+        )  # fmt: skip
+        assert value(d, "out") == r.json()["translatedText"]
+        # the key is kept for the next visit
+        d.refresh()
+        wait(d, languages_loaded, "the language lists")
+        assert value(d, "api-key") == key
+    finally:
+        d.quit()

@@ -269,6 +269,8 @@ async function translate() {
     if (err.name === "AbortError" || pending !== mine) return;
     clearOutput();
     showError(err.message);
+    // a key missing or refused: the field for it is shown beside this error
+    if (err.status === 403 || /api.key/i.test(err.message)) el.keyBox.hidden = false;
   } finally {
     if (pending === mine) {
       pending = null;
@@ -364,7 +366,20 @@ el.fileForm.addEventListener("submit", async (e) => {
 });
 
 el.apiKey.value = stored("mt-api-key") || "";
-el.apiKey.addEventListener("change", () => store("mt-api-key", el.apiKey.value.trim()));
+let keyUsed = el.apiKey.value.trim();
+function useKey() {
+  // a key entered (Enter, or leaving the field) is kept, and the text that failed without it
+  // is translated again
+  const key = el.apiKey.value.trim();
+  if (key === keyUsed) return;
+  keyUsed = key;
+  store("mt-api-key", key);
+  if (el.q.value.trim() && shownFor !== request()) translate();
+}
+el.apiKey.addEventListener("change", useKey);
+el.apiKey.addEventListener("keydown", (e) => {
+  if (e.key === "Enter") { e.preventDefault(); useKey(); }
+});
 if (keptText() !== null) el.q.value = keptText(); // translated once the languages are there
 showCount();
 loadLanguages();
