@@ -803,3 +803,45 @@ def test_a_key_entered_where_it_is_asked_for_translates_the_text(keyed_server):
         assert value(d, "api-key") == key
     finally:
         d.quit()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "shown"),
+    [
+        (
+            429,
+            '{"error": "Slowdown: 1 requests per minute; retry in 40 s"}',
+            {"Retry-After": "40"},
+            "Error: Slowdown: 1 requests per minute; retry in 40 s",
+        ),
+        (
+            503,
+            '{"error": "too many requests in progress"}',
+            {"Retry-After": "3"},
+            "Error: too many requests in progress (retry in 3 s)",
+        ),
+        (400, '{"error": "Invalid request"}', {}, "Error: Invalid request"),
+        (502, "<html>Bad gateway</html>", {}, "Error: the server answered 502; retry in a moment"),
+        (404, "", {}, "Error: the server answered 404"),
+    ],
+)
+def test_errors_from_the_server_are_shown_clearly(server, browser, status, body, headers, shown):
+    """The server's error is shown as it is worded, with the Retry-After it sent; an answer
+    with no error of the API's (a proxy's HTML page, with no status text as over HTTP/2) says
+    what the server answered (it showed "Error: 502 ")."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.execute_script(
+        "const [status, body, headers] = arguments; const f = window.fetch;"
+        "window.fetch = (url, options) => String(url) === 'translate'"
+        " ? Promise.resolve(new Response(body, {status, headers})) : f(url, options);",
+        status,
+        body,
+        headers,
+    )
+    d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
+    error = d.find_element(By.ID, "error")
+    wait(d, lambda d: error.is_displayed(), "the error")
+    assert error.text == shown
+    assert value(d, "out") == ""
+    assert d.find_element(By.ID, "status").text == ""

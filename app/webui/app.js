@@ -69,7 +69,10 @@ async function api(path, options) {
     if (err.name === "AbortError") throw err; // cancelled while the answer was read
   }
   if (!res.ok) {
-    const why = data && data.error ? data.error : `${res.status} ${res.statusText}`;
+    // an answer without the API's {"error": ...} (a proxy's page; HTTP/2 has no status text)
+    const answered = `the server answered ${res.status} ${res.statusText}`.trim();
+    const why = data && data.error ? data.error
+      : res.status >= 500 ? `${answered}; retry in a moment` : answered;
     const after = res.headers.get("Retry-After");
     const error = new Error(after && !/retry in/i.test(why) ? `${why} (retry in ${after} s)` : why);
     error.status = res.status;
