@@ -845,3 +845,30 @@ def test_errors_from_the_server_are_shown_clearly(server, browser, status, body,
     assert error.text == shown
     assert value(d, "out") == ""
     assert d.find_element(By.ID, "status").text == ""
+
+
+def test_enter_in_the_key_field_retries_a_failed_translation(keyed_server):
+    """Enter in the key field translates a text that failed again, with the key as it is (a
+    key left unchanged did nothing)."""
+    url, key = keyed_server
+    d = chromium_driver()
+    try:
+        d.get(f"{url}/")
+        wait(d, languages_loaded, "the language lists")
+        field = d.find_element(By.ID, "api-key")
+        field.clear()
+        field.send_keys(key, Keys.ENTER)
+        # the server is busy once: the translation fails with 503
+        d.execute_script(
+            "const f = window.fetch; let once = true; window.fetch = (url, options) =>"
+            " String(url) === 'translate' && once ? (once = false, Promise.resolve(new Response("
+            '\'{"error": "busy"}\', {status: 503}))) : f(url, options);'
+        )
+        d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
+        error = d.find_element(By.ID, "error")
+        wait(d, lambda d: error.text == "Error: busy", "the failure")
+        field.send_keys(Keys.ENTER)
+        wait(d, translated, "the translation after Enter in the key field")
+        assert not error.is_displayed()
+    finally:
+        d.quit()

@@ -370,18 +370,18 @@ el.fileForm.addEventListener("submit", async (e) => {
 
 el.apiKey.value = stored("mt-api-key") || "";
 let keyUsed = el.apiKey.value.trim();
-function useKey() {
-  // a key entered (Enter, or leaving the field) is kept, and the text that failed without it
-  // is translated again
+function useKey(again = false) {
+  // a key entered (Enter, or leaving the field changed) is kept, and the text that failed
+  // without it is translated again
   const key = el.apiKey.value.trim();
-  if (key === keyUsed) return;
+  if (key === keyUsed && !again) return;
   keyUsed = key;
   store("mt-api-key", key);
   if (el.q.value.trim() && shownFor !== request()) translate();
 }
 el.apiKey.addEventListener("change", useKey);
 el.apiKey.addEventListener("keydown", (e) => {
-  if (e.key === "Enter") { e.preventDefault(); useKey(); }
+  if (e.key === "Enter") { e.preventDefault(); useKey(true); }
 });
 if (keptText() !== null) el.q.value = keptText(); // translated once the languages are there
 showCount();
