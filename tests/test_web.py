@@ -872,3 +872,17 @@ def test_enter_in_the_key_field_retries_a_failed_translation(keyed_server):
         assert not error.is_displayed()
     finally:
         d.quit()
+
+
+def test_the_text_says_its_language(server, browser):
+    """The text to translate carries its language as `lang`, the one chosen or the one
+    detected (a screen reader read German text with the page's English voice)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    box = d.find_element(By.ID, "q")
+    assert box.get_attribute("lang") == ""  # Detect language, nothing detected yet
+    box.send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
+    wait(d, lambda d: d.find_element(By.ID, "detected").text, "the detected language")
+    assert box.get_attribute("lang") == "en"
+    Select(d.find_element(By.ID, "source")).select_by_value("de")
+    assert box.get_attribute("lang") == "de"

@@ -111,6 +111,10 @@ function fillTargets(wanted) {
   const fallback = codes.find((c) => c !== el.source.value) || codes[0] || "";
   el.target.value = codes.includes(wanted) ? wanted : fallback;
 }
+function updateSourceLang() {
+  // the text says its language (chosen, or detected), as the translation says its own
+  el.q.lang = el.source.value !== "auto" ? el.source.value : detected || "";
+}
 function updateSwap() {
   // nothing to swap before the language list is there (no target, no source to swap to)
   el.swap.disabled = !languages.length || (el.source.value === "auto" && !detected);
@@ -144,6 +148,7 @@ async function loadLanguages() {
   el.source.value = languages.some((l) => l.code === src) ? src : "auto";
   fillTargets(stored("mt-target"));
   updateSwap();
+  updateSourceLang();
   // a text typed while the list was loading could not be sent (no target): it is now
   if (el.q.value.trim() && shownFor !== request()) translate();
 }
@@ -186,6 +191,7 @@ function showDetected(found) {
     ? `Detected: ${nameOf(detected)} (${Math.round(found.confidence)}%)`
     : "";
   updateSwap();
+  updateSourceLang();
 }
 function showAlternatives(list) {
   // each once, and none the same as the translation shown (a text already in the target
