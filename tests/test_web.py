@@ -886,3 +886,20 @@ def test_the_text_says_its_language(server, browser):
     assert box.get_attribute("lang") == "en"
     Select(d.find_element(By.ID, "source")).select_by_value("de")
     assert box.get_attribute("lang") == "de"
+
+
+def test_a_file_chosen_anew_drops_the_link_of_the_last_one(server, browser, tmp_path):
+    """Once another file is chosen, the download link of the last file's translation goes (it
+    stayed beside the new file's name, as if it were its translation)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    upload = tmp_path / "notes.txt"
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    result = d.find_element(By.ID, "file-result")
+    wait(d, lambda d: result.is_displayed(), "the download link")
+    other = tmp_path / "letter.txt"
+    other.write_text("Thank you.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(other))
+    assert not result.is_displayed()

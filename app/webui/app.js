@@ -340,6 +340,11 @@ el.copy.addEventListener("click", async () => {
 });
 
 // ---- translating a file ----
+el.file.addEventListener("change", () => {
+  // the link and the error of the file chosen before go: they are not this file's
+  el.fileResult.hidden = true;
+  showError("", el.fileError);
+});
 el.fileForm.addEventListener("submit", async (e) => {
   e.preventDefault();
   if (busy(el.fileSubmit)) return;
