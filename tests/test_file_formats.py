@@ -829,14 +829,18 @@ def docx_body(paragraphs: str) -> bytes:
     return out.getvalue()
 
 
+#: the elements `word_texts` lists by their name
+WORD_MARKS = ["del", "noBreakHyphen", "softHyphen", "sym", "pgNum", "dayLong", "monthLong"]
+
+
 def word_texts(data: bytes) -> list[list[str]]:
-    """Each body paragraph's children in order: a w:t's text, or the tag of a w:del,
-    w:noBreakHyphen or w:instrText."""
+    """Each body paragraph's children in order: a w:t's text, or the name of one of
+    WORD_MARKS."""
     root = etree.fromstring(entries(data)["word/document.xml"])
     out = []
     for p in root.iter(f"{{{WORD}}}p"):
         items = []
-        for el in p.iter(f"{{{WORD}}}t", f"{{{WORD}}}del", f"{{{WORD}}}noBreakHyphen"):
+        for el in p.iter(f"{{{WORD}}}t", *(f"{{{WORD}}}{m}" for m in WORD_MARKS)):
             items.append(el.text or "" if el.tag == f"{{{WORD}}}t" else etree.QName(el).localname)
         out.append(items)
     return out
@@ -858,6 +862,32 @@ def test_docx_deletion_and_non_breaking_hyphen_stay_between_their_words():
         ["SEND AN E", "noBreakHyphen", "MAIL TODAY."],
     ]
     assert b"very " in entries(out)["word/document.xml"]  # deleted text: never translated
+
+
+def test_docx_page_number_date_and_symbol_stay_between_their_words_soft_hyphens_go():
+    src = docx_body(
+        '<w:p><w:r><w:t xml:space="preserve">Page </w:t></w:r><w:r><w:pgNum/></w:r>'
+        '<w:r><w:t xml:space="preserve"> of the report.</w:t></w:r></w:p>'
+        '<w:p><w:r><w:t xml:space="preserve">Today is </w:t><w:dayLong/>'
+        '<w:t xml:space="preserve">, in </w:t><w:monthLong/><w:t> this year.</w:t></w:r></w:p>'
+        '<w:p><w:r><w:t xml:space="preserve">Click </w:t><w:sym w:font="Wingdings" w:char="F0E0"/>'
+        '<w:t xml:space="preserve"> to go on.</w:t></w:r></w:p>'
+        '<w:p><w:r><w:t xml:space="preserve">A transla</w:t><w:softHyphen/>'
+        "<w:t>tion of it.</w:t></w:r></w:p>"
+    )
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(True, requests), LIMITS, "docx")
+    # before, the page number and the date came after the sentence ("PAGE OF THE REPORT.",
+    # "pgNum", ""), the symbol cut it in two, and the soft hyphen ended the word's translation
+    assert word_texts(out)[:4] == [
+        ["PAGE ", "pgNum", " OF THE REPORT."],
+        ["TODAY IS ", "dayLong", ", IN ", "monthLong", " THIS YEAR."],
+        ["CLICK ", "sym", " TO GO ON."],
+        ["[A TRANSLATION OF IT.]", ""],
+    ]
+    # the sentence is sent whole, the word with a soft hyphen as one word
+    assert "<g1>Click </g1><g2> to go on.</g2>" in requests
+    assert "A translation of it." in requests
 
 
 def test_docx_nested_field_result_inside_a_field_code_is_not_translated():

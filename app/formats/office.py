@@ -20,7 +20,8 @@ drawings, notes and (.pptx) fields; inside a unit, each run of text with its own
 Consecutive runs with the same formatting (Word splits runs for spell checking and revisions)
 are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
 `w:instrText`), a bookmark, a comment's range or reference, a permission range, a tracked
-deletion (`w:del`, whose `w:delText` is never sent), a non-breaking hyphen (.docx); a
+deletion (`w:del`, whose `w:delText` is never sent), a non-breaking hyphen, a symbol, the
+page number or a date Word writes in its place (`w:pgNum`, `w:dayLong`...) (.docx); a
 bookmark, a reference mark, a comment (`office:annotation`, `office:annotation-end`), a tracked
 change mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but
 the text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
@@ -29,7 +30,9 @@ commented range keeps the translation of the text it held. A bookmark that enclo
 field's instruction text is never translated, nor is a nested field's result inside it (the
 `{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
 goes into its first text node, the run's other text nodes are emptied; the formatting, every
-other element and every attribute stay as they were.
+other element and every attribute stay as they were, but for a hint of the source's layout in a
+translated paragraph, which has no place in its translation and is dropped: an optional hyphen
+(`w:softHyphen`), which does not cut its word for the model.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class RunFormat:
     breaks: frozenset[str]  # end a unit; not looked into
     ignored: frozenset[str]  # hold no text to translate
     markers: frozenset[str] = frozenset()  # keep the runs on each side apart; not looked into
+    #: hints of the source's layout, dropped from a translated unit (they have no place in its
+    #: translation): the words on each side are one text for the model
+    hints: frozenset[str] = frozenset()
 
 
 DOCX = RunFormat(
@@ -79,7 +85,6 @@ DOCX = RunFormat(
             "drawing",
             "pict",
             "object",
-            "sym",
             "ptab",
             "footnoteReference",
             "endnoteReference",
@@ -105,8 +110,21 @@ DOCX = RunFormat(
             # before the deletion or hyphen, which ended up after the sentence
             "del",
             "noBreakHyphen",
+            # a symbol, the page number and the date Word writes in their place: moved to
+            # the end of the run's translation, or (a symbol) cutting the sentence in two
+            "sym",
+            "pgNum",
+            "dayShort",
+            "dayLong",
+            "monthShort",
+            "monthLong",
+            "yearShort",
+            "yearLong",
         ]
     ),
+    # an optional hyphen: where the source word may be hyphenated, nowhere in its translation
+    # (it was written after the run's translation; a marker would cut the word in two)
+    hints=frozenset({W + "softHyphen"}),
 )
 PPTX = RunFormat(
     paragraph=A + "p",
@@ -175,7 +193,9 @@ class _Paragraphs:
 
     def __init__(self) -> None:
         self.units: list[list[Group]] = []
+        self.hints: list[list[etree._Element]] = []  # each unit's hints (RunFormat.hints)
         self.groups: list[Group] = []
+        self._hints: list[etree._Element] = []
         self._cut = False
 
     def add(self, slot: tuple[etree._Element, str], key: object) -> None:
@@ -189,10 +209,16 @@ class _Paragraphs:
         """The next text starts a group of its own (a marker stands between)."""
         self._cut = True
 
+    def hint(self, el: etree._Element) -> None:
+        """`el` is dropped if the unit is translated."""
+        self._hints.append(el)
+
     def flush(self) -> None:
         if self.groups:
             self.units.append(self.groups)
+            self.hints.append(self._hints)
             self.groups = []
+        self._hints = []
         self._cut = False
 
 
@@ -245,6 +271,8 @@ def _run_units(paragraph: etree._Element, fmt: RunFormat, acc: _Paragraphs) -> N
             if tag in fmt.markers:
                 if not _empty_bookmark(child):
                     acc.cut()
+            elif tag in fmt.hints:
+                acc.hint(child)
             elif tag in fmt.ignored:
                 continue
             elif tag == fmt.paragraph or tag in fmt.breaks:
@@ -276,6 +304,18 @@ def _odt_units(paragraph: etree._Element, acc: _Paragraphs) -> None:
 
     visit(paragraph)
     acc.flush()
+
+
+def _drop(el: etree._Element) -> None:
+    """Removes `el`, keeping the text after it."""
+    parent = el.getparent()
+    if el.tail:
+        prev = el.getprevious()
+        if prev is not None:
+            prev.tail = (prev.tail or "") + el.tail
+        else:
+            parent.text = (parent.text or "") + el.tail
+    parent.remove(el)
 
 
 def _apply(groups: list[Group], tokens) -> None:
@@ -432,8 +472,8 @@ def translate_office(
             for p in root.iter(fmt.paragraph):
                 _run_units(p, fmt, acc)
         part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
-    units, groups, touched = [], [], set()
-    for unit_groups, part in zip(acc.units, part_of, strict=True):
+    units, groups, hints, touched = [], [], [], set()
+    for unit_groups, unit_hints, part in zip(acc.units, acc.hints, part_of, strict=True):
         b = UnitBuilder()
         for g in unit_groups:
             b.open("run", g)
@@ -443,9 +483,12 @@ def translate_office(
         if unit is not None:
             units.append(unit)
             groups.append(unit_groups)
+            hints.append(unit_hints)
             touched.add(part)
     for unit_groups, tokens in zip(groups, translate_units(units, translate), strict=True):
         _apply(unit_groups, tokens)
+    for el in (el for unit_hints in hints for el in unit_hints):
+        _drop(el)
     # a part without text to translate keeps its bytes
     return _rebuild(archive, {n: _serialize(*parts[n]) for n in sorted(touched)})
 
