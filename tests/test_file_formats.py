@@ -643,6 +643,35 @@ def test_odt_tracked_deletions_are_not_translated():
     assert b"<text:p>very old words</text:p>" in content and b"A HEADING" in content
 
 
+def test_odt_soft_page_breaks_in_a_translated_paragraph_are_dropped():
+    """A soft page break is where the last layout ended a page: inside a translated paragraph
+    it was written after the translation of the words before it (and broke the page there)."""
+    src = make_odt()
+    with zipfile.ZipFile(io.BytesIO(src)) as z:
+        parts = {i.filename: z.read(i.filename) for i in z.infolist()}
+    spb = b"<text:soft-page-break/>"
+    parts["content.xml"] = (
+        parts["content.xml"]
+        .replace(b"Hello ", b"Hello there, " + spb + b"my friend, ")
+        .replace(b"bold words", b"bold " + spb + b"words")
+        .replace(b"<text:h", b"<text:p>12 " + spb + b"34</text:p>" + spb + b"<text:h")
+    )
+    sent: list[str] = []
+    out = translate_office(zip_of(parts), lambda ts: sent.extend(ts) or upper(ts), LIMITS)
+    assert "<g1>Hello there, my friend, </g1><g2>bold words</g2><g3> and more.</g3>" in sent
+    content = entries(out)["content.xml"]
+    assert b"<text:p>HELLO THERE, MY FRIEND, <text:span" in content
+    assert b'"Bold">BOLD WORDS</text:span> AND MORE.</text:p>' in content
+    # between paragraphs, and in a paragraph without words to translate, it stays
+    assert b"<text:p>12 " + spb + b"34</text:p>" + spb + b"<text:h" in content
+    assert content.count(spb) == 2
+    got = load(io.BytesIO(out))
+    assert (
+        teletype.extractText(got.text.childNodes[3])
+        == "HELLO THERE, MY FRIEND, BOLD WORDS AND MORE."
+    )
+
+
 def zip_of(files: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", method) as z:

@@ -32,7 +32,8 @@ field's instruction text is never translated, nor is a nested field's result ins
 goes into its first text node, the run's other text nodes are emptied; the formatting, every
 other element and every attribute stay as they were, but for a hint of the source's layout in a
 translated paragraph, which has no place in its translation and is dropped: an optional hyphen
-(`w:softHyphen`), which does not cut its word for the model.
+(`w:softHyphen`), which does not cut its word for the model; a page break where the last layout
+ended a page (`text:soft-page-break`).
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ ODT_MARKERS = frozenset(
         "change-end",
     ]
 ) | {OFFICE + "annotation", OFFICE + "annotation-end"}
+#: a hint of the last layout (ODF 1.2 part 1, 5.6: where a page ended when the document was
+#: last saved), dropped from a translated paragraph as RunFormat.hints: written after the
+#: translation of the text before it, it broke the page there
+ODT_HINTS = frozenset({TEXT + "soft-page-break"})
 #: (kind, required entry, parts translated, run format or None for .odt)
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
@@ -297,6 +302,8 @@ def _odt_units(paragraph: etree._Element, acc: _Paragraphs) -> None:
                     acc.flush()
                 elif child.tag in ODT_MARKERS:
                     acc.cut()
+                elif child.tag in ODT_HINTS:
+                    acc.hint(child)
                 else:
                     visit(child)
             if child.tail:
