@@ -26,11 +26,20 @@ from odf.text import (
     BookmarkEnd,
     BookmarkStart,
     H,
+    IndexBody,
+    IndexEntryPageNumber,
+    IndexEntrySpan,
+    IndexEntryText,
+    IndexTitle,
+    IndexTitleTemplate,
     P,
     ReferenceMarkEnd,
     ReferenceMarkStart,
     Span,
     Tab,
+    TableOfContent,
+    TableOfContentEntryTemplate,
+    TableOfContentSource,
 )
 
 from app.files import FileStore, StoreFull, form_filename, safe_name
@@ -670,6 +679,37 @@ def test_odt_soft_page_breaks_in_a_translated_paragraph_are_dropped():
         teletype.extractText(got.text.childNodes[3])
         == "HELLO THERE, MY FRIEND, BOLD WORDS AND MORE."
     )
+
+
+def test_odt_table_of_contents_title_and_entry_text_are_translated_in_its_template_too():
+    """An index is made again from its template when it is updated: the template's title was
+    not translated, and updating the table of contents brought back "Table of Contents"."""
+    doc = OpenDocumentText()
+    toc = TableOfContent(name="Table of Contents1")
+    source = TableOfContentSource(outlinelevel=10)
+    source.addElement(IndexTitleTemplate(text="Table of Contents"))
+    entry = TableOfContentEntryTemplate(outlinelevel=1, stylename="Contents_20_1")
+    entry.addElement(IndexEntryText())
+    entry.addElement(IndexEntrySpan(text=" on page "))
+    entry.addElement(IndexEntryPageNumber())
+    source.addElement(entry)
+    toc.addElement(source)
+    body = IndexBody()
+    title = IndexTitle(name="Table of Contents1_Head")
+    title.addElement(P(text="Table of Contents"))
+    body.addElement(title)
+    body.addElement(P(text="Introduction on page 1"))
+    toc.addElement(body)
+    doc.text.addElement(toc)
+    doc.text.addElement(H(outlinelevel=1, text="Introduction"))
+    buf = io.BytesIO()
+    doc.save(buf)
+    out = translate_office(buf.getvalue(), upper, LIMITS, "odt")
+    content = entries(out)["content.xml"].decode()
+    assert "<text:index-title-template>TABLE OF CONTENTS</text:index-title-template>" in content
+    assert "<text:index-entry-span> ON PAGE </text:index-entry-span>" in content
+    assert "<text:p>TABLE OF CONTENTS</text:p>" in content
+    assert "Table of Contents" not in content.replace('text:name="Table of Contents1', "")
 
 
 def zip_of(files: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:

@@ -11,7 +11,7 @@ spreadsheet whose `mimetype` is not text) is a 400: it would be served under tha
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes,
 endnotes and comments of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
-(headers and footers) of an .odt. Every other entry is copied with its bytes, name, order,
+(headers and footers) of an .odt, with the title and the fixed text of its indexes' templates. Every other entry is copied with its bytes, name, order,
 dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks,
@@ -154,6 +154,10 @@ ODT_MARKERS = frozenset(
         "change-end",
     ]
 ) | {OFFICE + "annotation", OFFICE + "annotation-end"}
+#: the text of an index's (a table of contents') template, from which the index is made again
+#: when it is updated: its title and the fixed text of its entries. Untranslated, updating the
+#: index brought back the source's "Table of Contents".
+ODT_TEMPLATES = frozenset({TEXT + "index-title-template", TEXT + "index-entry-span"})
 #: a hint of the last layout (ODF 1.2 part 1, 5.6: where a page ended when the document was
 #: last saved), dropped from a translated paragraph as RunFormat.hints: written after the
 #: translation of the text before it, it broke the page there
@@ -472,7 +476,7 @@ def translate_office(
             deleted = {  # the text of tracked deletions: hidden, never sent (as a .docx's)
                 p for c in root.iter(TEXT + "tracked-changes") for p in c.iter(*ODT_PARAGRAPHS)
             }
-            for p in root.iter(*ODT_PARAGRAPHS):
+            for p in root.iter(*ODT_PARAGRAPHS, *ODT_TEMPLATES):
                 if p not in deleted:
                     _odt_units(p, acc)
         else:
