@@ -959,6 +959,23 @@ def test_docx_page_number_date_and_symbol_stay_between_their_words_soft_hyphens_
     assert "A translation of it." in requests
 
 
+def test_docx_equation_inside_a_sentence_stays_between_its_words():
+    math = 'xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math"'
+    src = docx_body(
+        '<w:p><w:r><w:t xml:space="preserve">The value </w:t></w:r>'
+        f"<m:oMath {math}><m:r><m:t>x+1</m:t></m:r></m:oMath>"
+        '<w:r><w:t xml:space="preserve"> is positive.</w:t></w:r></w:p>'
+    )
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(True, requests), LIMITS, "docx")
+    assert requests[0] == "<g1>The value </g1><g2> is positive.</g2>"
+    # before, the equation came after the sentence: "THE VALUE IS POSITIVE.", x+1, ""
+    xml = entries(out)["word/document.xml"].decode()
+    assert re.search(
+        r">THE VALUE </w:t></w:r><m:oMath>.*>x\+1<.*</m:oMath><w:r>.*> IS POSITIVE.<", xml
+    )
+
+
 def test_docx_nested_field_result_inside_a_field_code_is_not_translated():
     def field(kind: str) -> str:
         return f'<w:r><w:fldChar w:fldCharType="{kind}"/></w:r>'

@@ -21,7 +21,8 @@ Consecutive runs with the same formatting (Word splits runs for spell checking a
 are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
 `w:instrText`), a bookmark, a comment's range or reference, a permission range, a tracked
 deletion (`w:del`, whose `w:delText` is never sent), a non-breaking hyphen, a symbol, the
-page number or a date Word writes in its place (`w:pgNum`, `w:dayLong`...) (.docx); a
+page number or a date Word writes in its place (`w:pgNum`, `w:dayLong`...), an equation
+(`m:oMath`) (.docx); a
 bookmark, a reference mark, a comment (`office:annotation`, `office:annotation-end`), a tracked
 change mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but
 the text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
@@ -54,6 +55,7 @@ TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
 DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 BIG_ENTRY = 1 << 20
 
@@ -122,7 +124,10 @@ DOCX = RunFormat(
             "yearShort",
             "yearLong",
         ]
-    ),
+    )
+    # an equation inside a sentence (its m:t is no text to translate): it was written after
+    # the sentence's translation
+    | {MATH + "oMath", MATH + "oMathPara"},
     # an optional hyphen: where the source word may be hyphenated, nowhere in its translation
     # (it was written after the run's translation; a marker would cut the word in two)
     hints=frozenset({W + "softHyphen"}),
