@@ -32,6 +32,9 @@ from odf.text import (
     IndexEntryText,
     IndexTitle,
     IndexTitleTemplate,
+    Note,
+    NoteBody,
+    NoteCitation,
     P,
     ReferenceMarkEnd,
     ReferenceMarkStart,
@@ -900,6 +903,7 @@ def docx_body(paragraphs: str) -> bytes:
 
 #: the elements `word_texts` lists by their name
 WORD_MARKS = ["del", "noBreakHyphen", "softHyphen", "sym", "pgNum", "dayLong", "monthLong"]
+WORD_MARKS += ["footnoteReference"]
 
 
 def word_texts(data: bytes) -> list[list[str]]:
@@ -973,6 +977,40 @@ def test_docx_equation_inside_a_sentence_stays_between_its_words():
     xml = entries(out)["word/document.xml"].decode()
     assert re.search(
         r">THE VALUE </w:t></w:r><m:oMath>.*>x\+1<.*</m:oMath><w:r>.*> IS POSITIVE.<", xml
+    )
+
+
+def test_a_note_reference_inside_a_sentence_does_not_cut_it_in_two():
+    """A sentence with a footnote's number in it was sent as two texts, translated apart."""
+    src = docx_body(
+        '<w:p><w:r><w:t xml:space="preserve">According to Smith</w:t></w:r><w:r><w:rPr>'
+        '<w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteReference w:id="1"/></w:r>'
+        '<w:r><w:t xml:space="preserve">, cats sleep a lot.</w:t></w:r></w:p>'
+    )
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(True, requests), LIMITS, "docx")
+    assert requests[0] == "<g1>According to Smith</g1><g2>, cats sleep a lot.</g2>"
+    assert word_texts(out)[0] == ["ACCORDING TO SMITH", "footnoteReference", ", CATS SLEEP A LOT."]
+
+    doc = OpenDocumentText()
+    p = P(text="According to Smith")
+    note = Note(id="ftn1", noteclass="footnote")
+    note.addElement(NoteCitation(text="1"))
+    body = NoteBody()
+    body.addElement(P(text="Smith, Cats, 2020."))
+    note.addElement(body)
+    p.addElement(note)
+    p.addText(", cats sleep a lot.")
+    doc.text.addElement(p)
+    buf = io.BytesIO()
+    doc.save(buf)
+    requests.clear()
+    out = translate_office(buf.getvalue(), whole_or_pieces(True, requests), LIMITS, "odt")
+    assert requests[0] == "<g1>According to Smith</g1><g2>, cats sleep a lot.</g2>"
+    assert "[SMITH, CATS, 2020.]" in entries(out)["content.xml"].decode()  # the note itself
+    got = load(io.BytesIO(out))
+    assert teletype.extractText(got.text.childNodes[0]) == (
+        "ACCORDING TO SMITH1[SMITH, CATS, 2020.], CATS SLEEP A LOT."
     )
 
 

@@ -15,26 +15,26 @@ endnotes and comments of a .docx, the slides and speaker notes of a .pptx, conte
 dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks,
-drawings, notes and (.pptx) fields; inside a unit, each run of text with its own formatting (a
+drawings and (.pptx) fields; inside a unit, each run of text with its own formatting (a
 `w:r`/`a:r` with its properties; an .odt span or link) is a pair for app/formats/inline.py.
 Consecutive runs with the same formatting (Word splits runs for spell checking and revisions)
 are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
-`w:instrText`), a bookmark, a comment's range or reference, a permission range, a tracked
-deletion (`w:del`, whose `w:delText` is never sent), a non-breaking hyphen, a symbol, the
-page number or a date Word writes in its place (`w:pgNum`, `w:dayLong`...), an equation
-(`m:oMath`) (.docx); a
-bookmark, a reference mark, a comment (`office:annotation`, `office:annotation-end`), a tracked
-change mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but
-the text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
+`w:instrText`), a bookmark, a comment's range or reference, a footnote's or endnote's
+reference, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never sent),
+a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
+(`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a bookmark, a reference mark, a
+comment (`office:annotation`, `office:annotation-end`), a note (`text:note`), a tracked change
+mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but the
+text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
 commented range keeps the translation of the text it held. A bookmark that encloses nothing
 (Word's `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A
 field's instruction text is never translated, nor is a nested field's result inside it (the
 `{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
 goes into its first text node, the run's other text nodes are emptied; the formatting, every
-other element and every attribute stay as they were, but for a hint of the source's layout in a
-translated paragraph, which has no place in its translation and is dropped: an optional hyphen
-(`w:softHyphen`), which does not cut its word for the model; a page break where the last layout
-ended a page (`text:soft-page-break`).
+other element and every attribute stay as they were, but for a hint of the source's layout in
+a translated paragraph, which has no place in its translation and is dropped: an optional
+hyphen (`w:softHyphen`), which does not cut its word for the model; a page break where the
+last layout ended a page (`text:soft-page-break`).
 """
 
 from __future__ import annotations
@@ -89,8 +89,6 @@ DOCX = RunFormat(
             "pict",
             "object",
             "ptab",
-            "footnoteReference",
-            "endnoteReference",
         ]
     )
     | {MC + "AlternateContent"},
@@ -123,6 +121,9 @@ DOCX = RunFormat(
             "monthLong",
             "yearShort",
             "yearLong",
+            # a note's number in the text: it cut the sentence in two, translated apart
+            "footnoteReference",
+            "endnoteReference",
         ]
     )
     # an equation inside a sentence (its m:t is no text to translate): it was written after
@@ -141,15 +142,16 @@ PPTX = RunFormat(
 )
 ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
 ODT_BREAKS = frozenset(
-    {TEXT + "tab", TEXT + "line-break", TEXT + "s", TEXT + "note"}
+    {TEXT + "tab", TEXT + "line-break", TEXT + "s"}
     | {DRAW + "frame", DRAW + "a", DRAW + "custom-shape"}
 )
 #: keep the text on each side apart without ending the unit; not looked into (a comment's own
-#: paragraphs are units of their own). A point bookmark or reference mark (text:bookmark,
-#: text:reference-mark) encloses nothing and keeps nothing apart.
+#: paragraphs are units of their own, as a note's). A point bookmark or reference mark
+#: (text:bookmark, text:reference-mark) encloses nothing and keeps nothing apart.
 ODT_MARKERS = frozenset(
     TEXT + t
     for t in [
+        "note",
         "bookmark-start",
         "bookmark-end",
         "reference-mark-start",
