@@ -903,7 +903,7 @@ def docx_body(paragraphs: str) -> bytes:
 
 #: the elements `word_texts` lists by their name
 WORD_MARKS = ["del", "noBreakHyphen", "softHyphen", "sym", "pgNum", "dayLong", "monthLong"]
-WORD_MARKS += ["footnoteReference"]
+WORD_MARKS += ["footnoteReference", "lastRenderedPageBreak"]
 
 
 def word_texts(data: bytes) -> list[list[str]]:
@@ -961,6 +961,21 @@ def test_docx_page_number_date_and_symbol_stay_between_their_words_soft_hyphens_
     # the sentence is sent whole, the word with a soft hyphen as one word
     assert "<g1>Click </g1><g2> to go on.</g2>" in requests
     assert "A translation of it." in requests
+
+
+def test_docx_last_rendered_page_break_in_a_translated_paragraph_is_dropped():
+    """Where the last layout ended a page: it was left after the sentence's translation
+    (where tools that read it, python-docx's rendered_page_breaks, took the page to end)."""
+    src = docx_body(
+        '<w:p><w:r><w:t xml:space="preserve">End of page one </w:t></w:r>'
+        "<w:r><w:lastRenderedPageBreak/><w:t>and the rest.</w:t></w:r></w:p>"
+        "<w:p><w:r><w:lastRenderedPageBreak/><w:t>42</w:t></w:r></w:p>"
+    )
+    out = translate_office(src, upper, LIMITS, "docx")
+    assert word_texts(out)[:2] == [
+        ["END OF PAGE ONE AND THE REST.", ""],
+        ["lastRenderedPageBreak", "42"],
+    ]
 
 
 def test_docx_equation_inside_a_sentence_stays_between_its_words():

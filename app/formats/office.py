@@ -34,7 +34,7 @@ goes into its first text node, the run's other text nodes are emptied; the forma
 other element and every attribute stay as they were, but for a hint of the source's layout in
 a translated paragraph, which has no place in its translation and is dropped: an optional
 hyphen (`w:softHyphen`), which does not cut its word for the model; a page break where the
-last layout ended a page (`text:soft-page-break`).
+last layout ended a page (`w:lastRenderedPageBreak`, `text:soft-page-break`).
 """
 
 from __future__ import annotations
@@ -130,8 +130,9 @@ DOCX = RunFormat(
     # the sentence's translation
     | {MATH + "oMath", MATH + "oMathPara"},
     # an optional hyphen: where the source word may be hyphenated, nowhere in its translation
-    # (it was written after the run's translation; a marker would cut the word in two)
-    hints=frozenset({W + "softHyphen"}),
+    # (it was written after the run's translation; a marker would cut the word in two); where
+    # the last layout ended a page (it was left after the sentence's translation)
+    hints=frozenset({W + "softHyphen", W + "lastRenderedPageBreak"}),
 )
 PPTX = RunFormat(
     paragraph=A + "p",
