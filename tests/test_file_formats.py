@@ -593,6 +593,29 @@ def test_pptx_translates_slides_and_notes():
     assert got.notes_slide.notes_text_frame.text == "SPEAKER NOTES"
 
 
+def test_pptx_field_inside_a_sentence_does_not_cut_it_in_two():
+    src = entries(make_pptx())
+    run = '<a:r><a:rPr lang="en-US"/><a:t xml:space="preserve">{}</a:t></a:r>'
+    field = (
+        '<a:fld id="{B6F15528-21DE-4FAA-801E-634DDDAF4B2B}" type="slidenum">'
+        '<a:rPr lang="en-US"/><a:t>1</a:t></a:fld>'
+    )
+    slide = src["ppt/slides/slide1.xml"].decode()
+    slide = slide.replace(
+        "<a:r><a:t>First point</a:t></a:r>",
+        run.format("This is slide ") + field + run.format(" of the talk."),
+    )
+    assert field in slide
+    src["ppt/slides/slide1.xml"] = slide.encode()
+    requests: list[str] = []
+    out = translate_office(zip_of(src), whole_or_pieces(True, requests), LIMITS, "pptx")
+    # it was sent as "This is slide" and "of the talk.", translated apart
+    assert "<g1>This is slide </g1><g2> of the talk.</g2>" in requests
+    assert "1" not in requests  # the field's text is PowerPoint's
+    got = pptx.Presentation(io.BytesIO(out)).slides[0]
+    assert got.placeholders[1].text_frame.paragraphs[0].text == "THIS IS SLIDE 1 OF THE TALK."
+
+
 def make_odt() -> bytes:
     """A heading, a paragraph with a bold span, and one with a tab."""
     doc = OpenDocumentText()

@@ -14,15 +14,16 @@ endnotes and comments of a .docx, the slides and speaker notes of a .pptx, conte
 (headers and footers) of an .odt, with the title and the fixed text of its indexes' templates. Every other entry is copied with its bytes, name, order,
 dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
-Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks,
-drawings and (.pptx) fields; inside a unit, each run of text with its own formatting (a
+Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks and
+drawings; inside a unit, each run of text with its own formatting (a
 `w:r`/`a:r` with its properties; an .odt span or link) is a pair for app/formats/inline.py.
 Consecutive runs with the same formatting (Word splits runs for spell checking and revisions)
 are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
 `w:instrText`), a bookmark, a comment's range or reference, a footnote's or endnote's
 reference, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never sent),
 a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
-(`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a bookmark, a reference mark, a
+(`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text
+is never sent) (.pptx); a bookmark, a reference mark, a
 comment (`office:annotation`, `office:annotation-end`), a note (`text:note`), a tracked change
 mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but the
 text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
@@ -138,8 +139,11 @@ PPTX = RunFormat(
     paragraph=A + "p",
     text=A + "t",
     properties=A + "rPr",
-    breaks=frozenset({A + "br", A + "fld"}),
+    breaks=frozenset({A + "br"}),
     ignored=frozenset({A + "rPr", A + "pPr", A + "endParaRPr"}),
+    # a field (the slide number, a date): its text is PowerPoint's to write; it cut the
+    # sentence around it in two, translated apart
+    markers=frozenset({A + "fld"}),
 )
 ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
 ODT_BREAKS = frozenset(
