@@ -17,6 +17,7 @@ from lxml import etree
 from markdown_it import MarkdownIt
 from odf import teletype
 from odf.dc import Creator
+from odf.draw import Frame, Image
 from odf.namespaces import OFFICENS
 from odf.office import Annotation, AnnotationEnd
 from odf.opendocument import OpenDocumentText, load
@@ -1049,6 +1050,52 @@ def test_a_note_reference_inside_a_sentence_does_not_cut_it_in_two():
     got = load(io.BytesIO(out))
     assert teletype.extractText(got.text.childNodes[0]) == (
         "ACCORDING TO SMITH1[SMITH, CATS, 2020.], CATS SLEEP A LOT."
+    )
+
+
+def test_a_picture_or_text_box_inside_a_sentence_does_not_cut_it_in_two():
+    """The words on each side of an inline picture or a text box's anchor were sent as two
+    texts, translated apart; the text box's own paragraph is translated on its own."""
+    ns = (
+        'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+        'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
+        'xmlns:v="urn:schemas-microsoft-com:vml"'
+    )
+    box = "<w:txbxContent><w:p><w:r><w:t>Boxed words.</w:t></w:r></w:p></w:txbxContent>"
+    d = docx.Document()
+    paragraph = parse_xml(
+        f'<w:p xmlns:w="{WORD}"><w:r><w:t xml:space="preserve">Look at the box </w:t></w:r>'
+        f'<w:r><mc:AlternateContent {ns}><mc:Choice Requires="wps"><w:drawing><wps:txbx>{box}'
+        f"</wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict><v:textbox>{box}"
+        "</v:textbox></w:pict></mc:Fallback></mc:AlternateContent></w:r>"
+        '<w:r><w:t xml:space="preserve"> and read it.</w:t></w:r></w:p>'
+    )
+    d.element.body.insert(0, paragraph)
+    buf = io.BytesIO()
+    d.save(buf)
+    requests: list[str] = []
+    out = translate_office(buf.getvalue(), whole_or_pieces(True, requests), LIMITS, "docx")
+    assert requests[0] == "<g1>Look at the box </g1><g2> and read it.</g2>"
+    assert requests.count("Boxed words.") == 2  # the text box, and its copy for old readers
+    root = etree.fromstring(entries(out)["word/document.xml"])
+    texts = [t.text for t in root.iter(f"{{{WORD}}}t")]
+    assert texts[:4] == ["LOOK AT THE BOX ", "[BOXED WORDS.]", "[BOXED WORDS.]", " AND READ IT."]
+
+    doc = OpenDocumentText()
+    p = P(text="Click ")
+    frame = Frame(anchortype="as-char", width="1cm", height="1cm")
+    frame.addElement(Image(href="Pictures/icon.png"))
+    p.addElement(frame)
+    p.addText(" to save.")
+    doc.text.addElement(p)
+    buf = io.BytesIO()
+    doc.save(buf)
+    requests.clear()
+    out = translate_office(buf.getvalue(), whole_or_pieces(True, requests), LIMITS, "odt")
+    assert requests[0] == "<g1>Click </g1><g2> to save.</g2>"
+    assert re.search(
+        r"<text:p>CLICK <draw:frame .*</draw:frame> TO SAVE.</text:p>",
+        entries(out)["content.xml"].decode(),
     )
 
 

@@ -9,33 +9,35 @@ another kind than its extension says (a Word document named `x.odt`, an OpenDocu
 spreadsheet whose `mimetype` is not text) is a 400: it would be served under that extension.
 
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
-access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes,
-endnotes and comments of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
-(headers and footers) of an .odt, with the title and the fixed text of its indexes' templates. Every other entry is copied with its bytes, name, order,
-dates and compression unchanged (so the .odt `mimetype` entry stays first and stored).
+access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
+and comments of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
+(headers and footers) of an .odt, with the title and the fixed text of its indexes' templates.
+Every other entry is copied with its bytes, name, order, dates and compression unchanged (so
+the .odt `mimetype` entry stays first and stored).
 
-Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs, line breaks and
-drawings; inside a unit, each run of text with its own formatting (a
-`w:r`/`a:r` with its properties; an .odt span or link) is a pair for app/formats/inline.py.
-Consecutive runs with the same formatting (Word splits runs for spell checking and revisions)
-are one, unless a marker stands between them: a field's begin, separator or end (`w:fldChar`,
-`w:instrText`), a bookmark, a comment's range or reference, a footnote's or endnote's
-reference, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never sent),
-a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
-(`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text
-is never sent) (.pptx); a bookmark, a reference mark, a
-comment (`office:annotation`, `office:annotation-end`), a note (`text:note`), a tracked change
-mark (.odt). A marker stays in the unit, so the sentence is still translated whole, but the
-text on each side of it is a run of its own: a hyperlink field's result, a bookmarked or
-commented range keeps the translation of the text it held. A bookmark that encloses nothing
-(Word's `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A
-field's instruction text is never translated, nor is a nested field's result inside it (the
-`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
-goes into its first text node, the run's other text nodes are emptied; the formatting, every
-other element and every attribute stay as they were, but for a hint of the source's layout in
-a translated paragraph, which has no place in its translation and is dropped: an optional
-hyphen (`w:softHyphen`), which does not cut its word for the model; a page break where the
-last layout ended a page (`w:lastRenderedPageBreak`, `text:soft-page-break`).
+Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
+inside a unit, each run of text with its own formatting (a `w:r`/`a:r` with its properties; an
+.odt span or link) is a pair for app/formats/inline.py. Consecutive runs with the same
+formatting (Word splits runs for spell checking and revisions) are one, unless a marker stands
+between them: a field's begin, separator or end (`w:fldChar`, `w:instrText`), a bookmark, a
+comment's range or reference, a footnote's or endnote's reference, a picture, a text box or an
+embedded object, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never
+sent), a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
+(`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text is
+never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
+`office:annotation-end`), a note (`text:note`), a frame or a shape (`draw:frame`,
+`draw:custom-shape`), a tracked change mark (.odt). A marker stays in the unit, so the sentence
+is still translated whole, but the text on each side of it is a run of its own: a hyperlink
+field's result, a bookmarked or commented range keeps the translation of the text it held. A
+bookmark that encloses nothing (Word's `_GoBack`, an .odt `text:bookmark` or
+`text:reference-mark`) keeps nothing apart. A field's instruction text is never translated, nor
+is a nested field's result inside it (the `{ MERGEFIELD Gender }` of
+`{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation goes into its first text
+node, the run's other text nodes are emptied; the formatting, every other element and every
+attribute stay as they were, but for a hint of the source's layout in a translated paragraph,
+which has no place in its translation and is dropped: an optional hyphen (`w:softHyphen`),
+which does not cut its word for the model; a page break where the last layout ended a page
+(`w:lastRenderedPageBreak`, `text:soft-page-break`).
 """
 
 from __future__ import annotations
@@ -86,13 +88,9 @@ DOCX = RunFormat(
             "tab",
             "br",
             "cr",
-            "drawing",
-            "pict",
-            "object",
             "ptab",
         ]
-    )
-    | {MC + "AlternateContent"},
+    ),
     ignored=frozenset(W + t for t in ["rPr", "pPr", "instrText", "delText", "delInstrText"]),
     markers=frozenset(
         W + t
@@ -122,11 +120,17 @@ DOCX = RunFormat(
             "monthLong",
             "yearShort",
             "yearLong",
-            # a note's number in the text: it cut the sentence in two, translated apart
+            # a note's number in the text, a picture, a text box or an embedded object (the
+            # text box's paragraphs are units of their own): it cut the sentence in two,
+            # translated apart
             "footnoteReference",
             "endnoteReference",
+            "drawing",
+            "pict",
+            "object",
         ]
     )
+    | {MC + "AlternateContent"}
     # an equation inside a sentence (its m:t is no text to translate): it was written after
     # the sentence's translation
     | {MATH + "oMath", MATH + "oMathPara"},
@@ -146,10 +150,7 @@ PPTX = RunFormat(
     markers=frozenset({A + "fld"}),
 )
 ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
-ODT_BREAKS = frozenset(
-    {TEXT + "tab", TEXT + "line-break", TEXT + "s"}
-    | {DRAW + "frame", DRAW + "a", DRAW + "custom-shape"}
-)
+ODT_BREAKS = frozenset({TEXT + "tab", TEXT + "line-break", TEXT + "s"})
 #: keep the text on each side apart without ending the unit; not looked into (a comment's own
 #: paragraphs are units of their own, as a note's). A point bookmark or reference mark
 #: (text:bookmark, text:reference-mark) encloses nothing and keeps nothing apart.
@@ -166,6 +167,8 @@ ODT_MARKERS = frozenset(
         "change-end",
     ]
 ) | {OFFICE + "annotation", OFFICE + "annotation-end"}
+# a picture, a text box (whose paragraphs are units of their own), a shape
+ODT_MARKERS |= {DRAW + "frame", DRAW + "a", DRAW + "custom-shape"}
 #: the text of an index's (a table of contents') template, from which the index is made again
 #: when it is updated: its title and the fixed text of its entries. Untranslated, updating the
 #: index brought back the source's "Table of Contents".
