@@ -679,6 +679,23 @@ def test_odt_tracked_deletions_are_not_translated():
     assert b"<text:p>very old words</text:p>" in content and b"A HEADING" in content
 
 
+def test_odt_index_entry_keeps_the_words_it_marks():
+    src = entries(make_odt())
+    start = b'<text:alphabetical-index-mark-start text:id="IMark1"/>'
+    end = b'<text:alphabetical-index-mark-end text:id="IMark1"/>'
+    src["content.xml"] = src["content.xml"].replace(
+        b"Hello ", b"Hello there, " + start + b"my friend" + end + b", "
+    )
+    requests: list[str] = []
+    out = translate_office(zip_of(src), whole_or_pieces(True, requests), LIMITS, "odt")
+    assert "<g1>Hello there, </g1><g2>my friend</g2><g3>, </g3>" in requests[1]
+    # before, the words were merged with the text before them: the entry marked nothing
+    assert (
+        b"HELLO THERE, " + start + b"MY FRIEND" + end + b", <text:span"
+        in entries(out)["content.xml"]
+    )
+
+
 def test_odt_soft_page_breaks_in_a_translated_paragraph_are_dropped():
     """A soft page break is where the last layout ended a page: inside a translated paragraph
     it was written after the translation of the words before it (and broke the page there)."""

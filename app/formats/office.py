@@ -25,7 +25,7 @@ embedded object, a permission range, a tracked deletion (`w:del`, whose `w:delTe
 sent), a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
 (`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text is
 never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
-`office:annotation-end`), a note (`text:note`), a frame or a shape (`draw:frame`,
+`office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape (`draw:frame`,
 `draw:custom-shape`), a tracked change mark (.odt). A marker stays in the unit, so the sentence
 is still translated whole, but the text on each side of it is a run of its own: a hyperlink
 field's result, a bookmarked or commented range keeps the translation of the text it held. A
@@ -162,6 +162,14 @@ ODT_MARKERS = frozenset(
         "bookmark-end",
         "reference-mark-start",
         "reference-mark-end",
+        # the words an index entry is made of: they were merged with the text before them,
+        # and the entry marked nothing
+        "alphabetical-index-mark-start",
+        "alphabetical-index-mark-end",
+        "toc-mark-start",
+        "toc-mark-end",
+        "user-index-mark-start",
+        "user-index-mark-end",
         "change",
         "change-start",
         "change-end",
