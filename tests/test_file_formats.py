@@ -654,6 +654,20 @@ def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
     )
 
 
+@pytest.mark.parametrize("make", [make_docx, make_pptx, make_odt], ids=["docx", "pptx", "odt"])
+def test_characters_xml_does_not_allow_in_a_translation_are_left_out(make):
+    """A model whose tokenizer falls back to bytes can write control characters: lxml refused
+    them (ValueError, a server error for the whole file)."""
+    out = translate_office(make(), lambda ts: [t.upper() + "\x01\x00\ufffe" for t in ts], LIMITS)
+    parts = entries(out)
+    for name in parts:
+        if name.endswith(".xml"):
+            etree.fromstring(parts[name])  # well-formed
+    text = b"".join(v for k, v in parts.items() if k.endswith(".xml"))
+    assert b"\x01" not in text and "\ufffe".encode() not in text
+    assert any(b"HELLO" in v or b"SLIDE TITLE" in v for v in parts.values())
+
+
 def test_odt_tracked_deletions_are_not_translated():
     """The text of a tracked deletion is hidden until the change is rejected: it was sent to
     the model out of context, and rejecting the change brought back a translated fragment (a

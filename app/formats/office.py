@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import fnmatch
 import io
+import re
 import zipfile
 from dataclasses import dataclass, field
 
@@ -61,6 +62,9 @@ MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 BIG_ENTRY = 1 << 20
+#: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
+#: them, and lxml refused the translation (ValueError: the file failed with a server error)
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,7 @@ class Group:
         return "".join(getattr(el, attr) or "" for el, attr in self.slots)
 
     def write(self, text: str) -> None:
+        text = NOT_XML.sub("", text)
         for i, (el, attr) in enumerate(self.slots):
             value = text if i == 0 else ""
             if attr == "tail":
