@@ -693,6 +693,19 @@ def test_odt_tracked_deletions_are_not_translated():
     assert b"<text:p>very old words</text:p>" in content and b"A HEADING" in content
 
 
+def test_odt_two_spaces_inside_a_sentence_do_not_cut_it_in_two():
+    src = entries(make_odt())
+    # as LibreOffice writes "The cat  sat": the second space as text:s
+    src["content.xml"] = src["content.xml"].replace(
+        b"Before a tab", b"The cat <text:s/>sat on the mat."
+    )
+    requests: list[str] = []
+    out = translate_office(zip_of(src), whole_or_pieces(True, requests), LIMITS, "odt")
+    # it was sent as "The cat" and "sat on the mat.", translated apart
+    assert "<g1>The cat </g1><g2>sat on the mat.</g2>" in requests
+    assert b"<text:p>THE CAT <text:s/>SAT ON THE MAT.<text:tab/>" in entries(out)["content.xml"]
+
+
 def test_odt_index_entry_keeps_the_words_it_marks():
     src = entries(make_odt())
     start = b'<text:alphabetical-index-mark-start text:id="IMark1"/>'

@@ -25,8 +25,9 @@ embedded object, a permission range, a tracked deletion (`w:del`, whose `w:delTe
 sent), a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
 (`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text is
 never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
-`office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape (`draw:frame`,
-`draw:custom-shape`), a tracked change mark (.odt). A marker stays in the unit, so the sentence
+`office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape
+(`draw:frame`, `draw:custom-shape`), spaces after a space (`text:s`), a tracked change mark
+(.odt). A marker stays in the unit, so the sentence
 is still translated whole, but the text on each side of it is a run of its own: a hyperlink
 field's result, a bookmarked or commented range keeps the translation of the text it held. A
 bookmark that encloses nothing (Word's `_GoBack`, an .odt `text:bookmark` or
@@ -154,7 +155,7 @@ PPTX = RunFormat(
     markers=frozenset({A + "fld"}),
 )
 ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
-ODT_BREAKS = frozenset({TEXT + "tab", TEXT + "line-break", TEXT + "s"})
+ODT_BREAKS = frozenset({TEXT + "tab", TEXT + "line-break"})
 #: keep the text on each side apart without ending the unit; not looked into (a comment's own
 #: paragraphs are units of their own, as a note's). A point bookmark or reference mark
 #: (text:bookmark, text:reference-mark) encloses nothing and keeps nothing apart.
@@ -179,8 +180,9 @@ ODT_MARKERS = frozenset(
         "change-end",
     ]
 ) | {OFFICE + "annotation", OFFICE + "annotation-end"}
-# a picture, a text box (whose paragraphs are units of their own), a shape
-ODT_MARKERS |= {DRAW + "frame", DRAW + "a", DRAW + "custom-shape"}
+# a picture, a text box (whose paragraphs are units of their own), a shape; the second of
+# two spaces (a typo inside a sentence, or after its full stop): each cut the sentence in two
+ODT_MARKERS |= {DRAW + "frame", DRAW + "a", DRAW + "custom-shape", TEXT + "s"}
 #: the text of an index's (a table of contents') template, from which the index is made again
 #: when it is updated: its title and the fixed text of its entries. Untranslated, updating the
 #: index brought back the source's "Table of Contents".
