@@ -693,6 +693,21 @@ def test_odt_tracked_deletions_are_not_translated():
     assert b"<text:p>very old words</text:p>" in content and b"A HEADING" in content
 
 
+def test_soft_hyphen_characters_do_not_cut_a_word_for_the_model():
+    src = entries(make_odt())
+    src["content.xml"] = src["content.xml"].replace(
+        b"Before a tab", "A transla\u00adtion of the soft\u00adware".encode()
+    )
+    requests: list[str] = []
+    out = translate_office(zip_of(src), lambda ts: requests.extend(ts) or upper(ts), LIMITS)
+    assert "A translation of the software" in requests
+    assert "A TRANSLATION OF THE SOFTWARE<text:tab/>" in entries(out)["content.xml"].decode()
+    src = docx_body("<w:p><w:r><w:t>A transla\u00adtion here.</w:t></w:r></w:p>")
+    requests.clear()
+    out = translate_office(src, lambda ts: requests.extend(ts) or upper(ts), LIMITS)
+    assert requests == ["A translation here."]
+
+
 def test_odt_two_spaces_inside_a_sentence_do_not_cut_it_in_two():
     src = entries(make_odt())
     # as LibreOffice writes "The cat  sat": the second space as text:s

@@ -37,7 +37,7 @@ is a nested field's result inside it (the `{ MERGEFIELD Gender }` of
 node, the run's other text nodes are emptied; the formatting, every other element and every
 attribute stay as they were, but for a hint of the source's layout in a translated paragraph,
 which has no place in its translation and is dropped: an optional hyphen (`w:softHyphen`),
-which does not cut its word for the model; a page break where the last layout ended a page
+or U+00AD, which does not cut its word for the model; a page break where the last layout ended a page
 (`w:lastRenderedPageBreak`, `text:soft-page-break`).
 """
 
@@ -63,6 +63,10 @@ MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 BIG_ENTRY = 1 << 20
+#: an optional hyphen written as a character (an .odt's, and a .docx's from other writers than
+#: Word): where the source word may be hyphenated, nowhere in its translation. Sent, it cut the
+#: word into letters for the model ("transla\u00adtion": "tra n s l a <0xC2> <0xAD> tion").
+SOFT_HYPHEN = "\u00ad"
 #: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
 #: them, and lxml refused the translation (ValueError: the file failed with a server error)
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -518,7 +522,7 @@ def translate_office(
         b = UnitBuilder()
         for g in unit_groups:
             b.open("run", g)
-            b.text(g.text, g)
+            b.text(g.text.replace(SOFT_HYPHEN, ""), g)
             b.close("run", g)
         unit = b.build()
         if unit is not None:
