@@ -833,6 +833,8 @@ def test_a_lying_size_in_the_zip_directory_is_caught_while_reading():
     "data, message",
     [
         (b"not a zip at all", "not a valid zip"),
+        # a .doc, or a .docx saved with a password (an OLE2 compound file): "not a valid zip"
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504), "password-protected document"),
         (make_docx()[:2000], "not a valid zip"),
         (zip_of({"word/document.xml": b"<w:document><w:p>broken"}), "not well-formed XML"),
         (zip_of({"other.xml": b"<a/>"}), "not a Word, PowerPoint or OpenDocument"),

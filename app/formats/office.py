@@ -63,6 +63,9 @@ MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 BIG_ENTRY = 1 << 20
+#: the signature of a Compound File (OLE2): Word 97-2003's .doc, PowerPoint's .ppt, and the
+#: container Office encrypts a password-protected .docx, .pptx or .odt into
+OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 #: an optional hyphen written as a character (an .odt's, and a .docx's from other writers than
 #: Word): where the source word may be hyphenated, nowhere in its translation. Sent, it cut the
 #: word into letters for the model ("transla\u00adtion": "tra n s l a <0xC2> <0xAD> tion").
@@ -381,6 +384,11 @@ def _apply(groups: list[Group], tokens) -> None:
 
 def open_archive(data: bytes, limits: Limits) -> zipfile.ZipFile:
     """The archive, after checking what it would unpack to (see the module docstring)."""
+    if data.startswith(OLE2):
+        raise FormatError(
+            "the file is an older binary Office file (.doc, .ppt) or a password-protected "
+            "document, not a zip archive; save it, without a password, as .docx, .pptx or .odt"
+        )
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
