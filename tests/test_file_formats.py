@@ -668,6 +668,21 @@ def test_characters_xml_does_not_allow_in_a_translation_are_left_out(make):
     assert any(b"HELLO" in v or b"SLIDE TITLE" in v for v in parts.values())
 
 
+def test_a_password_protected_odt_is_refused_as_such():
+    parts = entries(make_odt())
+    manifest = parts["META-INF/manifest.xml"].decode()
+    parts["META-INF/manifest.xml"] = manifest.replace(
+        'manifest:full-path="content.xml" manifest:media-type="text/xml"/>',
+        'manifest:full-path="content.xml" manifest:media-type="text/xml"><manifest:'
+        'encryption-data manifest:checksum-type="SHA1/1K" manifest:checksum="x"/>'
+        "</manifest:file-entry>",
+    ).encode()
+    assert b"encryption-data" in parts["META-INF/manifest.xml"]
+    parts["content.xml"] = bytes(range(256))  # what an encrypted part reads as
+    with pytest.raises(FormatError, match="password-protected; save it without a password"):
+        translate_office(zip_of(parts), upper, LIMITS, "odt")
+
+
 def test_odt_tracked_deletions_are_not_translated():
     """The text of a tracked deletion is hidden until the change is rejected: it was sent to
     the model out of context, and rejecting the change brought back a translated fragment (a

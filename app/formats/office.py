@@ -7,6 +7,9 @@ inflates more than `max_ratio` times (a zip bomb) is a 413. zipfile stops every 
 declared size and checks its CRC, so the declared sizes bound what is unpacked. An archive of
 another kind than its extension says (a Word document named `x.odt`, an OpenDocument
 spreadsheet whose `mimetype` is not text) is a 400: it would be served under that extension.
+So is a password-protected document, told apart from a broken one: a .docx or .pptx in the
+compound file Office encrypts it into (the signature of a binary .doc or .ppt too), an .odt
+whose manifest names how its parts are encrypted.
 
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
@@ -489,6 +492,25 @@ def _kind_of(archive: zipfile.ZipFile, expected: str | None) -> tuple:
     return kind
 
 
+MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
+
+
+def _check_not_encrypted(archive: zipfile.ZipFile) -> None:
+    """FormatError 400 for an OpenDocument file saved with a password: its manifest names how
+    its parts are encrypted (it was "content.xml is not well-formed XML")."""
+    try:
+        info = archive.getinfo("META-INF/manifest.xml")
+    except KeyError:
+        return
+    if info.file_size > BIG_ENTRY:  # a manifest lists the entries: a few kB
+        return
+    manifest = _parse(info.filename, _read(archive, info))
+    if next(manifest.iter(MANIFEST + "encryption-data"), None) is not None:
+        raise FormatError(
+            "the document is password-protected; save it without a password and send it again"
+        )
+
+
 def translate_office(
     data: bytes, translate: Translate, limits: Limits, kind: str | None = None
 ) -> bytes:
@@ -496,6 +518,8 @@ def translate_office(
     is another kind (None: whichever it is)."""
     archive = open_archive(data, limits)
     kind = _kind_of(archive, kind)
+    if kind[0] == "odt":
+        _check_not_encrypted(archive)
     _, _, patterns, fmt = kind
     text_parts = [
         i for i in archive.infolist() if any(fnmatch.fnmatchcase(i.filename, p) for p in patterns)
