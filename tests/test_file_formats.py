@@ -617,6 +617,39 @@ def test_pptx_field_inside_a_sentence_does_not_cut_it_in_two():
     assert got.placeholders[1].text_frame.paragraphs[0].text == "THIS IS SLIDE 1 OF THE TALK."
 
 
+DGM = (
+    'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+)
+DSP = (
+    'xmlns:dsp="http://schemas.microsoft.com/office/drawing/2008/diagram" '
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+)
+
+
+@pytest.mark.parametrize(
+    "make, folder, kind", [(make_pptx, "ppt", "pptx"), (make_docx, "word", "docx")]
+)
+def test_smartart_text_is_translated(make, folder, kind):
+    """A SmartArt graphic's text: in its data (laid out again from it when edited) and in the
+    drawing of its last layout (shown until then). Neither was translated."""
+    src = entries(make())
+    text = '<a:p><a:r><a:rPr lang="en-US"/><a:t>Plan the work</a:t></a:r></a:p>'
+    src[f"{folder}/diagrams/data1.xml"] = (
+        f'<dgm:dataModel {DGM}><dgm:ptLst><dgm:pt modelId="{{1}}" type="doc"><dgm:t>'
+        '<a:bodyPr/><a:p><a:endParaRPr lang="en-US"/></a:p></dgm:t></dgm:pt>'
+        f'<dgm:pt modelId="{{2}}"><dgm:t><a:bodyPr/>{text}</dgm:t></dgm:pt></dgm:ptLst>'
+        "</dgm:dataModel>"
+    ).encode()
+    src[f"{folder}/diagrams/drawing1.xml"] = (
+        f"<dsp:drawing {DSP}><dsp:spTree><dsp:sp><dsp:txBody><a:bodyPr/>{text}"
+        "</dsp:txBody></dsp:sp></dsp:spTree></dsp:drawing>"
+    ).encode()
+    out = entries(translate_office(zip_of(src), upper, LIMITS, kind))
+    for name in ("data1.xml", "drawing1.xml"):
+        assert b"<a:t>PLAN THE WORK</a:t>" in out[f"{folder}/diagrams/{name}"]
+
+
 def make_odt() -> bytes:
     """A heading, a paragraph with a bold span, and one with a tab."""
     doc = OpenDocumentText()

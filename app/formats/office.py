@@ -13,10 +13,10 @@ whose manifest names how its parts are encrypted.
 
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
-and comments of a .docx, the slides and speaker notes of a .pptx, content.xml and styles.xml
-(headers and footers) of an .odt, with the title and the fixed text of its indexes' templates.
-Every other entry is copied with its bytes, name, order, dates and compression unchanged (so
-the .odt `mimetype` entry stays first and stored).
+and comments of a .docx, the slides and speaker notes of a .pptx, the SmartArt graphics of
+both, content.xml and styles.xml (headers and footers) of an .odt, with the title and the fixed
+text of its indexes' templates. Every other entry is copied with its bytes, name, order, dates
+and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
 inside a unit, each run of text with its own formatting (a `w:r`/`a:r` with its properties; an
@@ -201,13 +201,18 @@ ODT_TEMPLATES = frozenset({TEXT + "index-title-template", TEXT + "index-entry-sp
 #: last saved), dropped from a translated paragraph as RunFormat.hints: written after the
 #: translation of the text before it, it broke the page there
 ODT_HINTS = frozenset({TEXT + "soft-page-break"})
+#: a SmartArt graphic's text (DrawingML paragraphs, as a slide's, in a .docx too): its data,
+#: from which it is laid out again when it is edited, and the drawing of its last layout, which
+#: Word and PowerPoint show until then. Neither was translated.
+DIAGRAMS = ["diagrams/data*.xml", "diagrams/drawing*.xml"]
 #: (kind, required entry, parts translated, run format or None for .odt)
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
                                    "word/footnotes.xml", "word/endnotes.xml",
-                                   "word/comments.xml"], DOCX),
+                                   "word/comments.xml", *["word/" + d for d in DIAGRAMS]], DOCX),
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
-                                      "ppt/notesSlides/notesSlide*.xml"], PPTX),
+                                      "ppt/notesSlides/notesSlide*.xml",
+                                      *["ppt/" + d for d in DIAGRAMS]], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml"], None),
 ]  # fmt: skip
 
@@ -546,8 +551,9 @@ def translate_office(
                 if p not in deleted:
                     _odt_units(p, acc)
         else:
-            for p in root.iter(fmt.paragraph):
-                _run_units(p, fmt, acc)
+            part_fmt = PPTX if "/diagrams/" in info.filename else fmt
+            for p in root.iter(part_fmt.paragraph):
+                _run_units(p, part_fmt, acc)
         part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
     units, groups, hints, touched = [], [], [], set()
     for unit_groups, unit_hints, part in zip(acc.units, acc.hints, part_of, strict=True):
