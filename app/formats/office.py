@@ -30,18 +30,18 @@ sent), a non-breaking hyphen, a symbol, the page number or a date Word writes in
 never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
 `office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape
 (`draw:frame`, `draw:custom-shape`), spaces after a space (`text:s`), a tracked change mark
-(.odt). A marker stays in the unit, so the sentence
-is still translated whole, but the text on each side of it is a run of its own: a hyperlink
-field's result, a bookmarked or commented range keeps the translation of the text it held. A
-bookmark that encloses nothing (Word's `_GoBack`, an .odt `text:bookmark` or
-`text:reference-mark`) keeps nothing apart. A field's instruction text is never translated, nor
-is a nested field's result inside it (the `{ MERGEFIELD Gender }` of
-`{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation goes into its first text
-node, the run's other text nodes are emptied; the formatting, every other element and every
-attribute stay as they were, but for a hint of the source's layout in a translated paragraph,
-which has no place in its translation and is dropped: an optional hyphen (`w:softHyphen`),
-or U+00AD, which does not cut its word for the model; a page break where the last layout ended a page
-(`w:lastRenderedPageBreak`, `text:soft-page-break`).
+(.odt). A marker stays in the unit, so the sentence is still translated whole, but the text on
+each side of it is a run of its own: a hyperlink field's result, a bookmarked or commented
+range keeps the translation of the text it held. A bookmark that encloses nothing (Word's
+`_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A field's
+instruction text is never translated, nor is a nested field's result inside it (the
+`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
+goes into its first text node, the run's other text nodes are emptied; the formatting, every
+other element and every attribute stay as they were, but for a hint of the source's layout in
+a translated paragraph, which has no place in its translation and is dropped: an optional
+hyphen (`w:softHyphen`, or U+00AD in the text), which does not cut its word for the model; a
+page break where the last layout ended a page (`w:lastRenderedPageBreak`,
+`text:soft-page-break`).
 """
 
 from __future__ import annotations
