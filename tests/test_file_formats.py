@@ -769,6 +769,32 @@ def test_odt_two_spaces_inside_a_sentence_do_not_cut_it_in_two():
     assert b"<text:p>THE CAT <text:s/>SAT ON THE MAT.<text:tab/>" in entries(out)["content.xml"]
 
 
+def test_odt_shape_inside_a_sentence_neither_cuts_it_nor_sends_its_title_with_it():
+    src = entries(make_odt())
+    svg = (
+        'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+        'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"'
+    )
+    src["content.xml"] = src["content.xml"].replace(
+        b"Before a tab",
+        f'The chart <draw:rect {svg} text:anchor-type="as-char"><svg:title>Blue box</svg:title>'
+        "<svg:desc>A box drawn in blue</svg:desc><text:p>Inside the box</text:p></draw:rect>"
+        " shows it.".encode(),
+    )
+    requests: list[str] = []
+    out = translate_office(zip_of(src), whole_or_pieces(True, requests), LIMITS, "odt")
+    # it was "<g1>The chart </g1><g2>Blue box</g2><g3>A box drawn in blue</g3>", "shows it."
+    assert "<g1>The chart </g1><g2> shows it.</g2>" in requests
+    assert {"Blue box", "A box drawn in blue", "Inside the box"} <= set(requests)
+    content = entries(out)["content.xml"].decode()
+    assert re.search(
+        r"<text:p>THE CHART <draw:rect [^>]*><svg:title>\[BLUE BOX\]</svg:title>"
+        r"<svg:desc>\[A BOX DRAWN IN BLUE\]</svg:desc><text:p>\[INSIDE THE BOX\]</text:p>"
+        "</draw:rect> SHOWS IT.<text:tab/>",
+        content,
+    )
+
+
 def test_odt_index_entry_keeps_the_words_it_marks():
     src = entries(make_odt())
     start = b'<text:alphabetical-index-mark-start text:id="IMark1"/>'

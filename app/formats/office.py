@@ -15,7 +15,7 @@ Only the parts that hold the document's text are parsed (lxml, with entities, DT
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
 and comments of a .docx, the slides and speaker notes of a .pptx, the SmartArt graphics of
 both, content.xml and styles.xml (headers and footers) of an .odt, with the title and the fixed
-text of its indexes' templates. Every other entry is copied with its bytes, name, order, dates
+text of its indexes' templates and the titles and descriptions of its pictures and shapes. Every other entry is copied with its bytes, name, order, dates
 and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
@@ -29,7 +29,7 @@ sent), a non-breaking hyphen, a symbol, the page number or a date Word writes in
 (`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text is
 never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
 `office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape
-(`draw:frame`, `draw:custom-shape`), spaces after a space (`text:s`), a tracked change mark
+(`draw:*`), spaces after a space (`text:s`), a tracked change mark
 (.odt). A marker stays in the unit, so the sentence is still translated whole, but the text on
 each side of it is a run of its own: a hyperlink field's result, a bookmarked or commented
 range keeps the translation of the text it held. A bookmark that encloses nothing (Word's
@@ -190,13 +190,21 @@ ODT_MARKERS = frozenset(
         "change-end",
     ]
 ) | {OFFICE + "annotation", OFFICE + "annotation-end"}
-# a picture, a text box (whose paragraphs are units of their own), a shape; the second of
-# two spaces (a typo inside a sentence, or after its full stop): each cut the sentence in two
-ODT_MARKERS |= {DRAW + "frame", DRAW + "a", DRAW + "custom-shape", TEXT + "s"}
-#: the text of an index's (a table of contents') template, from which the index is made again
-#: when it is updated: its title and the fixed text of its entries. Untranslated, updating the
-#: index brought back the source's "Table of Contents".
-ODT_TEMPLATES = frozenset({TEXT + "index-title-template", TEXT + "index-entry-span"})
+# the second of two spaces (a typo inside a sentence, or after its full stop): it cut the
+# sentence in two
+ODT_MARKERS |= {TEXT + "s"}
+#: a picture, a text box or a shape inside a paragraph: every element of these namespaces is a
+#: marker. It cut the sentence in two, and a shape's title and description were sent inside
+#: the sentence; the paragraphs in a shape are units of their own, as its title and description.
+ODT_SHAPES = (DRAW, "{urn:oasis:names:tc:opendocument:xmlns:dr3d:1.0}")
+SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
+#: elements of text alone, each a unit: the text of an index's (a table of contents') template,
+#: from which the index is made again when it is updated: its title and the fixed text of its
+#: entries (untranslated, updating the index brought back the source's "Table of Contents"); a
+#: shape's or a picture's title and description.
+ODT_TEMPLATES = frozenset(
+    {TEXT + "index-title-template", TEXT + "index-entry-span", SVG + "title", SVG + "desc"}
+)
 #: a hint of the last layout (ODF 1.2 part 1, 5.6: where a page ended when the document was
 #: last saved), dropped from a translated paragraph as RunFormat.hints: written after the
 #: translation of the text before it, it broke the page there
@@ -349,7 +357,7 @@ def _odt_units(paragraph: etree._Element, acc: _Paragraphs) -> None:
             if isinstance(child.tag, str):
                 if child.tag in ODT_PARAGRAPHS or child.tag in ODT_BREAKS:
                     acc.flush()
-                elif child.tag in ODT_MARKERS:
+                elif child.tag in ODT_MARKERS or child.tag.startswith(ODT_SHAPES):
                     acc.cut()
                 elif child.tag in ODT_HINTS:
                     acc.hint(child)
