@@ -1096,6 +1096,19 @@ def test_docx_deletion_and_non_breaking_hyphen_stay_between_their_words():
     assert b"very " in entries(out)["word/document.xml"]  # deleted text: never translated
 
 
+def test_docx_text_moved_away_is_not_sent_with_the_sentence_it_left():
+    src = docx_body(
+        '<w:p><w:r><w:t xml:space="preserve">The cat </w:t></w:r><w:moveFrom w:id="3" '
+        'w:author="A"><w:r><w:t xml:space="preserve">really </w:t></w:r></w:moveFrom>'
+        "<w:r><w:t>is big.</w:t></w:r></w:p>"
+    )
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(True, requests), LIMITS, "docx")
+    # it was "<g1>The cat </g1><g2>really </g2><g3>is big.</g3>"
+    assert requests[0] == "<g1>The cat </g1><g2>is big.</g2>"
+    assert word_texts(out)[0] == ["THE CAT ", "really ", "IS BIG."]
+
+
 def test_docx_page_number_date_and_symbol_stay_between_their_words_soft_hyphens_go():
     src = docx_body(
         '<w:p><w:r><w:t xml:space="preserve">Page </w:t></w:r><w:r><w:pgNum/></w:r>'

@@ -25,7 +25,7 @@ formatting (Word splits runs for spell checking and revisions) are one, unless a
 between them: a field's begin, separator or end (`w:fldChar`, `w:instrText`), a bookmark, a
 comment's range or reference, a footnote's or endnote's reference, a picture, a text box or an
 embedded object, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never
-sent), a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
+sent) or move (`w:moveFrom`, whose text is translated where it was moved to), a non-breaking hyphen, a symbol, the page number or a date Word writes in its place
 (`w:pgNum`, `w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text is
 never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
 `office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape
@@ -125,6 +125,9 @@ DOCX = RunFormat(
             # before the deletion or hyphen, which ended up after the sentence
             "del",
             "noBreakHyphen",
+            # text moved away with changes tracked: hidden as a deletion is, it was sent inside
+            # the sentence it left (it is translated where it was moved to)
+            "moveFrom",
             # a symbol, the page number and the date Word writes in their place: moved to
             # the end of the run's translation, or (a symbol) cutting the sentence in two
             "sym",
