@@ -1247,6 +1247,22 @@ def test_a_picture_or_text_box_inside_a_sentence_does_not_cut_it_in_two():
     )
 
 
+def test_a_long_paragraph_of_many_runs_is_sent_by_runs_when_whole_it_is_over_the_limit():
+    """Its placeholders took it over the limit of a text sent (a 413 from the service for a
+    paragraph whose text is within it); by runs, each piece is within it."""
+    runs = "".join(
+        f'<w:r>{"<w:rPr><w:b/></w:rPr>" if i % 2 else ""}<w:t xml:space="preserve">'
+        f"word{i:02} </w:t></w:r>"
+        for i in range(20)
+    )
+    src = docx_body(f"<w:p>{runs}</w:p>")
+    limits = Limits(max_request_chars=200)  # the text: 140 characters; whole: 342
+    requests: list[str] = []
+    out = translate_office(src, whole_or_pieces(True, requests), limits, "docx")
+    assert max(map(len, requests)) <= 200
+    assert word_texts(out)[0] == [f"[WORD{i:02}] " for i in range(20)]
+
+
 def test_docx_nested_field_result_inside_a_field_code_is_not_translated():
     def field(kind: str) -> str:
         return f'<w:r><w:fldChar w:fldCharType="{kind}"/></w:r>'

@@ -41,7 +41,8 @@ other element and every attribute stay as they were, but for a hint of the sourc
 a translated paragraph, which has no place in its translation and is dropped: an optional
 hyphen (`w:softHyphen`, or U+00AD in the text), which does not cut its word for the model; a
 page break where the last layout ended a page (`w:lastRenderedPageBreak`,
-`text:soft-page-break`).
+`text:soft-page-break`). A paragraph that its placeholders would take over `max_request_chars`
+is sent by runs only.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from . import FormatError, Limits, Translate
-from .inline import UnitBuilder, translate_units
+from .inline import Unit, UnitBuilder, translate_units
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -574,6 +575,10 @@ def translate_office(
             b.text(g.text.replace(SOFT_HYPHEN, ""), g)
             b.close("run", g)
         unit = b.build()
+        if unit is not None and max(map(len, unit.requests)) > limits.max_request_chars:
+            # a long paragraph of many runs: sent whole, its placeholders took it over the
+            # limit (a 413 for a paragraph whose text is within it); by runs, it may fit
+            unit = Unit(unit.items, balanced=unit.balanced, whole=False)
         if unit is not None:
             units.append(unit)
             groups.append(unit_groups)
