@@ -726,7 +726,11 @@ def test_odt_tracked_deletions_are_not_translated():
     changes = (
         b'<text:tracked-changes><text:changed-region text:id="ct1"><text:deletion>'
         b"<office:change-info><office:annotation/></office:change-info>"
-        b"<text:p>very old words</text:p></text:deletion></text:changed-region>"
+        b"<text:p>very old words</text:p>"
+        b'<draw:frame xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+        b'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0">'
+        b"<svg:title>very old picture</svg:title></draw:frame>"
+        b"</text:deletion></text:changed-region>"
         b"</text:tracked-changes>"
     )
     parts["content.xml"] = (

@@ -556,10 +556,11 @@ def translate_office(
         root = _parse(info.filename, raw)
         parts[info.filename] = (root, raw)
         if fmt is None:
+            units_of = (*ODT_PARAGRAPHS, *ODT_TEMPLATES)
             deleted = {  # the text of tracked deletions: hidden, never sent (as a .docx's)
-                p for c in root.iter(TEXT + "tracked-changes") for p in c.iter(*ODT_PARAGRAPHS)
+                p for c in root.iter(TEXT + "tracked-changes") for p in c.iter(*units_of)
             }
-            for p in root.iter(*ODT_PARAGRAPHS, *ODT_TEMPLATES):
+            for p in root.iter(*units_of):
                 if p not in deleted:
                     _odt_units(p, acc)
         else:
