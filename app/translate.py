@@ -147,6 +147,30 @@ def resolve_route(state: Any, source: str, target: str) -> list[str]:
     return models
 
 
+def _code_key(code: str) -> str:
+    """A language code as compared: BCP 47 codes are case-insensitive (`EN`, `pt-br`), and
+    `-` and `_` separate subtags alike (`cmn-Hans`, `cmn_Hans`)."""
+    return code.lower().replace("_", "-")
+
+
+def served_code(state: Any, code: str, *, target: bool) -> str:
+    """The served language code that a request's `code` stands for, else `code` as sent: the
+    same code in any case; a three-letter code for the two-letter one served (`DEU`); a tagged
+    code no model serves itself (`en-US`, `pt_BR`, `zh-Hans`) for its base language. For the
+    target (`target`) the base language is taken only when the tag adds a region, not a
+    script (`zh-Hant`, `sr-Latn`): a model of the base language writes the script it was
+    trained on, which the client did not ask for. `auto` in any case is `auto`."""
+    key = _code_key(code)
+    if key == "auto":
+        return "auto"
+    served = {_code_key(c): c for pair in state.engine.registry.pairs for c in pair}
+    base, *subtags = key.split("-")
+    candidates = [key, two_letter(key)]
+    if subtags and not (target and any(len(t) == 4 and t.isalpha() for t in subtags)):
+        candidates += [base, two_letter(base)]
+    return next((served[c] for c in candidates if c in served), code)
+
+
 def check_served(state: Any, language: str) -> None:
     """A 400 unless some served model translates from or into `language`."""
     known = {two_letter(code) for pair in state.engine.registry.pairs for code in pair}
@@ -561,6 +585,8 @@ async def translate(
     except ValidationError as exc:
         raise ApiError(400, describe_validation(exc)) from None
     texts, beam, n_best, max_length = checked_options(state, req)
+    req.source = served_code(state, req.source, target=False)  # `EN`, `en-US`: `en`
+    req.target = served_code(state, req.target, target=True)
     same = req.source != "auto" and two_letter(req.source) == two_letter(req.target)
     if same:  # nothing to translate: the texts come back as they are, in a language served
         check_served(state, req.target)

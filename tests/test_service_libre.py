@@ -312,6 +312,35 @@ def test_a_language_no_model_serves_is_a_400_even_into_itself(server):
     assert "en->de" in r.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [("EN", "DE"), ("En", "de"), ("en-US", "de-AT"), ("en_GB", "de-CH"), ("eng", "DEU")],
+)
+def test_language_codes_in_any_case_or_with_a_region_are_the_served_ones(server, source, target):
+    """`EN` was a 400 ("no model translates 'EN' to 'DE'", listing en->de); a region-tagged
+    code with no model of its own is its base language; the answer names the served codes."""
+    r = post(server, json={"q": EN, "source": source, "target": target})
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == explicit(server, EN, "en", "de")
+    assert r.json()["models"] == ["en-de"]
+    r = post(server, data={"q": [EN, DE], "source": "AUTO", "target": target})
+    assert r.status_code == 200, r.text
+    assert [d["language"] for d in r.json()["detectedLanguage"]] == ["en", "de"]
+    r = post(server, json={"q": DE, "source": target, "target": target.upper()})
+    assert r.status_code == 200 and r.json()["translatedText"] == DE  # into itself: as sent
+
+
+def test_a_script_tag_is_no_target_its_base_language_model_can_write(server):
+    """zh-Hant asks for a script; a model of the base language writes its own: a 400, while
+    as the source, a script-tagged code is read as its base language."""
+    r = post(server, json={"q": EN, "source": "en", "target": "de-Latf"})
+    assert r.status_code == 400
+    assert "'de-Latf'" in r.json()["error"] and "en->de" in r.json()["error"]
+    r = post(server, json={"q": EN, "source": "en-Latn", "target": "de"})
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == explicit(server, EN, "en", "de")
+
+
 def test_auto_on_a_tie_translates_rather_than_returning_the_text(server):
     """A text without evidence either way ("ok", "Hi": the detector gives each language 50%)
     is translated from the other language, not returned as if already in the target."""
