@@ -76,7 +76,7 @@ class Metrics:
         self.sentences = Counter(
             "mt_sentences_total",
             "texts decoded (each piece of a long sentence, a text sent whole and in pieces"
-            " both ways, each leg of a pivot)",
+            " both ways, each leg of a pivot; a piece repeated within a request once)",
             registry=r,
         )
         self.rejected = Counter(

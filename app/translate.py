@@ -335,15 +335,24 @@ async def _translate_with(
     def count(text: str) -> int:
         return len(encode(text))
 
-    def add(text: str) -> int:
-        pieces = split_long(text, count, limit)
-        payloads.extend(encode(p) for p in pieces)
-        return len(pieces)
+    def add(text: str) -> list[int]:
+        """The indices in `payloads` of the pieces of `text`: a piece already there (the same
+        sentence earlier in the request) is not sent again; its one result serves each."""
+        out = []
+        for piece in split_long(text, count, limit):
+            ids = encode(piece)
+            at = sent.setdefault(tuple(ids), len(payloads))
+            if at == len(payloads):
+                payloads.append(ids)
+            out.append(at)
+        return out
 
-    # per text: prefix, and per sentence (its pieces' counts, the Unit that puts them together
-    # or None, separator): one count without a Unit, none for a sentence kept as sent
-    layouts: list[tuple[str, list[tuple[list[int], Unit | None, str]]]] = []
-    payloads: list[list[int]] = []
+    # per text: prefix, and per sentence (per request of its Unit, else one: the indices of
+    # its pieces' results; the Unit that puts them together or None; separator): no pieces for
+    # a sentence kept as sent
+    layouts: list[tuple[str, list[tuple[list[list[int]], Unit | None, str]]]] = []
+    payloads: list[list[int]] = []  # each distinct piece once (decoding is deterministic)
+    sent: dict[tuple[int, ...], int] = {}  # a piece's token ids -> its index in `payloads`
     for text in texts:
         prefix, sentences = split_text(text, two_letter(translator.source_language))
         layout = []
@@ -425,11 +434,10 @@ async def _translate_with(
     metrics.input_tokens.inc(sum(len(p) + 1 for p in payloads))
     metrics.generated_tokens.inc(sum(r.generated_tokens for r in results))
     outputs: list[list[str]] = [[] for _ in range(n_best)]  # per alternative, per text
-    it = iter(results)
     for prefix, layout in layouts:
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
-        for counts, unit, sep in layout:
-            chunks = [[next(it) for _ in range(n)] for n in counts]
+        for pieces, unit, sep in layout:
+            chunks = [[results[i] for i in indices] for indices in pieces]
             for k in range(n_best):  # (no pieces: `sep` is the sentence kept as sent, and its own)
                 texts_k = [
                     " ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) for chunk in chunks

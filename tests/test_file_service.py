@@ -498,8 +498,8 @@ def test_a_file_of_many_short_sentences_is_sent_in_smaller_requests(random_check
     file was refused with 413 "send them in several requests", which its client cannot do."""
     weights = tmp_path / "weights"
     shutil.copytree(random_checkpoint, weights / "en-de")
-    paragraph = " ".join(["I ran."] * 10)  # ten sentences
-    data = ("\n\n".join([paragraph] * 30) + "\n").encode()  # 300 sentences in 30 texts
+    paragraphs = [" ".join(f"I ran {k}{i}." for i in range(10)) for k in range(30)]
+    data = ("\n\n".join(paragraphs) + "\n").encode()  # 300 different sentences in 30 texts
     with serve_in_thread(weights, max_queue_size=200) as (url, _):  # 100 a request
         r = upload(url, "short.txt", data)
         assert r.status_code == 200, r.text

@@ -576,13 +576,15 @@ def test_overload_gets_only_200_and_503_and_recovers(weights_dir):
 def test_a_request_larger_than_the_whole_queue_is_413_not_503(weights_dir):
     # a 503 says "retry later", but this request could never be queued: the client must split it
     with serve_in_thread(weights_dir, max_queue_size=6, max_request_share=1.0) as (url, _):
-        seven = {"q": "The cat. " * 7, "source": "en", "target": "de", "beam_size": 1}
+        # seven different sentences (a sentence repeated in a request is decoded once)
+        sentences = [f"The cat {i}." for i in range(7)]
+        seven = {"q": " ".join(sentences), "source": "en", "target": "de", "beam_size": 1}
         r = post(url, json=seven)
         assert r.status_code == 413 and "Retry-After" not in r.headers
         assert "7 sentences" in r.json()["error"] and "at most 6" in r.json()["error"]
-        as_list = {**seven, "q": ["The cat."] * 7}
+        as_list = {**seven, "q": sentences}
         assert post(url, json=as_list).status_code == post(url, data=as_list).status_code == 413
-        six = {**seven, "q": "The cat. " * 6}
+        six = {**seven, "q": " ".join(sentences[:6])}
         assert post(url, json=six).status_code == 200
         assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 0
 
@@ -592,7 +594,8 @@ def test_one_request_takes_at_most_its_share_of_the_queue(weights_dir, scheduler
     with serve_in_thread(
         weights_dir, max_queue_size=8, max_request_share=0.5, scheduler=scheduler
     ) as (url, _):
-        five = {"q": ["The cat."] * 5, "source": "en", "target": "de", "beam_size": 1}
+        five = {"q": [f"The cat {i}." for i in range(5)], "source": "en", "target": "de"}
+        five["beam_size"] = 1
         r = post(url, json=five)
         assert r.status_code == 413 and "at most 4 from one request" in r.json()["error"]
         four = {**five, "q": ["The cat.", "We eat bread.", "I see a tree.", "The dog."]}

@@ -174,6 +174,28 @@ def test_the_words_between_addresses_are_sent_once_each(url):
     assert metric(url, "mt_sentences_total") - before == 3  # "Write to", "or", "today."
 
 
+def test_a_sentence_repeated_in_a_request_is_decoded_once(url):
+    """Each copy of a sentence was decoded again, in a list `q` and within a text; now each
+    distinct sentence once, its translation (and alternatives) given to every copy."""
+
+    def ask(q):
+        body = {"q": q, "source": "en", "target": "de", "beam_size": 2, "alternatives": 1}
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()["translatedText"], r.json()["alternatives"]
+
+    (cat, cat_alts), (dog, dog_alts) = ask("The cat."), ask("The dog.")
+    before = metric(url, "mt_sentences_total")
+    out, alts = ask(["The cat.", "The dog. The cat.", "The cat.", "The cat.\nThe cat."])
+    assert metric(url, "mt_sentences_total") - before == 2
+    assert out == [cat, f"{dog} {cat}", cat, f"{cat}\n{cat}"]
+    assert alts[0] == alts[2] == cat_alts
+    assert alts[1] == [f"{d} {c}" for d, c in zip(dog_alts, cat_alts, strict=True)]
+    before = metric(url, "mt_sentences_total")
+    assert ask("Write to a@b.de or c@d.de or e@f.de today.")[0].count("@") == 3
+    assert metric(url, "mt_sentences_total") - before == 3  # "Write to", "or", "today."
+
+
 def test_nul_and_control_characters_in_q_are_translated(url):
     r = httpx.post(
         f"{url}/translate",

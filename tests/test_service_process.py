@@ -87,7 +87,9 @@ def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
         # 16 sentences each, one per batch: most of the 16 are in flight when SIGTERM comes
-        text = " ".join(["A big red car is very fast today. The dog is slow."] * 8)
+        text = " ".join(
+            f"A big red car is very fast today {i}. The dog is slow {i}." for i in range(8)
+        )
 
         async def load():
             async with httpx.AsyncClient(timeout=900, limits=httpx.Limits(max_connections=64)) as c:
@@ -152,7 +154,9 @@ def signalled_under_load(
     server, then `signals` to the server, 0.3 s apart; their answers. At 64 sentences each,
     one per batch, the requests take seconds on the fastest CPU: the signals come while
     most are in flight."""
-    text = " ".join(["A big red car is very fast today. The dog is slow."] * (sentences // 2))
+    text = " ".join(  # different sentences: one repeated in a request is decoded once
+        f"A big red car is very fast today {i}. The dog is slow {i}." for i in range(sentences // 2)
+    )
 
     async def load():
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
@@ -402,7 +406,10 @@ def test_past_the_shutdown_timeout_a_file_in_translation_gets_503(weights_dir, t
     Retry-After a /translate request gets (it was a plain-text 500 with a traceback)."""
     log = tmp_path / "server.log"
     settings = {"max_batch_size": 1, "max_wait_ms": 0, "shutdown_timeout_s": 1}
-    data = ("A big red car is very fast today. The dog is slow.\n" * 600).encode()
+    data = "".join(
+        f"A big red car is very fast today {i}. The dog is slow {i}.\n" for i in range(600)
+    )
+    data = data.encode()
     with serve_in_process(weights_dir, log, **settings) as (url, proc):
         wait_ready(url, process=proc)
 
