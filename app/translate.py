@@ -376,11 +376,7 @@ async def _translate_with(
         layouts.append((prefix, layout))
     share = max(1, int(state.settings.max_queue_size * state.settings.max_request_share))
     if len(payloads) > share:  # 503 would invite a retry that cannot work
-        raise TooManySentences(
-            413,
-            f"`q` holds {len(payloads)} sentences; the server takes at most {share} from one "
-            "request (send them in several requests)",
-        )
+        raise TooManySentences(413, too_many_pieces(layouts, len(payloads), share))
     key = DecodeKey(model, beam, n_best, max_length)
     metrics = state.metrics
     try:
@@ -448,6 +444,25 @@ async def _translate_with(
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))
     return outputs, ticket.compute_s if ticket else 0.0
+
+
+def too_many_pieces(layouts: list, pieces: int, share: int) -> str:
+    """The 413 for a request of more `pieces` to decode than its `share` of the queue, in the
+    words of what the client sent: its sentences, and how they became more pieces where they
+    did (the queue holds pieces, so they are what is counted)."""
+    sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
+    said = f"{sentences} sentence{'s' if sentences != 1 else ''}"
+    if pieces == sentences:
+        return (
+            f"`q` holds {said}; the server takes at most {share} from one request (send them "
+            "in several requests)"
+        )
+    return (
+        f"`q` holds {said} to translate in {pieces} pieces (a sentence too long for the model "
+        "is cut, and the words between URLs or e-mail addresses are translated apart; a piece "
+        f"repeated is counted once); the server takes at most {share} pieces from one request "
+        "(send the text in several requests)"
+    )
 
 
 def without_addresses(text: str) -> str:

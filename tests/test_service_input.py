@@ -196,6 +196,31 @@ def test_a_sentence_repeated_in_a_request_is_decoded_once(url):
     assert metric(url, "mt_sentences_total") - before == 3  # "Write to", "or", "today."
 
 
+def test_a_sentence_of_many_addresses_over_the_share_is_told_in_pieces(random_checkpoint, tmp_path):
+    """One sentence whose words between its URLs are translated apart (12 runs) in a request
+    that may queue 10: the 413 spoke of "12 sentences" for a text of one."""
+    words = ["cat", "dog", "sun", "tree", "bird", "fish", "car", "boat", "road", "hill", "lake"]
+    one = " ".join(f"{w} https://x.org/{i}" for i, w in enumerate(words)) + " and rain."
+    shutil.copytree(random_checkpoint, tmp_path / "en-de")
+    with serve_in_thread(tmp_path, max_queue_size=20, max_request_share=0.5) as (base, _):
+        r = httpx.post(
+            f"{base}/translate", json={"q": one, "source": "en", "target": "de"}, timeout=60
+        )
+        assert r.status_code == 413, r.text
+        error = r.json()["error"]
+        assert "`q` holds 1 sentence to translate in 12 pieces" in error, error
+        assert "URLs or e-mail addresses" in error and "at most 10 pieces" in error, error
+        r = httpx.post(
+            f"{base}/translate", json={"q": words, "source": "en", "target": "de"}, timeout=60
+        )
+        assert r.status_code == 413 and "`q` holds 11 sentences; " in r.json()["error"]
+        ten = " ".join(f"{w} https://x.org/{i}" for i, w in enumerate(words[:9])) + " and rain."
+        r = httpx.post(
+            f"{base}/translate", json={"q": ten, "source": "en", "target": "de"}, timeout=60
+        )
+        assert r.status_code == 200 and r.json()["translatedText"].count("https://x.org/") == 9
+
+
 def test_nul_and_control_characters_in_q_are_translated(url):
     r = httpx.post(
         f"{url}/translate",
