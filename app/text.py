@@ -25,7 +25,8 @@ LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 #: closing quotes and brackets that French typography sets apart with a space ("Viens ! »")
 _LONE_CLOSING = "»›”’)]"
 _WORD = re.compile(r"\S+")
-#: a list item's marker at the start of a line, with the space after it
+#: a list item's marker at the start of a line, with the space after it (through `list_marker`,
+#: also what starts a paragraph of its own in a .txt file: app/formats/plain.py)
 LIST_MARKER = re.compile(
     r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|[a-z]\)|\((?:\d{1,3}|[a-z]|[ivx]{1,4})\))"
     r"[ \t]+(?=\S)"  # the item's text follows on the line
@@ -117,7 +118,7 @@ def _ends_sentence(last: str, text: str, at: int, before: str = "", language: st
     return not (_DAY.fullmatch(last) and next_word in _MONTH_LIKE)
 
 
-def _list_marker(text: str, at: int) -> re.Match | None:
+def list_marker(text: str, at: int = 0) -> re.Match | None:
     """A list item's marker at text[at], not a day before a month ("3. Mai ist ...")."""
     marker = LIST_MARKER.match(text, at)
     after = _NEXT_WORD.match(text, marker.end()).group().lower() if marker else ""
@@ -131,7 +132,7 @@ def split_text(text: str, language: str = "") -> tuple[str, list[tuple[str, str]
     next line's list marker) pairs; `language`: the text's, where known."""
     stripped = text.lstrip()
     lead = len(text) - len(stripped)
-    if marker := _list_marker(text, lead):
+    if marker := list_marker(text, lead):
         lead = marker.end()
     pairs: list[tuple[str, str]] = []
     pos = word = lead  # where the current sentence and its last word start
@@ -148,7 +149,7 @@ def split_text(text: str, language: str = "") -> tuple[str, list[tuple[str, str]
             or _ends_sentence(last_word, text, m.end(), before, language)
         ):
             sep = m.group()
-            if line_end and (marker := _list_marker(text, m.end())):
+            if line_end and (marker := list_marker(text, m.end())):
                 sep += marker.group()
             pairs.append((text[pos : m.start()], sep))
             pos = m.start() + len(sep)

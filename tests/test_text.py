@@ -195,3 +195,34 @@ def test_list_markers_are_kept_as_written_not_translated():
     # not markers: a negative number, a decimal, a dash inside a line
     _, pairs = split_text("-5 degrees today.\n1.5 million people. A - B.")
     assert [s for s, _ in pairs] == ["-5 degrees today.", "1.5 million people.", "A - B."]
+
+
+def test_a_txt_file_takes_the_list_markers_split_text_takes():
+    """A .txt line that starts a list item starts a paragraph of its own, with the markers
+    split_text keeps as written: "a) " went on the paragraph before it (a lowercase start),
+    and "3. Mai" (a date after a wrapped line) was taken for an item and cut the sentence."""
+    from app.formats import Limits
+    from app.formats.plain import translate_txt
+
+    sent: list[str] = []
+
+    def record(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return texts
+
+    src = (
+        "Bring these from the shop on the corner, please:\na) bread and butter\nb) milk\n\n"
+        "Das Fest findet in diesem Jahr in Berlin statt, und zwar am\n3. Mai um acht Uhr.\n"
+        "(iv) The last item\n- and a dash\n"
+    )
+    assert translate_txt(src.encode(), record, Limits()) == src.encode()
+    assert sent == [
+        "Bring these from the shop on the corner, please:",
+        "a) bread and butter",
+        "b) milk",
+        "Das Fest findet in diesem Jahr in Berlin statt, und zwar am 3. Mai um acht Uhr.",
+        "(iv) The last item",
+        "- and a dash",
+    ]
+    for text in sent[1:3] + sent[4:]:  # and the service keeps each marker as written
+        assert split_text(text)[0] in ("a) ", "b) ", "(iv) ", "- ")

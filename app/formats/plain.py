@@ -7,7 +7,8 @@ written back in the same encoding, byte order mark and line endings.
   indentation and trailing spaces of the line it replaces. A paragraph is a run of lines with
   letters; a line starting with a lowercase letter goes on the paragraph before it, and one
   starting otherwise only after a wrapped line: one of 40 columns or more that does not end
-  a sentence (`.`, `!`, `?`, `:`), and not as a list item (`- `, `* `, `1. `, `(a) `). So a
+  a sentence (`.`, `!`, `?`, `:`); a list item (`- `, `* `, `1. `, `a) `, `(iv) `: the markers
+  the service keeps as written, app/text.py) never goes on. So a
   heading, a line of a poem or of an address, `Dear John,` each end their line. A paragraph
   also ends at a line without letters, or with none beside its URLs and e-mail addresses
   (copied as it is), where its lines after the first
@@ -28,7 +29,7 @@ import re
 import unicodedata
 
 from ..html_format import HtmlDocument, HtmlError
-from ..text import LINE_ENDS
+from ..text import LINE_ENDS, list_marker
 from . import FormatError, Limits, Translate
 from .inline import has_letters, split_space, translate_units, verbatim_spans
 
@@ -39,8 +40,6 @@ _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
 _MARKUP = re.compile(r"<[A-Za-z/!?][^>]*>?|" + _OVERRIDE.pattern)
 #: characters in a paragraph of a .txt at most (a text over MT_MAX_REQUEST_CHARS is refused)
 _MAX_PARAGRAPH = 1_000
-#: a line that starts a list item: it starts a paragraph of its own in a .txt
-_ITEM = re.compile(r"(?:[-*+\u2022\u2013\u2014]|\d{1,3}[.)]|\(\w{1,3}\))\s")
 #: the end of a sentence at the end of a line (then closing quotes or brackets)
 _END = re.compile(r"[.!?:\u2026][\"'\u201d\u2019\u00bb)\]]*$")
 #: a dialogue line's dash, after the markup before it (a speaker change: "- Where are you?");
@@ -110,12 +109,12 @@ def _paragraphs(contents: list[str], max_chars: int = _MAX_PARAGRAPH) -> list[tu
         if out and out[-1][1] == k:  # the line before is in a paragraph: does this one go on?
             first = out[-1][0]
             prev, core = contents[k - 1].strip(), line.lstrip()
-            if core[0].islower():  # a sentence going on
+            if list_marker(core):  # a list item ("- ", "1. ", "a) "), as split_text takes it
+                goes_on = False
+            elif core[0].islower():  # a sentence going on
                 goes_on = True
-            else:  # a wrapped line (long) that ends no sentence, before no list item
-                goes_on = (
-                    _width(prev) >= _WRAPPED and not _END.search(prev) and not _ITEM.match(core)
-                )
+            else:  # a wrapped line (long) that ends no sentence
+                goes_on = _width(prev) >= _WRAPPED and not _END.search(prev)
             goes_on = goes_on and size + 1 + len(line) <= max_chars
             if goes_on and k - first >= 2:  # lines after the first are indented alike
                 goes_on = _indent(line) == _indent(contents[first + 1])
