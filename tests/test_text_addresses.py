@@ -84,6 +84,28 @@ def test_an_ipv4_address_is_kept_as_written(text, found):
         assert f" {address}" in by_runs(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Write to user@localhost today.", ["user@localhost"]),
+        ("Ask admin@intranet, then wait.", ["admin@intranet"]),
+        ("Mail first.last@intranet now.", ["first.last@intranet"]),
+        ("Contact mailto:it@hq please.", ["mailto:it@hq"]),
+        ("Open http://intranet/wiki now.", ["http://intranet/wiki"]),  # as before
+        ("Thanks @anna and @bob for this.", []),  # mentions: no local part
+        ("The pair a@b is fine, so is x@yz.", []),  # too short to be an address
+        ("Hola amig@s, tod@s y l@s niñ@s.", []),  # Spanish for both genders
+        ("Pay 3@5 euros, not 2@home.", []),  # from a digit, or a one-character local part
+    ],
+)
+def test_an_e_mail_address_whose_host_has_no_dot_is_kept_as_written(text, found):
+    """user@example.com was copied as written, user@localhost and admin@intranet translated
+    (while http://intranet/ was kept); words with an @ in prose are still translated."""
+    assert [text[a:b] for a, b in verbatim_spans(text)] == found
+    for address in found:
+        assert f" {address}" in by_runs(text)
+
+
 def test_a_word_before_a_url_is_not_taken_for_its_scheme():
     text = "See.https://x.org now"
     assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org"]
