@@ -43,6 +43,7 @@ from .translate import (
     TooManySentences,
     check_accepting,
     detect_sources,
+    served_code,
     unavailable,
 )
 from .translate import translate as translate_data
@@ -130,6 +131,9 @@ async def translate_texts(
         if uncharged:
             charge(uncharged.pop())
 
+    # the served codes (`AUTO`, `EN`, `en-US`: `auto`, `en`), as /translate takes them
+    source = served_code(state, source, target=False)
+    target = served_code(state, target, target=True)
     sources = [source] * len(texts)
     if source == "auto" and texts:
         sources = await file_sources(state, texts, target)

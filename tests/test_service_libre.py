@@ -378,17 +378,30 @@ def test_auto_with_alternatives_and_html_keeps_the_order(server):
     assert body["translatedText"][0].startswith("<p>")
 
 
-def test_translate_file_with_auto_and_the_query_string(server):
+@pytest.mark.parametrize(("source", "target"), [("auto", "en"), ("Auto", "EN"), ("AUTO", "en-GB")])
+def test_translate_file_with_auto_and_the_query_string(server, source, target):
+    """(`source: "AUTO"` was taken for a language, and `target: "EN"` was a 400.)"""
     data = f"{DE}\n\n{EN}\n".encode()
     r = post(
         server,
         "/translate_file",
-        params={"source": "auto", "target": "en"},
+        params={"source": source, "target": target},
         files={"file": ("mixed.txt", data)},
     )
     assert r.status_code == 200, r.text
     got = httpx.get(r.json()["translatedFileUrl"]).content.decode()
     assert got == f"{explicit(server, DE, 'de', 'en')}\n\n{EN}\n"
+
+
+def test_translate_file_with_auto_in_capitals_detects_the_document_as_a_whole(server):
+    """A word alone ("Kind", German to the detector) takes its document's language with
+    `source: "AUTO"` as with `auto` (each text was detected on its own: it came back as is)."""
+    data = f"Kind\n\n{EN}\n".encode()
+    files = {"file": ("short.txt", data)}
+    r = post(server, "/translate_file", data={"source": "AUTO", "target": "DE"}, files=files)
+    assert r.status_code == 200, r.text
+    got = httpx.get(r.json()["translatedFileUrl"]).content.decode()
+    assert got == f"{explicit(server, 'Kind', 'en', 'de')}\n\n{explicit(server, EN, 'en', 'de')}\n"
 
 
 @pytest.mark.parametrize("method, path", [("POST", "/suggest"), ("GET", "/spec")])
