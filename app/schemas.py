@@ -17,14 +17,24 @@ def _not_a_boolean(value: object) -> object:
 Count = Annotated[int, BeforeValidator(_not_a_boolean)]  # numbers, and digit strings from forms
 
 
+def _text_if_unset(value: object) -> object:
+    # LibreTranslate reads a null or empty format (a form's unset field) as "text"
+    return "text" if value is None or value == "" else value
+
+
+Format = Annotated[str, BeforeValidator(_text_if_unset)]
+
+
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     q: str | list[str] = Field(description="text to translate, or a list of texts")
     source: str = Field(description="source language code, or 'auto'")
     target: str = Field(description="target language code")
-    format: str = Field(
-        "text", description="'text', or 'html': the markup is kept, only the text translated"
+    format: Format = Field(
+        "text",
+        description="'text' (also when null or empty), or 'html': the markup is kept, only the "
+        "text translated",
     )
     alternatives: Count = Field(0, ge=0, description="number of extra translations to return")
     beam_size: Count | None = Field(None, ge=1, description="beam size (extension)")

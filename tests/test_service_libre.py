@@ -90,6 +90,23 @@ def test_a_query_string_with_an_empty_body_and_a_content_type(server):
     assert r.json()["translatedText"] == explicit(server, FIELDS["q"], "en", "de")
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"json": {**FIELDS, "format": None}},
+        {"json": {**FIELDS, "format": ""}},
+        {"data": {**FIELDS, "format": ""}},
+        {"params": {**FIELDS, "format": ""}},
+    ],
+    ids=["json-null", "json-empty", "form-empty", "query-empty"],
+)
+def test_an_empty_or_null_format_is_text_as_in_libretranslate(server, kwargs):
+    """LibreTranslate reads a `format` that is null or empty (a form's unset field) as "text"."""
+    r = post(server, **kwargs)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == explicit(server, FIELDS["q"], "en", "de")
+
+
 def test_the_body_wins_over_the_query_string(server):
     r = post(server, params={"target": "fr"}, json=FIELDS)
     assert r.status_code == 200, r.text
