@@ -47,6 +47,19 @@ def too_slow(what: str, timeout: float, size: int) -> ApiError:
     )
 
 
+def check_not_encoded(scope: dict) -> None:
+    """415 for a body sent compressed (a Content-Encoding other than identity): it is read as
+    sent, and its compressed bytes would be refused as JSON or form data that is not valid."""
+    coding = header(scope, b"content-encoding").strip().lower()
+    if coding and coding != "identity":
+        raise ApiError(
+            415,
+            f"the body has Content-Encoding {coding}; the server takes it uncompressed "
+            "(leave out the Content-Encoding header)",
+            {"Accept-Encoding": "identity"},
+        )
+
+
 def too_large(size: int | str, limit: int) -> ApiError:
     return ApiError(413, f"the body is {size} bytes; at most {limit} (send less text per request)")
 
@@ -119,6 +132,7 @@ class TranslateFastPath:
         settings = self.state.settings
         try:
             check_accepting(self.state)
+            check_not_encoded(scope)
             raw = await read_all(scope, receive, settings.max_body_bytes, settings.body_timeout_s)
         except ApiError as exc:
             return await send_error(send, exc)

@@ -3,7 +3,9 @@ multipart form data (the FastAPI route): each is a 400 whose JSON error names th
 
 from __future__ import annotations
 
+import gzip
 import shutil
+import zlib
 
 import httpx
 import pytest
@@ -259,3 +261,32 @@ def test_undecodable_bytes_in_form_fields_get_a_json_answer(url, field):
         timeout=60,
     )
     assert_400(r)
+
+
+@pytest.mark.parametrize("path", ["/translate", "/detect"])
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def test_a_compressed_body_is_a_415_that_names_its_coding(url, path, coding):
+    """A body sent with a Content-Encoding is refused as such (it was parsed compressed and
+    refused as invalid JSON, with a byte of the gzip header in the message)."""
+    raw = b'{"q": "The cat.", "source": "en", "target": "de"}'
+    body = gzip.compress(raw) if coding == "gzip" else zlib.compress(raw)
+    r = httpx.post(
+        f"{url}{path}",
+        content=body,
+        headers={"content-type": "application/json", "content-encoding": coding},
+        timeout=60,
+    )
+    assert r.status_code == 415, r.text
+    assert r.headers["accept-encoding"] == "identity"
+    error = r.json()["error"]
+    assert f"Content-Encoding {coding}" in error and "uncompressed" in error, error
+
+
+def test_content_encoding_identity_is_the_body_as_sent(url):
+    r = httpx.post(
+        f"{url}/translate",
+        json={"q": "The cat.", "source": "en", "target": "de"},
+        headers={"content-encoding": "identity"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
