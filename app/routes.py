@@ -145,6 +145,22 @@ async def frontend_settings(request: Request):
     }
 
 
+SUGGESTIONS_DISABLED = "Suggestions are disabled on this server."
+
+
+@router.post("/suggest", status_code=403, responses={403: {"model": ErrorResponse}})
+async def suggest():
+    """LibreTranslate's suggestion of a better translation: not taken (/frontend/settings says
+    `suggestions: false`); refused as a LibreTranslate server without suggestions refuses it."""
+    return JSONBody({"error": SUGGESTIONS_DISABLED}, status_code=403)
+
+
+@router.get("/spec", include_in_schema=False)
+async def spec(request: Request):
+    """The OpenAPI schema (/openapi.json) where LibreTranslate serves its API's."""
+    return JSONBody(request.app.openapi())
+
+
 @router.get("/models")
 async def models(request: Request):
     """Each served model: name, languages, whether it is loaded, its weight bytes; once loaded

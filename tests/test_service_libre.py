@@ -421,11 +421,24 @@ def test_translate_file_with_auto_in_capitals_detects_the_document_as_a_whole(se
     assert got == f"{explicit(server, 'Kind', 'en', 'de')}\n\n{explicit(server, EN, 'en', 'de')}\n"
 
 
-@pytest.mark.parametrize("method, path", [("POST", "/suggest"), ("GET", "/spec")])
-def test_libretranslate_endpoints_not_served_are_json_404s(server, method, path):
-    r = httpx.request(method, f"{server}{path}")
-    assert r.status_code == 404
-    assert r.json()["error"]
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"data": {"q": "Hello", "s": "Hallo", "source": "en", "target": "de"}}],
+    ids=["empty", "form"],
+)
+def test_suggest_is_refused_as_libretranslate_refuses_it_when_disabled(server, kwargs):
+    """/frontend/settings says `suggestions: false`; a client that suggests anyway gets
+    LibreTranslate's answer for that (403), not a 404 that reads as a wrong server URL."""
+    r = post(server, "/suggest", **kwargs)
+    assert r.status_code == 403, r.text
+    assert r.json() == {"error": "Suggestions are disabled on this server."}
+
+
+def test_spec_is_the_openapi_schema_as_libretranslate_serves_its_own(server):
+    r = httpx.get(f"{server}/spec")
+    assert r.status_code == 200, r.text
+    assert r.json() == httpx.get(f"{server}/openapi.json").json()
+    assert "/translate" in r.json()["paths"]
 
 
 def test_detect_is_counted_under_its_own_path(server):
