@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import logging
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -40,7 +42,7 @@ from .fastpath import TranslateFastPath
 from .file_routes import router as file_router
 from .files import prepare_directory
 from .keys import install_log_redaction
-from .limits import ConcurrencyLimit
+from .limits import ConcurrencyLimit, exempt
 from .metrics import Metrics
 from .protocol import HTTP_PROTOCOL
 from .routes import JSONBody, health_of, router
@@ -178,9 +180,40 @@ async def lifespan(app: FastAPI):
     log.info("stopped")
 
 
+#: characters of an error answer's body read for the log line that says why (errors are short)
+LOGGED_ERROR_BYTES = 2048
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\ud800-\udfff]")
+
+
+def one_line(text: str) -> str:
+    """`text` for a log line: control characters, line separators and surrogates escaped, so
+    that what a client sent cannot break the line or fake another."""
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def log_refusal(request: dict, client: tuple | None, status: int, body: bytes) -> None:
+    """One line for an answer with an error status: the client, the request (its method and
+    path as they came), the status and the error the client was sent (the access log has the
+    status alone)."""
+    try:
+        error = json.loads(body)["error"]
+    except (ValueError, TypeError, KeyError):
+        error = body[:200].decode("utf-8", "replace") or "(no body)"
+    who = f"{client[0]}:{client[1]}" if client else "-"
+    log.info(
+        '%s - "%s %s" %d: %s',
+        who,
+        request["method"],
+        one_line(request["path"]),
+        status,
+        one_line(str(error)),
+    )
+
+
 class MetricsMiddleware:
     """Counts requests by route template and status, and times them (pure ASGI). A request the
-    application ends without an answer (it raised) counts as a 500."""
+    application ends without an answer (it raised) counts as a 500. An answer with an error
+    status (4xx, 5xx) is logged with its error message (`log_refusal`)."""
 
     def __init__(self, app, metrics: Metrics, routes: list | None = None):
         """`routes`: the application's routes, by which a request answered before routing (the
@@ -210,10 +243,20 @@ class MetricsMiddleware:
         request = {k: scope[k] for k in ("type", "path", "method") if k in scope}
         request["root_path"] = scope.get("root_path", "")
 
+        error_body: bytearray | None = None  # the body of an error answer, as it is sent
+
         async def capture(message):
-            nonlocal status
+            nonlocal status, error_body
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if status >= 400 and not exempt(request["path"]):  # (a probe's 503 is a state)
+                    error_body = bytearray()
+            elif message["type"] == "http.response.body" and error_body is not None:
+                error_body += message.get("body", b"")[: LOGGED_ERROR_BYTES - len(error_body)]
+                if not message.get("more_body", False):
+                    if status != 499:  # the client went away: no one was refused anything
+                        log_refusal(request, scope.get("client"), status, bytes(error_body))
+                    error_body = None
             await send(message)
 
         if translate:

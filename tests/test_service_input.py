@@ -290,3 +290,37 @@ def test_content_encoding_identity_is_the_body_as_sent(url):
         timeout=60,
     )
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "path, kwargs, status, needle",
+    [
+        ("/translate", {"content": b"[1, 2]"}, 400, "must be a JSON object"),
+        ("/translate", {"data": {"q": "x", "source": "en", "target": "xx"}}, 400, "'xx'"),
+        ("/detect", {"json": {"q": 3}}, 400, "`q` must be a text"),
+        ("/nowhere", {}, 404, "no such path: /nowhere"),
+        ("/suggest", {}, 403, "Suggestions are disabled"),
+    ],
+)
+def test_the_log_says_why_a_request_was_refused(url, caplog, path, kwargs, status, needle):
+    """The access log's line gives the status only; the service's own line gives the error
+    that the client was sent, with the request it answers."""
+    with caplog.at_level("INFO", logger="app"):
+        r = httpx.post(f"{url}{path}", timeout=60, **kwargs)
+    assert r.status_code == status, r.text
+    lines = [m for m in caplog.messages if f'"POST {path}" {status}' in m]
+    assert len(lines) == 1, caplog.messages
+    assert needle in lines[0], lines[0]
+    assert "127.0.0.1:" in lines[0]
+
+
+def test_a_refusal_is_logged_on_one_line_whatever_the_client_sent(url, caplog):
+    with caplog.at_level("INFO", logger="app"):
+        r = httpx.post(
+            f"{url}/translate",
+            json={"q": "x", "source": "en\nFAKE 200 OK", "target": "de\ud800"[:-1]},
+            timeout=60,
+        )
+    assert r.status_code == 400, r.text
+    (line,) = [m for m in caplog.messages if '"POST /translate" 400' in m]
+    assert "\n" not in line and "en\\nFAKE 200 OK" in line, line
