@@ -271,6 +271,8 @@ class MetricsMiddleware:
             if preflight:
                 path = "preflight"
             self.metrics.requests.labels(path, str(status)).inc()
+            if status == 499:  # once per request, whatever it waited on when the client went
+                self.metrics.cancelled.inc()
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
 
 

@@ -92,7 +92,9 @@ class Metrics:
             registry=r,
         )
         self.cancelled = Counter(
-            "mt_cancelled_requests_total", "requests whose client went away", registry=r
+            "mt_cancelled_requests_total",
+            "requests whose client went away before the answer (the 499s of mt_requests_total)",
+            registry=r,
         )
         self.model_info = Info("mt_model", "a loaded model", ["model"], registry=r)
         self.model_loads = Counter(

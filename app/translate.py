@@ -280,7 +280,7 @@ async def wait_or_disconnect(
             raise
     finally:
         watcher.cancel()
-    state.metrics.cancelled.inc()
+    # (the request is counted cancelled once, by its 499: app/main.py's MetricsMiddleware)
     state.metrics.dropped.labels("client_disconnected").inc(dropped[0])
     return None
 

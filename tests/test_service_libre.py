@@ -5,6 +5,7 @@ model of its own language."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 import httpx
@@ -13,6 +14,7 @@ import pytest
 from model_core.checkpoint import save_checkpoint
 from tests.conftest import random_model, tiny_config
 from tests.service_helpers import serve_in_thread
+from tests.test_service import gated_server, hold_the_engine, metric, wait_for
 
 EN = "The weather is very nice today and we are going to the park with our children."
 DE = "Das Wetter ist heute sehr schön und wir gehen mit unseren Kindern in den Park."
@@ -445,3 +447,49 @@ def test_detect_is_counted_under_its_own_path(server):
     assert post(server, "/detect", json={"q": EN}).status_code == 200
     metrics = httpx.get(f"{server}/metrics").text
     assert 'mt_requests_total{route="/detect",status="200"}' in metrics
+
+
+FR = "Le temps est très beau aujourd'hui et nous allons au parc avec nos enfants."
+
+
+def test_a_client_gone_from_texts_of_two_languages_is_one_cancelled_request(
+    two_models, spm_model, tokenizer, tmp_path_factory
+):
+    """With `auto`, texts of two languages wait on two models at once; a client that goes away
+    is one cancelled request, as it is one 499 (each model's share counted one)."""
+    weights = tmp_path_factory.mktemp("three-languages")
+    shutil.copytree(two_models / "en-de", weights / "en-de")
+    save_checkpoint(
+        weights / "fr-de",
+        random_model(tiny_config(tokenizer.vocab_size), seed=2),
+        source_tokenizer=spm_model,
+        target_tokenizer=spm_model,
+        source_language="fr",
+        target_language="de",
+    )
+    with gated_server(weights, max_batch_size=1, max_wait_ms=0) as (url, _, engine):
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                busy = await hold_the_engine(c, url, engine)
+                body = {"q": [EN, FR], "source": "auto", "target": "de"}
+                gone = asyncio.ensure_future(c.post(f"{url}/translate", json=body))
+                await asyncio.to_thread(
+                    wait_for, lambda: metric(url, "mt_queue_depth") >= 2, "both models' texts wait"
+                )
+                gone.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await gone
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: metric(url, "mt_requests_total", GONE) == 1,
+                    "the server has answered the client that went away",
+                )
+                engine.release()
+                return await busy
+
+        assert asyncio.run(scenario()).status_code == 200
+        assert metric(url, "mt_cancelled_requests_total") == 1
+
+
+GONE = 'route="/translate",status="499"'

@@ -109,6 +109,7 @@ def test_a_client_gone_before_its_body_arrived_is_counted_499_not_500(weights_di
             client.close()
             wait_until(lambda b=before: counted(url, 499) == b[499] + 1, "the request is counted")
             assert counted(url, 500) == before[500]
+            assert metric(url, "mt_cancelled_requests_total") == counted(url, 499)
         assert httpx.post(f"{url}/translate", json=TRANSLATE, timeout=60).status_code == 200
 
 
