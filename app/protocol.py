@@ -14,17 +14,27 @@ before the loop sleeps. A write too large to be worth copying (over JOIN_LIMIT) 
 once, after what is held. aiohttp's server and client coalesce headers and a small body the
 same way. The protocol flushes what is held before anything can close the connection, also
 when the client shuts down its side (uvloop then closes the inner transport itself).
+
+A request that the HTTP parser cannot read (a negative Content-Length, two of them, a malformed
+chunk) never reaches the application: uvicorn answers it 400 in plain text, "Invalid HTTP
+request received.", and logs no reason. This protocol answers it as the service answers every
+error, in JSON, with the parser's reason, and logs the client and the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import sys
 from typing import Any
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is missing: uvicorn's own choice (h11) serves
     HttpToolsProtocol = None
+
+log = logging.getLogger("app")
 
 #: a held write is joined with the next one below this size (above, the copy is not worth it)
 JOIN_LIMIT = 64 * 1024
@@ -96,6 +106,26 @@ if HttpToolsProtocol is not None:
             # held goes out first
             self.transport.flush()  # type: ignore[attr-defined]
             return super().eof_received()
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request its parser refused (called while the parser's
+            error is handled), in JSON with the parser's reason; the connection closes."""
+            exc = sys.exc_info()[1]
+            why = (str(exc) if exc is not None else "") or msg.rstrip(".")
+            error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
+            client = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
+            log.info("%s%s", client, error)
+            body = json.dumps({"error": error}, separators=(",", ":")).encode()
+            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            head += [
+                name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers
+            ]
+            head.append(
+                b"content-type: application/json\r\ncontent-length: %d\r\n"
+                b"connection: close\r\n\r\n" % len(body)
+            )
+            self.transport.write(b"".join(head) + body)
+            self.transport.close()
 
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol
 else:

@@ -201,3 +201,34 @@ def test_every_answer_reaches_the_socket_in_one_write(weights_dir, monkeypatch):
     assert len(answers) == len(texts)
     assert all(w.startswith(b"HTTP/1.1 200") for w in answers)  # headers and body together
     assert not any(w.startswith(b'{"translatedText"') for w in writes)  # never a body alone
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /translate HTTP/1.1\r\nhost: x\r\ncontent-length: -5\r\n\r\n",
+        b"POST /translate HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\ncontent-length: 7\r\n\r\n",
+        b"POST /translate HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        b"post /translate HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n",
+    ],
+    ids=["negative-length", "two-lengths", "bad-chunk", "lowercase-method"],
+)
+def test_a_request_http_cannot_parse_gets_a_json_400_that_says_why(
+    weights_dir, caplog, request_bytes
+):
+    """uvicorn answers it in plain text ("Invalid HTTP request received.") and logs no reason;
+    every other error of the service is JSON."""
+    with (
+        serve_in_thread(weights_dir) as (url, _),
+        caplog.at_level("INFO", logger="app"),
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as sock,
+    ):
+        sock.sendall(request_bytes)
+        _, head, body = read_answer(sock)
+        assert sock.recv(1) == b""  # and the connection is closed
+    assert head.startswith(b"HTTP/1.1 400")
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(body)["error"]
+    assert error.startswith("invalid HTTP request (") and len(error) > 26, error
+    (line,) = [m for m in caplog.messages if "invalid HTTP request" in m]
+    assert "127.0.0.1:" in line and error in line
