@@ -19,6 +19,12 @@ A request that the HTTP parser cannot read (a negative Content-Length, two of th
 chunk) never reaches the application: uvicorn answers it 400 in plain text, "Invalid HTTP
 request received.", and logs no reason. This protocol answers it as the service answers every
 error, in JSON, with the parser's reason, and logs the client and the reason.
+
+uvicorn's httptools protocol also holds a request's line and headers in memory however long
+they grow (a 100 MB header was read whole). Past HEAD_LIMIT bytes this protocol answers 431
+in JSON, reads and drops what the client still sends, and closes the connection once the client
+has read the answer and closed its side, or after LINGER_S (a close with unread data would reset
+the connection, and the client could lose the answer).
 """
 
 from __future__ import annotations
@@ -35,6 +41,12 @@ except ImportError:  # httptools is missing: uvicorn's own choice (h11) serves
     HttpToolsProtocol = None
 
 log = logging.getLogger("app")
+
+#: bytes of a request's line and headers at most (beyond: 431), give or take one read (nginx
+#: takes 32 KiB by default, Node.js 16 KiB)
+HEAD_LIMIT = 64 * 1024
+#: seconds a refused connection is kept open, its data dropped, for the client to read the answer
+LINGER_S = 2.0
 
 #: a held write is joined with the next one below this size (above, the copy is not worth it)
 JOIN_LIMIT = 64 * 1024
@@ -107,16 +119,51 @@ if HttpToolsProtocol is not None:
             self.transport.flush()  # type: ignore[attr-defined]
             return super().eof_received()
 
-        def send_400_response(self, msg: str) -> None:
-            """uvicorn's answer to a request its parser refused (called while the parser's
-            error is handled), in JSON with the parser's reason; the connection closes."""
-            exc = sys.exc_info()[1]
-            why = (str(exc) if exc is not None else "") or msg.rstrip(".")
-            error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
+        in_head = False  # between a request's first byte and the end of its headers
+        head_bytes = 0  # bytes of the head read in whole reads since its first one
+        begun = False  # a request began in the read being parsed
+        refused = False  # answered 431: what arrives is dropped until the connection closes
+
+        def data_received(self, data: bytes) -> None:
+            if self.refused:
+                return
+            self.begun = False
+            super().data_received(data)
+            if self.in_head and not self.transport.is_closing():
+                # a read that began the request also holds the end of the one before it
+                self.head_bytes = 0 if self.begun else self.head_bytes + len(data)
+                if self.head_bytes > HEAD_LIMIT:
+                    self.refuse_head()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self.in_head, self.begun, self.head_bytes = True, True, 0
+
+        def on_headers_complete(self) -> None:
+            self.in_head = False
+            super().on_headers_complete()
+
+        def refuse_head(self) -> None:
+            """431 for a head over HEAD_LIMIT; the connection lingers, then closes."""
+            self.refused = True
+            error = (
+                f"the request line and headers are over {HEAD_LIMIT} bytes; send shorter "
+                "headers (a cookie or a URL too long?)"
+            )
+            self.write_error(b"431 Request Header Fields Too Large", error)
+            if not self.transport.can_write_eof():  # (TLS) no half-close: closed at once
+                self.transport.close()
+                return
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self.transport.close)
+
+        def write_error(self, status: bytes, error: str) -> None:
+            """A JSON error answer, written before the application has seen the request (it
+            is logged with the client, as the application's errors are)."""
             client = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
             log.info("%s%s", client, error)
             body = json.dumps({"error": error}, separators=(",", ":")).encode()
-            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            head = [b"HTTP/1.1 " + status + b"\r\n"]
             head += [
                 name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers
             ]
@@ -125,6 +172,14 @@ if HttpToolsProtocol is not None:
                 b"connection: close\r\n\r\n" % len(body)
             )
             self.transport.write(b"".join(head) + body)
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request its parser refused (called while the parser's
+            error is handled), in JSON with the parser's reason; the connection closes."""
+            exc = sys.exc_info()[1]
+            why = (str(exc) if exc is not None else "") or msg.rstrip(".")
+            error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
+            self.write_error(b"400 Bad Request", error)
             self.transport.close()
 
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
 import shutil
 import socket
 
@@ -13,7 +14,7 @@ import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from app.protocol import JOIN_LIMIT, CoalescingTransport, HttpProtocol
+from app.protocol import HEAD_LIMIT, JOIN_LIMIT, CoalescingTransport, HttpProtocol
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
 
 
@@ -232,3 +233,37 @@ def test_a_request_http_cannot_parse_gets_a_json_400_that_says_why(
     assert error.startswith("invalid HTTP request (") and len(error) > 26, error
     (line,) = [m for m in caplog.messages if "invalid HTTP request" in m]
     assert "127.0.0.1:" in line and error in line
+
+
+def send_header_of(sock: socket.socket, size: int) -> None:
+    """A GET /languages whose X-Big header holds `size` bytes, sent in pieces until the server
+    answers (it may answer before all of it is sent)."""
+    sock.sendall(b"GET /languages HTTP/1.1\r\nhost: x\r\nx-big: ")
+    piece = b"a" * 16384
+    for _ in range(size // len(piece)):
+        if select.select([sock], [], [], 0)[0]:  # answered already
+            return
+        sock.sendall(piece)
+    sock.sendall(b"\r\n\r\n")
+
+
+def test_headers_over_the_limit_get_a_json_431_and_are_not_held(weights_dir, caplog):
+    """uvicorn's httptools protocol read a head of any length into memory (100 MB whole)."""
+    with (
+        serve_in_thread(weights_dir) as (url, _),
+        caplog.at_level("INFO", logger="app"),
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as sock,
+    ):
+        send_header_of(sock, 8 * 1024 * 1024)
+        _, head, body = read_answer(sock)
+        assert head.startswith(b"HTTP/1.1 431")
+        assert b"content-type: application/json" in head.lower()
+        error = json.loads(body)["error"]
+        assert f"over {HEAD_LIMIT} bytes" in error, error
+        assert sock.recv(1) == b""  # the server closed its side
+        assert any(error in m and "127.0.0.1:" in m for m in caplog.messages)
+        # a header within the limit is served
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 30) as ok:
+            send_header_of(ok, HEAD_LIMIT // 2)
+            _, head, body = read_answer(ok)
+            assert head.startswith(b"HTTP/1.1 200") and json.loads(body)
