@@ -315,6 +315,9 @@ class JsonCors(CORSMiddleware):
         )
 
 
+_SLASHES = re.compile("/{2,}")
+
+
 class Service(FastAPI):
     """FastAPI behind the plain-ASGI layers that every HTTP request passes first: the metrics
     middleware, CORS (Starlette's CORSMiddleware, when MT_CORS_ORIGINS is set) and the cap on
@@ -328,6 +331,9 @@ class Service(FastAPI):
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and self.front is not None:
+            if "//" in scope["path"]:  # a base URL ending in "/" joined with "/translate":
+                # served as with one slash, as LibreTranslate (Flask) serves it
+                scope = {**scope, "path": _SLASHES.sub("/", scope["path"])}
             await self.front(scope, receive, send)
         else:  # lifespan, websockets
             await super().__call__(scope, receive, send)

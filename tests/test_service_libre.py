@@ -493,3 +493,15 @@ def test_a_client_gone_from_texts_of_two_languages_is_one_cancelled_request(
 
 
 GONE = 'route="/translate",status="499"'
+
+
+def test_a_path_with_repeated_slashes_is_served_as_with_one(server):
+    """A client that joins a base URL ending in '/' with '/translate' (LibreTranslate's Flask
+    merges the slashes: its redirect is followed)."""
+    r = httpx.post(f"{server}//translate", json=FIELDS, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == explicit(server, FIELDS["q"], "en", "de")
+    assert httpx.get(f"{server}//languages").status_code == 200
+    r = httpx.post(f"{server}///detect", data={"q": EN}, timeout=60)
+    assert r.status_code == 200 and r.json()[0]["language"] == "en"
+    assert 'route="//translate"' not in httpx.get(f"{server}/metrics").text
