@@ -76,8 +76,9 @@ def slow_down(limit: str, reset_time: float) -> ApiError:
 
 
 class Access:
-    def __init__(self, settings: Any):
-        self.settings = settings
+    def __init__(self, settings: Any, metrics: Any = None):
+        """`metrics`: app/metrics.py's, where a 503 for the keys database is counted."""
+        self.settings, self.metrics = settings, metrics
         path = settings.api_keys_db
         self.keys = KeyStore(path) if path is not None else None
         # key lookups on threads of their own (a lookup may wait a second for a lock; the
@@ -102,6 +103,12 @@ class Access:
             self.keys_down_until = time.monotonic() + KEYS_RETRY_S
             raise
 
+    def keys_unavailable(self) -> ApiError:
+        """503 for a key that cannot be checked, counted in mt_rejected_requests_total."""
+        if self.metrics is not None:
+            self.metrics.rejected.labels("keys_unavailable").inc()
+        return keys_unavailable()
+
     @property
     def key_required(self) -> bool:
         return self.settings.api_keys_required
@@ -115,12 +122,12 @@ class Access:
         info: KeyInfo | None = None
         if key and self.keys is not None:
             if time.monotonic() < self.keys_down_until:  # it failed a moment ago
-                raise keys_unavailable()
+                raise self.keys_unavailable()
             try:
                 loop = asyncio.get_running_loop()
                 info = await loop.run_in_executor(self.lookups, self._lookup, key)
             except sqlite3.Error as exc:  # locked by another process, removed, damaged
-                raise keys_unavailable() from exc
+                raise self.keys_unavailable() from exc
             if info is None:
                 raise ApiError(403, INVALID_KEY)
         if info is None and self.key_required:

@@ -366,7 +366,8 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.state.detector = None
-    app.state.access = Access(settings)  # the keys database and the usage counts
+    # the keys database and the usage counts
+    app.state.access = Access(settings, app.state.metrics)
     install_log_redaction()
     routers = (router, file_router, web_router)
     for each in routers:

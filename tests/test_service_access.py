@@ -365,6 +365,9 @@ def test_a_locked_or_missing_keys_database_is_a_503_that_stalls_nothing_else(
         assert gone.status_code == 503, gone.text
         assert not db.exists()
         assert translate(url, json=with_key(None)).status_code == 200  # no key: no lookup
+        # each 503 is counted by its reason, as every other refusal with 503 is
+        scraped = httpx.get(f"{url}/metrics").text
+        assert 'mt_rejected_requests_total{reason="keys_unavailable"} 3.0' in scraped
 
 
 # --- CORS and /frontend/settings -------------------------------------------------------------
