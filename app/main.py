@@ -288,7 +288,7 @@ class HeadAsGet:
     async def __call__(self, scope, receive, send):
         if scope["method"] != "HEAD":
             return await self.app(scope, receive, send)
-        inner = {**scope, "method": "GET"}
+        inner = {**scope, "method": "GET", "sent_method": "HEAD"}  # (for the error messages)
         try:
             await self.app(inner, receive, send)
         finally:
@@ -406,9 +406,10 @@ def create_app(settings: Settings | None = None) -> Service:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, exc: StarletteHTTPException):
+        method = request.scope.get("sent_method", request.method)  # HEAD, served as GET
         message = {
             404: f"no such path: {request.url.path}",
-            405: f"method {request.method} is not allowed on {request.url.path}",
+            405: f"method {method} is not allowed on {request.url.path}",
         }
         return JSONBody(
             {"error": message.get(exc.status_code, str(exc.detail))},

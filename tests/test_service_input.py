@@ -324,3 +324,12 @@ def test_a_refusal_is_logged_on_one_line_whatever_the_client_sent(url, caplog):
     assert r.status_code == 400, r.text
     (line,) = [m for m in caplog.messages if '"POST /translate" 400' in m]
     assert "\n" not in line and "en\\nFAKE 200 OK" in line, line
+
+
+def test_a_head_request_refused_is_logged_as_head(url, caplog):
+    """HEAD is answered as GET would be, without a body: a 405 names the method sent."""
+    with caplog.at_level("INFO", logger="app"):
+        r = httpx.head(f"{url}/translate", timeout=60)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    (line,) = [m for m in caplog.messages if '"HEAD /translate" 405' in m]
+    assert "method HEAD is not allowed on /translate" in line, line
