@@ -44,7 +44,7 @@ from .files import prepare_directory
 from .keys import install_log_redaction
 from .limits import ConcurrencyLimit, exempt
 from .metrics import Metrics
-from .protocol import HTTP_PROTOCOL
+from .protocol import bound
 from .routes import JSONBody, health_of, router
 from .settings import Settings, unknown_variables
 from .translate import ApiError, internal_error
@@ -479,7 +479,9 @@ def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Conf
         # uvicorn waits this long for the requests, then cancels those left; they answer 503
         "timeout_graceful_shutdown": settings.shutdown_timeout_s,
         "workers": 1,
-        "http": HTTP_PROTOCOL,  # an answer's headers and body in one write (app/protocol.py)
+        # an answer's headers and body in one write; a request HTTP cannot parse answered in
+        # JSON and counted (app/protocol.py)
+        "http": bound(app.state.metrics.requests),
         # the client address (limits, the access log) is the connection's peer: uvicorn would
         # otherwise take it from any X-Forwarded-For header sent from the same host
         "proxy_headers": False,

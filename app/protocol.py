@@ -119,6 +119,9 @@ if HttpToolsProtocol is not None:
             self.transport.flush()  # type: ignore[attr-defined]
             return super().eof_received()
 
+        #: where an answer written here is counted: app/metrics.py's `requests` counter, set
+        #: by `bound` (answers before the application are counted with it, route "other")
+        requests_counter: Any = None
         in_head = False  # between a request's first byte and the end of its headers
         head_bytes = 0  # bytes of the head read in whole reads since its first one
         begun = False  # a request began in the read being parsed
@@ -162,6 +165,8 @@ if HttpToolsProtocol is not None:
             is logged with the client, as the application's errors are)."""
             client = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
             log.info("%s%s", client, error)
+            if self.requests_counter is not None:
+                self.requests_counter.labels("other", status.split(b" ")[0].decode()).inc()
             body = json.dumps({"error": error}, separators=(",", ":")).encode()
             head = [b"HTTP/1.1 " + status + b"\r\n"]
             head += [
@@ -185,3 +190,11 @@ if HttpToolsProtocol is not None:
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol
 else:
     HTTP_PROTOCOL = "auto"
+
+
+def bound(requests_counter: Any) -> type[asyncio.Protocol] | str:
+    """The protocol for uvicorn's `http` option, counting the answers it writes itself in an
+    application's `requests_counter` (uvicorn's own choice when httptools is missing)."""
+    if not isinstance(HTTP_PROTOCOL, type):
+        return HTTP_PROTOCOL
+    return type("BoundHttpProtocol", (HTTP_PROTOCOL,), {"requests_counter": requests_counter})

@@ -227,12 +227,15 @@ def test_a_request_http_cannot_parse_gets_a_json_400_that_says_why(
         sock.sendall(request_bytes)
         _, head, body = read_answer(sock)
         assert sock.recv(1) == b""  # and the connection is closed
+        scraped = httpx.get(f"{url}/metrics").text
     assert head.startswith(b"HTTP/1.1 400")
     assert b"content-type: application/json" in head.lower()
     error = json.loads(body)["error"]
     assert error.startswith("invalid HTTP request (") and len(error) > 26, error
     (line,) = [m for m in caplog.messages if "invalid HTTP request" in m]
     assert "127.0.0.1:" in line and error in line
+    # counted, as every request answered is (under the route of unknown paths)
+    assert 'mt_requests_total{route="other",status="400"} 1.0' in scraped
 
 
 def send_header_of(sock: socket.socket, size: int) -> None:
@@ -262,6 +265,8 @@ def test_headers_over_the_limit_get_a_json_431_and_are_not_held(weights_dir, cap
         assert f"over {HEAD_LIMIT} bytes" in error, error
         assert sock.recv(1) == b""  # the server closed its side
         assert any(error in m and "127.0.0.1:" in m for m in caplog.messages)
+        scraped = httpx.get(f"{url}/metrics").text
+        assert 'mt_requests_total{route="other",status="431"} 1.0' in scraped
         # a header within the limit is served
         with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 30) as ok:
             send_header_of(ok, HEAD_LIMIT // 2)
