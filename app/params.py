@@ -87,9 +87,20 @@ def query_params(scope: dict, limit: int) -> dict[str, Any]:
     return _fields(parse_urlencoded(scope.get("query_string", b""), "query string", limit), limit)
 
 
+def sent_as_file(name: str, filename: str | None) -> ApiError:
+    """400 for a file part in a request that takes text fields only (/translate_file takes
+    files, and reads its own body)."""
+    example = filename or "file.txt"
+    return ApiError(
+        400,
+        f"`{name}` was sent as a file; send its text as a form field (curl -F '{name}=<{example}' "
+        "reads a file into a field), or the file to /translate_file",
+    )
+
+
 async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
-    """Fields of an urlencoded or multipart body already read (`raw`); a file part is
-    ignored (only /translate_file takes a file, and reads it itself)."""
+    """Fields of an urlencoded or multipart body already read (`raw`); a file part is a 400
+    (`sent_as_file`)."""
     if content_type(scope["headers"]) == URLENCODED:
         return _fields(parse_urlencoded(raw, "form body", limit), limit)
     sent = [False]
@@ -114,7 +125,10 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ApiError(400, "the form body is not valid UTF-8") from None
     try:
-        return _fields([(k, v) for k, v in form.multi_items() if isinstance(v, str)], limit)
+        for name, value in form.multi_items():
+            if not isinstance(value, str):
+                raise sent_as_file(name, value.filename)
+        return _fields(list(form.multi_items()), limit)  # type: ignore[arg-type]
     finally:
         await form.close()
 

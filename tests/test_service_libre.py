@@ -505,3 +505,19 @@ def test_a_path_with_repeated_slashes_is_served_as_with_one(server):
     r = httpx.post(f"{server}///detect", data={"q": EN}, timeout=60)
     assert r.status_code == 200 and r.json()[0]["language"] == "en"
     assert 'route="//translate"' not in httpx.get(f"{server}/metrics").text
+
+
+@pytest.mark.parametrize("path", ["/translate", "/detect"])
+def test_a_text_field_sent_as_a_file_is_a_400_that_says_so(server, path):
+    """`curl -F q=@notes.txt` uploads the file; its text as a field is `-F q=<notes.txt` (the
+    answer was "q: Field required", though q was sent)."""
+    r = post(
+        server,
+        path,
+        data={"source": "en", "target": "de"},
+        files={"q": ("notes.txt", EN.encode(), "text/plain")},
+    )
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "`q` was sent as a file" in error and "q=<notes.txt" in error, error
+    assert "/translate_file" in error
