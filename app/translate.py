@@ -213,6 +213,9 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
     for name in _TEXT_FIELDS:  # UTF-8 cannot hold one, so no answer could even name it
         if _SURROGATE.search(getattr(req, name) or ""):
             raise ApiError(400, f"`{name}` {_SURROGATE_MESSAGE}")
+    for name, hint in (("source", " or 'auto'"), ("target", "")):
+        if not getattr(req, name).strip():  # a form's unset field
+            raise ApiError(400, f"`{name}` is empty: give a language code{hint}")
     if req.format not in ("text", "html"):
         raise ApiError(400, f"format '{req.format}' is not supported; use 'text' or 'html'")
     if req.alternatives > s.max_alternatives:

@@ -521,3 +521,13 @@ def test_a_text_field_sent_as_a_file_is_a_400_that_says_so(server, path):
     error = r.json()["error"]
     assert "`q` was sent as a file" in error and "q=<notes.txt" in error, error
     assert "/translate_file" in error
+
+
+@pytest.mark.parametrize("field", ["source", "target"])
+@pytest.mark.parametrize("how", ["json", "data"])
+def test_an_empty_language_is_a_400_that_names_the_field(server, field, how):
+    """A form's unset language field (LibreTranslate: "missing source parameter"); the answer
+    was "no model translates '' to 'de'"."""
+    r = post(server, **{how: {**FIELDS, field: ""}})
+    assert r.status_code == 400, r.text
+    assert f"`{field}` is empty" in r.json()["error"], r.text
