@@ -331,9 +331,16 @@ class Service(FastAPI):
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and self.front is not None:
-            if "//" in scope["path"]:  # a base URL ending in "/" joined with "/translate":
-                # served as with one slash, as LibreTranslate (Flask) serves it
-                scope = {**scope, "path": _SLASHES.sub("/", scope["path"])}
+            path = scope["path"]
+            # a base URL ending in "/" joined with "/translate": served as with one slash, as
+            # LibreTranslate's Flask serves it; a POST to "/translate/" as to "/translate"
+            # (Starlette redirected it to a URL of the connection's scheme, http:// behind a
+            # proxy that ends TLS, where the client sent its body again, key included; a page's
+            # GET is still redirected, for its relative links)
+            trailing = path.endswith("/") and path != "/" and scope["method"] not in ("GET", "HEAD")
+            if "//" in path or trailing:
+                path = _SLASHES.sub("/", path)
+                scope = {**scope, "path": (path.rstrip("/") or "/") if trailing else path}
             await self.front(scope, receive, send)
         else:  # lifespan, websockets
             await super().__call__(scope, receive, send)

@@ -507,6 +507,18 @@ def test_a_path_with_repeated_slashes_is_served_as_with_one(server):
     assert 'route="//translate"' not in httpx.get(f"{server}/metrics").text
 
 
+def test_a_post_to_a_path_with_a_trailing_slash_is_served_as_without(server):
+    """It was redirected (307) to an absolute URL built from the connection's scheme (behind a
+    proxy that ends TLS, http://, where the client would send its body and key again)."""
+    r = httpx.post(f"{server}/translate/", json=FIELDS, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == explicit(server, FIELDS["q"], "en", "de")
+    r = httpx.post(f"{server}/detect/", data={"q": EN}, timeout=60)
+    assert r.status_code == 200 and r.json()[0]["language"] == "en"
+    # a page is still redirected (its relative links are resolved from its URL)
+    assert httpx.get(f"{server}/docs/").status_code == 307
+
+
 @pytest.mark.parametrize("path", ["/translate", "/detect"])
 def test_a_text_field_sent_as_a_file_is_a_400_that_says_so(server, path):
     """`curl -F q=@notes.txt` uploads the file; its text as a field is `-F q=<notes.txt` (the
