@@ -15,8 +15,9 @@ whitespace, entities, and the content of elements that are never translated:
 An element ends where a browser ends it, also when its end tag is left out: a start tag ends the
 open elements whose end HTML implies before it (a new `<li>` an open `<li>`, `<dd>`/`<dt>` an
 open `<dd>`/`<dt>`, a block such as `<p>`, `<div>`, `<ul>` or `<h2>` an open `<p>`, a cell an
-open cell, a row an open row, `<option>` an open `<option>`), so translate="no" and units end
-there too.
+open cell, a row an open row, `<option>` an open `<option>`), and an end tag ends the elements
+left open inside the one it closes (`<p>A <span translate="no">B</p>`), so translate="no" and
+units end there too.
 
 Text is cut into units at block boundaries: any tag that is not an inline (phrasing) element,
 comments, and `<br>`. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
@@ -677,10 +678,18 @@ class HtmlDocument:
                     self._item("atom", "".join(atom))  # it ended before this tag
                     atom = None
             translating = stack[-1][1] if stack else True
+            closed = stack.last(name) if kind == "end" else None
+            if atom is not None and closed is not None and closed < atom_depth - 1:
+                # an end tag of an element around an inline element kept whole and left open
+                # (`<p>A <span translate="no">B</p>C`): a browser ends it there, so the atom
+                # ends before this tag, which then ends the unit as it would have (it was
+                # taken into the atom, and the text after it joined the paragraph's unit)
+                self._item("atom", "".join(atom))
+                atom, translating = None, stack[closed][1]
             if kind == "start" and name not in VOID:
                 hard = (stack[-1][2] if stack else False) or name in SKIPPED
                 stack.push((name, not hard and _translate_attr(attrs, translating), hard))
-            elif kind == "end" and (closed := stack.last(name)) is not None:
+            elif closed is not None:
                 stack.truncate(closed)
             if atom is not None:  # inside an inline element kept whole
                 atom.append(raw)

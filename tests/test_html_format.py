@@ -227,6 +227,35 @@ def test_translate_no_ends_where_html_implies_an_end_tag(doc, out):
     assert translate_html(doc, upper) == out
 
 
+@pytest.mark.parametrize(
+    ("doc", "texts", "out"),
+    [
+        (
+            '<p>Hello <span translate="no">Acme</p>Good morning to you.',
+            ["Hello", "Good morning to you."],
+            '<p>Hello <span translate="no">Acme</p>you. to morning Good',
+        ),
+        (
+            "<div>Hello <code>x = 1</div>Good morning to you.",
+            ["Hello", "Good morning to you."],
+            "<div>Hello <code>x = 1</div>you. to morning Good",
+        ),
+        # an inline element around it that it ends with stays a pair in the sentence
+        (
+            '<p><b>Hello <span translate="no">Acme</b> my dear friend.</p>',
+            ["<g1>Hello <x2/></g1> my dear friend.", "Hello", "my dear friend."],
+            '<p><b>Hello <span translate="no">Acme</b> friend. dear my</p>',
+        ),
+    ],
+)
+def test_an_inline_element_kept_whole_ends_with_the_element_around_it(doc, texts, out):
+    """A browser ends an open `<span translate="no">` at the `</p>` around it: the end tag was
+    taken into the span's placeholder, and the text after the paragraph was sent in the
+    paragraph's sentence."""
+    assert HtmlDocument(doc).texts == texts
+    assert translate_html(doc, reverse_words) == out
+
+
 @pytest.mark.parametrize("translate", [upper, lose_placeholders])
 def test_urls_and_email_addresses_are_copied_as_written(translate):
     doc = (
