@@ -1,7 +1,8 @@
 """Translating an HTML document or fragment while keeping its markup exactly, free of any model.
 
 The document is read with the standard library's tokenizer (html.parser, which never fails on
-broken markup), with character references reported as they are written. Every token's source
+broken markup) for its markup; character references in the text are read here as a browser
+reads them (`AT&T` and `&#` are text, `&copy2023` is "\u00a92023"). Every token's source
 text is recorded (from the tokenizer's positions), so everything that is not translated is
 written back byte for byte: tags with their attributes and quoting, comments, doctype,
 whitespace, entities, and the content of elements that are never translated:
@@ -33,13 +34,15 @@ browsers read it): `<3` and `< 5` are text, translated with the rest. After the 
 `<` without its `>` is a tag cut off by the end of the input, copied as it is with what follows.
 
 Translated text is escaped for HTML: a character the unit wrote as an entity (`&copy;`,
-`&nbsp;`, `&#169;`) is written with that same entity when it comes back, `<` is written `&lt;`,
-and `&` is written `&amp;` unless a space follows it.
+`&nbsp;`, `&#169;`) is written with that same entity when it comes back (with a `;`, which a
+legacy `&copy` may lack), `<` is written `&lt;`, and `&` is written `&amp;` unless a space
+follows it.
 """
 
 from __future__ import annotations
 
 import html
+import html.entities
 import re
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -48,6 +51,12 @@ from .formats.inline import Token, Unit, UnitBuilder, collapse, distribute, tran
 
 #: what html.parser may read as the start of a tag, comment or declaration
 _TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
+#: where html.parser looks for a token after text (its `interesting`): only at "<", so that
+#: character references stay in the text
+_TAG_START = re.compile("<")
+#: a character reference as html.unescape finds one (HTML's rules for text): numeric, or a
+#: name, with or without ";" (legacy names such as "&copy" may end without one)
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
 #: content never translated
 SKIPPED = frozenset({"script", "style", "code", "pre", "textarea", "svg", "math"})
 #: phrasing elements that may sit inside a sentence
@@ -384,6 +393,21 @@ def _implied_end(stack: _OpenElements, tag: str) -> int:
     return keep
 
 
+def _references(text: str):
+    """(start, end, characters) of each character reference in `text`, as a browser reads it:
+    a known name (the longest a legacy name without ";" allows: `&copy2023` is "\u00a9"
+    and "2023") or a number; `&T` in `AT&T` is no reference."""
+    for m in _CHARREF.finditer(text):
+        name = m.group(1)
+        if name[0] == "#" or name in html.entities.html5:
+            yield m.start(), m.end(), html.unescape(m.group())
+            continue
+        for end in range(len(name) - 1, 1, -1):  # as html.unescape: a legacy name's prefix
+            if name[:end] in html.entities.html5:
+                yield m.start(), m.start() + 1 + end, html.entities.html5[name[:end]]
+                break
+
+
 class HtmlError(ValueError):
     """The document could not be read at all (never for merely broken markup)."""
 
@@ -430,8 +454,10 @@ class _RawTextEnd:
 
 
 class _Tokenizer(HTMLParser):
-    """Records (kind, name, attrs, start offset) for every token, character references as
-    they are written."""
+    """Records (kind, name, attrs, start offset) for every token. Character references are
+    left in the text (HtmlDocument reads them): html.parser took `&T` in `AT&T` for a
+    reference, dropped a `&` at the very end, and after a `&#` that starts none (`&# `) it gave
+    the rest of the document, tags and all, as text."""
 
     def __init__(self, text: str):
         super().__init__(convert_charrefs=False)
@@ -457,12 +483,6 @@ class _Tokenizer(HTMLParser):
     def handle_data(self, data):
         self._add("data", data)
 
-    def handle_entityref(self, name):
-        self._add("ref")
-
-    def handle_charref(self, name):
-        self._add("ref")
-
     def handle_comment(self, data):
         self._add("other")
 
@@ -475,9 +495,17 @@ class _Tokenizer(HTMLParser):
     def unknown_decl(self, data):
         self._add("other")
 
+    def reset(self):
+        super().reset()
+        self.interesting = _TAG_START
+
     def set_cdata_mode(self, elem):
         super().set_cdata_mode(elem)
         self.interesting = _RawTextEnd(self.cdata_elem)
+
+    def clear_cdata_mode(self):
+        super().clear_cdata_mode()
+        self.interesting = _TAG_START
 
     def parse_endtag(self, i):
         # the end of a <script> or <style> as a browser reads it ("</script >", "</style/>",
@@ -553,8 +581,7 @@ class HtmlDocument:
             raise HtmlError(f"the HTML could not be read ({type(exc).__name__}: {exc})") from None
         events = tokenizer.events
         if events and events[0][3] != 0:
-            # html.parser drops a character reference cut off by the end of the input ("&x"
-            # alone gives only the data "x"): the text before the first token is kept as it is
+            # should html.parser report nothing for the start of the input, it is kept as it is
             events.insert(0, ("data", "", [], 0))
         offsets = [e[3] for e in events] + [len(text)]
         if offsets != sorted(offsets):
@@ -640,9 +667,25 @@ class HtmlDocument:
         at = 0
         for m in self._atoms.finditer(raw) if self._atoms else ():
             if m.start() > at:
-                self._text(raw[at : m.start()], raw[at : m.start()])
+                self._chars(raw[at : m.start()])
             self._item("atom", m.group())
             at = m.end()
+        if at < len(raw):
+            self._chars(raw[at:])
+
+    def _chars(self, raw: str) -> None:
+        """Text as written, its character references read as a browser reads them."""
+        at = 0
+        for start, end, decoded in _references(raw):
+            if start > at:
+                self._text(raw[at:start], raw[at:start])
+            ref = raw[start:end]
+            if not decoded.isascii() or decoded in ("&", "<", ">", '"', "'"):
+                # written back with its ";": "&copy" before a translated "2023" is still
+                # "\u00a92023", but "&not" before "in;" would be "&notin;"
+                self._spellings.setdefault(decoded, ref if ref.endswith(";") else ref + ";")
+            self._text(decoded, ref)
+            at = end
         if at < len(raw):
             self._text(raw[at:], raw[at:])
 
@@ -709,15 +752,7 @@ class HtmlDocument:
                 else:
                     self._data(raw)
                 continue
-            if kind == "ref":
-                decoded = html.unescape(raw)
-                if decoded == raw:  # not a known reference: kept as written
-                    self._item("atom", raw)
-                    continue
-                if not decoded.isascii() or decoded in "&<>\"'":
-                    self._spellings.setdefault(decoded, raw)
-                self._text(decoded, raw)
-            elif kind == "start" and name in INLINE:
+            if kind == "start" and name in INLINE:
                 if stack[-1][1]:
                     self._item("open", raw, name)
                 else:  # <code>, <span translate="no">: the whole element is one atom

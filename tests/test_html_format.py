@@ -325,6 +325,43 @@ def test_a_reference_cut_off_by_the_end_of_the_input_is_kept(doc):
     assert out.count("&") == doc.count("&") and out.endswith(doc[-1])
 
 
+@pytest.mark.parametrize(
+    ("doc", "seen", "out"),
+    [
+        # no reference: the text a browser shows, written back escaped
+        ("<p>AT&T and R&D grew.</p>", "AT&T and R&D grew.", "<p>AT&amp;T AND R&amp;D GREW.</p>"),
+        ("I work at AT&T", "I work at AT&T", "I WORK AT AT&amp;T"),
+        ("<p>AT&amp;T grew.</p>", "AT&T grew.", "<p>AT&amp;T GREW.</p>"),
+        # a legacy name ends without ";", the longest that HTML knows
+        ("<p>&copy2023 Acme &notit; ok</p>", "\u00a92023 Acme \u00acit; ok", None),
+        # a "&#" that starts no reference is text, and the tags after it are tags
+        (
+            "<p>Use &# here.</p><p>The cat.</p>",
+            "Use &# here. The cat.",
+            "<p>USE &amp;# HERE.</p><p>THE CAT.</p>",
+        ),
+        (
+            "<p>Use &#; and &#xZZ; here.</p><p>The &# cat.</p><p>A dog.</p>",
+            "Use &#; and &#xZZ; here. The &# cat. A dog.",
+            "<p>USE &amp;#; AND &amp;#XZZ; HERE.</p><p>THE &amp;# CAT.</p><p>A DOG.</p>",
+        ),
+    ],
+)
+def test_an_ampersand_is_read_as_a_browser_reads_it(doc, seen, out):
+    """`&T` in `AT&T` is no reference: it was an atom that cut the word in two; a `&#`
+    starting no reference made html.parser give the rest of the document as text, and its
+    tags were translated and escaped."""
+    assert HtmlDocument(doc).visible_text == seen
+    if out is not None:
+        assert translate_html(doc, upper) == out
+
+
+def test_an_entity_without_semicolon_is_written_back_with_one():
+    # "&not" then "in;" would be "&notin;" (another character)
+    out = translate_html("<p>&not Tom</p>", lambda ts: ["\u00acin; Tom" for _ in ts])
+    assert out == "<p>&not;in; Tom</p>"
+
+
 def test_unbalanced_units_never_use_placeholders():
     b = UnitBuilder()
     b.text("a word ")
