@@ -27,7 +27,9 @@ translate="no">`) are atoms, and so are URLs and e-mail addresses in the text (c
 written); app/formats/inline.py translates the unit whole with placeholders when the model
 keeps them, else text run by text run (see there). Whitespace inside a unit is
 collapsed to one space for the model (HTML displays it so); whitespace before and after a unit
-or a run is kept as written.
+or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) are left out of the text the model
+sees: they mark where a word of the document's language may break, a place the translation
+does not have (sent, they cut the word in two); a translated unit comes back without them.
 
 A `<` is the start of a tag only when a letter, `/`, `!` or `?` follows it (as html.parser and
 browsers read it): `<3` and `< 5` are text, translated with the rest. After the last tag, such a
@@ -54,6 +56,9 @@ _TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
 #: where html.parser looks for a token after text (its `interesting`): only at "<", so that
 #: character references stay in the text
 _TAG_START = re.compile("<")
+#: the soft hyphen (`&shy;`): a place where a browser may break a word, for the layout of one
+#: language's words; the model sees the words without it
+_SHY = "\u00ad"
 #: a character reference as html.unescape finds one (HTML's rules for text): numeric, or a
 #: name, with or without ";" (legacy names such as "&copy" may end without one)
 _CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
@@ -657,7 +662,7 @@ class HtmlDocument:
         for t, r in pieces:
             if t == r:
                 starts.extend(range(at, at + len(t)))
-            else:  # a character reference: its characters start at it, then after it
+            elif t:  # a character reference: its characters start at it, then after it
                 starts.extend([at] + [at + len(r)] * (len(t) - 1))
             at += len(r)
         starts.append(at)
@@ -674,20 +679,27 @@ class HtmlDocument:
             self._chars(raw[at:])
 
     def _chars(self, raw: str) -> None:
-        """Text as written, its character references read as a browser reads them."""
+        """Text as written, its character references read as a browser reads them, without
+        its soft hyphens (see the module docstring)."""
         at = 0
         for start, end, decoded in _references(raw):
             if start > at:
-                self._text(raw[at:start], raw[at:start])
+                self._plain(raw[at:start])
             ref = raw[start:end]
             if not decoded.isascii() or decoded in ("&", "<", ">", '"', "'"):
                 # written back with its ";": "&copy" before a translated "2023" is still
                 # "\u00a92023", but "&not" before "in;" would be "&notin;"
                 self._spellings.setdefault(decoded, ref if ref.endswith(";") else ref + ";")
-            self._text(decoded, ref)
+            self._text("" if decoded == _SHY else decoded, ref)
             at = end
         if at < len(raw):
-            self._text(raw[at:], raw[at:])
+            self._plain(raw[at:])
+
+    def _plain(self, raw: str) -> None:
+        """Text without character references."""
+        for part in re.split(f"({_SHY})", raw):
+            if part:
+                self._text("" if part == _SHY else part, part)
 
     def _walk(self, text: str, events: list, offsets: list[int]) -> None:
         # open elements: (name, translated, inside an element that is never translated)
