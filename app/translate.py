@@ -554,7 +554,10 @@ async def run_route(
     documents = None
     if fmt == "html":  # the documents' text, cut into units (app/html_format.py)
         try:
-            documents, texts = extract_all(texts)
+            # in a thread: html.parser takes time quadratic in some markup ("<a" repeated
+            # 10,000 times, within the default request limit, took 0.4 s), during which
+            # every other request waited on the event loop
+            documents, texts = await asyncio.to_thread(extract_all, texts)
         except HtmlError as exc:
             raise ApiError(400, str(exc)) from None
     queued, compute_s = time.perf_counter(), 0.0
@@ -570,7 +573,7 @@ async def run_route(
         outputs, seconds = leg
         compute_s += seconds
     if documents is not None:
-        outputs = [render_all(documents, out) for out in outputs]
+        outputs = await asyncio.to_thread(lambda: [render_all(documents, o) for o in outputs])
     return Outputs(outputs, compute_s, queued)
 
 
@@ -622,7 +625,8 @@ async def translate(
         on_valid(texts)
     detected: list[tuple[str, float]] | None = None
     if req.source == "auto":  # from the text a reader sees: for HTML, not its markup
-        detected = await detect_sources(state, visible_texts(texts, req.format), req.target)
+        visible = await asyncio.to_thread(visible_texts, texts, req.format)  # as extract_all
+        detected = await detect_sources(state, visible, req.target)
         sources = [lang for lang, _ in detected]
     else:
         sources = [req.target if same else req.source] * len(texts)

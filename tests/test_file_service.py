@@ -4,12 +4,14 @@ port serving a real checkpoint (a random tiny model with a real sentencepiece to
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import io
 import os
 import random
 import shutil
 import socket
 import string
+import threading
 import time
 import zipfile
 
@@ -21,6 +23,7 @@ from odf import teletype
 from odf.opendocument import load as odf_load
 from odf.text import Span
 
+from app import translate as translate_module
 from tests.service_helpers import serve_in_thread
 from tests.test_file_formats import make_docx, make_odt, make_pptx, zip_of
 from tests.test_html_format import Tags
@@ -108,6 +111,33 @@ def test_broken_html_is_answered_and_unknown_formats_are_400(server):
     assert r.status_code == 200 and r.json()["translatedText"].endswith('<div class="x')
     r = text(url, "The cat.", format="pdf")
     assert r.status_code == 400 and "use 'text' or 'html'" in r.json()["error"]
+
+
+@pytest.mark.parametrize("source", ["en", "auto"])
+def test_html_is_read_off_the_event_loop(server, monkeypatch, source):
+    """html.parser takes time quadratic in some markup ("<a" repeated): read on the event
+    loop, a document held up every other request, /health included."""
+    url, _ = server
+    reading, answered, order = threading.Event(), threading.Event(), []
+    real = translate_module.extract_all
+
+    def held_reading(texts):
+        reading.set()
+        answered.wait(timeout=20)  # until /health has answered: never, on the event loop
+        order.append("read")
+        return real(texts)
+
+    monkeypatch.setattr(translate_module, "extract_all", held_reading)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        job = pool.submit(text, url, "<p>The cat is big.</p>", format="html", source=source)
+        assert reading.wait(timeout=60)
+        health = httpx.get(f"{url}/health", timeout=60)
+        order.append("health")
+        answered.set()
+        r = job.result()
+    assert health.status_code == 200 and r.status_code == 200
+    assert order[:2] == ["health", "read"]  # with "auto", read for detection first
+    assert r.json()["translatedText"].startswith("<p>")
 
 
 def download(url: str, answer: httpx.Response) -> httpx.Response:
