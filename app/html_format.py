@@ -33,7 +33,8 @@ does not have (sent, they cut the word in two); a translated unit comes back wit
 
 A `<` is the start of a tag only when a letter, `/`, `!` or `?` follows it (as html.parser and
 browsers read it): `<3` and `< 5` are text, translated with the rest. After the last tag, such a
-`<` without its `>` is a tag cut off by the end of the input, copied as it is with what follows.
+`<` without its `>` is a tag cut off by the end of the input, copied as it is with what follows
+(where no `>` follows, at once: html.parser took time quadratic in its length).
 
 Translated text is escaped for HTML: a character the unit wrote as an entity (`&copy;`,
 `&nbsp;`, `&#169;`) is written with that same entity when it comes back (with a `;`, which a
@@ -471,6 +472,7 @@ class _Tokenizer(HTMLParser):
             starts.append(at)
         self._line_starts = starts
         self.events: list[tuple[str, str, list, int]] = []
+        self._last_gt: int | None = None  # set by close()
 
     def _add(self, kind: str, name: str = "", attrs: list | None = None) -> None:
         line, col = self.getpos()
@@ -512,7 +514,36 @@ class _Tokenizer(HTMLParser):
         super().clear_cdata_mode()
         self.interesting = _TAG_START
 
+    def close(self):
+        # (what feed could not read: it stops at the first tag it cannot complete)
+        self._last_gt = self.rawdata.rfind(">")
+        super().close()
+
+    def _rest_as_text(self, i: int) -> int | None:
+        """In close(): when no ">" follows `i`, no tag, comment or declaration can end after
+        it, and html.parser would give the rest as text, a piece after each "<", searching
+        the whole rest again for each one: time quadratic in the rest's size ("<a " repeated:
+        24 kB took 8 s, a 2 MB .html file hours). The rest is given at once."""
+        if self._last_gt is None or i <= self._last_gt:
+            return None
+        self.handle_data(self.rawdata[i:])
+        return len(self.rawdata)
+
+    def parse_starttag(self, i):
+        return self._rest_as_text(i) or super().parse_starttag(i)
+
+    def parse_comment(self, i, report=1):
+        return self._rest_as_text(i) or super().parse_comment(i, report)
+
+    def parse_pi(self, i):
+        return self._rest_as_text(i) or super().parse_pi(i)
+
+    def parse_html_declaration(self, i):
+        return self._rest_as_text(i) or super().parse_html_declaration(i)
+
     def parse_endtag(self, i):
+        if (rest := self._rest_as_text(i)) is not None:
+            return rest
         # the end of a <script> or <style> as a browser reads it ("</script >", "</style/>",
         # "</script foo>"): html.parser took only "</script>" and "</script >"
         if self.cdata_elem is not None and re.match(
