@@ -506,7 +506,18 @@ class _Tokenizer(HTMLParser):
         super().reset()
         self.interesting = _TAG_START
 
-    def set_cdata_mode(self, elem):
+    #: as html.parser reads them on every Python version: newer releases (gh-118350,
+    #: gh-137836) also read <title> and <textarea> as escapable raw text and <xmp>, <iframe>,
+    #: <noembed>, <noframes> and <plaintext> as raw text, calling set_cdata_mode with an
+    #: `escapable` this tokenizer did not take (a TypeError: every page with a <title> was
+    #: refused); HtmlDocument gives those elements' content its own reading (_NO_IMPLIED_ENDS,
+    #: SKIPPED)
+    CDATA_CONTENT_ELEMENTS = ("script", "style")
+    RCDATA_CONTENT_ELEMENTS = ()
+
+    def set_cdata_mode(self, elem, **_):
+        if elem.lower() not in self.CDATA_CONTENT_ELEMENTS:
+            return
         super().set_cdata_mode(elem)
         self.interesting = _RawTextEnd(self.cdata_elem)
 

@@ -527,6 +527,34 @@ def test_a_marked_section_html_parser_does_not_know_is_a_bogus_comment(doc, out)
     assert translate_html(doc, upper) == out
 
 
+def test_a_newer_html_parser_reads_a_document_alike(monkeypatch):
+    """Newer releases of Python (gh-118350, gh-137836) have html.parser read <title> and
+    <textarea> as escapable raw text, calling set_cdata_mode(tag, escapable=True), and
+    <xmp>, <iframe>, <noembed>, <noframes> and <plaintext> as raw text: the tokenizer took
+    no `escapable` (TypeError: a page with a <title> was refused with 400). Simulated here
+    on the Python that runs the tests."""
+    doc = (
+        "<title>My page &amp; more</title><p>Edit: <textarea><p>Hello</textarea> ok</p>"
+        "<xmp>The <b>cat</b>.</xmp><p>A dog.</p><script>var s = '<p>x</p>';</script>"
+    )
+    before = translate_html(doc, upper)
+    parse_starttag = HTMLParser.parse_starttag
+
+    def newer(self, i):
+        end = parse_starttag(self, i)
+        tag = self.lasttag
+        if end >= 0 and self.cdata_elem is None and self.rawdata[end - 2 : end] != "/>":
+            if tag in ("title", "textarea"):
+                self.set_cdata_mode(tag, escapable=True)
+            elif tag in ("xmp", "iframe", "noembed", "noframes", "plaintext"):
+                self.set_cdata_mode(tag)
+        return end
+
+    monkeypatch.setattr(HTMLParser, "parse_starttag", newer)
+    assert translate_html(doc, upper) == before
+    assert "<title>MY PAGE &amp; MORE</title>" in before
+
+
 @pytest.mark.parametrize(
     "script",
     [
