@@ -21,7 +21,8 @@ left open inside the one it closes (`<p>A <span translate="no">B</p>`), so trans
 units end there too.
 
 Text is cut into units at block boundaries: any tag that is not an inline (phrasing) element,
-comments, and `<br>`. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
+and `<br>`; a comment after text in a unit is an atom in it (React writes `<!-- -->` between
+two pieces of a sentence), a comment before any is not in a unit. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
 are pairs and inline elements that are not translated (`<code>`, `<img>`, `<span
 translate="no">`) are atoms, and so are URLs and e-mail addresses in the text (copied as
 written); app/formats/inline.py translates the unit whole with placeholders when the model
@@ -491,7 +492,7 @@ class _Tokenizer(HTMLParser):
         self._add("data", data)
 
     def handle_comment(self, data):
-        self._add("other")
+        self._add("comment")
 
     def handle_decl(self, decl):
         self._add("other")
@@ -815,7 +816,12 @@ class HtmlDocument:
                 self._item("atom", raw)
             elif kind == "end" and name in INLINE:
                 self._item("close", raw, name)
-            else:  # block tags, <br>, comments, doctype: unit boundaries
+            elif kind == "comment" and (self._run or not self._builder.empty()):
+                # a comment after text, where the sentence may go on (React writes "<!-- -->"
+                # between two pieces of text): an atom, as a Word bookmark is (it ended the
+                # unit, and the sentence was sent in two)
+                self._item("atom", raw)
+            else:  # block tags, <br>, comments before any text, doctype: unit boundaries
                 self._raw(raw)
         if atom is not None:  # an inline element kept whole that the document never closed
             self._item("atom", "".join(atom))

@@ -362,6 +362,21 @@ def test_an_entity_without_semicolon_is_written_back_with_one():
     assert out == "<p>&not;in; Tom</p>"
 
 
+def test_a_comment_inside_a_sentence_is_an_atom_in_it():
+    """React writes "<!-- -->" between the pieces of a sentence it renders: each comment ended
+    the unit, and the sentence was sent in three."""
+    doc = "<p>You have <!-- -->3<!-- --> new messages.</p><!-- end --><p>The cat.</p>"
+    assert HtmlDocument(doc).texts == [
+        "You have <x1/>3<x2/> new messages.",
+        "You have",
+        "new messages.",
+        "The cat.",
+    ]
+    assert translate_html(doc, upper) == (
+        "<p>YOU HAVE <!-- -->3<!-- --> NEW MESSAGES.</p><!-- end --><p>THE CAT.</p>"
+    )
+
+
 def test_soft_hyphens_are_not_sent():
     """A soft hyphen (`&shy;`) marks where a word may break in its own language: the model got
     the word cut there ("in\u00adter\u00adna\u00adtional") and translated it badly."""
