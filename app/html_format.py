@@ -28,9 +28,10 @@ translate="no">`) are atoms, and so are URLs and e-mail addresses in the text (c
 written); app/formats/inline.py translates the unit whole with placeholders when the model
 keeps them, else text run by text run (see there). Whitespace inside a unit is
 collapsed to one space for the model (HTML displays it so); whitespace before and after a unit
-or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) are left out of the text the model
-sees: they mark where a word of the document's language may break, a place the translation
-does not have (sent, they cut the word in two); a translated unit comes back without them.
+or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) and `<wbr>` are left out of the
+text the model sees: they mark where a word of the document's language may break, a place the
+translation does not have (sent, they cut the word in two); a translated unit comes back
+without them, and an address keeps them (it is copied as written).
 
 A `<` is the start of a tag only when a letter, `/`, `!` or `?` follows it (as html.parser and
 browsers read it): `<3` and `< 5` are text, translated with the rest. After the last tag, such a
@@ -104,7 +105,7 @@ INLINE = frozenset(
     ]
 )
 #: inline elements without content: atoms inside a sentence
-INLINE_VOID = frozenset({"img", "wbr", "input"})
+INLINE_VOID = frozenset({"img", "input"})
 VOID = frozenset(
     [
         "area",
@@ -812,6 +813,11 @@ class HtmlDocument:
                     self._item("open", raw, name)
                 else:  # <code>, <span translate="no">: the whole element is one atom
                     atom, atom_depth = [raw], len(stack)
+            elif kind in ("start", "startend") and name == "wbr":
+                # where a browser may break a word or an address, as a soft hyphen: the text
+                # runs on (an atom, it cut "inter<wbr>national" in two, and sent the pieces
+                # of an address to the model)
+                self._text("", raw)
             elif kind in ("start", "startend") and name in INLINE_VOID | INLINE:
                 self._item("atom", raw)
             elif kind == "end" and name in INLINE:

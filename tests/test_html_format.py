@@ -362,6 +362,17 @@ def test_an_entity_without_semicolon_is_written_back_with_one():
     assert out == "<p>&not;in; Tom</p>"
 
 
+def test_a_wbr_is_not_sent():
+    """`<wbr>` marks where a browser may break a word or an address: as an atom it cut
+    "inter<wbr>national" in two, and the pieces of an address were sent to the model."""
+    doc = "<p>An inter<wbr>national treaty, see https://example.com/<wbr>very/<wbr>long now.</p>"
+    assert HtmlDocument(doc).texts[0] == "An international treaty, see <x1/> now."
+    assert translate_html(doc, upper) == (
+        "<p>AN INTERNATIONAL TREATY, SEE https://example.com/<wbr>very/<wbr>long NOW.</p>"
+    )
+    assert translate_html("<p>12<wbr>34</p>", upper) == "<p>12<wbr>34</p>"
+
+
 def test_a_comment_inside_a_sentence_is_an_atom_in_it():
     """React writes "<!-- -->" between the pieces of a sentence it renders: each comment ended
     the unit, and the sentence was sent in three."""
