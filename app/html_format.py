@@ -803,7 +803,10 @@ class HtmlDocument:
                 self._raw(raw)
                 continue
             if kind == "data":
-                if index >= cut_off or raw != name:
+                if index >= cut_off or raw != name or _TAG_OPEN.match(raw):
+                    # (the last: a tag html.parser could not read, `<p class='x</b>` with
+                    # its quote left open, which it gives as text: markup for a browser, it
+                    # was translated and escaped into text on the page)
                     self._raw(raw)
                 else:
                     self._data(raw)

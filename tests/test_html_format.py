@@ -145,6 +145,23 @@ def test_a_lone_lt_is_text_and_only_a_tag_start_can_be_cut_off(doc, out):
 @pytest.mark.parametrize(
     ("doc", "out"),
     [
+        (
+            "<p>Hello</p><p class='x</b><p>World</p>",
+            "<p>HELLO</p><p class='x</b><p>WORLD</p>",
+        ),
+        ('<p>A cat <b c="d</i> is big.</p>', '<p>A CAT <b c="d</i> IS BIG.</p>'),
+    ],
+)
+def test_a_tag_html_parser_cannot_read_is_not_text(doc, out):
+    """html.parser gives a start tag whose quote is left open as text (a browser reads it as a
+    tag, its attribute running on): it was translated and escaped, `&lt;P CLASS='X&lt;/B>`
+    shown on the page."""
+    assert translate_html(doc, upper) == out
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
         # HTML ignores the slash of a non-void element: what follows is inside it
         (
             '<div translate="no"/>ACME Corp</div><p>The cat.</p>',
