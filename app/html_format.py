@@ -816,10 +816,10 @@ class HtmlDocument:
                     self._item("open", raw, name)
                 else:  # <code>, <span translate="no">: the whole element is one atom
                     atom, atom_depth = [raw], len(stack)
-            elif kind in ("start", "startend") and name == "wbr":
+            elif kind in ("start", "startend") and name == "wbr" and stack.last("title") is None:
                 # where a browser may break a word or an address, as a soft hyphen: the text
                 # runs on (an atom, it cut "inter<wbr>national" in two, and sent the pieces
-                # of an address to the model)
+                # of an address to the model); in a <title>, text a browser shows as it is
                 self._text("", raw)
             elif kind in ("start", "startend") and name in INLINE_VOID | INLINE:
                 self._item("atom", raw)

@@ -388,6 +388,8 @@ def test_a_wbr_is_not_sent():
         "<p>AN INTERNATIONAL TREATY, SEE https://example.com/<wbr>very/<wbr>long NOW.</p>"
     )
     assert translate_html("<p>12<wbr>34</p>", upper) == "<p>12<wbr>34</p>"
+    # a <title> holds no tags: "<wbr>" there is text a browser shows
+    assert translate_html("<title>The <wbr>cat</title>", upper) == "<title>THE <wbr>CAT</title>"
 
 
 def test_a_comment_inside_a_sentence_is_an_atom_in_it():
