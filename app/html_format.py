@@ -22,21 +22,23 @@ units end there too.
 
 Text is cut into units at block boundaries: any tag that is not an inline (phrasing) element,
 and `<br>`; a comment after text in a unit is an atom in it (React writes `<!-- -->` between
-two pieces of a sentence), a comment before any is not in a unit. Inside a unit, inline elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...)
-are pairs and inline elements that are not translated (`<code>`, `<img>`, `<span
-translate="no">`) are atoms, and so are URLs and e-mail addresses in the text (copied as
-written); app/formats/inline.py translates the unit whole with placeholders when the model
-keeps them, else text run by text run (see there). Whitespace inside a unit is
-collapsed to one space for the model (HTML displays it so); whitespace before and after a unit
-or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) and `<wbr>` are left out of the
-text the model sees: they mark where a word of the document's language may break, a place the
-translation does not have (sent, they cut the word in two); a translated unit comes back
-without them, and an address keeps them (it is copied as written).
+two pieces of a sentence), a comment before any is not in a unit. Inside a unit, inline
+elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...) are pairs and inline elements that are not
+translated (`<code>`, `<img>`, `<span translate="no">`) are atoms, and so are URLs and e-mail
+addresses in the text (copied as written); app/formats/inline.py translates the unit whole
+with placeholders when the model keeps them, else text run by text run (see there). Whitespace
+inside a unit is collapsed to one space for the model (HTML displays it so); whitespace before
+and after a unit or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) and `<wbr>` are
+left out of the text the model sees: they mark where a word of the document's language may
+break, a place the translation does not have (sent, they cut the word in two); a translated
+unit comes back without them, and an address keeps them (it is copied as written).
 
 A `<` is the start of a tag only when a letter, `/`, `!` or `?` follows it (as html.parser and
 browsers read it): `<3` and `< 5` are text, translated with the rest. After the last tag, such a
 `<` without its `>` is a tag cut off by the end of the input, copied as it is with what follows
-(where no `>` follows, at once: html.parser took time quadratic in its length).
+(where no `>` follows, at once: html.parser took time quadratic in its length). A tag that
+html.parser cannot read (`<p class='x</b>`, its quote left open) is copied as it is too, never
+taken for text.
 
 Translated text is escaped for HTML: a character the unit wrote as an entity (`&copy;`,
 `&nbsp;`, `&#169;`) is written with that same entity when it comes back (with a `;`, which a
