@@ -54,16 +54,21 @@ import re
 from collections.abc import Callable
 from html.parser import HTMLParser
 
-from .formats.inline import Token, Unit, UnitBuilder, collapse, distribute, translate_units
+from .formats.inline import (
+    SOFT_HYPHEN,
+    Token,
+    Unit,
+    UnitBuilder,
+    collapse,
+    distribute,
+    translate_units,
+)
 
 #: what html.parser may read as the start of a tag, comment or declaration
 _TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
 #: where html.parser looks for a token after text (its `interesting`): only at "<", so that
 #: character references stay in the text
 _TAG_START = re.compile("<")
-#: the soft hyphen (`&shy;`): a place where a browser may break a word, for the layout of one
-#: language's words; the model sees the words without it
-_SHY = "\u00ad"
 #: a character reference as html.unescape finds one (HTML's rules for text): numeric, or a
 #: name, with or without ";" (legacy names such as "&copy" may end without one)
 _CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
@@ -736,16 +741,16 @@ class HtmlDocument:
                 # written back with its ";": "&copy" before a translated "2023" is still
                 # "\u00a92023", but "&not" before "in;" would be "&notin;"
                 self._spellings.setdefault(decoded, ref if ref.endswith(";") else ref + ";")
-            self._text("" if decoded == _SHY else decoded, ref)
+            self._text("" if decoded == SOFT_HYPHEN else decoded, ref)
             at = end
         if at < len(raw):
             self._plain(raw[at:])
 
     def _plain(self, raw: str) -> None:
         """Text without character references."""
-        for part in re.split(f"({_SHY})", raw):
+        for part in re.split(f"({SOFT_HYPHEN})", raw):
             if part:
-                self._text("" if part == _SHY else part, part)
+                self._text("" if part == SOFT_HYPHEN else part, part)
 
     def _walk(self, text: str, events: list, offsets: list[int]) -> None:
         # open elements: (name, translated, inside an element that is never translated)

@@ -25,7 +25,7 @@ from model_core.translator import Translator
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
-from .formats.inline import Unit, UnitBuilder, verbatim_spans
+from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder, verbatim_spans
 from .html_format import HtmlError, extract_all, render_all
 from .registry import ModelLoadError
 from .schemas import TranslateRequest
@@ -332,7 +332,9 @@ async def _translate_with(
 
     def encode(text: str) -> list[int]:
         if text not in encoded:
-            encoded[text] = translator.encode_source(text, target)
+            # a soft hyphen only marks where a word may break: sent, it cut the word into
+            # letters and bytes for the model ("transla\u00adtion": "tra n s l a <0xC2> ...")
+            encoded[text] = translator.encode_source(text.replace(SOFT_HYPHEN, ""), target)
         return encoded[text]
 
     def count(text: str) -> int:

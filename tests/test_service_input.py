@@ -333,3 +333,18 @@ def test_a_head_request_refused_is_logged_as_head(url, caplog):
     assert r.status_code == 405 and r.headers["allow"] == "POST"
     (line,) = [m for m in caplog.messages if '"HEAD /translate" 405' in m]
     assert "method HEAD is not allowed on /translate" in line, line
+
+
+def test_a_soft_hyphen_does_not_cut_a_word_for_the_model(url):
+    """A soft hyphen (U+00AD) marks where a word may break: it was sent, and the tokenizer cut
+    the word into letters and bytes there. The text is translated as without it."""
+
+    def ask(q):
+        body = {"q": q, "source": "en", "target": "de"}
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()["translatedText"]
+
+    plain = ask("The translation is good.")
+    assert ask("The trans\u00adla\u00adtion is good.") == plain
+    assert "\u00ad" not in plain

@@ -65,6 +65,11 @@ _TRAILING = ".,;:!?'\")]}\u2026\u201c\u201d\u00bb\u00ab\u2019\u2018\u203a\u2039\
 _RUN_LEAD = re.compile(r"[^\w\s]+\s*")
 _RUN_TRAIL = re.compile(r"\s+[(\[{\"'\u201c\u201e\u00ab\u2018\u201a\u2013\u2014-]+$")
 
+#: the soft hyphen (U+00AD, `&shy;`): where the source word may break, nowhere in its
+#: translation; the model gets the words without it (sent, it cut a word into letters and
+#: bytes: "transla\u00adtion" became "tra n s l a <0xC2> <0xAD> tion")
+SOFT_HYPHEN = "\u00ad"
+
 
 def verbatim_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each URL and e-mail address in `text`, without the punctuation after it

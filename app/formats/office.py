@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from . import FormatError, Limits, Translate
-from .inline import Unit, UnitBuilder, translate_units
+from .inline import SOFT_HYPHEN, Unit, UnitBuilder, translate_units
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -70,10 +70,6 @@ BIG_ENTRY = 1 << 20
 #: the signature of a Compound File (OLE2): Word 97-2003's .doc, PowerPoint's .ppt, and the
 #: container Office encrypts a password-protected .docx, .pptx or .odt into
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
-#: an optional hyphen written as a character (an .odt's, and a .docx's from other writers than
-#: Word): where the source word may be hyphenated, nowhere in its translation. Sent, it cut the
-#: word into letters for the model ("transla\u00adtion": "tra n s l a <0xC2> <0xAD> tion").
-SOFT_HYPHEN = "\u00ad"
 #: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
 #: them, and lxml refused the translation (ValueError: the file failed with a server error)
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
