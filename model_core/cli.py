@@ -1,11 +1,13 @@
 """argparse types for the command-line tools: a value out of range is refused by argparse with
 one line naming the option (`mt-train: error: argument --accumulate: ...`, status 2) before any
-work starts, instead of a traceback (or a silent misbehaviour) later."""
+work starts, instead of a traceback (or a silent misbehaviour) later; and `folder_of_models`,
+which names the model folders inside a folder given where one model's folder is wanted."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 
 def integer(low: int, high: int | None = None):
@@ -43,3 +45,20 @@ def number(low: float, high: float | None = None, low_open: bool = False, high_o
         return value
 
     return parse
+
+
+def folder_of_models(path: Path) -> str | None:
+    """Why `path` is no model folder when it holds model folders (weights/ given for
+    weights/en-de), naming them; None otherwise."""
+    if not path.is_dir() or (path / "config.json").exists():
+        return None
+    try:
+        names = sorted(p.name for p in path.iterdir() if (p / "config.json").is_file())
+    except OSError:
+        return None
+    if not names:
+        return None
+    if len(names) == 1:
+        return f"{path} holds a model in {names[0]}: give {path / names[0]}"
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return f"{path} holds several models ({shown}): give one of them, e.g. {path / names[0]}"

@@ -17,7 +17,7 @@ from pathlib import Path
 import sacrebleu
 
 from .checkpoint import CheckpointError
-from .cli import integer, number
+from .cli import folder_of_models, integer, number
 from .data import DataError, read_lines
 from .translator import Translator
 
@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    models = folder_of_models(args.checkpoint)
+    if models is not None:
+        print(f"mt-evaluate: error: {models}", file=sys.stderr)
+        return 2
     try:
         translator = Translator.load(args.checkpoint, device=args.device, dtype=args.dtype)
         sources = read_lines(args.src)

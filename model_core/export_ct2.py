@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .checkpoint import CheckpointError, load_checkpoint
+from .cli import folder_of_models
 from .model import MultiHeadAttention, Transformer
 
 
@@ -133,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         "--quantization", choices=["int8", "int8_float32", "float16", "bfloat16", "float32"]
     )
     args = p.parse_args(argv)
+    models = folder_of_models(args.checkpoint)
+    if models is not None:
+        print(f"mt-export-ct2: error: {models}", file=sys.stderr)
+        return 2
     try:
         out = export(args.checkpoint, args.output, args.quantization)
     except CheckpointError as exc:

@@ -1,6 +1,7 @@
 """The training command end to end on made-up data, and its data errors."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -170,6 +171,29 @@ def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
     code = evaluate.main([str(tmp_path), "--src", str(corpus_dir / "dev.en")])
     assert code == 2
     assert "config.json: missing file" in capsys.readouterr().err
+
+
+def test_evaluate_and_export_name_the_models_in_a_folder_of_models(
+    random_checkpoint, corpus_dir, tmp_path, capsys
+):
+    """The weights folder given for one model's folder: the message names the models there."""
+    from model_core import evaluate, export_ct2
+
+    weights = Path(__file__).resolve().parent.parent / "weights"
+    src = ["--src", str(corpus_dir / "dev.en")]
+    assert evaluate.main([str(weights), *src]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing file" not in err
+    assert f"{weights} holds several models (de-en, en-de)" in err
+    assert f"give one of them, e.g. {weights / 'de-en'}" in err
+    assert export_ct2.main([str(weights), str(tmp_path / "out")]) == 2
+    assert f"{weights} holds several models (de-en, en-de)" in capsys.readouterr().err
+
+    one = tmp_path / "one"  # a folder holding a single model
+    one.mkdir()
+    (one / "en-de").symlink_to(random_checkpoint, target_is_directory=True)
+    assert evaluate.main([str(one), *src]) == 2
+    assert f"{one} holds a model in en-de: give {one / 'en-de'}" in capsys.readouterr().err
 
 
 def test_evaluate_command_names_a_device_or_dtype_it_cannot_use(
