@@ -127,6 +127,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def data_files(args: argparse.Namespace) -> dict[str, Path]:
+    """The four data files, each checked to exist; a missing one is named with the options
+    that give it."""
+    if args.data is not None and not args.data.is_dir():
+        raise DataError(f"--data {args.data}: folder not found")
     files = {}
     for split in ("train", "dev"):
         for side, lang in (("src", args.source), ("tgt", args.target)):
@@ -136,10 +140,38 @@ def data_files(args: argparse.Namespace) -> dict[str, Path]:
             )
     if files["dev_src"] is None or files["dev_tgt"] is None:
         raise DataError("no dev set: pass --dev-src and --dev-tgt (or --data with dev.* files)")
-    for key in ("dev_src", "dev_tgt"):
-        if not files[key].is_file():
-            raise DataError(f"{files[key]}: dev file not found (a dev set is required)")
+    for split in ("train", "dev"):
+        keys = (f"{split}_src", f"{split}_tgt")
+        for key in keys:
+            if files[key].is_file():
+                continue
+            if getattr(args, key) is not None:  # given by its own option
+                raise DataError(f"--{key.replace('_', '-')} {files[key]}: file not found")
+            raise DataError(missing_from_data(args, split, files[key]))
     return files
+
+
+def missing_from_data(args: argparse.Namespace, split: str, path: Path) -> str:
+    """Why a file --data names is missing: the names looked for, the options that give the
+    files, and a pair of the folder's files that could be the ones meant."""
+    src, tgt = f"{split}.{args.source}", f"{split}.{args.target}"
+    message = (
+        f"{path}: {split} file not found (--data {args.data} looks for {src} and {tgt}, "
+        f"their suffixes from --source and --target); give the {split} files with "
+        f"--{split}-src and --{split}-tgt"
+    )
+    others = sorted(
+        p.stem
+        for p in args.data.glob(f"*.{args.source}")
+        if p.stem != "train" and (args.data / f"{p.stem}.{args.target}").is_file()
+    )
+    if split == "dev" and others:  # (multi30k names its dev set val.*)
+        name = "val" if "val" in others else others[0]
+        message += (
+            f", e.g. --dev-src {args.data / f'{name}.{args.source}'} "
+            f"--dev-tgt {args.data / f'{name}.{args.target}'}"
+        )
+    return message
 
 
 def check_folder(path: Path, option: str) -> None:

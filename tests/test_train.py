@@ -118,6 +118,33 @@ def test_missing_dev_set_is_a_clear_error(corpus_dir, tmp_path, capsys):
     assert "no dev set" in capsys.readouterr().err
 
 
+def test_a_data_folder_without_dev_files_names_them_and_the_options(corpus_dir, tmp_path, capsys):
+    """A corpus whose dev set is val.* (Multi30k): the files looked for, the options that
+    give them, and the folder's pair that could be meant; one line, status 2."""
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    for name in ("train.en", "train.de", "val.en", "val.de", "test2016.en"):
+        (data / name).write_bytes(
+            (corpus_dir / name.replace("val", "dev").replace("test2016", "dev")).read_bytes()
+        )
+    run = tmp_path / "run"
+    assert train.main(train_args(data, run) + ["--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "looks for dev.en and dev.de" in err
+    assert "give the dev files with --dev-src and --dev-tgt" in err
+    assert f"e.g. --dev-src {data / 'val.en'} --dev-tgt {data / 'val.de'}" in err
+
+    args = train_args(data, run) + ["--max-steps", "1", "--target", "fr"]
+    assert train.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{data / 'train.fr'}: train file not found" in err
+    assert "give the train files with --train-src and --train-tgt" in err
+
+    assert train.main(train_args(tmp_path / "nowhere", run) + ["--max-steps", "1"]) == 2
+    assert f"--data {tmp_path / 'nowhere'}: folder not found" in capsys.readouterr().err
+
+
 def test_misaligned_training_files_stop_the_command(corpus_dir, tmp_path, capsys):
     short = write_lines(tmp_path / "train.de", ["nur eine zeile"])
     code = train.main(
