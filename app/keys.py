@@ -189,17 +189,42 @@ def limit_value(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if not 1 <= value <= SQLITE_INT_MAX:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {SQLITE_INT_MAX}")
+        raise argparse.ArgumentTypeError(
+            f"{value}: give a whole number from 1 to {SQLITE_INT_MAX} "
+            "(leave the option out for the server's limit)"
+        )
     return value
 
 
 def key_name(text: str) -> str:
     """A key's name: printable, as `list` shows it in one tab-separated line."""
-    if not text.strip() or not text.isprintable():
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            'a name is required: who or what the key is for ("team A")'
+        )
+    if not text.isprintable():
         raise argparse.ArgumentTypeError(
             "a name must be printable text (no tabs, line breaks or other control characters)"
         )
     return text
+
+
+def key_id(text: str) -> str:
+    """A key's id as `list` shows it (8 hex digits; any letter case, spaces around it)."""
+    value = text.strip().lower()
+    if not value:
+        raise argparse.ArgumentTypeError("an id is required: `mt-keys list` shows them")
+    return value
+
+
+def database_problem(path: Path) -> str | None:
+    """Why `path` cannot be the keys database, where SQLite would only say that it is
+    'unable to open database file'; None when it may be."""
+    if path.is_dir():
+        return f"{path}: unable to open database file: it is a folder; give a file in it"
+    if not path.parent.is_dir():
+        return f"{path}: unable to open database file: there is no folder {path.parent}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--chars-per-day", type=limit_value, help="characters per day at most")
     sub.add_parser("list", help="list the keys (ids, names, limits; never the keys)")
     revoke = sub.add_parser("revoke", help="revoke a key by the id `list` shows")
-    revoke.add_argument("id")
+    revoke.add_argument("id", type=key_id, help="the key's id, as `list` shows it")
     args = parser.parse_args(argv)
     path = args.db
     if path is None:  # the server's setting, read alone (another setting's mistake is the
@@ -227,17 +252,22 @@ def main(argv: list[str] | None = None) -> int:
         )  # as the server reads it: any letter case, blank is unset
         path = Path(value) if value.strip() else None
     if path is None:
-        print("mt-keys: give --db or set MT_API_KEYS_DB", file=sys.stderr)
+        print("mt-keys: error: give --db or set MT_API_KEYS_DB", file=sys.stderr)
         return 2
+    problem = database_problem(path)
+    if problem is not None:
+        print(f"mt-keys: error: {problem}", file=sys.stderr)
+        return 1
     try:
         return run(args, KeyStore(path))
     except sqlite3.Error as exc:  # locked for longer than 5 s, not a database, no folder
-        print(f"mt-keys: {path}: {exc}", file=sys.stderr)
+        print(f"mt-keys: error: {path}: {exc}", file=sys.stderr)
         return 1
 
 
 def run(args: argparse.Namespace, store: KeyStore) -> int:
     if args.command == "add":
+        same = [k.id for k in store.list() if k.name == args.name and not k.revoked]
         key, info = store.add(
             args.name,
             req_per_minute=args.req_per_minute,
@@ -247,6 +277,10 @@ def run(args: argparse.Namespace, store: KeyStore) -> int:
         print(key)
         print(f"id {info.id}: keep the key above; it is not stored and not shown again",
               file=sys.stderr)  # fmt: skip
+        if same:  # allowed (a key is replaced by adding the new one, then revoking the old)
+            print(f"mt-keys: note: {len(same)} other active key(s) named {args.name!r}: "
+                  f"{', '.join(same)}; `mt-keys revoke ID` once it is no longer used",
+                  file=sys.stderr)  # fmt: skip
         return 0
     if args.command == "list":
         print("id\tname\tcreated\tstatus\treq/min\tchars/request\tchars/day")
@@ -258,7 +292,12 @@ def run(args: argparse.Namespace, store: KeyStore) -> int:
             print(f"{k.id}\t{k.name}\t{created}\t{status}\t{shown}")
         return 0
     if store.revoke(args.id) == 0:
-        print(f"mt-keys: no active key with id {args.id}", file=sys.stderr)
+        known = [k for k in store.list() if k.id == args.id]
+        if known:
+            print(f"mt-keys: error: key {args.id} is revoked already", file=sys.stderr)
+        else:
+            print(f"mt-keys: error: no key with id {args.id!r}: `mt-keys list` shows the ids",
+                  file=sys.stderr)  # fmt: skip
         return 1
     print(f"revoked {args.id}")
     return 0

@@ -118,6 +118,36 @@ def test_mt_keys_mistakes_are_one_line_each(tmp_path):
     assert mt_keys(db, "list").stdout.count("\n") == 1  # the header only: nothing was added
 
 
+def test_mt_keys_says_what_is_missing_or_unknown(tmp_path):
+    """An empty name or id is asked for, not called unprintable; an unknown id and a key
+    revoked already are told apart; an id is taken in any letter case; a second active key
+    of one name is added (a key is replaced so) with a note naming the first; a folder, or a
+    path in no folder, is named as such."""
+    db = tmp_path / "keys.sqlite"
+    r = mt_keys(db, "add", "")
+    assert r.returncode == 2 and "a name is required" in r.stderr and "printable" not in r.stderr
+    assert "a name is required" in mt_keys(db, "add", "  ").stderr
+    first = mt_keys(db, "add", "team A")
+    first_id = first.stderr.split()[1].rstrip(":")
+    second = mt_keys(db, "add", "team A")
+    assert second.returncode == 0 and second.stdout.startswith("mt-")
+    assert f"1 other active key(s) named 'team A': {first_id}" in second.stderr
+    r = mt_keys(db, "revoke", "")
+    assert r.returncode == 2 and "an id is required" in r.stderr
+    r = mt_keys(db, "revoke", "0000zzzz")
+    assert r.returncode == 1
+    assert r.stderr == "mt-keys: error: no key with id '0000zzzz': `mt-keys list` shows the ids\n"
+    assert mt_keys(db, "revoke", f" {first_id.upper()} ").returncode == 0
+    r = mt_keys(db, "revoke", first_id)
+    assert r.returncode == 1 and r.stderr == f"mt-keys: error: key {first_id} is revoked already\n"
+    r = mt_keys(db, "add", "team B", "--req-per-minute", "0")
+    assert r.returncode == 2 and "leave the option out for the server's limit" in r.stderr
+    r = mt_keys(tmp_path, "list")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "it is a folder" in r.stderr
+    r = mt_keys(tmp_path / "no" / "k.sqlite", "list")
+    assert r.returncode == 1 and f"there is no folder {tmp_path / 'no'}" in r.stderr
+
+
 def test_mt_keys_reads_only_its_own_setting(tmp_path):
     """Another setting's mistake is the server's to report; an empty MT_API_KEYS_DB is unset."""
     db = tmp_path / "keys.sqlite"
