@@ -19,6 +19,7 @@ import torch
 from model_core.allocator import keep_freed_memory
 from model_core.continuous import RunningBatch, fixed_size
 from model_core.decoding import Hypothesis
+from model_core.int8 import int8_available
 from model_core.linear_backend import available_backends
 from model_core.threads import SharedCpuThreads, available_cpus
 from model_core.translator import Translator, resolve_device
@@ -32,6 +33,20 @@ log = logging.getLogger("app.engine")
 
 class StartupError(Exception):
     """The models could not be loaded; the message names the directory and the problem."""
+
+
+class OutOfMemoryLoad(StartupError):
+    """A model could not be made ready for want of memory: at start-up that stops the
+    server as another StartupError does, but on first use the next request tries again
+    (memory may have been freed since), where a setting that does not fit is remembered."""
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is an allocation failure (torch raises a plain RuntimeError for the CPU)."""
+    text = str(exc)
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
+        "can't allocate memory" in text or "out of memory" in text.lower()
+    )
 
 
 @dataclass(frozen=True)
@@ -63,8 +78,18 @@ def load_translator(
     if quantize == "int8":
         try:
             translator.quantize_int8()
-        except (ValueError, RuntimeError) as exc:  # a setting's mistake, not the files'
+        except ValueError as exc:  # the device or dtype: a setting's mistake, not the files'
             raise StartupError(f"MT_QUANTIZE=int8 for {path.name}: {exc}") from exc
+        except (RuntimeError, MemoryError) as exc:
+            if out_of_memory(exc):  # passing: not the setting's mistake, nor the model's
+                raise OutOfMemoryLoad(
+                    f"MT_QUANTIZE=int8 for {path.name}: out of memory while quantizing: {exc}"
+                ) from exc
+            if not int8_available():  # this torch build: a setting's mistake here
+                raise StartupError(f"MT_QUANTIZE=int8 for {path.name}: {exc}") from exc
+            raise StartupError(  # this model's layers, the same at every try
+                f"MT_QUANTIZE=int8 for {path.name}: quantizing the model failed: {exc}"
+            ) from exc
     return translator
 
 
@@ -286,11 +311,14 @@ class Engine:
         """`load` for a request (a model's first use): what keeps the model from serving is a
         ModelLoadError, which the request answers as such. A setting that does not fit the
         model (a StartupError at start-up) is remembered as a bad checkpoint is, so that the
-        next request does not load it again only to fail the same way; a model whose warm-up
-        failed (out of memory, say) is unloaded, and the next request tries again."""
+        next request does not load it again only to fail the same way; a load that ran out of
+        memory (OutOfMemoryLoad) is not; a model whose warm-up failed (out of memory, say) is
+        unloaded, and the next request tries again."""
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
         try:
             translator = self.registry.load(name, reason)
+        except OutOfMemoryLoad as exc:  # not remembered: the next request tries again
+            raise ModelLoadError(str(exc)) from exc
         except StartupError as exc:
             self.registry.remember_failure(name, str(exc))
             raise ModelLoadError(str(exc)) from exc

@@ -484,6 +484,55 @@ def test_a_setting_that_does_not_fit_a_model_fails_its_first_use_once(weights_di
     assert len(loads) == 1
 
 
+def test_int8_quantization_out_of_memory_is_tried_again_a_model_failure_is_not(
+    weights_dir, monkeypatch
+):
+    """MT_QUANTIZE=int8 on first use: quantizing that ran out of memory is reported as such
+    and the next request loads the model again (it was remembered as a setting that does not
+    fit: every later request failed at once until a restart); a failure of the model's own
+    layers is named as one and remembered."""
+    import model_core.translator
+    from app.registry import ModelLoadError
+
+    real = model_core.translator.quantize_linears
+    failures = [
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes")
+    ]
+    loads: list[Path] = []
+
+    def quantize(module):
+        if failures:
+            raise failures.pop(0)
+        return real(module)
+
+    def load(path: Path) -> Translator:
+        loads.append(path)
+        return load_translator(path, device="cpu", dtype="float32", quantize="int8")
+
+    async def scenario(engine) -> tuple[str, bool, str, str]:
+        monkeypatch.setattr(model_core.translator, "quantize_linears", quantize)
+        with pytest.raises(ModelLoadError) as caught:
+            async with engine.registry.hold("en-de"):
+                pass
+        async with engine.registry.hold("en-de") as translator:
+            quantized = translator.quantized
+        failures.append(RuntimeError("fbgemm: unsupported shape"))
+        errors = []
+        for _ in range(2):
+            with pytest.raises(ModelLoadError) as broken:
+                async with engine.registry.hold("de-en"):
+                    pass
+            errors.append(str(broken.value))
+        return str(caught.value), quantized, *errors
+
+    oom, quantized, broken, again = engine_scenario(weights_dir, scenario, load=load)
+    assert "MT_QUANTIZE=int8 for en-de: out of memory while quantizing" in oom
+    assert quantized
+    assert broken == again
+    assert "MT_QUANTIZE=int8 for de-en: quantizing the model failed: fbgemm" in broken
+    assert [p.name for p in loads] == ["en-de", "en-de", "de-en"]
+
+
 def test_a_model_whose_warm_up_fails_is_unloaded_and_loaded_again_next_time(
     weights_dir, monkeypatch
 ):
