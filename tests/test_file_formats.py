@@ -222,6 +222,25 @@ def test_srt_without_timestamps_is_refused_and_stray_blocks_are_kept():
     assert out == b"1\n00:00:01,000 --> 00:00:02,000\nHI THERE.\n\nstray words\n"
 
 
+def test_srt_of_blank_lines_is_refused_and_cues_without_text_are_kept():
+    """A .srt of blank lines (any line endings, a byte order mark) holds no subtitles: it is
+    refused, as a file of text without timestamps is (it came back unchanged); cues with a
+    number and a timestamp but no text are a subtitle file, copied as they are."""
+    for blank in (b"\n\n\n", b"\r\n\r\n", b"\xef\xbb\xbf", b"\xef\xbb\xbf \r\n\t\r\n"):
+        with pytest.raises(FormatError, match="no subtitles found: the file holds only blank"):
+            translate_srt(blank, upper, LIMITS)
+    with pytest.raises(FormatError, match="no subtitles found: no cue with a timestamp line"):
+        translate_srt(b"1\n\n2\n", upper, LIMITS)
+    untimed = b"\xef\xbb\xbf1\r\n00:00:01,000 --> 00:00:02,000\r\n\r\n2\r\n00:00:03,000 --> 00:00:04,000\r\n"
+    sent: list[str] = []
+    assert translate_srt(untimed, lambda ts: sent.extend(ts) or upper(ts), LIMITS) == untimed
+    assert sent == []
+    mixed = untimed + b"\r\n3\r\n00:00:05,000 --> 00:00:06,000\r\nHi there.\r\n"
+    assert translate_srt(mixed, upper, LIMITS) == untimed + (
+        b"\r\n3\r\n00:00:05,000 --> 00:00:06,000\r\nHI THERE.\r\n"
+    )
+
+
 MARKDOWN = """# Title with *emphasis* ##
 
 Some **bold** text and `inline code` with a [link](https://example.com "T").

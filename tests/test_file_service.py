@@ -235,6 +235,8 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         # translated as such and came back as garbage with a 200
         (upload(url, "utf16.txt", "The cat.\n".encode("utf-16-le")), 400, "byte order mark"),
         (upload(url, "utf16.srt", "1\n".encode("utf-16-be")), 400, "NUL characters"),
+        # blank lines only: it came back unchanged, with 200
+        (upload(url, "blank.srt", b"\xef\xbb\xbf\r\n\r\n"), 400, "no subtitles found"),
         (upload(url, "a.txt", b"The cat.", target="xx"), 400, "no model translates"),
         (upload(url, "a.txt", b"The cat.", source=""), 400, "`source` is missing"),
         (upload(url, "big.txt", b"a" * (MAX_FILE + 100_000)), 413, "bytes"),

@@ -15,10 +15,11 @@ written back in the same encoding, byte order mark and line endings.
   change indentation, and before it would pass 1,000 characters (or MT_MAX_REQUEST_CHARS).
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
-  blank lines and blocks without a timestamp line are copied as they are (a file without any
-  cue is refused). Markup in a cue is kept as in format=html, and override tags (`{\\an8}`)
-  as they are. A dialogue, a cue whose every line starts with a dash (a speaker change:
-  `- Where are you?`), is translated line by line, each dash kept.
+  blank lines and blocks without a timestamp line are copied as they are, as are cues without
+  text (a file without any timestamp line, blank lines only included, is refused). Markup in
+  a cue is kept as in format=html, and override tags (`{\\an8}`) as they are. A dialogue, a
+  cue whose every line starts with a dash (a speaker change: `- Where are you?`), is
+  translated line by line, each dash kept.
 - .html: as format=html (app/html_format.py).
 """
 
@@ -206,7 +207,7 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     text, codec = decode(data, ".srt")
     lines = _lines(text)
     cues: list[tuple[int, int]] = []  # [first, end) line indices of each cue's text
-    i = strays = 0
+    i = strays = timed = 0
     while i < len(lines):
         if not lines[i][0].strip():
             i += 1
@@ -215,13 +216,18 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
         while block_end < len(lines) and lines[block_end][0].strip():
             block_end += 1
         timing = next((k for k in range(i, block_end) if "-->" in lines[k][0]), None)
+        timed += timing is not None
         if timing is not None and timing + 1 < block_end:
             cues.append((timing + 1, block_end))
         elif timing is None:  # not a cue (a stray line): copied as it is
             strays += 1
         i = block_end
-    if strays and not cues:
-        raise FormatError("no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); not SRT")
+    if not timed:  # (a file of blank lines came back as it was, with 200)
+        raise FormatError(
+            "no subtitles found: "
+            + ("no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); not SRT"
+               if strays else "the file holds only blank lines")
+        )  # fmt: skip
     # each cue: its texts, with the dash before each (a dialogue) or none (all lines as one)
     texts: list[list[tuple[str, HtmlDocument]]] = []
     for first, end in cues:
