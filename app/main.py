@@ -34,6 +34,7 @@ from starlette.routing import Match, Mount
 
 from .access import Access
 from .batcher import MicroBatcher, Worker
+from .command import parse_arguments
 from .continuous import ContinuousBatcher
 from .detect import Detector
 from .endpoints import HANDLERS
@@ -515,7 +516,8 @@ def port_problem(host: str, port: int) -> str | None:
     return None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parse_arguments(argv)  # (--help started the server, as did any other argument)
     try:
         settings = Settings()
     except ValidationError as exc:

@@ -230,6 +230,37 @@ def test_a_port_in_use_is_one_line_before_anything_starts(weights_dir, tmp_path)
     assert f"mt-serve: cannot listen on 127.0.0.1:{port}" in text and "MT_PORT" in text, text
 
 
+def test_mt_serve_help_lists_the_settings_and_arguments_are_refused(tmp_path):
+    """`mt-serve --help` prints the settings and exits, and an argument names the variable
+    that does what it asked (both started the server, the arguments ignored)."""
+    port = free_port()
+    env = {**os.environ, "MT_PORT": str(port), "MT_WEIGHTS_DIR": str(tmp_path)}
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "app.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    shown = run("--help")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage: mt-serve")
+    assert "MT_PORT\n      TCP port [8000]" in shown.stdout
+    assert "MT_WEIGHTS_DIR" in shown.stdout and "MT_API_KEYS_DB" in shown.stdout
+    assert "Uvicorn running" not in shown.stderr and "loading the models" not in shown.stderr
+    for args, hint in (
+        (["--port", "9000"], "e.g. MT_PORT=9000 mt-serve"),
+        (["--weights-dir=models"], "e.g. MT_WEIGHTS_DIR=models mt-serve"),
+        (["serve"], "the settings are environment variables"),
+    ):
+        refused = run(*args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        last = refused.stderr.splitlines()[-1]
+        assert last.startswith("mt-serve: error: no arguments but --help") and hint in last
+        assert "Uvicorn running" not in refused.stderr
+
+
 @pytest.mark.parametrize(
     "name, value",
     [
