@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
@@ -516,6 +517,29 @@ def port_problem(host: str, port: int) -> str | None:
     return None
 
 
+def weights_problem(weights_dir: Path) -> str | None:
+    """Why MT_WEIGHTS_DIR cannot be the folder of models (missing, a file, or one model's own
+    folder), or None. Checked before anything starts, as the port is: the registry would say
+    so only after the server had started, between its start-up lines."""
+    where = "" if weights_dir.is_absolute() else f" (in {Path.cwd()})"
+    if not weights_dir.exists():
+        return (
+            f"MT_WEIGHTS_DIR {weights_dir}: no such folder{where}; set MT_WEIGHTS_DIR to the "
+            "folder that holds the model folders, or start mt-serve where it is"
+        )
+    if not weights_dir.is_dir():
+        return f"MT_WEIGHTS_DIR {weights_dir}: not a folder{where}"
+    if (weights_dir / "config.json").is_file() and not any(
+        (p / "config.json").is_file() for p in weights_dir.iterdir()
+    ):  # a model's folder, where a folder of models is wanted
+        parent = weights_dir.parent
+        return (
+            f"MT_WEIGHTS_DIR {weights_dir} is one model's folder: set MT_WEIGHTS_DIR={parent} "
+            f"(MT_MODELS={weights_dir.name} serves that model alone)"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parse_arguments(argv)  # (--help started the server, as did any other argument)
     try:
@@ -543,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
             "(MT_HOST and MT_PORT choose another)",
             file=sys.stderr,
         )
+        return 2
+    if problem := weights_problem(settings.weights_dir):
+        print(f"mt-serve: {problem}", file=sys.stderr)
         return 2
     if settings.files_dir is not None:
         try:

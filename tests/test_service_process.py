@@ -261,6 +261,40 @@ def test_mt_serve_help_lists_the_settings_and_arguments_are_refused(tmp_path):
         assert "Uvicorn running" not in refused.stderr
 
 
+def test_a_weights_folder_missing_or_of_one_model_is_one_line_before_anything_starts(
+    weights_dir, tmp_path
+):
+    """mt-serve started outside the repository (weights/ not there), or MT_WEIGHTS_DIR set to
+    one model's folder: one line saying what to set, status 2, before the server starts (the
+    error came after uvicorn's start-up lines, the folder not named as the setting)."""
+
+    def run(cwd, **env) -> subprocess.CompletedProcess:
+        environ = {k: v for k, v in os.environ.items() if k != "MT_WEIGHTS_DIR"}
+        return subprocess.run(
+            [sys.executable, "-m", "app.main"],
+            cwd=cwd,
+            env={**environ, "PYTHONPATH": str(ROOT), "MT_PORT": str(free_port()), **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    outside = run(elsewhere)
+    assert outside.returncode == 2, outside.stderr
+    assert outside.stderr == (
+        f"mt-serve: MT_WEIGHTS_DIR weights: no such folder (in {elsewhere}); set MT_WEIGHTS_DIR "
+        "to the folder that holds the model folders, or start mt-serve where it is\n"
+    )
+    one = run(tmp_path, MT_WEIGHTS_DIR=str(weights_dir / "en-de"))
+    assert one.returncode == 2, one.stderr
+    assert one.stderr == (
+        f"mt-serve: MT_WEIGHTS_DIR {weights_dir / 'en-de'} is one model's folder: set "
+        f"MT_WEIGHTS_DIR={weights_dir} (MT_MODELS=en-de serves that model alone)\n"
+    )
+
+
 @pytest.mark.parametrize(
     "name, value",
     [
