@@ -1,12 +1,16 @@
 """argparse types for the command-line tools: a value out of range is refused by argparse with
 one line naming the option (`mt-train: error: argument --accumulate: ...`, status 2) before any
 work starts, instead of a traceback (or a silent misbehaviour) later; and `folder_of_models`,
-which names the model folders inside a folder given where one model's folder is wanted."""
+which names the model folders inside a folder given where one model's folder is wanted; and
+`interruptible`: Ctrl-C ends a command with one line and status 130, not a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -62,3 +66,21 @@ def folder_of_models(path: Path) -> str | None:
         return f"{path} holds a model in {names[0]}: give {path / names[0]}"
     shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return f"{path} holds several models ({shown}): give one of them, e.g. {path / names[0]}"
+
+
+def interruptible(prog: str, note: str = "") -> Callable:
+    """Wrap a command's `main(argv)`: Ctrl-C ends it with `prog: interrupted` (and `note`,
+    what is left behind) and status 130, as a shell reports SIGINT, instead of a traceback."""
+
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def run(argv: list[str] | None = None) -> int:
+            try:
+                return main(argv)
+            except KeyboardInterrupt:
+                print(f"{prog}: interrupted{note}", file=sys.stderr)
+                return 130
+
+        return run
+
+    return wrap

@@ -17,7 +17,7 @@ from pathlib import Path
 import sacrebleu
 
 from .checkpoint import CheckpointError
-from .cli import folder_of_models, integer, number
+from .cli import folder_of_models, integer, interruptible, number
 from .data import DataError, read_lines
 from .translator import Translator
 
@@ -30,6 +30,7 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+@interruptible("mt-evaluate", ": nothing written")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mt-evaluate", description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", type=Path)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .checkpoint import CheckpointError, load_checkpoint
-from .cli import folder_of_models
+from .cli import folder_of_models, interruptible
 from .model import MultiHeadAttention, Transformer
 
 
@@ -126,6 +126,7 @@ def export(
     return Path(_Converter().convert(str(output_dir), quantization=quantization, force=True))
 
 
+@interruptible("mt-export-ct2")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mt-export-ct2", description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", type=Path)

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .cli import interruptible
+
 SERVED_FILES = [
     "config.json",
     "generation_config.json",
@@ -88,6 +90,7 @@ def check_marian(directory: Path, repo_id: str) -> None:
         )
 
 
+@interruptible("mt-fetch", ": the model being downloaded was not kept")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mt-fetch", description=__doc__.split("\n")[0])
     p.add_argument(

@@ -475,3 +475,38 @@ def test_evaluate_refuses_to_write_its_translations_over_its_source_or_reference
     out = tmp_path / "out.de"
     assert evaluate.main([str(random_checkpoint), "--src", str(src), "--output", str(out)]) == 0
     assert len(out.read_text().splitlines()) == len(before[0].decode().splitlines())
+
+
+def test_ctrl_c_ends_evaluate_export_and_fetch_with_one_line(
+    random_checkpoint, corpus_dir, tmp_path, monkeypatch, capsys
+):
+    """Ctrl-C while a command works: one line saying what is left, status 130 as a shell
+    reports SIGINT (it was a KeyboardInterrupt traceback)."""
+    from model_core import evaluate, export_ct2, fetch
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def run(main, argv):
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            return "a KeyboardInterrupt traceback"
+
+    monkeypatch.setattr(Translator, "translate_batch", interrupted)
+    out = tmp_path / "out.txt"
+    src = ["--src", str(corpus_dir / "dev.en"), "--output", str(out)]
+    assert run(evaluate.main, [str(random_checkpoint), *src]) == 130
+    assert capsys.readouterr().err == "mt-evaluate: interrupted: nothing written\n"
+    assert not out.exists()
+
+    monkeypatch.setattr(export_ct2, "export", interrupted)
+    assert run(export_ct2.main, [str(random_checkpoint), str(tmp_path / "ct2")]) == 130
+    assert capsys.readouterr().err == "mt-export-ct2: interrupted\n"
+
+    monkeypatch.setattr(fetch, "fetch", interrupted)
+    argv = ["Helsinki-NLP/opus-mt-en-de", "--weights-dir", str(tmp_path / "w")]
+    assert run(fetch.main, argv) == 130
+    assert capsys.readouterr().err == (
+        "mt-fetch: interrupted: the model being downloaded was not kept\n"
+    )
