@@ -23,12 +23,18 @@ class DataError(Exception):
 def read_lines(path: str | Path) -> list[str]:
     """Read a UTF-8 text file, one sentence per line; empty lines are an error."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: a folder, not a file: give a text file, one sentence per line")
+    try:  # read once: a pipe (/dev/stdin, <(...)) can be read only once
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as exc:  # no permission, an I/O error (it was a traceback)
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:  # bytes decoded as they are: lines end at "\n" only (a lone "\r" is in a line)
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         raise DataError(f"{path}: line {line} is not valid UTF-8 ({exc.reason})") from exc
     lines = text.split("\n")
     if lines and lines[-1] == "":

@@ -143,10 +143,12 @@ def data_files(args: argparse.Namespace) -> dict[str, Path]:
     for split in ("train", "dev"):
         keys = (f"{split}_src", f"{split}_tgt")
         for key in keys:
+            if getattr(args, key) is not None:  # given by its own option
+                if not files[key].exists():  # (read_lines names a folder or unreadable file)
+                    raise DataError(f"--{key.replace('_', '-')} {files[key]}: file not found")
+                continue
             if files[key].is_file():
                 continue
-            if getattr(args, key) is not None:  # given by its own option
-                raise DataError(f"--{key.replace('_', '-')} {files[key]}: file not found")
             raise DataError(missing_from_data(args, split, files[key]))
     return files
 

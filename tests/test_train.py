@@ -510,3 +510,47 @@ def test_ctrl_c_ends_evaluate_export_and_fetch_with_one_line(
     assert capsys.readouterr().err == (
         "mt-fetch: interrupted: the model being downloaded was not kept\n"
     )
+
+
+def test_a_folder_an_unreadable_file_or_a_pipe_as_data(
+    random_checkpoint, corpus_dir, tmp_path, monkeypatch, capsys
+):
+    """A folder given as a data file is named as one (it was 'file not found'), a file that
+    cannot be read is one error line (it was a PermissionError traceback), and a pipe is read
+    (it was 'file not found')."""
+    import os
+    import threading
+
+    from model_core import evaluate
+
+    assert evaluate.main([str(random_checkpoint), "--src", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"mt-evaluate: error: {tmp_path}: a folder, not a file: give a text file, one sentence "
+        "per line\n"
+    )
+    args = train_args(corpus_dir, tmp_path / "run") + ["--dev-src", str(tmp_path)]
+    assert train.main([*args, "--max-steps", "1"]) == 2
+    assert f"{tmp_path}: a folder, not a file" in capsys.readouterr().err
+
+    locked = write_lines(tmp_path / "locked.en", ["The cat."])
+    real_read = Path.read_bytes
+
+    def read_bytes(self):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert evaluate.main([str(random_checkpoint), "--src", str(locked)]) == 2
+    assert capsys.readouterr().err == (
+        f"mt-evaluate: error: {locked}: cannot be read (Permission denied)\n"
+    )
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_bytes(b"The cat.\nA dog.\n"), daemon=True)
+    writer.start()
+    try:
+        assert read_lines(pipe) == ["The cat.", "A dog."]
+    finally:
+        writer.join(timeout=30)
