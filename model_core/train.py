@@ -216,6 +216,8 @@ class Run:
         check_folder(args.run, "--run")
         if args.export:
             check_folder(args.export, "--export")
+        # (before the run folder is made: a mistyped --data left an empty one behind)
+        self.files = data_files(args)
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -224,7 +226,6 @@ class Run:
         if self.device.type == "cpu":
             torch.set_num_threads(args.threads or available_cpus())
         torch.manual_seed(args.seed)
-        self.files = data_files(args)
         self.state_path = args.run / STATE_FILE
         resume = (
             torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None

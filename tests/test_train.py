@@ -143,6 +143,7 @@ def test_a_data_folder_without_dev_files_names_them_and_the_options(corpus_dir, 
 
     assert train.main(train_args(tmp_path / "nowhere", run) + ["--max-steps", "1"]) == 2
     assert f"--data {tmp_path / 'nowhere'}: folder not found" in capsys.readouterr().err
+    assert not run.exists()  # no run folder is made for a command that cannot start
 
 
 def test_misaligned_training_files_stop_the_command(corpus_dir, tmp_path, capsys):
