@@ -107,10 +107,39 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     return spec
 
 
+class OutputError(ValueError):
+    """The output directory cannot take the export; the message says why."""
+
+
+def check_output(checkpoint_dir: Path, output_dir: Path) -> None:
+    """The export replaces `output_dir` whole (CTranslate2 removes it first): it must be new,
+    an empty folder or an earlier export (a model.bin in it), and never the checkpoint or a
+    folder holding it (`mt-export-ct2 weights/en-de weights/en-de` deleted the model)."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise OutputError(f"{output_dir} is a file: give a folder (made if missing)")
+    source, out = checkpoint_dir.resolve(), output_dir.resolve()
+    if out == source or out in source.parents:
+        what = "is" if out == source else "holds"
+        raise OutputError(
+            f"{output_dir} {what} the checkpoint {checkpoint_dir}: the export would delete it; "
+            "give another folder"
+        )
+    if (
+        output_dir.is_dir()
+        and any(output_dir.iterdir())
+        and not (output_dir / "model.bin").exists()
+    ):
+        raise OutputError(
+            f"{output_dir} holds other files: the export replaces its folder whole; give a new "
+            "or empty folder, or an earlier export"
+        )
+
+
 def export(
     checkpoint_dir: str | Path, output_dir: str | Path, quantization: str | None = None
 ) -> Path:
-    """Convert; returns the output directory (replaced if it exists)."""
+    """Convert; returns the output directory (an earlier export there is replaced)."""
+    check_output(Path(checkpoint_dir), Path(output_dir))
     from ctranslate2.converters.converter import Converter
 
     ckpt = load_checkpoint(checkpoint_dir)
@@ -141,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         out = export(args.checkpoint, args.output, args.quantization)
-    except CheckpointError as exc:
+    except (CheckpointError, OutputError) as exc:
         print(f"mt-export-ct2: error: {exc}", file=sys.stderr)
         return 2
     except ImportError:

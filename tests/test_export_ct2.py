@@ -97,3 +97,39 @@ def test_marian_directory_exports_with_the_same_tokens(beams, tmp_path):
         else:
             assert got[: len(m[0].tokens)] == m[0].tokens
     assert ours.config.pad_id not in {i for h in mine for i in h[0].tokens}
+
+
+def test_the_export_never_replaces_the_checkpoint_or_a_folder_of_other_files(
+    random_checkpoint, tmp_path, capsys
+):
+    """CTranslate2 removes the output folder before it writes: the checkpoint itself, a folder
+    holding it, a file and a folder of other files are refused with one line, untouched
+    (`mt-export-ct2 weights/en-de weights/en-de` deleted the model); an earlier export is
+    replaced."""
+    import shutil
+
+    from model_core import export_ct2
+
+    weights = tmp_path / "weights"
+    model = weights / "en-de"
+    shutil.copytree(random_checkpoint, model)
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("mine")
+    cases = [
+        (model, f"{model} is the checkpoint {model}: the export would delete it"),
+        (weights, f"{weights} holds the checkpoint {model}: the export would delete it"),
+        (notes, f"{notes} holds other files: the export replaces its folder whole"),
+        (notes / "keep.txt", f"{notes / 'keep.txt'} is a file: give a folder"),
+    ]
+    for output, message in cases:
+        assert export_ct2.main([str(model), str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"mt-export-ct2: error: {message}") and err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+    assert (notes / "keep.txt").read_text() == "mine"
+    out = tmp_path / "ct2"
+    assert export_ct2.main([str(model), str(out)]) == 0
+    assert export_ct2.main([str(model), str(out)]) == 0  # an earlier export: replaced
+    assert ctranslate2.Translator(str(out), device="cpu") is not None
