@@ -43,7 +43,7 @@ from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
 from .file_routes import router as file_router
 from .files import prepare_directory
-from .keys import install_log_redaction
+from .keys import database_problem, install_log_redaction
 from .limits import ConcurrencyLimit, exempt
 from .metrics import Metrics
 from .protocol import bound
@@ -579,8 +579,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         app = create_app(settings)
-    except (OSError, sqlite3.Error) as exc:
-        print(f"mt-serve: MT_API_KEYS_DB {settings.api_keys_db}: {exc}", file=sys.stderr)
+    except (OSError, sqlite3.Error) as exc:  # (SQLite says only 'unable to open database
+        # file' for a folder, or a path in no folder: database_problem names which)
+        path = settings.api_keys_db
+        problem = (database_problem(path) if path is not None else None) or f"{path}: {exc}"
+        print(f"mt-serve: MT_API_KEYS_DB {problem}", file=sys.stderr)
         return 2
     config = server_config(app, settings)
     Server(config, app).run()

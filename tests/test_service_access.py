@@ -238,6 +238,22 @@ def test_keys_required_without_a_database_is_a_setting_error(weights, tmp_path):
     )
 
 
+def test_a_keys_database_in_no_folder_or_a_folder_is_named_as_such(weights, tmp_path):
+    """MT_API_KEYS_DB a folder, or in a folder that does not exist: one line saying which
+    (SQLite's 'unable to open database file' alone), status 2."""
+    for db, message in (
+        (tmp_path, "unable to open database file: it is a folder; give a file in it"),
+        (
+            tmp_path / "no" / "k.sqlite",
+            f"unable to open database file: there is no folder {tmp_path / 'no'}",
+        ),
+    ):
+        log = tmp_path / "log"
+        with serve_in_process(weights, log, api_keys_db=db) as (_, proc):
+            assert proc.wait(timeout=60) == 2
+        assert f"mt-serve: MT_API_KEYS_DB {db}: {message}" in log.read_text()
+
+
 def test_keys_and_texts_in_the_query_string_are_not_logged(weights, tmp_path):
     db = tmp_path / "keys.sqlite"
     key, _ = KeyStore(db).add("dave")
