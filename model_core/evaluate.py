@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,10 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     args = p.parse_args(argv)
-    if args.output is not None and (args.output.is_dir() or not args.output.parent.is_dir()):
+    if args.output is not None and (
+        args.output.is_dir()
+        or not args.output.parent.is_dir()
+        or not os.access(args.output.parent, os.W_OK)
+    ):
         # (checked before translating, not after)
         print(
-            f"mt-evaluate: error: --output {args.output}: give a file in an existing folder",
+            f"mt-evaluate: error: --output {args.output}: give a file in an existing folder "
+            "that can be written to",
             file=sys.stderr,
         )
         return 2
@@ -97,7 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     hyps = [r.text for r in results]
     if args.output:
-        args.output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        try:  # (a full disk or a folder made read-only meanwhile was a traceback)
+            args.output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        except OSError as exc:
+            print(
+                f"mt-evaluate: error: --output {args.output}: cannot be written "
+                f"({exc.strerror or exc})",
+                file=sys.stderr,
+            )
+            return 1
     report = {
         "checkpoint": str(args.checkpoint),
         "sentences": len(hyps),

@@ -555,3 +555,30 @@ def test_a_folder_an_unreadable_file_or_a_pipe_as_data(
         assert read_lines(pipe) == ["The cat.", "A dog."]
     finally:
         writer.join(timeout=30)
+
+
+def test_evaluate_output_that_cannot_be_written_is_one_line(
+    random_checkpoint, corpus_dir, tmp_path, monkeypatch, capsys
+):
+    """--output that fails to be written after translating (a full disk) is one error line,
+    status 1 (it was an OSError traceback)."""
+    from model_core import evaluate
+
+    out = tmp_path / "out.txt"
+    real_write = Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if self == out:
+            raise OSError(28, "No space left on device", str(self))
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    argv = [str(random_checkpoint), "--src", str(corpus_dir / "dev.en"), "--output", str(out)]
+    try:
+        code = evaluate.main(argv)
+    except OSError:
+        code = "an OSError traceback"
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"mt-evaluate: error: --output {out}: cannot be written (No space left on device)\n"
+    )
