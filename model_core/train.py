@@ -616,6 +616,14 @@ class SetupInterrupted(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.export_only and not (args.run / STATE_FILE).is_file():
+        # (checked first: a sentencepiece model was trained into a new run folder before)
+        print(
+            f"mt-train: error: {args.run / STATE_FILE} not found: nothing to export "
+            "(--export-only exports the state a training run saved in --run)",
+            file=sys.stderr,
+        )
+        return 2
     run: Run | None = None
 
     def request_stop(signum, frame):  # finish the current step, save, and exit

@@ -582,3 +582,18 @@ def test_evaluate_output_that_cannot_be_written_is_one_line(
     assert capsys.readouterr().err == (
         f"mt-evaluate: error: --output {out}: cannot be written (No space left on device)\n"
     )
+
+
+def test_export_only_without_a_saved_run_stops_before_any_work(corpus_dir, tmp_path, capsys):
+    """--export-only with a --run that holds no saved state: one line at once, and no run
+    folder or sentencepiece model made (one was trained into a new folder first)."""
+    run = tmp_path / "typo"
+    args = train_args(corpus_dir, run) + ["--export", str(tmp_path / "out"), "--export-only"]
+    assert train.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"mt-train: error: {run / 'state.pt'} not found: nothing to export "
+        "(--export-only exports the state a training run saved in --run)\n"
+    )
+    assert "sentencepiece" not in err
+    assert not run.exists() and not (tmp_path / "out").exists()
