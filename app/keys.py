@@ -263,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.Error as exc:  # locked for longer than 5 s, not a database, no folder
         print(f"mt-keys: error: {path}: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # (waiting for a lock, say: it was a traceback)
+        print("mt-keys: interrupted: `mt-keys list` shows what the database holds",
+              file=sys.stderr)  # fmt: skip
+        return 130
 
 
 def run(args: argparse.Namespace, store: KeyStore) -> int:

@@ -148,6 +148,25 @@ def test_mt_keys_says_what_is_missing_or_unknown(tmp_path):
     assert r.returncode == 1 and f"there is no folder {tmp_path / 'no'}" in r.stderr
 
 
+def test_mt_keys_ctrl_c_is_one_line(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (while the database is locked, say): one line and status 130, not a
+    KeyboardInterrupt traceback."""
+    from app import keys
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(KeyStore, "add", interrupted)
+    try:
+        code = keys.main(["--db", str(tmp_path / "k.sqlite"), "add", "team A"])
+    except KeyboardInterrupt:
+        code = "a KeyboardInterrupt traceback"
+    assert code == 130
+    assert capsys.readouterr().err == (
+        "mt-keys: interrupted: `mt-keys list` shows what the database holds\n"
+    )
+
+
 def test_mt_keys_reads_only_its_own_setting(tmp_path):
     """Another setting's mistake is the server's to report; an empty MT_API_KEYS_DB is unset."""
     db = tmp_path / "keys.sqlite"
