@@ -15,7 +15,9 @@ Only the parts that hold the document's text are parsed (lxml, with entities, DT
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
 and comments of a .docx, the slides and speaker notes of a .pptx, the SmartArt graphics of
 both, content.xml and styles.xml (headers and footers) of an .odt, with the title and the fixed
-text of its indexes' templates and the titles and descriptions of its pictures and shapes. Every other entry is copied with its bytes, name, order, dates
+text of its indexes' templates and the titles and descriptions of its pictures and shapes;
+besides paragraphs, the alternative text of pictures and shapes (app/formats/office_labels.py).
+Every other entry is copied with its bytes, name, order, dates
 and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
@@ -56,7 +58,8 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from . import FormatError, Limits, Translate
-from .inline import SOFT_HYPHEN, Unit, UnitBuilder, translate_units
+from .inline import Unit, UnitBuilder, translate_units
+from .office_labels import label_slots
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -70,6 +73,10 @@ BIG_ENTRY = 1 << 20
 #: the signature of a Compound File (OLE2): Word 97-2003's .doc, PowerPoint's .ppt, and the
 #: container Office encrypts a password-protected .docx, .pptx or .odt into
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+#: an optional hyphen written as a character (an .odt's, and a .docx's from other writers than
+#: Word): where the source word may be hyphenated, nowhere in its translation. Sent, it cut the
+#: word into letters for the model ("transla\u00adtion": "tra n s l a <0xC2> <0xAD> tion").
+SOFT_HYPHEN = "\u00ad"
 #: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
 #: them, and lxml refused the translation (ValueError: the file failed with a server error)
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -227,20 +234,26 @@ KINDS = [
 
 @dataclass(eq=False)
 class Group:
-    """A run of text with one formatting: the text nodes (element, "text" or "tail") it fills."""
+    """A run of text with one formatting: the text nodes (element, "text" or "tail") or the
+    attribute (element, "@name") it fills."""
 
     key: object
     slots: list[tuple[etree._Element, str]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
-        return "".join(getattr(el, attr) or "" for el, attr in self.slots)
+        return "".join(
+            (el.get(attr[1:]) if attr[0] == "@" else getattr(el, attr)) or ""
+            for el, attr in self.slots
+        )
 
     def write(self, text: str) -> None:
         text = NOT_XML.sub("", text)
         for i, (el, attr) in enumerate(self.slots):
             value = text if i == 0 else ""
-            if attr == "tail":
+            if attr[0] == "@":  # an attribute ("@descr"): a unit of its own
+                el.set(attr[1:], value)
+            elif attr == "tail":
                 el.tail = value or None
             elif el.tag == W + "t":
                 el.text = value
@@ -563,6 +576,9 @@ def translate_office(
             part_fmt = PPTX if "/diagrams/" in info.filename else fmt
             for p in root.iter(part_fmt.paragraph):
                 _run_units(p, part_fmt, acc)
+        for slot in label_slots(info.filename, root):  # alternative text... (office_labels.py)
+            acc.add(slot, None)
+            acc.flush()
         part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
     units, groups, hints, touched = [], [], [], set()
     for unit_groups, unit_hints, part in zip(acc.units, acc.hints, part_of, strict=True):

@@ -1,0 +1,48 @@
+"""Text of an office file that stands outside its paragraphs, each piece a unit of its own:
+what app/formats/office.py sends besides the paragraphs it walks.
+
+- The alternative text of a picture or a shape (.docx, .pptx: the `descr` and `title`
+  attributes of `wp:docPr`, `pic:cNvPr`, `p:cNvPr`...), which screen readers read; the .odt's
+  (`svg:title`, `svg:desc`) are elements, translated with the paragraphs. A description that
+  is only an image's file name (python-pptx and some converters write one) is left as it is,
+  and so is the alternative text of a picture in a tracked deletion, as its text is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from lxml import etree
+
+from .inline import has_letters
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+#: the elements that carry a drawing's alternative text, by local name, in any namespace:
+#: wp:docPr (.docx), pic:cNvPr, p:cNvPr (.pptx), dsp:cNvPr (a SmartArt drawing)...
+ALT_HOLDERS = frozenset({"docPr", "cNvPr"})
+ALT_ATTRIBUTES = ("title", "descr")
+#: a description that is only a file name: nothing to translate
+FILE_NAME = re.compile(r"[^\s/\\]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp|heic)", re.I)
+#: text hidden as deleted, whose drawings' alternative text is not sent either
+DELETED = frozenset({W + "del", W + "moveFrom"})
+
+Slot = tuple[etree._Element, str]
+
+
+def _alt_texts(root: etree._Element) -> Iterator[Slot]:
+    for el in root.iter():
+        if not isinstance(el.tag, str) or etree.QName(el).localname not in ALT_HOLDERS:
+            continue
+        if any(a.tag in DELETED for a in el.iterancestors()):
+            continue
+        for name in ALT_ATTRIBUTES:
+            value = el.get(name)
+            if value and has_letters(value) and not FILE_NAME.fullmatch(value.strip()):
+                yield el, "@" + name
+
+
+def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
+    """The text nodes and attributes of `part` (its name in the archive) to translate, each a
+    unit of its own, in document order."""
+    yield from _alt_texts(root)

@@ -1,0 +1,82 @@
+"""Office text outside paragraphs (app/formats/office_labels.py): alternative text, document
+properties, legacy comments and chart names are translated; authors, keywords, file names and
+numbers are not."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import docx
+import pptx
+
+from app.formats.office import translate_office
+from tests.test_file_formats import LIMITS, entries, make_docx, make_pptx, upper, zip_of
+
+
+def png() -> bytes:
+    """A 1x1 white PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\xff\xff")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def test_alternative_text_of_pictures_and_shapes_is_translated():
+    """Screen readers read it: it was copied untranslated (.docx `wp:docPr`, `pic:cNvPr`;
+    .pptx `p:cNvPr`). A description that is only the image's file name stays."""
+    d = docx.Document()
+    d.add_paragraph("A photo follows.")
+    d.add_picture(io.BytesIO(png()))
+    buf = io.BytesIO()
+    d.save(buf)
+    parts = entries(buf.getvalue())
+    body = parts["word/document.xml"].decode()
+    assert body.count("<wp:docPr ") == 1 and body.count("<pic:cNvPr ") == 1
+    body = body.replace("<wp:docPr ", '<wp:docPr descr="A red house by a lake" title="House" ')
+    body = body.replace("<pic:cNvPr ", '<pic:cNvPr descr="A red house by a lake" ')
+    parts["word/document.xml"] = body.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
+    assert out.count(b'descr="A RED HOUSE BY A LAKE"') == 2 and b'title="HOUSE"' in out
+    assert b'name="Picture ' in out  # a shape's name is no text a reader is shown
+
+    prs = pptx.Presentation(io.BytesIO(make_pptx()))
+    slide = prs.slides[0]
+    pic = slide.shapes.add_picture(io.BytesIO(png()), 0, 0)
+    named = slide.shapes.add_picture(io.BytesIO(png()), 0, 0)
+    pic._element.nvPicPr.cNvPr.set("descr", "Sales by region")
+    pic._element.nvPicPr.cNvPr.set("title", "Chart picture")
+    named._element.nvPicPr.cNvPr.set("descr", "photo_2023.JPG")
+    buf = io.BytesIO()
+    prs.save(buf)
+    out = entries(translate_office(buf.getvalue(), upper, LIMITS, "pptx"))
+    slide_xml = out["ppt/slides/slide1.xml"]
+    assert b'descr="SALES BY REGION"' in slide_xml and b'title="CHART PICTURE"' in slide_xml
+    assert b'descr="photo_2023.JPG"' in slide_xml
+
+
+def test_alternative_text_of_a_picture_in_a_tracked_deletion_is_not_translated():
+    parts = entries(make_docx())
+    body = parts["word/document.xml"].decode()
+    drawing = (
+        '<w:r><w:drawing><wp:inline xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/'
+        'wordprocessingDrawing"><wp:docPr id="9" name="Picture 9" descr="{}"/></wp:inline>'
+        "</w:drawing></w:r>"
+    )
+    deleted = '<w:del w:id="1" w:author="Tom">' + drawing.format("An old logo") + "</w:del>"
+    body = body.replace(
+        "<w:r><w:t>Before a tab",
+        drawing.format("A new logo") + deleted + "<w:r><w:t>Before a tab",
+        1,
+    )
+    assert "An old logo" in body
+    parts["word/document.xml"] = body.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
+    assert b'descr="A NEW LOGO"' in out and b'descr="An old logo"' in out
