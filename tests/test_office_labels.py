@@ -10,6 +10,10 @@ import zlib
 
 import docx
 import pptx
+from odf.dc import Creator, Description, Subject, Title
+from odf.meta import Keyword
+from odf.opendocument import OpenDocumentText
+from odf.text import P
 
 from app.formats.office import translate_office
 from tests.test_file_formats import LIMITS, entries, make_docx, make_pptx, upper, zip_of
@@ -80,3 +84,39 @@ def test_alternative_text_of_a_picture_in_a_tracked_deletion_is_not_translated()
     parts["word/document.xml"] = body.encode()
     out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
     assert b'descr="A NEW LOGO"' in out and b'descr="An old logo"' in out
+
+
+def test_document_title_subject_and_description_are_translated_not_keywords_or_author():
+    """A viewer shows the title in its window or tab: it stayed in the source language."""
+    d = docx.Document(io.BytesIO(make_docx()))
+    props = d.core_properties
+    props.title, props.subject, props.comments = "Annual report", "Sales", "Figures for 2024"
+    props.keywords, props.author, props.category = "sales, report", "Tom Smith", "Finance"
+    buf = io.BytesIO()
+    d.save(buf)
+    out = translate_office(buf.getvalue(), upper, LIMITS, "docx")
+    got = docx.Document(io.BytesIO(out)).core_properties
+    assert (got.title, got.subject, got.comments) == ("ANNUAL REPORT", "SALES", "FIGURES FOR 2024")
+    assert (got.keywords, got.author, got.category) == ("sales, report", "Tom Smith", "Finance")
+
+    prs = pptx.Presentation(io.BytesIO(make_pptx()))
+    prs.core_properties.title, prs.core_properties.author = "Quarterly review", "Ann Lee"
+    buf = io.BytesIO()
+    prs.save(buf)
+    out = translate_office(buf.getvalue(), upper, LIMITS, "pptx")
+    got = pptx.Presentation(io.BytesIO(out)).core_properties
+    assert (got.title, got.author) == ("QUARTERLY REVIEW", "Ann Lee")
+
+    doc = OpenDocumentText()
+    doc.meta.addElement(Title(text="Meeting notes"))
+    doc.meta.addElement(Subject(text="Planning"))
+    doc.meta.addElement(Description(text="Notes of the weekly meeting"))
+    doc.meta.addElement(Keyword(text="planning"))
+    doc.meta.addElement(Creator(text="Tom Smith"))
+    doc.text.addElement(P(text="Hello world."))
+    buf = io.BytesIO()
+    doc.save(buf)
+    meta = entries(translate_office(buf.getvalue(), upper, LIMITS, "odt"))["meta.xml"].decode()
+    for text in ("MEETING NOTES", "PLANNING", "NOTES OF THE WEEKLY MEETING"):
+        assert f">{text}</dc:" in meta
+    assert "<meta:keyword>planning</meta:keyword>" in meta and ">Tom Smith</dc:creator>" in meta

@@ -16,7 +16,8 @@ access off; a part with a DOCTYPE is refused): the body, headers, footers, footn
 and comments of a .docx, the slides and speaker notes of a .pptx, the SmartArt graphics of
 both, content.xml and styles.xml (headers and footers) of an .odt, with the title and the fixed
 text of its indexes' templates and the titles and descriptions of its pictures and shapes;
-besides paragraphs, the alternative text of pictures and shapes (app/formats/office_labels.py).
+besides paragraphs, the alternative text of pictures and shapes and the document's title,
+subject and description (app/formats/office_labels.py).
 Every other entry is copied with its bytes, name, order, dates
 and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
@@ -59,7 +60,7 @@ from lxml import etree
 
 from . import FormatError, Limits, Translate
 from .inline import Unit, UnitBuilder, translate_units
-from .office_labels import label_slots
+from .office_labels import PROPERTY_PARTS, label_slots
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -224,11 +225,12 @@ DIAGRAMS = ["diagrams/data*.xml", "diagrams/drawing*.xml"]
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
                                    "word/footnotes.xml", "word/endnotes.xml",
-                                   "word/comments.xml", *["word/" + d for d in DIAGRAMS]], DOCX),
+                                   "word/comments.xml", *["word/" + d for d in DIAGRAMS],
+                                   "docProps/core.xml"], DOCX),
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
                                       "ppt/notesSlides/notesSlide*.xml",
-                                      *["ppt/" + d for d in DIAGRAMS]], PPTX),
-    ("odt", "content.xml", ["content.xml", "styles.xml"], None),
+                                      *["ppt/" + d for d in DIAGRAMS], "docProps/core.xml"], PPTX),
+    ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
 
 
@@ -550,6 +552,7 @@ def translate_office(
     text_parts = [
         i for i in archive.infolist() if any(fnmatch.fnmatchcase(i.filename, p) for p in patterns)
     ]
+    text_parts.sort(key=lambda i: i.filename in PROPERTY_PARTS)  # the document's text first
     xml_bytes = sum(i.file_size for i in text_parts)
     if xml_bytes > limits.max_xml_bytes:
         raise FormatError(

@@ -6,6 +6,9 @@ what app/formats/office.py sends besides the paragraphs it walks.
   (`svg:title`, `svg:desc`) are elements, translated with the paragraphs. A description that
   is only an image's file name (python-pptx and some converters write one) is left as it is,
   and so is the alternative text of a picture in a tracked deletion, as its text is.
+- The document's title, subject and description (`dc:title`, `dc:subject`, `dc:description`
+  in a .docx's or .pptx's docProps/core.xml and in an .odt's meta.xml): a viewer shows the
+  title in its window or tab. Keywords, author, dates and the like are not translated.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from lxml import etree
 from .inline import has_letters
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+DC = "{http://purl.org/dc/elements/1.1/}"
+#: the document properties translated (a viewer shows the title; the others describe it)
+PROPERTIES = (DC + "title", DC + "subject", DC + "description")
+#: the parts that hold them
+PROPERTY_PARTS = frozenset({"docProps/core.xml", "meta.xml"})
 #: the elements that carry a drawing's alternative text, by local name, in any namespace:
 #: wp:docPr (.docx), pic:cNvPr, p:cNvPr (.pptx), dsp:cNvPr (a SmartArt drawing)...
 ALT_HOLDERS = frozenset({"docPr", "cNvPr"})
@@ -45,4 +53,9 @@ def _alt_texts(root: etree._Element) -> Iterator[Slot]:
 def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
     """The text nodes and attributes of `part` (its name in the archive) to translate, each a
     unit of its own, in document order."""
+    if part in PROPERTY_PARTS:
+        for el in root.iter(*PROPERTIES):
+            if el.text and has_letters(el.text):
+                yield el, "text"
+        return
     yield from _alt_texts(root)
