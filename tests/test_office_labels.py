@@ -120,3 +120,58 @@ def test_document_title_subject_and_description_are_translated_not_keywords_or_a
     for text in ("MEETING NOTES", "PLANNING", "NOTES OF THE WEEKLY MEETING"):
         assert f">{text}</dc:" in meta
     assert "<meta:keyword>planning</meta:keyword>" in meta and ">Tom Smith</dc:creator>" in meta
+
+
+PML = "http://schemas.openxmlformats.org/presentationml/2006/main"
+P188 = "http://schemas.microsoft.com/office/powerpoint/2018/8/main"
+DML = "http://schemas.openxmlformats.org/drawingml/2006/main"
+
+
+def test_comments_are_translated_never_their_authors():
+    """.pptx comments, legacy (`p:text`) and modern (DrawingML paragraphs, replies too), were
+    copied untranslated, though a .docx's are translated; no author's name is sent."""
+    parts = entries(make_pptx())
+    parts["ppt/commentAuthors.xml"] = (
+        f'<p:cmAuthorLst xmlns:p="{PML}"><p:cmAuthor id="0" name="Tom Smith" initials="TS" '
+        'lastIdx="1" clrIdx="0"/></p:cmAuthorLst>'
+    ).encode()
+    parts["ppt/comments/comment1.xml"] = (
+        f'<p:cmLst xmlns:p="{PML}"><p:cm authorId="0" dt="2024-01-01T10:00:00.000" idx="1">'
+        '<p:pos x="10" y="10"/><p:text>Check this number</p:text></p:cm></p:cmLst>'
+    ).encode()
+    body = '<p188:txBody><a:bodyPr/><a:p><a:r><a:rPr lang="en-US"/><a:t>{}</a:t></a:r></a:p>'
+    parts["ppt/authors.xml"] = (
+        f'<p188:authorLst xmlns:p188="{P188}"><p188:author id="{{1}}" name="Ann Lee" '
+        'initials="AL" userId="Ann Lee" providerId="None"/></p188:authorLst>'
+    ).encode()
+    parts["ppt/comments/modernComment_100_1.xml"] = (
+        f'<p188:cmLst xmlns:p188="{P188}" xmlns:a="{DML}"><p188:cm id="{{2}}" authorId="{{1}}">'
+        + body.format("Is this right?")
+        + '</p188:txBody><p188:replyLst><p188:reply id="{3}" authorId="{1}">'
+        + body.format("Yes, it is.")
+        + "</p188:txBody></p188:reply></p188:replyLst></p188:cm></p188:cmLst>"
+    ).encode()
+    sent: list[str] = []
+    out = entries(
+        translate_office(zip_of(parts), lambda ts: sent.extend(ts) or upper(ts), LIMITS, "pptx")
+    )
+    assert b"<p:text>CHECK THIS NUMBER</p:text>" in out["ppt/comments/comment1.xml"]
+    modern = out["ppt/comments/modernComment_100_1.xml"]
+    assert b"<a:t>IS THIS RIGHT?</a:t>" in modern and b"<a:t>YES, IT IS.</a:t>" in modern
+    assert out["ppt/commentAuthors.xml"] == parts["ppt/commentAuthors.xml"]
+    assert out["ppt/authors.xml"] == parts["ppt/authors.xml"]
+    assert not [t for t in sent if "Tom" in t or "Ann" in t]
+
+    d = docx.Document(io.BytesIO(make_docx()))
+    d.add_comment(
+        [d.paragraphs[0].runs[0]], text="Which weather?", author="Tom Smith", initials="TS"
+    )
+    buf = io.BytesIO()
+    d.save(buf)
+    sent.clear()
+    out = translate_office(buf.getvalue(), lambda ts: sent.extend(ts) or upper(ts), LIMITS)
+    comment = docx.Document(io.BytesIO(out)).comments
+    assert [(c.text, c.author, c.initials) for c in comment] == [
+        ("WHICH WEATHER?", "Tom Smith", "TS")
+    ]
+    assert not [t for t in sent if "Tom" in t]

@@ -13,12 +13,12 @@ whose manifest names how its parts are encrypted.
 
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
-and comments of a .docx, the slides and speaker notes of a .pptx, the SmartArt graphics of
-both, content.xml and styles.xml (headers and footers) of an .odt, with the title and the fixed
-text of its indexes' templates and the titles and descriptions of its pictures and shapes;
-besides paragraphs, the alternative text of pictures and shapes and the document's title,
-subject and description (app/formats/office_labels.py).
-Every other entry is copied with its bytes, name, order, dates
+and comments of a .docx, the slides, speaker notes and comments (legacy and modern; their
+authors are in parts of their own) of a .pptx, the SmartArt graphics of both, content.xml and
+styles.xml (headers and footers) of an .odt, with the title and the fixed text of its indexes'
+templates and the titles and descriptions of its pictures and shapes; besides paragraphs, the
+alternative text of pictures and shapes and the document's title, subject and description
+(app/formats/office_labels.py). Every other entry is copied with its bytes, name, order, dates
 and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
@@ -229,6 +229,7 @@ KINDS = [
                                    "docProps/core.xml"], DOCX),
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
                                       "ppt/notesSlides/notesSlide*.xml",
+                                      "ppt/comments/*.xml",
                                       *["ppt/" + d for d in DIAGRAMS], "docProps/core.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip

@@ -9,6 +9,8 @@ what app/formats/office.py sends besides the paragraphs it walks.
 - The document's title, subject and description (`dc:title`, `dc:subject`, `dc:description`
   in a .docx's or .pptx's docProps/core.xml and in an .odt's meta.xml): a viewer shows the
   title in its window or tab. Keywords, author, dates and the like are not translated.
+- The text of a legacy .pptx comment (`p:cm/p:text`; a modern comment's text is DrawingML
+  paragraphs, as a slide's). Authors are kept in parts of their own, never translated.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lxml import etree
 from .inline import has_letters
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 DC = "{http://purl.org/dc/elements/1.1/}"
 #: the document properties translated (a viewer shows the title; the others describe it)
 PROPERTIES = (DC + "title", DC + "subject", DC + "description")
@@ -58,4 +61,8 @@ def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
             if el.text and has_letters(el.text):
                 yield el, "text"
         return
+    if part.startswith("ppt/comments/"):
+        for el in root.iter(P + "text"):
+            if el.text and has_letters(el.text):
+                yield el, "text"
     yield from _alt_texts(root)
