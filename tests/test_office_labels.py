@@ -175,3 +175,56 @@ def test_comments_are_translated_never_their_authors():
         ("WHICH WEATHER?", "Tom Smith", "TS")
     ]
     assert not [t for t in sent if "Tom" in t]
+
+
+def make_chart_pptx() -> bytes:
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+
+    prs = pptx.Presentation(io.BytesIO(make_pptx()))
+    data = CategoryChartData()
+    data.categories = ["North", "South", "2024"]
+    data.add_series("Revenue", (1.5, 2.5, 3.5))
+    data.add_series("2023", (1.0, 2.0, 3.0))
+    chart = (
+        prs.slides[0].shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, 0, 0, 100, 100, data).chart
+    )
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Sales by region"
+    chart.value_axis.has_title = True
+    chart.value_axis.axis_title.text_frame.text = "Millions of euros"
+    buf = io.BytesIO()
+    prs.save(buf)
+    return buf.getvalue()
+
+
+def test_chart_titles_and_series_and_category_names_are_translated():
+    """They were copied untranslated (.pptx, .docx). A name that is a number stays, and so
+    does every number; the embedded workbook is left as it is."""
+    src = make_chart_pptx()
+    out = translate_office(src, upper, LIMITS, "pptx")
+    chart = pptx.Presentation(io.BytesIO(out)).slides[0].shapes[-1].chart
+    assert chart.chart_title.text_frame.text == "SALES BY REGION"
+    assert chart.value_axis.axis_title.text_frame.text == "MILLIONS OF EUROS"
+    assert list(chart.plots[0].categories) == ["NORTH", "SOUTH", "2024"]
+    assert [s.name for s in chart.plots[0].series] == ["REVENUE", "2023"]
+    assert list(chart.plots[0].series[0].values) == [1.5, 2.5, 3.5]
+    a, b = entries(src), entries(out)
+    assert "ppt/charts/chart1.xml" in {n for n in a if a[n] != b[n]}
+    assert (
+        a["ppt/embeddings/Microsoft_Excel_Sheet1.xlsx"]
+        == b["ppt/embeddings/Microsoft_Excel_Sheet1.xlsx"]
+    )
+    # a series name written as literal text, and the same chart in a Word document
+    xml = a["ppt/charts/chart1.xml"].replace(
+        b'<c:tx><c:strRef><c:f>Sheet1!$B$1</c:f><c:strCache><c:ptCount val="1"/><c:pt idx="0">'
+        b"<c:v>Revenue</c:v></c:pt></c:strCache></c:strRef></c:tx>",
+        b"<c:tx><c:v>Revenue</c:v></c:tx>",
+    )
+    assert b"<c:tx><c:v>Revenue</c:v></c:tx>" in xml
+    parts = entries(make_docx())
+    parts["word/charts/chart1.xml"] = xml
+    got = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/charts/chart1.xml"]
+    for text in (b"SALES BY REGION", b"MILLIONS OF EUROS", b"NORTH", b"<c:v>2024</c:v>"):
+        assert text in got
+    assert b"<c:tx><c:v>REVENUE</c:v></c:tx>" in got and b"<c:v>1.5</c:v>" in got

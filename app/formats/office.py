@@ -14,11 +14,12 @@ whose manifest names how its parts are encrypted.
 Only the parts that hold the document's text are parsed (lxml, with entities, DTDs and network
 access off; a part with a DOCTYPE is refused): the body, headers, footers, footnotes, endnotes
 and comments of a .docx, the slides, speaker notes and comments (legacy and modern; their
-authors are in parts of their own) of a .pptx, the SmartArt graphics of both, content.xml and
-styles.xml (headers and footers) of an .odt, with the title and the fixed text of its indexes'
-templates and the titles and descriptions of its pictures and shapes; besides paragraphs, the
-alternative text of pictures and shapes and the document's title, subject and description
-(app/formats/office_labels.py). Every other entry is copied with its bytes, name, order, dates
+authors are in parts of their own) of a .pptx, the SmartArt graphics and charts of both,
+content.xml and styles.xml (headers and footers) of an .odt, with the title and the fixed text
+of its indexes' templates and the titles and descriptions of its pictures and shapes; besides
+paragraphs, the alternative text of pictures and shapes, the document's title, subject and
+description and a chart's series and category names (app/formats/office_labels.py). Every
+other entry is copied with its bytes, name, order, dates
 and compression unchanged (so the .odt `mimetype` entry stays first and stored).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
@@ -221,15 +222,18 @@ ODT_HINTS = frozenset({TEXT + "soft-page-break"})
 #: from which it is laid out again when it is edited, and the drawing of its last layout, which
 #: Word and PowerPoint show until then. Neither was translated.
 DIAGRAMS = ["diagrams/data*.xml", "diagrams/drawing*.xml"]
+#: a chart's title and axis titles are DrawingML paragraphs too (its series and category
+#: names: app/formats/office_labels.py)
 #: (kind, required entry, parts translated, run format or None for .odt)
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
                                    "word/footnotes.xml", "word/endnotes.xml",
                                    "word/comments.xml", *["word/" + d for d in DIAGRAMS],
+                                   "word/charts/chart*.xml",
                                    "docProps/core.xml"], DOCX),
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
                                       "ppt/notesSlides/notesSlide*.xml",
-                                      "ppt/comments/*.xml",
+                                      "ppt/comments/*.xml", "ppt/charts/chart*.xml",
                                       *["ppt/" + d for d in DIAGRAMS], "docProps/core.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
@@ -577,7 +581,8 @@ def translate_office(
                 if p not in deleted:
                     _odt_units(p, acc)
         else:
-            part_fmt = PPTX if "/diagrams/" in info.filename else fmt
+            drawingml = "/diagrams/" in info.filename or "/charts/" in info.filename
+            part_fmt = PPTX if drawingml else fmt
             for p in root.iter(part_fmt.paragraph):
                 _run_units(p, part_fmt, acc)
         for slot in label_slots(info.filename, root):  # alternative text... (office_labels.py)

@@ -11,6 +11,11 @@ what app/formats/office.py sends besides the paragraphs it walks.
   title in its window or tab. Keywords, author, dates and the like are not translated.
 - The text of a legacy .pptx comment (`p:cm/p:text`; a modern comment's text is DrawingML
   paragraphs, as a slide's). Authors are kept in parts of their own, never translated.
+- A chart's series and category names written as text in the chart (`c:strCache`,
+  `c:strLit`, `c:multiLvlStrCache`, a series name's literal `c:tx/c:v`) when they hold letters: a year or a number
+  written as text stays as it is. Its title and axis titles are DrawingML paragraphs. The
+  workbook embedded with the chart is not changed: it still holds the source's names, which
+  come back where the chart is edited (its cache is then read from the workbook again).
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ from .inline import has_letters
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 DC = "{http://purl.org/dc/elements/1.1/}"
+#: where a chart's `c:v` (or its `c:pt`) is a name written as text: a series name, a category
+#: (`c:lvl`: a level of categories in several levels)
+NAME_HOLDERS = frozenset(C + t for t in ["strCache", "strLit", "tx", "lvl"])
 #: the document properties translated (a viewer shows the title; the others describe it)
 PROPERTIES = (DC + "title", DC + "subject", DC + "description")
 #: the parts that hold them
@@ -53,6 +62,15 @@ def _alt_texts(root: etree._Element) -> Iterator[Slot]:
                 yield el, "@" + name
 
 
+def _chart_names(root: etree._Element) -> Iterator[Slot]:
+    for v in root.iter(C + "v"):
+        holder = v.getparent()
+        if holder.tag == C + "pt":
+            holder = holder.getparent()
+        if holder.tag in NAME_HOLDERS and has_letters(v.text or ""):
+            yield v, "text"
+
+
 def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
     """The text nodes and attributes of `part` (its name in the archive) to translate, each a
     unit of its own, in document order."""
@@ -61,6 +79,8 @@ def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
             if el.text and has_letters(el.text):
                 yield el, "text"
         return
+    if "/charts/" in part:
+        yield from _chart_names(root)
     if part.startswith("ppt/comments/"):
         for el in root.iter(P + "text"):
             if el.text and has_letters(el.text):
