@@ -26,7 +26,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
 from .fastpath import too_slow
-from .files import FileStore, StoreFull, ascii_name, form_filename, safe_name
+from .files import FileStore, StoreFull, TooLarge, ascii_name, form_filename, safe_name
 from .formats import (
     FormatError,
     Limits,
@@ -328,6 +328,14 @@ async def translate_file(request: Request):
         name = safe_name(filename, target)
         try:
             file_id = store(state).put(out, name, content_type(filename, out))
+        except TooLarge as exc:
+            # it was 503 with Retry-After, though no retry could ever make it fit
+            raise ApiError(
+                413,
+                f"{filename}: the translated file is {exc.size} bytes, more than the server "
+                f"keeps in all ({exc.limit} bytes, MT_FILES_MAX_TOTAL_BYTES); send a smaller "
+                "file, or raise MT_FILES_MAX_TOTAL_BYTES",
+            ) from None
         except StoreFull as exc:
             raise ApiError(
                 503,

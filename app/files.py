@@ -9,7 +9,9 @@ index before touching the disk, so no part of a URL ever becomes a path. Files e
 every few seconds (`prune`), and every file is removed when the service stops (`close`, which
 also removes the folder when the store made it). When storing a file
 would pass `max_total_bytes`, the request is refused (503 with Retry-After: the time until the
-oldest file expires) rather than dropping files whose URLs were already handed out. Leftover
+oldest file expires) rather than dropping files whose URLs were already handed out; a file
+larger than `max_total_bytes` itself, which no wait would make fit, is refused as such
+(`TooLarge`, a 413). Leftover
 `*.mtfile` files of an earlier process in the same directory are removed when the store opens.
 """
 
@@ -34,6 +36,14 @@ class StoreFull(Exception):
     def __init__(self, retry_after_s: int):
         super().__init__(f"retry in {retry_after_s} s")
         self.retry_after_s = retry_after_s
+
+
+class TooLarge(Exception):
+    """A file larger than the store keeps in all: waiting never makes it fit."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"{size} bytes; at most {limit} kept")
+        self.size, self.limit = size, limit
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,10 @@ class FileStore:
                 self.directory.rmdir()
 
     def put(self, data: bytes, name: str, content_type: str) -> str:
-        """Stores `data`; returns its id. Raises StoreFull when it does not fit now."""
+        """Stores `data`; returns its id. Raises StoreFull when it does not fit now, TooLarge
+        when it never can."""
+        if len(data) > self.max_total_bytes:
+            raise TooLarge(len(data), self.max_total_bytes)
         self.prune()
         if self.used_bytes + len(data) > self.max_total_bytes:
             oldest = min((f.expires for f in self.index.values()), default=time.monotonic())

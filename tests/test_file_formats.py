@@ -46,7 +46,7 @@ from odf.text import (
     TableOfContentSource,
 )
 
-from app.files import FileStore, StoreFull, form_filename, safe_name
+from app.files import FileStore, StoreFull, TooLarge, form_filename, safe_name
 from app.formats import FormatError, Limits, handler_for
 from app.formats.markdown import translate_markdown
 from app.formats.office import translate_office
@@ -998,6 +998,18 @@ def test_file_store_ids_expiry_and_total_size(tmp_path):
     # a new store in the same folder removes what an earlier process left
     FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
     assert list((tmp_path / "files").iterdir()) == []
+
+
+def test_a_file_larger_than_the_store_keeps_in_all_is_too_large_not_full(tmp_path):
+    """It was StoreFull (503 with Retry-After), though no wait could ever make it fit."""
+    store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    with pytest.raises(TooLarge) as err:
+        store.put(b"12345678901", "a.txt", "text/plain")
+    assert (err.value.size, err.value.limit) == (11, 10)
+    assert list((tmp_path / "files").iterdir()) == []
+    store.put(b"1234567890", "a.txt", "text/plain")  # as large as kept in all: fits
+    with pytest.raises(StoreFull):
+        store.put(b"1", "b.txt", "text/plain")
 
 
 def test_txt_lines_of_nothing_but_addresses_stay_as_they_are():

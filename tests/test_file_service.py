@@ -423,6 +423,25 @@ def test_translated_files_leave_the_disk_when_they_expire_and_at_shutdown(
     assert not made.exists()
 
 
+def test_a_translated_file_larger_than_the_server_keeps_is_413_not_retry_later(
+    random_checkpoint, tmp_path
+):
+    """One translated file over MT_FILES_MAX_TOTAL_BYTES was 503 with Retry-After, forever:
+    no retry could make it fit. A file that fits is still translated."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    with serve_in_thread(weights, files_max_total_bytes=2000) as (url, _):
+        r = upload(url, "big.txt", b"The cat is big.\n\n" * 200)
+        assert r.status_code == 413, r.text
+        assert "Retry-After" not in r.headers
+        error = r.json()["error"]
+        assert error.startswith("big.txt: the translated file is ")
+        assert "more than the server keeps in all (2000 bytes" in error
+        assert "raise MT_FILES_MAX_TOTAL_BYTES" in error
+        assert upload(url, "small.txt", b"The cat.").status_code == 200
+        assert healthy(url)
+
+
 def test_the_download_link_has_the_scheme_the_proxy_names(server):
     """Behind a proxy that ends TLS, X-Forwarded-Proto: https makes the link https (the
     browser blocks an http download from an https page)."""
