@@ -1,0 +1,364 @@
+"""The paragraph walker of office files: where .docx, .pptx and .odt keep their text runs, and
+how a paragraph is cut into units of runs for app/formats/inline.py (used by
+app/formats/office.py).
+
+Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
+inside a unit, each run of text with its own formatting (a `w:r`/`a:r` with its properties; an
+.odt span or link) is a pair for app/formats/inline.py. Consecutive runs with the same
+formatting (Word splits runs for spell checking and revisions) are one, unless a marker stands
+between them: a field's begin, separator or end (`w:fldChar`, `w:instrText`), a bookmark, a
+comment's range or reference, a footnote's or endnote's reference, a picture, a text box or an
+embedded object, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never
+sent) or move (`w:moveFrom`, whose text is translated where it was moved to), a non-breaking
+hyphen, a symbol, the page number or a date Word writes in its place (`w:pgNum`,
+`w:dayLong`...), an equation (`m:oMath`) (.docx); a field (`a:fld`, whose text is
+never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation`,
+`office:annotation-end`), an index entry's range, a note (`text:note`), a frame or a shape
+(`draw:*`), spaces after a space (`text:s`), a tracked change mark
+(.odt). A marker stays in the unit, so the sentence is still translated whole, but the text on
+each side of it is a run of its own: a hyperlink field's result, a bookmarked or commented
+range keeps the translation of the text it held. A bookmark that encloses nothing (Word's
+`_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A field's
+instruction text is never translated, nor is a nested field's result inside it (the
+`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
+goes into its first text node, the run's other text nodes are emptied; the formatting, every
+other element and every attribute stay as they were, but for a hint of the source's layout in
+a translated paragraph, which has no place in its translation and is dropped: an optional
+hyphen (`w:softHyphen`, or U+00AD in the text), which does not cut its word for the model; a
+page break where the last layout ended a page (`w:lastRenderedPageBreak`,
+`text:soft-page-break`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
+MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+#: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
+#: them, and lxml refused the translation (ValueError: the file failed with a server error)
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class RunFormat:
+    """Where a format keeps its text runs (.docx, .pptx)."""
+
+    paragraph: str
+    text: str
+    properties: str
+    breaks: frozenset[str]  # end a unit; not looked into
+    ignored: frozenset[str]  # hold no text to translate
+    markers: frozenset[str] = frozenset()  # keep the runs on each side apart; not looked into
+    #: hints of the source's layout, dropped from a translated unit (they have no place in its
+    #: translation): the words on each side are one text for the model
+    hints: frozenset[str] = frozenset()
+
+
+DOCX = RunFormat(
+    paragraph=W + "p",
+    text=W + "t",
+    properties=W + "rPr",
+    breaks=frozenset(
+        W + t
+        for t in [
+            "tab",
+            "br",
+            "cr",
+            "ptab",
+        ]
+    ),
+    ignored=frozenset(W + t for t in ["rPr", "pPr", "instrText", "delText", "delInstrText"]),
+    markers=frozenset(
+        W + t
+        for t in [
+            "fldChar",
+            "instrText",
+            "delInstrText",
+            "bookmarkStart",
+            "bookmarkEnd",
+            "commentRangeStart",
+            "commentRangeEnd",
+            "commentReference",
+            "permStart",
+            "permEnd",
+            # a tracked deletion (its text is w:delText, never sent) and a non-breaking hyphen
+            # stay between the words on each side: merged into one run, their words came
+            # before the deletion or hyphen, which ended up after the sentence
+            "del",
+            "noBreakHyphen",
+            # text moved away with changes tracked: hidden as a deletion is, it was sent inside
+            # the sentence it left (it is translated where it was moved to)
+            "moveFrom",
+            # a symbol, the page number and the date Word writes in their place: moved to
+            # the end of the run's translation, or (a symbol) cutting the sentence in two
+            "sym",
+            "pgNum",
+            "dayShort",
+            "dayLong",
+            "monthShort",
+            "monthLong",
+            "yearShort",
+            "yearLong",
+            # a note's number in the text, a picture, a text box or an embedded object (the
+            # text box's paragraphs are units of their own): it cut the sentence in two,
+            # translated apart
+            "footnoteReference",
+            "endnoteReference",
+            "drawing",
+            "pict",
+            "object",
+        ]
+    )
+    | {MC + "AlternateContent"}
+    # an equation inside a sentence (its m:t is no text to translate): it was written after
+    # the sentence's translation
+    | {MATH + "oMath", MATH + "oMathPara"},
+    # an optional hyphen: where the source word may be hyphenated, nowhere in its translation
+    # (it was written after the run's translation; a marker would cut the word in two); where
+    # the last layout ended a page (it was left after the sentence's translation)
+    hints=frozenset({W + "softHyphen", W + "lastRenderedPageBreak"}),
+)
+PPTX = RunFormat(
+    paragraph=A + "p",
+    text=A + "t",
+    properties=A + "rPr",
+    breaks=frozenset({A + "br"}),
+    ignored=frozenset({A + "rPr", A + "pPr", A + "endParaRPr"}),
+    # a field (the slide number, a date): its text is PowerPoint's to write; it cut the
+    # sentence around it in two, translated apart
+    markers=frozenset({A + "fld"}),
+)
+ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
+ODT_BREAKS = frozenset({TEXT + "tab", TEXT + "line-break"})
+#: keep the text on each side apart without ending the unit; not looked into (a comment's own
+#: paragraphs are units of their own, as a note's). A point bookmark or reference mark
+#: (text:bookmark, text:reference-mark) encloses nothing and keeps nothing apart.
+ODT_MARKERS = frozenset(
+    TEXT + t
+    for t in [
+        "note",
+        "bookmark-start",
+        "bookmark-end",
+        "reference-mark-start",
+        "reference-mark-end",
+        # the words an index entry is made of: they were merged with the text before them,
+        # and the entry marked nothing
+        "alphabetical-index-mark-start",
+        "alphabetical-index-mark-end",
+        "toc-mark-start",
+        "toc-mark-end",
+        "user-index-mark-start",
+        "user-index-mark-end",
+        "change",
+        "change-start",
+        "change-end",
+    ]
+) | {OFFICE + "annotation", OFFICE + "annotation-end"}
+# the second of two spaces (a typo inside a sentence, or after its full stop): it cut the
+# sentence in two
+ODT_MARKERS |= {TEXT + "s"}
+#: a picture, a text box or a shape inside a paragraph: every element of these namespaces is a
+#: marker. It cut the sentence in two, and a shape's title and description were sent inside
+#: the sentence; the paragraphs in a shape are units of their own, as its title and description.
+ODT_SHAPES = (DRAW, "{urn:oasis:names:tc:opendocument:xmlns:dr3d:1.0}")
+SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
+#: elements of text alone, each a unit: the text of an index's (a table of contents') template,
+#: from which the index is made again when it is updated: its title and the fixed text of its
+#: entries (untranslated, updating the index brought back the source's "Table of Contents"); a
+#: shape's or a picture's title and description.
+ODT_TEMPLATES = frozenset(
+    {TEXT + "index-title-template", TEXT + "index-entry-span", SVG + "title", SVG + "desc"}
+)
+#: a hint of the last layout (ODF 1.2 part 1, 5.6: where a page ended when the document was
+#: last saved), dropped from a translated paragraph as RunFormat.hints: written after the
+#: translation of the text before it, it broke the page there
+ODT_HINTS = frozenset({TEXT + "soft-page-break"})
+
+
+@dataclass(eq=False)
+class Group:
+    """A run of text with one formatting: the text nodes (element, "text" or "tail") or the
+    attribute (element, "@name") it fills."""
+
+    key: object
+    slots: list[tuple[etree._Element, str]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(
+            (el.get(attr[1:]) if attr[0] == "@" else getattr(el, attr)) or ""
+            for el, attr in self.slots
+        )
+
+    def write(self, text: str) -> None:
+        text = NOT_XML.sub("", text)
+        for i, (el, attr) in enumerate(self.slots):
+            value = text if i == 0 else ""
+            if attr[0] == "@":  # an attribute ("@descr"): a unit of its own
+                el.set(attr[1:], value)
+            elif attr == "tail":
+                el.tail = value or None
+            elif el.tag == W + "t":
+                el.text = value
+                if value != value.strip() and el.get(XML_SPACE) is None:
+                    el.set(XML_SPACE, "preserve")
+            else:
+                el.text = value or None
+
+
+class Paragraphs:
+    """Collects units of groups; a unit ends at `flush`, a group at `cut` or a new key."""
+
+    def __init__(self) -> None:
+        self.units: list[list[Group]] = []
+        self.hints: list[list[etree._Element]] = []  # each unit's hints (RunFormat.hints)
+        self.groups: list[Group] = []
+        self._hints: list[etree._Element] = []
+        self._cut = False
+
+    def add(self, slot: tuple[etree._Element, str], key: object) -> None:
+        if self.groups and not self._cut and self.groups[-1].key == key:
+            self.groups[-1].slots.append(slot)
+        else:
+            self.groups.append(Group(key, [slot]))
+        self._cut = False
+
+    def cut(self) -> None:
+        """The next text starts a group of its own (a marker stands between)."""
+        self._cut = True
+
+    def hint(self, el: etree._Element) -> None:
+        """`el` is dropped if the unit is translated."""
+        self._hints.append(el)
+
+    def flush(self) -> None:
+        if self.groups:
+            self.units.append(self.groups)
+            self.hints.append(self._hints)
+            self.groups = []
+        self._hints = []
+        self._cut = False
+
+
+def _run_key(run: etree._Element, fmt: RunFormat) -> object:
+    props = run.find(fmt.properties)
+    if props is None:
+        return (run.getparent(), b"")
+    # PowerPoint marks runs for spell checking (err) and editing (dirty): not formatting
+    attrs = sorted((k, v) for k, v in props.attrib.items() if k not in ("dirty", "err"))
+    return (run.getparent(), tuple(attrs), tuple(etree.tostring(c) for c in props))
+
+
+def _empty_bookmark(el: etree._Element) -> bool:
+    """A .docx bookmark that encloses nothing (Word's `_GoBack`, a cross-reference target): its
+    start directly followed by its end. It keeps no words apart."""
+    if el.tag == W + "bookmarkStart":
+        start, end = el, el.getnext()
+    elif el.tag == W + "bookmarkEnd":
+        start, end = el.getprevious(), el
+    else:
+        return False
+    return (
+        start is not None
+        and end is not None
+        and start.tag == W + "bookmarkStart"
+        and end.tag == W + "bookmarkEnd"
+        and start.get(W + "id") == end.get(W + "id")
+    )
+
+
+def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> None:
+    # the fields open in the paragraph: True while in a field's code (between its begin and
+    # separate fldChar). A nested field's result there is part of the outer field's code
+    # (`IF { MERGEFIELD Gender } = "male" ...`) and is not translated either.
+    fields: list[bool] = []
+
+    def visit(el: etree._Element) -> None:
+        for child in el:
+            tag = child.tag
+            if not isinstance(tag, str):
+                continue
+            if tag == W + "fldChar":
+                kind = child.get(W + "fldCharType")
+                if kind == "begin":
+                    fields.append(True)
+                elif kind == "separate" and fields:
+                    fields[-1] = False
+                elif kind == "end" and fields:
+                    fields.pop()
+            if tag in fmt.markers:
+                if not _empty_bookmark(child):
+                    acc.cut()
+            elif tag in fmt.hints:
+                acc.hint(child)
+            elif tag in fmt.ignored:
+                continue
+            elif tag == fmt.paragraph or tag in fmt.breaks:
+                acc.flush()
+            elif tag == fmt.text:
+                if not any(fields):
+                    acc.add((child, "text"), _run_key(child.getparent(), fmt))
+            else:
+                visit(child)
+
+    visit(paragraph)
+    acc.flush()
+
+
+def odt_units(paragraph: etree._Element, acc: Paragraphs) -> None:
+    def visit(el: etree._Element) -> None:
+        if el.text:
+            acc.add((el, "text"), el)
+        for child in el:
+            if isinstance(child.tag, str):
+                if child.tag in ODT_PARAGRAPHS or child.tag in ODT_BREAKS:
+                    acc.flush()
+                elif child.tag in ODT_MARKERS or child.tag.startswith(ODT_SHAPES):
+                    acc.cut()
+                elif child.tag in ODT_HINTS:
+                    acc.hint(child)
+                else:
+                    visit(child)
+            if child.tail:
+                acc.add((child, "tail"), el)
+
+    visit(paragraph)
+    acc.flush()
+
+
+def drop(el: etree._Element) -> None:
+    """Removes `el`, keeping the text after it."""
+    parent = el.getparent()
+    if el.tail:
+        prev = el.getprevious()
+        if prev is not None:
+            prev.tail = (prev.tail or "") + el.tail
+        else:
+            parent.text = (parent.text or "") + el.tail
+    parent.remove(el)
+
+
+def apply_tokens(groups: list[Group], tokens) -> None:
+    """Writes a unit's translation into its groups (see app/formats/inline.py's tokens)."""
+    assigned: dict[int, list[str]] = {id(g): [] for g in groups}
+    stack: list[Group] = []
+    last = groups[0]
+    for tok in tokens:
+        if tok.kind == "open":
+            stack.append(tok.ref)
+        elif tok.kind == "close" and stack:
+            last = stack.pop()
+        elif tok.kind == "text":
+            assigned[id(stack[-1] if stack else last)].append(tok.text)
+    for g in groups:
+        g.write("".join(assigned[id(g)]))
