@@ -638,6 +638,30 @@ def test_pptx_field_inside_a_sentence_does_not_cut_it_in_two():
     assert got.placeholders[1].text_frame.paragraphs[0].text == "THIS IS SLIDE 1 OF THE TALK."
 
 
+def test_pptx_text_a_master_or_layout_shows_on_slides_is_translated_not_its_prompts():
+    """A text box on the slide master or a layout is shown on every slide of it: it was left
+    in the source's language. A placeholder's prompt there ("Click to edit Master title
+    style") is shown only while editing, and is not sent."""
+    src = entries(make_pptx())
+    box = (
+        '<p:sp><p:nvSpPr><p:cNvPr id="99" name="TextBox 99"/><p:cNvSpPr txBox="1"/><p:nvPr/>'
+        '</p:nvSpPr><p:spPr/><p:txBody><a:bodyPr/><a:lstStyle/><a:p><a:r><a:rPr lang="en-US"/>'
+        "<a:t>{}</a:t></a:r></a:p></p:txBody></p:sp></p:spTree>"
+    )
+    for name, text in [
+        ("ppt/slideMasters/slideMaster1.xml", "Company confidential"),
+        ("ppt/slideLayouts/slideLayout2.xml", "Draft for review"),
+    ]:
+        src[name] = src[name].replace(b"</p:spTree>", box.format(text).encode(), 1)
+    sent: list[str] = []
+    out = entries(translate_office(zip_of(src), lambda ts: sent.extend(ts) or upper(ts), LIMITS))
+    assert b"<a:t>COMPANY CONFIDENTIAL</a:t>" in out["ppt/slideMasters/slideMaster1.xml"]
+    assert b"<a:t>DRAFT FOR REVIEW</a:t>" in out["ppt/slideLayouts/slideLayout2.xml"]
+    assert b"Click to edit Master title style" in out["ppt/slideMasters/slideMaster1.xml"]
+    assert not [t for t in sent if "Click to edit" in t]
+    assert out["ppt/slideLayouts/slideLayout1.xml"] == src["ppt/slideLayouts/slideLayout1.xml"]
+
+
 DGM = (
     'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
     'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'

@@ -4,7 +4,8 @@ The archive is checked, and its kind told, before anything is unpacked
 (app/formats/office_archive.py). Only the parts that hold the document's text are parsed
 (lxml, with entities, DTDs and network access off; a part with a DOCTYPE is refused): the body,
 headers, footers, footnotes, endnotes and comments of a .docx, the slides, speaker notes and
-comments (legacy and modern; their authors are in parts of their own) of a .pptx, the SmartArt
+comments (legacy and modern; their authors are in parts of their own) and the text its slide
+masters and layouts show on slides (outside placeholders) of a .pptx, the SmartArt
 graphics and charts of both, content.xml and styles.xml (headers and footers) of an .odt, with
 the title and the fixed text of its indexes' templates and the titles and descriptions of its
 pictures and shapes; besides paragraphs, the alternative text of pictures and shapes, the
@@ -57,6 +58,12 @@ SOFT_HYPHEN = "\u00ad"
 #: from which it is laid out again when it is edited, and the drawing of its last layout, which
 #: Word and PowerPoint show until then. Neither was translated.
 DIAGRAMS = ["diagrams/data*.xml", "diagrams/drawing*.xml"]
+P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+#: a slide master's or layout's text that its slides show: in its shapes that are no
+#: placeholder (a text box "Confidential" on the master, on every slide, was left in the
+#: source's language). A placeholder's text there is a prompt shown while editing, or a default
+#: that a slide's own placeholder replaces: not translated.
+MASTERS = ["ppt/slideMasters/slideMaster*.xml", "ppt/slideLayouts/slideLayout*.xml"]
 #: a chart's title and axis titles are DrawingML paragraphs too (its series and category
 #: names: app/formats/office_labels.py)
 #: (kind, required entry, parts translated, run format or None for .odt)
@@ -69,9 +76,15 @@ KINDS = [
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
                                       "ppt/notesSlides/notesSlide*.xml",
                                       "ppt/comments/*.xml", "ppt/charts/chart*.xml",
-                                      *["ppt/" + d for d in DIAGRAMS], "docProps/core.xml"], PPTX),
+                                      *["ppt/" + d for d in DIAGRAMS], *MASTERS,
+                                      "docProps/core.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
+
+
+def _in_placeholder(paragraph: etree._Element) -> bool:
+    shape = next(paragraph.iterancestors(P + "sp"), None)
+    return shape is not None and shape.find(f"{P}nvSpPr/{P}nvPr/{P}ph") is not None
 
 
 def translate_office(
@@ -113,8 +126,10 @@ def translate_office(
         else:
             drawingml = "/diagrams/" in info.filename or "/charts/" in info.filename
             part_fmt = PPTX if drawingml else fmt
+            master = any(fnmatch.fnmatchcase(info.filename, m) for m in MASTERS)
             for p in root.iter(part_fmt.paragraph):
-                run_units(p, part_fmt, acc)
+                if not (master and _in_placeholder(p)):
+                    run_units(p, part_fmt, acc)
         for slot in label_slots(info.filename, root):  # alternative text... (office_labels.py)
             acc.add(slot, None)
             acc.flush()
