@@ -228,3 +228,24 @@ def test_chart_titles_and_series_and_category_names_are_translated():
     for text in (b"SALES BY REGION", b"MILLIONS OF EUROS", b"NORTH", b"<c:v>2024</c:v>"):
         assert text in got
     assert b"<c:tx><c:v>REVENUE</c:v></c:tx>" in got and b"<c:v>1.5</c:v>" in got
+
+
+def test_pptx_section_names_are_translated():
+    """PowerPoint shows them over their slides in the slide pane: they were copied as they
+    were."""
+    parts = entries(make_pptx())
+    p14 = "http://schemas.microsoft.com/office/powerpoint/2010/main"
+    sections = (
+        '<p:extLst><p:ext uri="{521415D9-36F7-43E2-AB2F-B90AF26B5E84}">'
+        f'<p14:sectionLst xmlns:p14="{p14}">'
+        '<p14:section name="Introduction" id="{A1}"><p14:sldIdLst><p14:sldId id="256"/>'
+        '</p14:sldIdLst></p14:section><p14:section name="2024" id="{A2}"><p14:sldIdLst/>'
+        "</p14:section></p14:sectionLst></p:ext></p:extLst></p:presentation>"
+    )
+    xml = parts["ppt/presentation.xml"].decode()
+    assert "<p:extLst>" not in xml
+    parts["ppt/presentation.xml"] = xml.replace("</p:presentation>", sections).encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "pptx"))
+    assert b'name="INTRODUCTION"' in out["ppt/presentation.xml"]
+    assert b'name="2024"' in out["ppt/presentation.xml"]
+    assert pptx.Presentation(io.BytesIO(zip_of(out))).slides[0].shapes.title.text == "SLIDE TITLE"

@@ -9,9 +9,10 @@ masters and layouts show on slides (outside placeholders) of a .pptx, the SmartA
 graphics and charts of both, content.xml and styles.xml (headers and footers) of an .odt, with
 the title and the fixed text of its indexes' templates and the titles and descriptions of its
 pictures and shapes; besides paragraphs, the alternative text of pictures and shapes, the
-document's title, subject and description and a chart's series and category names
-(app/formats/office_labels.py). Every other entry is copied with its bytes, name, order, dates
-and compression unchanged (so the .odt `mimetype` entry stays first and stored).
+document's title, subject and description, a .pptx's section names and a chart's series and
+category names (app/formats/office_labels.py). Every other entry is copied with its bytes,
+name, order, dates and compression unchanged (so the .odt `mimetype` entry stays first and
+stored).
 
 Each paragraph is cut into units of runs, each run of text with its own formatting a pair for
 app/formats/inline.py (app/formats/office_runs.py, which describes what keeps runs apart and
@@ -77,7 +78,7 @@ KINDS = [
                                       "ppt/notesSlides/notesSlide*.xml",
                                       "ppt/comments/*.xml", "ppt/charts/chart*.xml",
                                       *["ppt/" + d for d in DIAGRAMS], *MASTERS,
-                                      "docProps/core.xml"], PPTX),
+                                      "ppt/presentation.xml", "docProps/core.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
 

@@ -11,6 +11,8 @@ what app/formats/office.py sends besides the paragraphs it walks.
   title in its window or tab. Keywords, author, dates and the like are not translated.
 - The text of a legacy .pptx comment (`p:cm/p:text`; a modern comment's text is DrawingML
   paragraphs, as a slide's). Authors are kept in parts of their own, never translated.
+- The names of a .pptx's sections (`p14:section/@name` in ppt/presentation.xml), shown over
+  its slides in PowerPoint's slide pane and slide sorter.
 - A chart's series and category names written as text in the chart (`c:strCache`,
   `c:strLit`, `c:multiLvlStrCache`, a series name's literal `c:tx/c:v`) when they hold letters: a year or a number
   written as text stays as it is. Its title and axis titles are DrawingML paragraphs. The
@@ -30,6 +32,7 @@ from .inline import has_letters
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+P14 = "{http://schemas.microsoft.com/office/powerpoint/2010/main}"
 DC = "{http://purl.org/dc/elements/1.1/}"
 #: where a chart's `c:v` (or its `c:pt`) is a name written as text: a series name, a category
 #: (`c:lvl`: a level of categories in several levels)
@@ -78,6 +81,11 @@ def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
         for el in root.iter(*PROPERTIES):
             if el.text and has_letters(el.text):
                 yield el, "text"
+        return
+    if part == "ppt/presentation.xml":
+        for el in root.iter(P14 + "section"):
+            if has_letters(el.get("name") or ""):
+                yield el, "@name"
         return
     if "/charts/" in part:
         yield from _chart_names(root)
