@@ -638,6 +638,32 @@ def test_pptx_field_inside_a_sentence_does_not_cut_it_in_two():
     assert got.placeholders[1].text_frame.paragraphs[0].text == "THIS IS SLIDE 1 OF THE TALK."
 
 
+def test_pptx_tab_inside_a_run_ends_the_text_sent_and_stays():
+    """PowerPoint writes a tab as a character in its run's text (DrawingML has no tab
+    element): it was sent inside the text, and a model, which writes no tabs, lost it (the
+    columns it aligned ran together). A tab now ends the text sent, as a .docx `w:tab` does."""
+    src = entries(make_pptx())
+    run = '<a:r><a:rPr lang="en-US" b="1"/><a:t>{}</a:t></a:r>'
+    slide = src["ppt/slides/slide1.xml"].decode()
+    slide = slide.replace(
+        "<a:r><a:t>First point</a:t></a:r>",
+        run.format("Name\tPrice list") + run.format("\t\tIn stock"),
+    )
+    src["ppt/slides/slide1.xml"] = slide.encode()
+    sent: list[str] = []
+
+    def model(texts: list[str]) -> list[str]:  # writes words, never a tab
+        sent.extend(texts)
+        return [" ".join(t.split()).upper() for t in texts]
+
+    out = translate_office(zip_of(src), model, LIMITS, "pptx")
+    assert not [t for t in sent if "\t" in t]
+    assert {"Name", "Price list", "In stock"} <= set(sent)
+    got = pptx.Presentation(io.BytesIO(out)).slides[0].placeholders[1].text_frame.paragraphs[0]
+    assert got.text == "NAME\tPRICE LIST\t\tIN STOCK"
+    assert {r.font.bold for r in got.runs} == {True}
+
+
 def test_pptx_text_a_master_or_layout_shows_on_slides_is_translated_not_its_prompts():
     """A text box on the slide master or a layout is shown on every slide of it: it was left
     in the source's language. A placeholder's prompt there ("Click to edit Master title

@@ -2,7 +2,8 @@
 how a paragraph is cut into units of runs for app/formats/inline.py (used by
 app/formats/office.py).
 
-Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs and line breaks;
+Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs (a tab character
+in a DrawingML run's text too: the run is cut in two around it) and line breaks;
 inside a unit, each run of text with its own formatting (a `w:r`/`a:r` with its properties; an
 .odt span or link) is a pair for app/formats/inline.py. Consecutive runs with the same
 formatting (Word splits runs for spell checking and revisions) are one, unless a marker stands
@@ -32,6 +33,7 @@ page break where the last layout ended a page (`w:lastRenderedPageBreak`,
 from __future__ import annotations
 
 import re
+from copy import deepcopy
 from dataclasses import dataclass, field
 
 from lxml import etree
@@ -62,6 +64,9 @@ class RunFormat:
     #: hints of the source's layout, dropped from a translated unit (they have no place in its
     #: translation): the words on each side are one text for the model
     hints: frozenset[str] = frozenset()
+    #: the format writes a tab as a character in its run's text (DrawingML has no tab
+    #: element): each tab is cut into a run of its own, which ends a unit as `breaks` do
+    tab_characters: bool = False
 
 
 DOCX = RunFormat(
@@ -137,6 +142,8 @@ PPTX = RunFormat(
     # a field (the slide number, a date): its text is PowerPoint's to write; it cut the
     # sentence around it in two, translated apart
     markers=frozenset({A + "fld"}),
+    # a tab inside a run's text was sent as a space: the columns it aligned ran together
+    tab_characters=True,
 )
 ODT_PARAGRAPHS = frozenset({TEXT + "p", TEXT + "h"})
 ODT_BREAKS = frozenset({TEXT + "tab", TEXT + "line-break"})
@@ -277,7 +284,27 @@ def _empty_bookmark(el: etree._Element) -> bool:
     )
 
 
+def _split_tabs(paragraph: etree._Element, fmt: RunFormat) -> None:
+    """Cuts each run whose text holds tabs into runs of text and runs of tabs, each with a
+    copy of its properties (RunFormat.tab_characters)."""
+    for t in list(paragraph.iter(fmt.text)):
+        run = t.getparent()
+        if "\t" not in (t.text or "") or run.tag in fmt.markers:  # a field's text is its own
+            continue
+        pieces = [p for p in re.split("(\t+)", t.text) if p]
+        t.text = pieces[0]
+        at = run
+        for piece in pieces[1:]:
+            copy = deepcopy(run)
+            copy.tail = None
+            copy.find(fmt.text).text = piece
+            at.addnext(copy)
+            at = copy
+
+
 def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> None:
+    if fmt.tab_characters:
+        _split_tabs(paragraph, fmt)
     # the fields open in the paragraph: True while in a field's code (between its begin and
     # separate fldChar). A nested field's result there is part of the outer field's code
     # (`IF { MERGEFIELD Gender } = "male" ...`) and is not translated either.
@@ -305,6 +332,8 @@ def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> Non
                 continue
             elif tag == fmt.paragraph or tag in fmt.breaks:
                 acc.flush()
+            elif tag == fmt.text and fmt.tab_characters and not (child.text or "x").strip("\t"):
+                acc.flush()  # a run of tabs (_split_tabs)
             elif tag == fmt.text:
                 if not any(fields):
                     acc.add((child, "text"), _run_key(child.getparent(), fmt))
