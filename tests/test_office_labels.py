@@ -249,3 +249,19 @@ def test_pptx_section_names_are_translated():
     assert b'name="INTRODUCTION"' in out["ppt/presentation.xml"]
     assert b'name="2024"' in out["ppt/presentation.xml"]
     assert pptx.Presentation(io.BytesIO(zip_of(out))).slides[0].shapes.title.text == "SLIDE TITLE"
+
+
+def test_docx_vml_picture_alternative_text_is_translated():
+    """A picture of a document from Word 2007 or earlier is a VML shape, whose alternative
+    text is its `alt` attribute: it was copied untranslated."""
+    parts = entries(make_docx())
+    body = parts["word/document.xml"].decode()
+    pict = (
+        '<w:r><w:pict><v:shape xmlns:v="urn:schemas-microsoft-com:vml" id="Picture 1" '
+        'alt="A map of the old town" style="width:100pt;height:50pt"/></w:pict></w:r>'
+    )
+    body = body.replace("<w:r><w:t>Before a tab", pict + "<w:r><w:t>Before a tab", 1)
+    assert pict in body
+    parts["word/document.xml"] = body.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
+    assert b'alt="A MAP OF THE OLD TOWN"' in out and b'id="Picture 1"' in out

@@ -3,7 +3,8 @@ what app/formats/office.py sends besides the paragraphs it walks.
 
 - The alternative text of a picture or a shape (.docx, .pptx: the `descr` and `title`
   attributes of `wp:docPr`, `pic:cNvPr`, `p:cNvPr`...), which screen readers read; the .odt's
-  (`svg:title`, `svg:desc`) are elements, translated with the paragraphs. A description that
+  (`svg:title`, `svg:desc`) are elements, translated with the paragraphs. A VML shape's
+  (`v:shape/@alt`, in a .docx from older Word versions) is translated too. A description that
   is only an image's file name (python-pptx and some converters write one) is left as it is,
   and so is the alternative text of a picture in a tracked deletion, as its text is.
 - The document's title, subject and description (`dc:title`, `dc:subject`, `dc:description`
@@ -43,7 +44,10 @@ PROPERTIES = (DC + "title", DC + "subject", DC + "description")
 PROPERTY_PARTS = frozenset({"docProps/core.xml", "meta.xml"})
 #: the elements that carry a drawing's alternative text, by local name, in any namespace:
 #: wp:docPr (.docx), pic:cNvPr, p:cNvPr (.pptx), dsp:cNvPr (a SmartArt drawing)...
-ALT_HOLDERS = frozenset({"docPr", "cNvPr"})
+ALT_HOLDERS = ("}docPr", "}cNvPr")
+#: a VML shape's (`v:shape`, `v:rect`...: a picture of a document from before Word 2010, the
+#: fallback of a newer one's shape) is its `alt` attribute
+VML = "{urn:schemas-microsoft-com:vml}"
 ALT_ATTRIBUTES = ("title", "descr")
 #: a description that is only a file name: nothing to translate
 FILE_NAME = re.compile(r"[^\s/\\]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp|heic)", re.I)
@@ -55,11 +59,18 @@ Slot = tuple[etree._Element, str]
 
 def _alt_texts(root: etree._Element) -> Iterator[Slot]:
     for el in root.iter():
-        if not isinstance(el.tag, str) or etree.QName(el).localname not in ALT_HOLDERS:
+        tag = el.tag
+        if not isinstance(tag, str):
+            continue
+        if tag.endswith(ALT_HOLDERS):
+            names = ALT_ATTRIBUTES
+        elif tag.startswith(VML) and el.get("alt"):
+            names = ("alt",)
+        else:
             continue
         if any(a.tag in DELETED for a in el.iterancestors()):
             continue
-        for name in ALT_ATTRIBUTES:
+        for name in names:
             value = el.get(name)
             if value and has_letters(value) and not FILE_NAME.fullmatch(value.strip()):
                 yield el, "@" + name
