@@ -638,6 +638,28 @@ def test_pptx_field_inside_a_sentence_does_not_cut_it_in_two():
     assert got.placeholders[1].text_frame.paragraphs[0].text == "THIS IS SLIDE 1 OF THE TALK."
 
 
+def test_pptx_runs_that_differ_only_in_language_or_smart_tag_marks_are_one_text():
+    """PowerPoint marks runs with the keyboard's language (lang, altLang), smart tags
+    (smtClean, smtId) and proofing (noProof), none of which a reader sees: a sentence of such
+    runs was sent as pieces with placeholders, and translated in pieces when the model lost
+    them."""
+    src = entries(make_pptx())
+    slide = src["ppt/slides/slide1.xml"].decode()
+    slide = slide.replace(
+        "<a:r><a:t>First point</a:t></a:r>",
+        '<a:r><a:t xml:space="preserve">The cat </a:t></a:r>'
+        '<a:r><a:rPr lang="en-GB" altLang="en-US" dirty="0"/><a:t>sleeps </a:t></a:r>'
+        '<a:r><a:rPr lang="en-US" smtClean="0" smtId="4" noProof="1"/><a:t>all day.</a:t></a:r>'
+        '<a:r><a:rPr lang="en-US" b="1"/><a:t> Really.</a:t></a:r>',
+    )
+    src["ppt/slides/slide1.xml"] = slide.encode()
+    requests: list[str] = []
+    out = translate_office(zip_of(src), whole_or_pieces(True, requests), LIMITS, "pptx")
+    assert "<g1>The cat sleeps all day.</g1><g2> Really.</g2>" in requests
+    got = pptx.Presentation(io.BytesIO(out)).slides[0].placeholders[1].text_frame.paragraphs[0]
+    assert [r.text for r in got.runs] == ["THE CAT SLEEPS ALL DAY.", "", "", " REALLY."]
+
+
 def test_pptx_tab_inside_a_run_ends_the_text_sent_and_stays():
     """PowerPoint writes a tab as a character in its run's text (DrawingML has no tab
     element): it was sent inside the text, and a model, which writes no tabs, lost it (the

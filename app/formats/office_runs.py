@@ -6,7 +6,8 @@ Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs (a ta
 in a DrawingML run's text too: the run is cut in two around it) and line breaks;
 inside a unit, each run of text with its own formatting (a `w:r`/`a:r` with its properties; an
 .odt span or link) is a pair for app/formats/inline.py. Consecutive runs with the same
-formatting (Word splits runs for spell checking and revisions) are one, unless a marker stands
+formatting (Word splits runs for spell checking and revisions; a DrawingML run's language and
+proofing marks are no formatting: NOT_FORMATTING) are one, unless a marker stands
 between them: a field's begin, separator or end (`w:fldChar`, `w:instrText`), a bookmark, a
 comment's range or reference, a footnote's or endnote's reference, a picture, a text box or an
 embedded object, a permission range, a tracked deletion (`w:del`, whose `w:delText` is never
@@ -257,12 +258,19 @@ class Paragraphs:
         self._cut = False
 
 
+#: attributes of a DrawingML run's properties that no reader sees: PowerPoint's marks for
+#: spell checking (err, noProof), editing (dirty), smart tags (smtClean, smtId) and the
+#: keyboard's language (lang, altLang; the translation is in another one anyway). Runs that
+#: differ in them only were sent apart, and translated in pieces when the model lost the
+#: placeholders between them.
+NOT_FORMATTING = frozenset({"dirty", "err", "noProof", "smtClean", "smtId", "lang", "altLang"})
+
+
 def _run_key(run: etree._Element, fmt: RunFormat) -> object:
     props = run.find(fmt.properties)
     if props is None:
-        return (run.getparent(), b"")
-    # PowerPoint marks runs for spell checking (err) and editing (dirty): not formatting
-    attrs = sorted((k, v) for k, v in props.attrib.items() if k not in ("dirty", "err"))
+        return (run.getparent(), (), ())
+    attrs = sorted((k, v) for k, v in props.attrib.items() if k not in NOT_FORMATTING)
     return (run.getparent(), tuple(attrs), tuple(etree.tostring(c) for c in props))
 
 
