@@ -265,3 +265,14 @@ def test_docx_vml_picture_alternative_text_is_translated():
     parts["word/document.xml"] = body.encode()
     out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
     assert b'alt="A MAP OF THE OLD TOWN"' in out and b'id="Picture 1"' in out
+
+
+def test_broken_document_properties_are_copied_not_refused():
+    """A document whose properties part is broken (or has a DOCTYPE) still opens in Word and
+    was translated before its title was: it is translated, its properties copied as they are."""
+    parts = entries(make_docx())
+    for broken in (b"<cp:coreProperties", b'<!DOCTYPE x [<!ENTITY a "b">]><x>&a;</x>'):
+        parts["docProps/core.xml"] = broken
+        out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))
+        assert out["docProps/core.xml"] == broken
+        assert b"HELLO " in out["word/document.xml"]

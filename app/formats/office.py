@@ -114,7 +114,12 @@ def translate_office(
     part_of: list[str] = []  # the part each unit of `acc` comes from
     for info in text_parts:
         raw = read_entry(archive, info)
-        root = parse_part(info.filename, raw)
+        try:
+            root = parse_part(info.filename, raw)
+        except FormatError:
+            if info.filename in PROPERTY_PARTS:  # the title and such: copied as they are
+                continue
+            raise
         parts[info.filename] = (root, raw)
         if fmt is None:
             units_of = (*ODT_PARAGRAPHS, *ODT_TEMPLATES)
