@@ -42,13 +42,13 @@ NAME_HOLDERS = frozenset(C + t for t in ["strCache", "strLit", "tx", "lvl"])
 PROPERTIES = (DC + "title", DC + "subject", DC + "description")
 #: the parts that hold them
 PROPERTY_PARTS = frozenset({"docProps/core.xml", "meta.xml"})
-#: the elements that carry a drawing's alternative text, by local name, in any namespace:
-#: wp:docPr (.docx), pic:cNvPr, p:cNvPr (.pptx), dsp:cNvPr (a SmartArt drawing)...
+#: the elements that carry a drawing's alternative text, by local name, in any namespace (the
+#: wp:docPr of a .docx, pic:cNvPr, p:cNvPr of a .pptx, dsp:cNvPr of a SmartArt drawing...)
 ALT_HOLDERS = ("}docPr", "}cNvPr")
+ALT_ATTRIBUTES = ("title", "descr")
 #: a VML shape's (`v:shape`, `v:rect`...: a picture of a document from before Word 2010, the
 #: fallback of a newer one's shape) is its `alt` attribute
 VML = "{urn:schemas-microsoft-com:vml}"
-ALT_ATTRIBUTES = ("title", "descr")
 #: a description that is only a file name: nothing to translate
 FILE_NAME = re.compile(r"[^\s/\\]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp|heic)", re.I)
 #: text hidden as deleted, whose drawings' alternative text is not sent either
