@@ -276,3 +276,29 @@ def test_broken_document_properties_are_copied_not_refused():
         out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))
         assert out["docProps/core.xml"] == broken
         assert b"HELLO " in out["word/document.xml"]
+
+
+def test_link_tips_are_translated_not_their_addresses():
+    """The tip a link shows when pointed at, which screen readers read with it, was copied
+    untranslated (.pptx `a:hlinkClick/@tooltip`, .docx `w:hyperlink/@w:tooltip`)."""
+    prs = pptx.Presentation(io.BytesIO(make_pptx()))
+    run = prs.slides[0].placeholders[1].text_frame.paragraphs[0].runs[0]
+    run.hyperlink.address = "https://example.com/prices"
+    run.hyperlink._hlinkClick.set("tooltip", "Open the price list")
+    buf = io.BytesIO()
+    prs.save(buf)
+    out = entries(translate_office(buf.getvalue(), upper, LIMITS, "pptx"))
+    assert b'tooltip="OPEN THE PRICE LIST"' in out["ppt/slides/slide1.xml"]
+    assert b"https://example.com/prices" in out["ppt/slides/_rels/slide1.xml.rels"]
+
+    parts = entries(make_docx())
+    body = parts["word/document.xml"].decode()
+    link = (
+        '<w:hyperlink w:anchor="top" w:tooltip="Back to the start">'
+        "<w:r><w:t>Top of page</w:t></w:r></w:hyperlink>"
+    )
+    body = body.replace("<w:r><w:t>Before a tab", link + "<w:r><w:t>Before a tab", 1)
+    assert link in body
+    parts["word/document.xml"] = body.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
+    assert b'w:tooltip="BACK TO THE START"' in out and b'w:anchor="top"' in out

@@ -5,14 +5,14 @@ The archive is checked, and its kind told, before anything is unpacked
 (lxml, with entities, DTDs and network access off; a part with a DOCTYPE is refused): the body,
 headers, footers, footnotes, endnotes and comments of a .docx, the slides, speaker notes and
 comments (legacy and modern; their authors are in parts of their own) and the text its slide
-masters and layouts show on slides (outside placeholders) of a .pptx, the SmartArt
-graphics and charts of both, content.xml and styles.xml (headers and footers) of an .odt, with
-the title and the fixed text of its indexes' templates and the titles and descriptions of its
-pictures and shapes; besides paragraphs, the alternative text of pictures and shapes, the
-document's title, subject and description, a .pptx's section names and a chart's series and
-category names (app/formats/office_labels.py). Every other entry is copied with its bytes,
-name, order, dates and compression unchanged (so the .odt `mimetype` entry stays first and
-stored).
+masters and layouts show on slides (outside placeholders) of a .pptx, the SmartArt graphics
+and charts of both, content.xml and styles.xml (headers and footers) of an .odt, with the
+title and the fixed text of its indexes' templates and the titles and descriptions of its
+pictures and shapes; besides paragraphs, the alternative text of pictures and shapes, links'
+tips, the document's title, subject and description, a .pptx's section names and a chart's
+series and category names (app/formats/office_labels.py). Every other entry is copied with its
+bytes, name, order, dates and compression unchanged (so the .odt `mimetype` entry stays first
+and stored).
 
 Each paragraph is cut into units of runs, each run of text with its own formatting a pair for
 app/formats/inline.py (app/formats/office_runs.py, which describes what keeps runs apart and

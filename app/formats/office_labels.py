@@ -7,6 +7,8 @@ what app/formats/office.py sends besides the paragraphs it walks.
   (`v:shape/@alt`, in a .docx from older Word versions) is translated too. A description that
   is only an image's file name (python-pptx and some converters write one) is left as it is,
   and so is the alternative text of a picture in a tracked deletion, as its text is.
+- The tip a link shows when pointed at (`a:hlinkClick/@tooltip`, `a:hlinkHover/@tooltip`,
+  `w:hyperlink/@w:tooltip`), which screen readers read with the link.
 - The document's title, subject and description (`dc:title`, `dc:subject`, `dc:description`
   in a .docx's or .pptx's docProps/core.xml and in an .odt's meta.xml): a viewer shows the
   title in its window or tab. Keywords, author, dates and the like are not translated.
@@ -49,6 +51,13 @@ ALT_ATTRIBUTES = ("title", "descr")
 #: a VML shape's (`v:shape`, `v:rect`...: a picture of a document from before Word 2010, the
 #: fallback of a newer one's shape) is its `alt` attribute
 VML = "{urn:schemas-microsoft-com:vml}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+#: a link's tip: (element, attribute)
+TOOLTIPS = {
+    A + "hlinkClick": "tooltip",
+    A + "hlinkHover": "tooltip",
+    W + "hyperlink": W + "tooltip",
+}
 #: a description that is only a file name: nothing to translate
 FILE_NAME = re.compile(r"[^\s/\\]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp|heic)", re.I)
 #: text hidden as deleted, whose drawings' alternative text is not sent either
@@ -74,6 +83,13 @@ def _alt_texts(root: etree._Element) -> Iterator[Slot]:
             value = el.get(name)
             if value and has_letters(value) and not FILE_NAME.fullmatch(value.strip()):
                 yield el, "@" + name
+
+
+def _tooltips(root: etree._Element) -> Iterator[Slot]:
+    for el in root.iter(*TOOLTIPS):
+        tip = TOOLTIPS[el.tag]
+        if has_letters(el.get(tip) or "") and not any(a.tag in DELETED for a in el.iterancestors()):
+            yield el, "@" + tip
 
 
 def _chart_names(root: etree._Element) -> Iterator[Slot]:
@@ -105,3 +121,4 @@ def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
             if el.text and has_letters(el.text):
                 yield el, "text"
     yield from _alt_texts(root)
+    yield from _tooltips(root)
