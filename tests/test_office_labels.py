@@ -302,3 +302,16 @@ def test_link_tips_are_translated_not_their_addresses():
     parts["word/document.xml"] = body.encode()
     out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
     assert b'w:tooltip="BACK TO THE START"' in out and b'w:anchor="top"' in out
+
+
+def test_a_text_that_comes_back_in_a_file_is_sent_once():
+    """A chart's categories are written again in each of its series, a picture's description
+    in two places: each copy was sent to the model."""
+    sent: list[str] = []
+    out = translate_office(
+        make_chart_pptx(), lambda ts: sent.extend(ts) or upper(ts), LIMITS, "pptx"
+    )
+    assert sent.count("North") == 1 and len(sent) == len(set(sent))
+    chart = pptx.Presentation(io.BytesIO(out)).slides[0].shapes[-1].chart
+    assert [list(s.values) for s in chart.plots[0].series] == [[1.5, 2.5, 3.5], [1.0, 2.0, 3.0]]
+    assert entries(out)["ppt/charts/chart1.xml"].count(b"<c:v>NORTH</c:v>") == 2

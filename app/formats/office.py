@@ -83,6 +83,18 @@ KINDS = [
 ]  # fmt: skip
 
 
+def _once_each(translate: Translate) -> Translate:
+    """`translate`, sent each distinct text once: a chart writes its categories again in each
+    series, Word a picture's description in two places (each copy was sent)."""
+
+    def once(texts: list[str]) -> list[str]:
+        unique = list(dict.fromkeys(texts))
+        done = dict(zip(unique, translate(unique) if unique else [], strict=True))
+        return [done[t] for t in texts]
+
+    return once
+
+
 def _in_placeholder(paragraph: etree._Element) -> bool:
     shape = next(paragraph.iterancestors(P + "sp"), None)
     return shape is not None and shape.find(f"{P}nvSpPr/{P}nvPr/{P}ph") is not None
@@ -157,7 +169,8 @@ def translate_office(
             groups.append(unit_groups)
             hints.append(unit_hints)
             touched.add(part)
-    for unit_groups, tokens in zip(groups, translate_units(units, translate), strict=True):
+    tokens_of = translate_units(units, _once_each(translate))
+    for unit_groups, tokens in zip(groups, tokens_of, strict=True):
         apply_tokens(unit_groups, tokens)
     for el in (el for unit_hints in hints for el in unit_hints):
         drop(el)
