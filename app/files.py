@@ -11,8 +11,8 @@ also removes the folder when the store made it). When storing a file
 would pass `max_total_bytes`, the request is refused (503 with Retry-After: the time until the
 oldest file expires) rather than dropping files whose URLs were already handed out; a file
 larger than `max_total_bytes` itself, which no wait would make fit, is refused as such
-(`TooLarge`, a 413). Leftover
-`*.mtfile` files of an earlier process in the same directory are removed when the store opens.
+(`TooLarge`, a 413). Leftover `*.mtfile` files of an earlier process in the same directory are
+removed when the store opens.
 """
 
 from __future__ import annotations
