@@ -27,7 +27,7 @@ import fnmatch
 from lxml import etree
 
 from . import FormatError, Limits, Translate
-from .inline import Unit, UnitBuilder, translate_units
+from .inline import SOFT_HYPHEN, Unit, UnitBuilder, translate_units
 from .office_archive import (
     check_not_encrypted,
     kind_of,
@@ -51,10 +51,6 @@ from .office_runs import (
     run_units,
 )
 
-#: an optional hyphen written as a character (an .odt's, and a .docx's from other writers than
-#: Word): where the source word may be hyphenated, nowhere in its translation. Sent, it cut the
-#: word into letters for the model ("transla\u00adtion": "tra n s l a <0xC2> <0xAD> tion").
-SOFT_HYPHEN = "\u00ad"
 #: a SmartArt graphic's text (DrawingML paragraphs, as a slide's, in a .docx too): its data,
 #: from which it is laid out again when it is edited, and the drawing of its last layout, which
 #: Word and PowerPoint show until then. Neither was translated.
