@@ -277,7 +277,7 @@ async def translate_file(request: Request):
     data, filename, fields = upload
     grant = await state.access.admit(fields, request.scope)
     source, target = fields["source"], fields["target"]
-    handler = handler_for(filename)
+    handler = handler_for(filename, served_code(state, target, target=True))
     if handler is None:
         raise ApiError(
             400,

@@ -43,7 +43,8 @@ taken for text.
 Translated text is escaped for HTML: a character the unit wrote as an entity (`&copy;`,
 `&nbsp;`, `&#169;`) is written with that same entity when it comes back (with a `;`, which a
 legacy `&copy` may lack), `<` is written `&lt;`, and `&` is written `&amp;` unless a space
-follows it.
+follows it. Given the language the translation is in, the `lang` attributes of what was
+translated are set to it (app/html_lang.py).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ import html.entities
 import re
 from collections.abc import Callable
 from html.parser import HTMLParser
+from typing import NamedTuple
 
 from .formats.inline import (
     SOFT_HYPHEN,
@@ -63,6 +65,7 @@ from .formats.inline import (
     distribute,
     translate_units,
 )
+from .html_lang import LANG_ATTRS, Span, changed_scopes, lang_spans, meta_spans, rewrite
 
 #: what html.parser may read as the start of a tag, comment or declaration
 _TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
@@ -316,14 +319,14 @@ _TABLE_ENDS = {
 
 class _OpenElements:
     """The open elements, outermost first: (name, translated, inside an element that is never
-    translated). What a start or end tag looks up in them (the nearest open <p> in button
+    translated, the language scope of its content: app/html_lang.py). What a start or end tag looks up in them (the nearest open <p> in button
     scope, the nearest open element of a name, ...) is kept up to date as elements are opened
     and closed, so that each tag takes constant time: searching down the elements at every tag
     made a document of deeply nested elements take time quadratic in its size (20,000 nested
     <div>s, 220 kB, took 16 s)."""
 
     def __init__(self) -> None:
-        self.items: list[tuple[str, bool, bool]] = []
+        self.items: list[tuple[str, bool, bool, int]] = []
         # per element: for each of _SEARCHES, the index of the nearest element found at or
         # below it (None: none, or the search ends first); then whether it or an element
         # around it implies no end tags (_NO_IMPLIED_ENDS)
@@ -333,13 +336,13 @@ class _OpenElements:
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, i: int) -> tuple[str, bool, bool]:
+    def __getitem__(self, i: int) -> tuple[str, bool, bool, int]:
         return self.items[i]
 
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def push(self, item: tuple[str, bool, bool]) -> None:
+    def push(self, item: tuple[str, bool, bool, int]) -> None:
         name, at = item[0], len(self.items)
         prev = self._found[-1] if self._found else (None,) * len(_SEARCHES) + (False,)
         found = [
@@ -610,11 +613,24 @@ def _translate_attr(attrs: list, inherited: bool) -> bool:
     return inherited
 
 
-class _HtmlUnit:
-    """A unit plus the entity spellings its text used."""
+class _Ref(NamedTuple):
+    """Markup or text as written, in the language scope it stands in (for a start tag: the
+    scope of its content); `spans`: where the language it declares stands in it
+    (app/html_lang.py)."""
 
-    def __init__(self, unit: Unit, spellings: dict[str, str]):
-        self.unit, self.spellings = unit, spellings
+    raw: str
+    scope: int
+    spans: tuple[Span, ...] = ()
+
+
+class _HtmlUnit:
+    """A unit plus the entity spellings its text used, the language scope it starts in and
+    its text in each scope."""
+
+    def __init__(
+        self, unit: Unit, spellings: dict[str, str], scope: int, texts: list[tuple[int, str]]
+    ):
+        self.unit, self.spellings, self.scope, self.texts = unit, spellings, scope, texts
 
 
 class HtmlDocument:
@@ -623,8 +639,14 @@ class HtmlDocument:
     def __init__(self, text: str, atoms: re.Pattern[str] | None = None):
         """`atoms`: what in the text is markup of another kind, kept as it is (the override
         tags of subtitles, `{\\an8}`)."""
-        self.pieces: list[str | _HtmlUnit] = []
+        self.pieces: list[str | _Ref | _HtmlUnit] = []
         self._atoms = atoms
+        # the language scopes (app/html_lang.py): 0 is the document outside every lang
+        # attribute, then one per element with one, after the scope it stands in; `_scope`:
+        # where the token being read stands, `_unit_scope`: where the unit being built began
+        self._parents: list[int | None] = [None]
+        self._scope = self._unit_scope = self._run_scope = 0
+        self._texts: list[tuple[int, str]] = []  # (scope, text) of the unit being built
         self._builder = UnitBuilder()
         self._raw_items: list[str] = []  # the raw text of the unit being built, in order
         self._run: list[tuple[str, str]] = []  # (text, raw text) of the text not added yet
@@ -660,26 +682,61 @@ class HtmlDocument:
         runs = (collapse(str(i.value)) for u in self.units for i in u.items if i.kind == "text")
         return " ".join(r for r in runs if r)
 
-    def render(self, translations: list[str]) -> str:
-        return self.render_tokens(distribute(self.units, translations))
+    def render(self, translations: list[str], language: str | None = None) -> str:
+        return self.render_tokens(distribute(self.units, translations), language=language)
 
-    def render_tokens(self, all_tokens: list[list[Token]], plain: bool = False) -> str:
+    def render_tokens(
+        self, all_tokens: list[list[Token]], plain: bool = False, language: str | None = None
+    ) -> str:
         """The document with each unit's tokens; `plain` writes translated text unescaped
-        (for markup inside text files, such as subtitles' <i>)."""
+        (for markup inside text files, such as subtitles' <i>); `language`: the code the
+        translation is in, for the lang attributes of what was translated
+        (app/html_lang.py)."""
+        changed = self._changed(all_tokens) if language else set()
+
+        def markup(ref: _Ref) -> str:
+            if ref.spans and ref.scope in changed:
+                return rewrite(ref.raw, ref.spans, language)
+            return ref.raw
+
         it = iter(all_tokens)
         out = []
         for piece in self.pieces:
             if isinstance(piece, str):
                 out.append(piece)
                 continue
+            if isinstance(piece, _Ref):
+                out.append(markup(piece))
+                continue
             for tok in next(it):
                 if tok.kind != "text":
-                    out.append(tok.ref)
+                    out.append(markup(tok.ref))
                 elif tok.translated:
                     out.append(tok.text if plain else escape(tok.text, piece.spellings))
                 else:  # the original, as written (whitespace around a unit has no ref)
-                    out.append(tok.text if tok.ref is None else tok.ref)
+                    out.append(tok.text if tok.ref is None else tok.ref.raw)
         return "".join(out)
+
+    def _changed(self, all_tokens: list[list[Token]]) -> set[int]:
+        """The language scopes whose text the tokens translate (app/html_lang.py)."""
+        source: dict[int, list[str]] = {}
+        output: dict[int, list[str]] = {}
+        units = (p for p in self.pieces if isinstance(p, _HtmlUnit))
+        for piece, tokens in zip(units, all_tokens, strict=True):
+            for scope, text in piece.texts:
+                source.setdefault(scope, []).append(text)
+            # the scope each piece of the translation stands in: a text run's own, else that
+            # of the pairs around it (translated whole, a unit's pairs are balanced)
+            scopes = [piece.scope]
+            for tok in tokens:
+                if tok.kind == "open":
+                    scopes.append(tok.ref.scope)
+                elif tok.kind == "close" and len(scopes) > 1:
+                    scopes.pop()
+                elif tok.kind == "text":
+                    scope = scopes[-1] if tok.ref is None else tok.ref.scope
+                    output.setdefault(scope, []).append(tok.text)
+        return changed_scopes(self._parents, source, output)
 
     # -- building ----------------------------------------------------------------------------
     def _flush(self) -> None:
@@ -691,14 +748,19 @@ class HtmlDocument:
         if unit is None:
             self.pieces.append("".join(self._raw_items))
         else:
-            self.pieces.append(_HtmlUnit(unit, self._spellings))
+            self.pieces.append(_HtmlUnit(unit, self._spellings, self._unit_scope, self._texts))
         self._builder, self._raw_items, self._spellings = UnitBuilder(), [], {}
+        self._texts = []
 
-    def _raw(self, raw: str) -> None:
+    def _raw(self, raw: str | _Ref) -> None:
         self._flush()
-        self.pieces.append(raw)
+        self.pieces.append(raw if isinstance(raw, str) or raw.spans else raw.raw)
 
     def _text(self, text: str, raw: str) -> None:
+        if not self._run:
+            self._run_scope = self._scope
+            if self._builder.empty():
+                self._unit_scope = self._scope
         self._run.append((text, raw))  # one text item per run between markup: see _end_run
         self._raw_items.append(raw)
 
@@ -717,7 +779,11 @@ class HtmlDocument:
                 starts.extend([at] + [at + len(r)] * (len(t) - 1))
             at += len(r)
         starts.append(at)
-        self._builder.text(decoded, raw, lambda s, e: raw[starts[s] : starts[e]])
+        scope = self._run_scope  # (no markup in a run: the scope it began in)
+        self._builder.text(
+            decoded, _Ref(raw, scope), lambda s, e: _Ref(raw[starts[s] : starts[e]], scope)
+        )
+        self._texts.append((scope, decoded))
 
     def _data(self, raw: str) -> None:
         at = 0
@@ -753,7 +819,8 @@ class HtmlDocument:
                 self._text("" if part == SOFT_HYPHEN else part, part)
 
     def _walk(self, text: str, events: list, offsets: list[int]) -> None:
-        # open elements: (name, translated, inside an element that is never translated)
+        # open elements: (name, translated, inside an element that is never translated, the
+        # language scope of its content)
         stack = _OpenElements()
         atom: list[str] | None = None  # raw text of an inline element kept whole
         atom_depth = 0
@@ -783,6 +850,8 @@ class HtmlDocument:
                 if atom is not None and len(stack) < atom_depth:
                     self._item("atom", "".join(atom))  # it ended before this tag
                     atom = None
+            self._scope = stack[-1][3] if stack else 0
+            tag: str | _Ref = raw  # as it is written back where it is markup of the unit's
             translating = stack[-1][1] if stack else True
             closed = stack.last(name) if kind == "end" else None
             if atom is not None and closed is not None and closed < atom_depth - 1:
@@ -794,9 +863,18 @@ class HtmlDocument:
                 atom, translating = None, stack[closed][1]
             if kind == "start" and name not in VOID:
                 hard = (stack[-1][2] if stack else False) or name in SKIPPED
-                stack.push((name, not hard and _translate_attr(attrs, translating), hard))
+                translated = not hard and _translate_attr(attrs, translating)
+                scope, spans = self._scope, ()
+                if any(a in LANG_ATTRS for a, _ in attrs):  # a language scope of its own
+                    self._parents.append(scope)
+                    scope = len(self._parents) - 1
+                    spans = lang_spans(raw) if translated else ()
+                stack.push((name, translated, hard, scope))
+                tag = _Ref(raw, scope, spans)
             elif closed is not None:
                 stack.truncate(closed)
+            elif name == "meta" and kind in ("start", "startend") and translating:
+                tag = _Ref(raw, self._scope, meta_spans(raw))
             if atom is not None:  # inside an inline element kept whole
                 atom.append(raw)
                 if len(stack) < atom_depth:
@@ -807,7 +885,7 @@ class HtmlDocument:
                 # the element that stops translation began with a boundary or an atom; a unit
                 # still open here was inside an element marked translate="yes" that has just
                 # ended (its end tag written or implied): it ends here, before this markup
-                self._raw(raw)
+                self._raw(tag)
                 continue
             if kind == "data":
                 if index >= cut_off or raw != name or _TAG_OPEN.match(raw):
@@ -820,7 +898,7 @@ class HtmlDocument:
                 continue
             if kind == "start" and name in INLINE:
                 if stack[-1][1]:
-                    self._item("open", raw, name)
+                    self._item("open", tag, name)
                 else:  # <code>, <span translate="no">: the whole element is one atom
                     atom, atom_depth = [raw], len(stack)
             elif kind in ("start", "startend") and name == "wbr" and stack.last("title") is None:
@@ -838,17 +916,20 @@ class HtmlDocument:
                 # unit, and the sentence was sent in two)
                 self._item("atom", raw)
             else:  # block tags, <br>, comments before any text, doctype: unit boundaries
-                self._raw(raw)
+                self._raw(tag)
         if atom is not None:  # an inline element kept whole that the document never closed
             self._item("atom", "".join(atom))
 
-    def _item(self, kind: str, raw: str, name: str = "") -> None:
+    def _item(self, kind: str, raw: str | _Ref, name: str = "") -> None:
         self._end_run()
+        if self._builder.empty():
+            self._unit_scope = self._scope
+        ref = raw if isinstance(raw, _Ref) else _Ref(raw, self._scope)
         if kind == "atom":
-            self._builder.atom(raw)
+            self._builder.atom(ref)
         else:
-            getattr(self._builder, kind)(name, raw)
-        self._raw_items.append(raw)
+            getattr(self._builder, kind)(name, ref)
+        self._raw_items.append(ref.raw)
 
 
 def escape(text: str, spellings: dict[str, str]) -> str:
@@ -877,18 +958,24 @@ def escape(text: str, spellings: dict[str, str]) -> str:
     return "".join(out)
 
 
-def translate_html(text: str, translate_texts: Callable[[list[str]], list[str]]) -> str:
-    """`text` translated with `translate_texts` (one call for the whole document)."""
+def translate_html(
+    text: str, translate_texts: Callable[[list[str]], list[str]], language: str | None = None
+) -> str:
+    """`text` translated with `translate_texts` (one call for the whole document) into
+    `language` (for its lang attributes: app/html_lang.py)."""
     doc = HtmlDocument(text)
-    return doc.render_tokens(translate_units(doc.units, translate_texts))
+    return doc.render_tokens(translate_units(doc.units, translate_texts), language=language)
 
 
-def render_all(documents: list[HtmlDocument], translations: list[str]) -> list[str]:
-    """Each document rendered from its share of `translations` (texts of all, in order)."""
+def render_all(
+    documents: list[HtmlDocument], translations: list[str], language: str | None = None
+) -> list[str]:
+    """Each document rendered from its share of `translations` (texts of all, in order),
+    which are in `language`."""
     out, at = [], 0
     for doc in documents:
         n = len(doc.texts)
-        out.append(doc.render(translations[at : at + n]))
+        out.append(doc.render(translations[at : at + n], language))
         at += n
     return out
 

@@ -575,7 +575,9 @@ async def run_route(
         outputs, seconds = leg
         compute_s += seconds
     if documents is not None:
-        outputs = await asyncio.to_thread(lambda: [render_all(documents, o) for o in outputs])
+        outputs = await asyncio.to_thread(
+            lambda: [render_all(documents, o, target) for o in outputs]
+        )
     return Outputs(outputs, compute_s, queued)
 
 

@@ -113,6 +113,24 @@ def test_broken_html_is_answered_and_unknown_formats_are_400(server):
     assert r.status_code == 400 and "use 'text' or 'html'" in r.json()["error"]
 
 
+def test_a_translated_page_names_the_target_language(server):
+    # lang="en" stayed on the German page: a screen reader read it with English pronunciation
+    url, _ = server
+    page = (
+        '<html lang="en"><body><p>The cat is big.</p>'
+        '<p lang="en" translate="no">The house.</p></body></html>'
+    )
+    r = text(url, page, format="html")
+    assert r.status_code == 200, r.text
+    out = r.json()["translatedText"]
+    assert out.startswith('<html lang="de"><body><p>')
+    assert '<p lang="en" translate="no">The house.</p>' in out  # not translated: as it was
+    got = download(url, upload(url, "page.html", page.encode(), target="DE"))
+    assert got.content.decode().startswith('<html lang="de"><body><p>')
+    same = download(url, upload(url, "page.html", page.encode(), source="de"))
+    assert same.content.decode() == page  # nothing translated: the language stays
+
+
 @pytest.mark.parametrize("source", ["en", "auto"])
 def test_html_is_read_off_the_event_loop(server, monkeypatch, source):
     """html.parser takes time quadratic in some markup ("<a" repeated): read on the event

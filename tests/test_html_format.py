@@ -499,14 +499,35 @@ def test_text_marked_translate_yes_inside_no_stays_in_its_place(doc, out):
             + ["<span translate=yes>", "</span>", "<ul translate=no>", "<li translate=yes>"]
             + ["<li>", "</ul>", "<td translate=yes>", "<td>", "<tr>", "<pre>", "</pre>"]
             + ["Hello", " world", ".", "x", "<script>", "</script>", "<svg>", "</svg>"]
+            + ['<p lang="en">', "<span lang=fr>", "<div lang='en' translate=no>"]
         ),
         max_size=25,
     ).map("".join)
 )
 def test_an_identity_translation_gives_the_document_back(doc):
     """Without whitespace to collapse or characters to escape, text and markup keep their
-    order exactly."""
+    order exactly; nothing translated, every lang attribute stays as written."""
     assert translate_html(doc, lambda ts: ts) == doc
+    assert translate_html(doc, lambda ts: ts, "de") == doc
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<p>", "</p>", "<b>", "</b>", "<code lang=en>", "</code>", "<br>", "&copy;"]
+            + ["<div translate=no>", "<div translate=yes>", "</div>", "<span translate=no>"]
+            + ['<p lang="en">', "<span lang=fr>", "</span>", "<div lang='en' translate=no>"]
+            + ['<html lang="en" xml:lang="en">', "<meta http-equiv=content-language content=en>"]
+            + ["<i lang>", "</i>", "Hello", " world", ".", "x", "<script>", "</script>"]
+        ),
+        max_size=25,
+    ).map("".join)
+)
+def test_only_lang_values_change_with_the_target_language(doc):
+    values = re.compile(r"""(lang|content)(=(?:"[^"]*"|'[^']*'|[^\s>]*))?""")
+    out = translate_html(doc, upper, "de")
+    assert values.sub(r"\1", out) == values.sub(r"\1", translate_html(doc, upper))
 
 
 @pytest.mark.parametrize(
@@ -620,3 +641,62 @@ def test_a_script_end_tag_without_its_gt_is_read_to_the_next_gt():
     # as a browser reads it: the end tag's "attributes" run to the next ">", that of <p>
     doc = "<script>" + "</script " * 20_000 + "<p>The cat.</p>"
     assert translate_html(doc, upper) == doc.replace("The cat.", "THE CAT.")
+
+
+def upper_but_names(texts: list[str]) -> list[str]:
+    """A model that keeps the French word and the names it is given as they are."""
+    keep = {"bonjour", "Merci", "Anna"}
+    word = re.compile(r"\w+")
+    return [
+        word.sub(lambda m: m.group() if m.group() in keep else m.group().upper(), t) for t in texts
+    ]
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (  # the document's language, in both attributes; meta names it too
+            '<html lang="en" xml:lang=\'en\'><head><meta http-equiv="Content-Language" '
+            'content="en"><title>Home</title></head><body><p>The cat.</p></body></html>',
+            '<html lang="de" xml:lang=\'de\'><head><meta http-equiv="Content-Language" '
+            'content="de"><title>HOME</title></head><body><p>THE CAT.</p></body></html>',
+        ),
+        (  # a phrase the model kept keeps its language; text not translated keeps its own
+            '<html lang=en><p>I said <i lang="fr">bonjour</i> to him.</p>'
+            '<p lang="fr" translate="no">Merci</p><code lang="en">ls</code></html>',
+            '<html lang=de><p>I SAID <i lang="fr">bonjour</i> TO HIM.</p>'
+            '<p lang="fr" translate="no">Merci</p><code lang="en">ls</code></html>',
+        ),
+        (  # translated by runs (the placeholders lost): the same
+            '<p lang="en">Say <b lang="fr">bonjour</b> and <b>go</b>.</p>',
+            '<p lang="de">SAY <b lang="fr">bonjour</b> AND <b>GO</b>.</p>',
+        ),
+        (  # an element without text of its own follows those inside it (MediaWiki's page)
+            '<html lang="en"><body><div lang="en" dir="ltr"><p>The cat.</p></div></body></html>',
+            '<html lang="de"><body><div lang="de" dir="ltr"><p>THE CAT.</p></div></body></html>',
+        ),
+        (  # text given back as it was (a name; found in the target language) keeps its lang
+            '<html lang="en"><p lang="de">Anna</p><p>The cat.</p></html>',
+            '<html lang="de"><p lang="de">Anna</p><p>THE CAT.</p></html>',
+        ),
+        (  # a value naming the target already is kept; an empty one is unknown: it is set;
+            # a name that is no code is left alone
+            '<meta name="language" content="English"><p lang="DE-at">Hi</p><p lang>Go</p>',
+            '<meta name="language" content="English"><p lang="DE-at">HI</p><p lang="de">GO</p>',
+        ),
+        (  # translate="yes" inside an element that is not translated: its own scope changes,
+            # the element kept as it is does not
+            '<div lang="fr" translate="no">Merci <p lang="en" translate="yes">Thanks</p></div>',
+            '<div lang="fr" translate="no">Merci <p lang="de" translate="yes">THANKS</p></div>',
+        ),
+    ],
+)
+def test_lang_attributes_name_the_target_where_the_text_was_translated(doc, out):
+    translated = HtmlDocument(doc)
+    texts = translated.texts
+    translations = upper_but_names(texts)
+    if "<b lang" in doc:  # the placeholders lost
+        translations = lose_placeholders(texts[:1]) + translations[1:]
+    assert translated.render(translations, language="de") == out
+    assert translate_html(doc, upper_but_names) == translate_html(doc, upper_but_names, None)
+    assert HtmlDocument(doc).render(texts, language="de") == doc  # nothing translated

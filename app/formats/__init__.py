@@ -107,8 +107,9 @@ def content_type(filename: str, data: bytes) -> str:
     return ctype
 
 
-def handler_for(filename: str) -> Handler | None:
-    """The handler for a file name's extension, or None when it is not supported."""
+def handler_for(filename: str, target: str | None = None) -> Handler | None:
+    """The handler for a file name's extension, or None when it is not supported; `target`:
+    the language code the file is translated into (an HTML file's lang attributes name it)."""
     from . import markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
 
     def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
@@ -116,8 +117,8 @@ def handler_for(filename: str) -> Handler | None:
 
     return {
         ".txt": plain.translate_txt,
-        ".html": plain.translate_html_file,
-        ".htm": plain.translate_html_file,
+        ".html": functools.partial(plain.translate_html_file, target=target),
+        ".htm": functools.partial(plain.translate_html_file, target=target),
         ".md": markdown.translate_markdown,
         ".srt": plain.translate_srt,
         ".docx": office_file("docx"),

@@ -171,13 +171,18 @@ def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     return codec.encode_text("".join(c + e for c, e in out))
 
 
-def translate_html_file(data: bytes, translate: Translate, limits: Limits) -> bytes:
+def translate_html_file(
+    data: bytes, translate: Translate, limits: Limits, target: str | None = None
+) -> bytes:
+    """`target`: the language code `translate` translates into, for the document's lang
+    attributes (app/html_lang.py)."""
     text, codec = decode(data, ".html")
     try:
         doc = HtmlDocument(text)
     except HtmlError as exc:
         raise FormatError(str(exc)) from None
-    return codec.encode_text(doc.render_tokens(translate_units(doc.units, translate)))
+    tokens = translate_units(doc.units, translate)
+    return codec.encode_text(doc.render_tokens(tokens, language=target))
 
 
 def _split_into(

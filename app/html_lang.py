@@ -1,0 +1,119 @@
+"""The language a translated HTML document declares: its `lang` attributes, rewritten to the
+target language where the text they govern was translated.
+
+A browser, a screen reader and a search engine take the language of a piece of text from the
+nearest element around it with a `lang` attribute (`xml:lang` in XHTML), else from a
+`<meta http-equiv="content-language">`. Left as written, a page translated from English into
+German was read out with English pronunciation. So, with the target language given:
+
+- every element with `lang` or `xml:lang` whose own text (what no element nearer to it with
+  its own `lang` holds) was translated gets the target's code in both attributes (`<html
+  lang="en">` for the whole page, `<i lang="fr">` around a phrase); an element whose own text
+  holds none that the document cuts into units (only further elements with `lang`, as
+  MediaWiki's `<html lang="en">` around `<div lang="en">`) follows those: its `lang` changes
+  when theirs does;
+- text counts as translated when it came back different (spaces aside): an element whose text
+  the model gave back as it was, or that `source: auto` found in the target language already
+  and left alone, keeps its `lang`; so does every element that is not translated
+  (`translate="no"`, `<code>`, `<pre>`, ...), whatever its content;
+- `<meta http-equiv="content-language" content="...">`, and `<meta name="language">` where
+  its content is a language code (not a name such as `English`), follow the element they
+  stand in (`<head>` in `<html lang>`, else the text outside every `lang`);
+- a value already naming the target language (`de-CH` for `de`) is kept as written; no
+  attribute is added where none was written.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: the attributes that give an element's language
+LANG_ATTRS = ("lang", "xml:lang")
+#: an attribute in a start tag, as a browser reads it: its name, then `=` and a value
+_ATTR = re.compile(r"""([^\s/>][^\s/>=]*)(\s*=\s*("[^"]*"|'[^']*'|[^\s>]*))?""")
+_TAG_NAME = re.compile(r"<[^\s/>]*")
+_SEPARATORS = re.compile(r"[\s/]*")
+#: a language code (BCP 47, or a locale written with "_"), not a language's name
+_CODE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
+
+#: where a value stands in a tag: (start, end, written without a value: `<p lang>`)
+Span = tuple[int, int, bool]
+
+
+def attributes(tag: str) -> list[tuple[str, str, Span]]:
+    """(name in lowercase, value, where the value stands) of each attribute of a start tag."""
+    out = []
+    at = _TAG_NAME.match(tag).end()
+    while True:
+        at = _SEPARATORS.match(tag, at).end()
+        m = _ATTR.match(tag, at)
+        if m is None or not m.group(1):
+            return out
+        name, value = m.group(1).lower(), m.group(3)
+        if value is None:
+            out.append((name, "", (m.end(1), m.end(1), True)))
+        elif value[:1] in ("'", '"'):
+            out.append((name, value[1:-1], (m.start(3) + 1, m.end(3) - 1, False)))
+        else:
+            out.append((name, value, (m.start(3), m.end(3), False)))
+        at = m.end()
+
+
+def lang_spans(tag: str) -> tuple[Span, ...]:
+    """Where the values of a start tag's `lang` and `xml:lang` stand."""
+    return tuple(span for name, _, span in attributes(tag) if name in LANG_ATTRS)
+
+
+def meta_spans(tag: str) -> tuple[Span, ...]:
+    """Where the content of a `<meta>` that gives the document's language stands."""
+    attrs = attributes(tag)
+    named = {name: value.strip().lower() for name, value, _ in reversed(attrs)}  # the first
+    pragma = named.get("http-equiv") == "content-language"
+    if not pragma and named.get("name") != "language":
+        return ()
+    for name, value, span in attrs:
+        if name == "content":
+            return (span,) if pragma or _CODE.fullmatch(value.strip()) else ()
+    return ()
+
+
+def names_language(value: str, language: str) -> bool:
+    """Whether a written code names `language` (`de`, `DE`, `de-CH`, `de_AT` for `de`)."""
+    return re.split(r"[-_]", value.strip(), maxsplit=1)[0].lower() == language.lower()
+
+
+def rewrite(tag: str, spans: tuple[Span, ...], language: str) -> str:
+    """`tag` with each value at `spans` set to `language` (kept where it names it already)."""
+    out, at = [], 0
+    for start, end, bare in spans:
+        if not bare and names_language(tag[start:end], language):
+            continue
+        out.append(tag[at:start])
+        out.append(f'="{language}"' if bare else language)
+        at = end
+    out.append(tag[at:])
+    return "".join(out)
+
+
+def changed_scopes(
+    parents: list[int | None], source: dict[int, list[str]], output: dict[int, list[str]]
+) -> set[int]:
+    """The scopes (0: the document outside every `lang`; then each element with one, after the
+    scope it stands in, `parents`) whose text was translated: `source` and `output` hold each
+    one's own text before and after. A scope without text of its own follows its scopes."""
+    changed = {
+        scope
+        for scope in source.keys() | output.keys()
+        if _squeezed(source.get(scope, ())) != _squeezed(output.get(scope, ()))
+    }
+    for scope in range(len(parents) - 1, 0, -1):  # each scope after those it stands in
+        parent = parents[scope]
+        if scope in changed and parent is not None and parent not in source:
+            changed.add(parent)
+    return changed
+
+
+def _squeezed(texts) -> str:
+    """The texts together without any whitespace (the model may space a sentence's words
+    around its markup otherwise)."""
+    return "".join("".join(texts).split())
