@@ -13,6 +13,8 @@ import docx
 import pptx
 import pytest
 from docx.oxml import parse_xml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 from markdown_it import MarkdownIt
 from odf import teletype
@@ -47,10 +49,11 @@ from odf.text import (
 )
 
 from app.files import FileStore, StoreFull, TooLarge, form_filename, safe_name
-from app.formats import FormatError, Limits, handler_for
+from app.formats import FormatError, Limits, content_type, handler_for
 from app.formats.markdown import translate_markdown
 from app.formats.office import translate_office
 from app.formats.plain import translate_srt, translate_txt
+from app.html_charset import HtmlCodec, lookup
 
 LIMITS = Limits()
 
@@ -158,6 +161,99 @@ def test_txt_headings_verses_and_greetings_end_their_lines():
 def test_txt_that_is_not_utf8_is_refused():
     with pytest.raises(FormatError, match="not valid UTF-8"):
         translate_txt(b"caf\xe9 au lait", upper, LIMITS)
+
+
+def add_words(texts: list[str]) -> list[str]:
+    """Upper case, and words in German and Russian after each text."""
+    return [t.upper() + " Grüße жук" for t in texts]
+
+
+@pytest.mark.parametrize(
+    ("data", "out", "charset"),
+    [
+        (  # the reproduction: refused as "not valid UTF-8"
+            b'<meta charset="windows-1252"><p>Caf\xe9</p>',
+            b'<meta charset="windows-1252"><p>CAF\xc9 Gr\xfc\xdfe &#1078;&#1091;&#1082;</p>',
+            "windows-1252",
+        ),
+        (  # ISO-8859-1 is read as a browser reads it: windows-1252 (0x93, 0x94 are quotes);
+            # the Content-Type after its content, in another case; a byte 0x81 kept as it was
+            b"<html><head><title>Caf\xe9</title><META content='text/html; Charset=ISO-8859-1' "
+            b'http-equiv="Content-Type"></head><p>\x93Caf\xe9\x94 \x81</p>',
+            b"<html><head><title>CAF\xc9 Gr\xfc\xdfe &#1078;&#1091;&#1082;</title><META "
+            b"content='text/html; Charset=ISO-8859-1' http-equiv=\"Content-Type\"></head>"
+            b"<p>\x93CAF\xc9\x94 \x81 Gr\xfc\xdfe &#1078;&#1091;&#1082;</p>",
+            "windows-1252",
+        ),
+        (  # a declaration in a comment, or without http-equiv, is none; the next one counts
+            b'<!-- <meta charset="koi8-r"> --><meta content="charset=koi8-r">'
+            b"<meta charset=koi8-r><p>\xf7\xcf\xc4\xc1</p>",  # "Вода"
+            b'<!-- <meta charset="koi8-r"> --><meta content="charset=koi8-r">'
+            b"<meta charset=koi8-r><p>\xf7\xef\xe4\xe1 Gr&#252;&#223;e "
+            b"\xd6\xd5\xcb</p>",
+            "KOI8-R",
+        ),
+        (  # multi-byte: Shift_JIS
+            '<meta charset="shift_jis"><p>水です</p>'.encode("cp932"),
+            '<meta charset="shift_jis"><p>水です Gr&#252;&#223;e жук</p>'.encode("cp932"),
+            "Shift_JIS",
+        ),
+        (  # a byte order mark wins over the declaration; UTF-16 declared is read as UTF-8
+            codecs.BOM_UTF8 + '<meta charset="windows-1252"><p>Café</p>'.encode(),
+            codecs.BOM_UTF8 + '<meta charset="windows-1252"><p>CAFÉ Grüße жук</p>'.encode(),
+            "utf-8",
+        ),
+        (
+            '<meta charset="utf-16"><p>Café</p>'.encode(),
+            '<meta charset="utf-16"><p>CAFÉ Grüße жук</p>'.encode(),
+            "utf-8",
+        ),
+    ],
+)
+def test_html_is_read_and_written_in_the_encoding_it_declares(data, out, charset):
+    translated = handler_for("a.html")(data, add_words, LIMITS)
+    assert translated == out
+    assert content_type("a_de.html", translated) == f"text/html; charset={charset}"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"<p>Caf\xe9</p>", r"not valid UTF-8 text \(at byte 6\); save it as UTF-8 or declare"),
+        (
+            b"<p>" + b"x" * 1100 + b"</p><meta charset=latin1><p>Caf\xe9",
+            "declares windows-1252 past the first 1024 bytes",
+        ),
+        (b"<meta charset=latin-9><p>Caf\xe9", "declares 'latin-9', an encoding browsers do not"),
+        (b'<meta charset="iso-2022-kr"><p>Hi', "an encoding browsers do not read"),
+        (b"<meta charset=iso-8859-3><p>\xa5", r"not valid ISO-8859-3 text \(at byte 28\)"),
+    ],
+)
+def test_html_in_an_encoding_a_browser_would_not_read_is_refused(data, message):
+    with pytest.raises(FormatError, match=message):
+        handler_for("a.html")(data, upper, LIMITS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"<meta", b" charset", b"=", b'"', b"'", b"windows-1252", b"koi8-r", b" ", b">"]
+            + [b"<!--", b"-->", b"<p", b"</", b"<?", b" content", b"http-equiv", b"/", b"\xe9"]
+            + [b"content-type", b"text/html; charset=", b"utf-16", b"x", b"\x81", b"\xff"]
+        ),
+        max_size=30,
+    ).map(b"".join)
+)
+def test_any_declaration_is_read_or_refused_with_a_message(data):
+    try:
+        out = handler_for("a.html")(data, lambda texts: texts, LIMITS)
+    except FormatError as exc:
+        assert exc.status == 400 and "encoding" in str(exc) or "UTF-8" in str(exc)
+    else:  # written back in the encoding it was read in, which its Content-Type names
+        charset = content_type("a.html", data).split("=")[1]
+        assert content_type("a.html", out) == f"text/html; charset={charset}"
+        assert HtmlCodec(lookup(charset)).decode(out) is not None
 
 
 SRT = (

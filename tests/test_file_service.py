@@ -307,6 +307,18 @@ def test_a_utf16_text_file_comes_back_labelled_utf16(server):
     assert got.content.decode("utf-16").count("\r\n") == 2
 
 
+def test_an_html_file_in_the_encoding_it_declares_comes_back_in_it(server):
+    # it was refused with 400 "not valid UTF-8", though a browser reads it
+    url, _ = server
+    got = download(url, upload(url, "a.html", b'<meta charset="windows-1252"><p>Caf\xe9</p>'))
+    assert got.headers["content-type"] == "text/html; charset=windows-1252"
+    assert got.content.startswith(b'<meta charset="windows-1252"><p>')
+    assert got.content.decode("cp1252").endswith("</p>")
+    answer = upload(url, "a.html", b"<p>Caf\xe9</p>")  # declaring none, it is UTF-8
+    assert answer.status_code == 400
+    assert "not valid UTF-8 text (at byte 6)" in answer.json()["error"]
+
+
 def stalled_upload(url: str) -> socket.socket:
     """A connection that sent the headers of a 1,000-byte upload and 40 bytes of it."""
     host, port = url.removeprefix("http://").split(":")

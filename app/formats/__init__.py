@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from ..html_charset import charset
+
 Translate = Callable[[list[str]], list[str]]
 
 
@@ -100,8 +102,12 @@ def extension(filename: str) -> str:
 
 def content_type(filename: str, data: bytes) -> str:
     """The media type of a translated file: its extension's, with the charset the text handlers
-    wrote it in (they keep a UTF-16 file's encoding and byte order mark)."""
-    ctype = CONTENT_TYPES[extension(filename)]
+    wrote it in (they keep a UTF-16 file's encoding and byte order mark, and an HTML file's
+    declared one)."""
+    ext = extension(filename)
+    ctype = CONTENT_TYPES[ext]
+    if ext in (".html", ".htm"):
+        return f"text/html; charset={charset(data)}"
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return ctype.replace("charset=utf-8", "charset=utf-16")
     return ctype

@@ -20,7 +20,9 @@ written back in the same encoding, byte order mark and line endings.
   a cue is kept as in format=html, and override tags (`{\\an8}`) as they are. A dialogue, a
   cue whose every line starts with a dash (a speaker change: `- Where are you?`), is
   translated line by line, each dash kept.
-- .html: as format=html (app/html_format.py).
+- .html: as format=html (app/html_format.py); in the encoding it declares in a `<meta>`
+  (windows-1252, ISO-8859-2, Shift_JIS, ...), as a browser reads it, when it has no byte order
+  mark (app/html_charset.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import codecs
 import re
 import unicodedata
 
+from ..html_charset import PRESCAN_BYTES, HtmlCodec, declared, prescan
 from ..html_format import HtmlDocument, HtmlError
 from ..text import LINE_ENDS, list_marker
 from . import FormatError, Limits, Translate
@@ -176,13 +179,57 @@ def translate_html_file(
 ) -> bytes:
     """`target`: the language code `translate` translates into, for the document's lang
     attributes (app/html_lang.py)."""
-    text, codec = decode(data, ".html")
+    text, codec = decode_html(data)
     try:
         doc = HtmlDocument(text)
     except HtmlError as exc:
         raise FormatError(str(exc)) from None
     tokens = translate_units(doc.units, translate)
     return codec.encode_text(doc.render_tokens(tokens, language=target))
+
+
+def decode_html(data: bytes) -> tuple[str, Codec | HtmlCodec]:
+    """An HTML file's text, in the encoding a browser reads it in (app/html_charset.py), and
+    the codec to write it back with."""
+    if data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return decode(data, ".html")
+    codec = declared(data)
+    if codec is None:  # UTF-8, declared or not
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(
+                f"the .html file is not valid UTF-8 text (at byte {exc.start}); save it as "
+                f"UTF-8{_declaration_hint(data)}"
+            ) from None
+        return decode(data, ".html")
+    name = codec.encoding.name
+    if codec.encoding.codec is None:
+        raise FormatError(
+            "the .html file declares an encoding browsers do not read (it shows as one "
+            "replacement character); save it as UTF-8"
+        )
+    try:
+        return codec.decode(data), codec
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            f"the .html file is not valid {name} text (at byte {exc.start}), the encoding its "
+            "<meta> declares; declare the one it is in, or save it as UTF-8"
+        ) from None
+
+
+def _declaration_hint(data: bytes) -> str:
+    """Why a file that is not UTF-8 was read as UTF-8: its declaration stands too far in, or
+    names no encoding a browser knows."""
+    later, unknown = prescan(data, None)
+    if later is not None and later.codec != "utf-8":
+        return (
+            f" (its <meta> declares {later.name} past the first {PRESCAN_BYTES} bytes, where "
+            "browsers look for it: move it to the top of <head>)"
+        )
+    if unknown:
+        return f" (its <meta> declares {unknown!r}, an encoding browsers do not know)"
+    return ' or declare its encoding (<meta charset="windows-1252">)'
 
 
 def _split_into(
