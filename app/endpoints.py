@@ -57,14 +57,15 @@ async def detect_endpoint(
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer: the languages of the text, best first, each with its confidence
     in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts
-    together (each language's confidence averaged over the texts)."""
+    together (each language's confidence averaged over the texts that are not blank)."""
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
     grant = await access.admit(data, scope)
     texts = detect_texts(state, data)
     with access.charging(grant) as charge:
         charge(text_chars(texts))
-        read = [without_addresses(t) for t in texts]  # as POST /translate detects them
+        # as POST /translate detects them; a blank text has no language to count
+        read = [without_addresses(t) for t in texts if t.strip()]
         ranked = await asyncio.to_thread(state.detector.detect_all, read)
     total: dict[str, float] = {}
     for text_ranked in ranked:

@@ -274,6 +274,16 @@ def test_detect_a_list_answers_for_the_texts_together(server):
     assert r.json()[0]["language"] == "de"
 
 
+def test_detect_a_list_leaves_its_empty_texts_out(server):
+    """Empty and blank texts of a list have no language: the ranking is the other texts' alone
+    (each blank text counted as every language equally likely, lowering the confidence)."""
+    alone = post(server, "/detect", json={"q": [DE]})
+    r = post(server, "/detect", json={"q": ["", " \n\t", DE, ""]})
+    assert r.status_code == 200, r.text
+    assert r.json() == alone.json()
+    assert r.json()[0]["language"] == "de" and r.json()[0]["confidence"] > 90.0
+
+
 @pytest.mark.parametrize(
     "body, status",
     [
@@ -282,6 +292,7 @@ def test_detect_a_list_answers_for_the_texts_together(server):
         ({"q": 5}, 400),
         ({"q": [1, 2]}, 400),
         ({"q": []}, 400),
+        ({"q": ["", " "]}, 400),
         ({"q": "x" * 30_000}, 413),
         ({"q": ["x"] * 500}, 413),
         (b'{"q": "\\ud800"}', 400),
