@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
-from .fastpath import too_slow
+from .fastpath import check_not_encoded, too_slow
 from .files import FileStore, StoreFull, TooLarge, ascii_name, form_filename, safe_name
 from .formats import (
     FormatError,
@@ -270,6 +270,7 @@ async def translate_file(request: Request):
     """Translate a file (LibreTranslate-compatible): .txt, .html, .md, .srt, .docx, .pptx, .odt."""
     state = request.app.state
     check_accepting(state)
+    check_not_encoded(request.scope)  # 415, as for POST /translate
     s = state.settings
     upload = await read_upload(request, s.max_file_bytes, s.file_body_timeout_s)
     if upload is None:  # the client went away before its upload arrived: counted as 499

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gzip
 import io
 import os
 import random
@@ -271,6 +272,27 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         assert response.status_code == status, response.text
         assert message in response.json()["error"]
     assert healthy(url)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br"])
+def test_a_compressed_upload_is_a_415_that_names_its_coding(server, coding):
+    """As for POST /translate: an upload sent with a Content-Encoding is refused as such (it
+    was read compressed: 'the multipart body is malformed')."""
+    url, _ = server
+    form = httpx.Request(
+        "POST", url, files={"file": ("a.txt", b"The cat.")}, data={"source": "en", "target": "de"}
+    )
+    form.read()
+    r = httpx.post(
+        f"{url}/translate_file",
+        content=gzip.compress(form.content),
+        headers={"content-type": form.headers["content-type"], "content-encoding": coding},
+        timeout=60,
+    )
+    assert r.status_code == 415, r.text
+    assert r.headers["accept-encoding"] == "identity"
+    error = r.json()["error"]
+    assert f"Content-Encoding {coding}" in error and "uncompressed" in error, error
 
 
 def test_an_upload_without_length_is_refused_before_it_ends(server):
