@@ -4,6 +4,7 @@ MT_<FIELD NAME> (e.g. MT_MAX_BATCH_SIZE=64); the README's configuration table li
 from __future__ import annotations
 
 import difflib
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -247,12 +248,20 @@ class Settings(BaseSettings):
     def _any_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("api_keys_db", "files_dir", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _empty_is_unset(cls, value: object) -> object:
-        # `MT_API_KEYS_DB=` (a blanked variable, `${VAR:-}` in a compose file) means the
-        # setting is unset: not the current folder
-        return None if isinstance(value, str) and not value.strip() else value
+    def _blank_path_is_unset(cls, data: object) -> object:
+        # a path setting left blank (`MT_WEIGHTS_DIR=`, `${VAR:-}` in a compose file) takes its
+        # default: Path("") is the current folder. Text settings keep their blank meaning
+        # (an empty MT_PIVOT_LANGUAGE: never pivot), so pydantic-settings' env_ignore_empty,
+        # which would drop them all, does not fit.
+        if not isinstance(data, dict):
+            return data
+        return {
+            key: value
+            for key, value in data.items()
+            if not (key in PATH_SETTINGS and isinstance(value, str) and not value.strip())
+        }
 
     @model_validator(mode="after")
     def _keys_need_a_database(self) -> Settings:
@@ -260,6 +269,13 @@ class Settings(BaseSettings):
             raise ValueError("MT_API_KEYS_REQUIRED=true needs MT_API_KEYS_DB (the keys database)")
         return self
 
+
+#: the settings that name a file or folder
+PATH_SETTINGS = frozenset(
+    name
+    for name, field in Settings.model_fields.items()
+    if Path in (typing.get_args(field.annotation) or (field.annotation,))
+)
 
 #: MT_ variables that are not settings of the process but are read around it
 #: (docker-compose.yml: the host port)

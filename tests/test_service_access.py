@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -188,13 +189,21 @@ def test_mt_keys_reads_only_its_own_setting(tmp_path):
     assert blank.returncode == 2 and "give --db or set MT_API_KEYS_DB" in blank.stderr
 
 
-def test_a_blank_keys_database_or_files_folder_setting_is_unset(monkeypatch):
+def test_a_blank_path_setting_is_unset(monkeypatch):
+    """Every path setting left blank (`MT_WEIGHTS_DIR=`, `${VAR:-}` in a compose file) takes
+    its default: MT_WEIGHTS_DIR= was the current folder ('bad checkpoint app'). A blank text
+    setting keeps its own meaning (an empty MT_PIVOT_LANGUAGE: never pivot)."""
     from app.settings import Settings
 
     monkeypatch.setenv("MT_API_KEYS_DB", "")
     monkeypatch.setenv("MT_FILES_DIR", " ")
+    monkeypatch.setenv("MT_WEIGHTS_DIR", "")
+    monkeypatch.setenv("MT_PIVOT_LANGUAGE", "")
     settings = Settings()
     assert settings.api_keys_db is None and settings.files_dir is None
+    assert settings.weights_dir == Path("weights")
+    assert settings.pivot_language == ""
+    assert Settings(weights_dir=" \t").weights_dir == Path("weights")
 
 
 # --- keys on the server ----------------------------------------------------------------------
