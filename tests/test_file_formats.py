@@ -337,6 +337,20 @@ def test_srt_of_blank_lines_is_refused_and_cues_without_text_are_kept():
     )
 
 
+@pytest.mark.parametrize("name", ["blank.txt", "blank.md", "blank.html", "blank.htm"])
+def test_a_text_file_of_blank_lines_is_refused_as_nothing_to_translate(name):
+    """A text file of blank lines or spaces holds nothing to translate: it is refused as an empty
+    file is, and a .srt of blank lines (it came back unchanged, with 200). Markup without text
+    (an HTML page, an empty <body>) is a document: it comes back as it is."""
+    blanks = (b"\n\n\n", b"\r\n\r\n", b"   ", b"\xef\xbb\xbf", b"\xef\xbb\xbf \r\n\t\r\n")
+    for blank in blanks + (codecs.BOM_UTF16_LE + " \n".encode("utf-16-le"),):
+        with pytest.raises(FormatError, match="nothing to translate: the file holds only blank"):
+            handler_for(name)(blank, upper, LIMITS)
+    if name.endswith((".html", ".htm")):
+        page = b"<html><body>\n</body></html>\n"
+        assert handler_for(name)(page, upper, LIMITS) == page
+
+
 MARKDOWN = """# Title with *emphasis* ##
 
 Some **bold** text and `inline code` with a [link](https://example.com "T").

@@ -256,6 +256,9 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         (upload(url, "utf16.srt", "1\n".encode("utf-16-be")), 400, "NUL characters"),
         # blank lines only: it came back unchanged, with 200
         (upload(url, "blank.srt", b"\xef\xbb\xbf\r\n\r\n"), 400, "no subtitles found"),
+        (upload(url, "blank.txt", b"\n \n\t\n"), 400, "nothing to translate"),
+        (upload(url, "blank.md", b"\r\n\r\n"), 400, "nothing to translate"),
+        (upload(url, "blank.html", b"  \n"), 400, "nothing to translate"),
         (upload(url, "a.txt", b"The cat.", target="xx"), 400, "no model translates"),
         (upload(url, "a.txt", b"The cat.", source=""), 400, "`source` is missing"),
         (upload(url, "big.txt", b"a" * (MAX_FILE + 100_000)), 413, "bytes"),

@@ -16,13 +16,17 @@ written back in the same encoding, byte order mark and line endings.
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
   blank lines and blocks without a timestamp line are copied as they are, as are cues without
-  text (a file without any timestamp line, blank lines only included, is refused). Markup in
+  text (a file without any timestamp line is refused). Markup in
   a cue is kept as in format=html, and override tags (`{\\an8}`) as they are. A dialogue, a
   cue whose every line starts with a dash (a speaker change: `- Where are you?`), is
   translated line by line, each dash kept.
 - .html: as format=html (app/html_format.py); in the encoding it declares in a `<meta>`
   (windows-1252, ISO-8859-2, Shift_JIS, ...), as a browser reads it, when it has no byte order
   mark (app/html_charset.py).
+
+A file of blank lines only (or spaces, a byte order mark) holds nothing to translate: it is
+refused with 400, as an empty file is. (LibreTranslate's "empty file" is an upload without a
+file name; the text of a blank .txt goes to its model like any other.)
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ class Codec(str):
 
 
 def decode(data: bytes, kind: str) -> tuple[str, Codec]:
-    """(text, codec to write it back with: `codec.encode_text(text)`)."""
+    """(text, codec to write it back with: `codec.encode_text(text)`); FormatError for a file
+    that is not text, or of blank lines only (nothing to translate)."""
     body = data
     if data.startswith(codecs.BOM_UTF8):
         codec = "utf-8-sig"
@@ -90,6 +95,9 @@ def decode(data: bytes, kind: str) -> tuple[str, Codec]:
             f"the {kind} file holds NUL characters: it is not text, or UTF-16 without a byte "
             "order mark; save it as UTF-8"
         )
+    if not text.strip():  # as an empty file (came back as it was, with 200)
+        found = "no subtitles found" if kind == ".srt" else "nothing to translate"
+        raise FormatError(f"{found}: the file holds only blank lines")
     return text, Codec(codec)
 
 
@@ -259,7 +267,7 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     text, codec = decode(data, ".srt")
     lines = _lines(text)
     cues: list[tuple[int, int]] = []  # [first, end) line indices of each cue's text
-    i = strays = timed = 0
+    i = timed = 0
     while i < len(lines):
         if not lines[i][0].strip():
             i += 1
@@ -269,17 +277,14 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
             block_end += 1
         timing = next((k for k in range(i, block_end) if "-->" in lines[k][0]), None)
         timed += timing is not None
-        if timing is not None and timing + 1 < block_end:
-            cues.append((timing + 1, block_end))
-        elif timing is None:  # not a cue (a stray line): copied as it is
-            strays += 1
+        if timing is not None and timing + 1 < block_end:  # else no text, or a stray block:
+            cues.append((timing + 1, block_end))  # copied as it is
         i = block_end
-    if not timed:  # (a file of blank lines came back as it was, with 200)
+    if not timed:  # (a file of blank lines is refused by `decode`)
         raise FormatError(
-            "no subtitles found: "
-            + ("no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); not SRT"
-               if strays else "the file holds only blank lines")
-        )  # fmt: skip
+            "no subtitles found: no cue with a timestamp line (00:00:01,000 --> 00:00:02,000); "
+            "not SRT"
+        )
     # each cue: its texts, with the dash before each (a dialogue) or none (all lines as one)
     texts: list[list[tuple[str, HtmlDocument]]] = []
     for first, end in cues:
