@@ -70,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     if models is not None:
         print(f"mt-evaluate: error: {models}", file=sys.stderr)
         return 2
+    if args.output is not None and args.output.resolve().is_relative_to(
+        args.checkpoint.resolve()
+    ):  # (config.json or the weights were replaced by the translations, unsaid)
+        print(
+            f"mt-evaluate: error: --output {args.output} is inside the checkpoint folder "
+            f"{args.checkpoint}: give a file elsewhere",
+            file=sys.stderr,
+        )
+        return 2
     try:
         translator = Translator.load(args.checkpoint, device=args.device, dtype=args.dtype)
         sources = read_lines(args.src)

@@ -1,6 +1,7 @@
 """The training command end to end on made-up data, and its data errors."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -476,6 +477,33 @@ def test_evaluate_refuses_to_write_its_translations_over_its_source_or_reference
     out = tmp_path / "out.de"
     assert evaluate.main([str(random_checkpoint), "--src", str(src), "--output", str(out)]) == 0
     assert len(out.read_text().splitlines()) == len(before[0].decode().splitlines())
+
+
+def test_evaluate_refuses_an_output_inside_the_checkpoint_folder(
+    random_checkpoint, corpus_dir, tmp_path, capsys
+):
+    """`--output weights/en-de/config.json` replaced a file of the model it evaluated with the
+    translations (only --src and --ref were guarded); a new file there is refused too."""
+    from model_core import evaluate
+
+    model = tmp_path / "en-de"
+    shutil.copytree(random_checkpoint, model)
+    files = {f.name: f.read_bytes() for f in model.iterdir()}
+    src = str(corpus_dir / "dev.en")
+    (tmp_path / "link").symlink_to(model)
+    (tmp_path / "elsewhere").mkdir()
+    for output in (
+        model / "config.json",
+        model / "hyp.de",
+        tmp_path / "elsewhere" / ".." / "en-de" / "config.json",
+        tmp_path / "link" / "config.json",
+    ):
+        assert evaluate.main([str(model), "--src", src, "--output", str(output)]) == 2
+        assert last_error(capsys) == (
+            f"mt-evaluate: error: --output {output} is inside the checkpoint folder {model}: "
+            "give a file elsewhere"
+        )
+    assert {f.name: f.read_bytes() for f in model.iterdir()} == files
 
 
 def test_ctrl_c_ends_evaluate_export_and_fetch_with_one_line(
