@@ -8,8 +8,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 LOCK   := requirements.lock
-# the address `make serve` listens on: HOST=/PORT=, else MT_HOST/MT_PORT, else all addresses, 8000
-HOST   ?= $(or $(MT_HOST),0.0.0.0)
+# the address `make serve` listens on: HOST=/PORT=, else MT_HOST/MT_PORT, else all addresses, 8000;
+# HOST only from make's command line (`make serve HOST=::1`): an exported HOST is the machine's
+# name in some shells (tcsh)
+ifneq ($(origin HOST),command line)
+HOST   := $(or $(MT_HOST),0.0.0.0)
+endif
 PORT   ?= $(or $(MT_PORT),8000)
 UV_VERSION ?= 0.13.8
 # Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.

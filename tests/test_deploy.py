@@ -74,6 +74,37 @@ def test_every_install_reads_the_lock():
     assert stamp and "$(LOCK)" in stamp.group(1).split()
 
 
+def make(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`make args` in ROOT, with a clean environment but `env`, and an environment folder
+    under tmp_path (that `-n` keeps from being made)."""
+    return subprocess.run(
+        ["make", f"VENV={tmp_path / 'venv'}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
+
+
+def test_make_serve_listens_where_the_command_line_or_mt_host_says_not_an_exported_host(
+    tmp_path,
+):
+    """An exported HOST is the machine's name in some shells (tcsh): `make serve` took it for
+    the address to listen on."""
+
+    def serve(*args: str, **env: str) -> str:
+        run = make(tmp_path, "-n", "serve", *args, **env)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip().splitlines()[-1]
+
+    mt_serve = f"{tmp_path / 'venv'}/bin/mt-serve"
+    assert serve(HOST="mybox") == f"MT_HOST=0.0.0.0 MT_PORT=8000 {mt_serve}"
+    assert serve(MT_HOST="127.0.0.1") == f"MT_HOST=127.0.0.1 MT_PORT=8000 {mt_serve}"
+    assert serve("HOST=::1", "PORT=9000") == f"MT_HOST=::1 MT_PORT=9000 {mt_serve}"
+    assert serve(MT_PORT="9001") == f"MT_HOST=0.0.0.0 MT_PORT=9001 {mt_serve}"
+
+
 def test_compose_service_matches_the_service():
     svc = compose()["services"]["mt"]
     port = Settings().port
