@@ -19,7 +19,20 @@ UV_VERSION ?= 0.13.8
 # Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.
 LOCK_ARGS ?=
 
-.PHONY: serve fetch test lint format install install-dev browser bench lock clean
+.PHONY: help serve fetch test lint format install install-dev browser bench lock clean
+
+# The first target: `make` alone lists the others.
+help:
+	@echo 'make serve        install (once) and serve weights/ (MT_WEIGHTS_DIR) on 0.0.0.0:8000 (HOST=, PORT=)'
+	@echo 'make fetch        install (once) and download Hub models (MODELS=...) into $$MT_WEIGHTS_DIR'
+	@echo 'make test         install (once, with the dev extra) and run ruff + the whole test suite'
+	@echo 'make lint         ruff check and ruff format --check'
+	@echo 'make format       apply ruff'"'"'s fixes and formatting'
+	@echo 'make bench        install the bench extra and run the engine benchmark'
+	@echo 'make browser      install Chromium and chromedriver (apt) for tests/test_web.py, if missing'
+	@echo 'make install      install into $(VENV) (install-dev: with the dev extra)'
+	@echo 'make lock         refresh requirements.lock from PyPI (LOCK_ARGS=--upgrade: newest)'
+	@echo 'make clean        remove $(VENV) and the tools'"'"' caches'
 
 # The stamp files make a re-run skip the install when nothing it depends on changed.
 # The lock is a constraints file: each install takes its pinned versions of what it needs.

@@ -87,6 +87,17 @@ def make(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_make_alone_lists_the_targets(tmp_path):
+    """`make` without a target prints what each target does (it installed, saying nothing of
+    the targets there are)."""
+    listed = make(tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    for target in ("serve", "fetch", "test", "lint", "format", "bench", "install", "lock", "clean"):
+        assert re.search(rf"^make {target} +\S", listed.stdout, re.M), (target, listed.stdout)
+    assert not (tmp_path / "venv").exists()
+    assert make(tmp_path, "help").stdout == listed.stdout
+
+
 def test_make_serve_listens_where_the_command_line_or_mt_host_says_not_an_exported_host(
     tmp_path,
 ):
