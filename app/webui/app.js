@@ -9,7 +9,7 @@ const el = {
   alts: $("alternatives"), altsList: $("alternatives-list"), translate: $("translate"),
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
   fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
-  apiKey: $("api-key"), theme: $("theme"), themeLabel: $("theme-label"),
+  apiKey: $("api-key"), theme: $("theme"),
   fileError: $("file-error"), fileSubmit: $("file-submit"), fileStatus: $("file-status"),
 };
 const config = document.body.dataset;
@@ -38,9 +38,9 @@ function isDark() {
   const chosen = document.documentElement.dataset.theme;
   return chosen ? chosen === "dark" : dark.matches;
 }
+// a toggle button: its label ("Dark", in its name "Dark mode") stays; aria-pressed tells the state
 function showTheme() {
   el.theme.setAttribute("aria-pressed", String(isDark()));
-  el.themeLabel.textContent = isDark() ? "Light" : "Dark";
   el.theme.title = isDark() ? "Switch to light mode" : "Switch to dark mode";
 }
 if (stored("mt-theme")) document.documentElement.dataset.theme = stored("mt-theme");
