@@ -797,6 +797,36 @@ def test_pptx_tab_inside_a_run_ends_the_text_sent_and_stays():
     assert {r.font.bold for r in got.runs} == {True}
 
 
+def test_docx_tab_inside_a_text_ends_the_text_sent_and_stays():
+    """Word writes a tab as `w:tab`, other writers as a character in `w:t`: it was sent
+    inside the text as a space (the columns it aligned ran together). It now ends the text
+    sent, as `w:tab` does, and stays a tab in the run, whose formatting the texts keep."""
+    src = entries(make_docx())
+    body = src["word/document.xml"].decode()
+    run = '<w:r><w:rPr><w:b/></w:rPr><w:t xml:space="preserve">{}</w:t></w:r>'
+    body = body.replace(
+        "<w:r><w:t>Before a tab</w:t><w:tab/><w:t>after it.</w:t></w:r>",
+        run.format("Name\tPrice list") + run.format("\t\tIn stock \t"),
+    )
+    assert "Price list" in body
+    src["word/document.xml"] = body.encode()
+    sent: list[str] = []
+
+    def model(texts: list[str]) -> list[str]:  # writes words, never a tab
+        sent.extend(texts)
+        return [" ".join(t.split()).upper() for t in texts]
+
+    out = translate_office(zip_of(src), model, LIMITS, "docx")
+    assert not [t for t in sent if "\t" in t]
+    assert {"Name", "Price list", "In stock"} <= set(sent)
+    got = docx.Document(io.BytesIO(out)).paragraphs[1]
+    assert got.text == "NAME\tPRICE LIST\t\tIN STOCK \t"
+    assert {r.bold for r in got.runs} == {True}
+    # the tabs stay characters of the runs' texts, each text kept whole by Word
+    xml = entries(out)["word/document.xml"].decode()
+    assert '<w:t xml:space="preserve">\t\t</w:t>' in xml
+
+
 def test_pptx_text_a_master_or_layout_shows_on_slides_is_translated_not_its_prompts():
     """A text box on the slide master or a layout is shown on every slide of it: it was left
     in the source's language. A placeholder's prompt there ("Click to edit Master title

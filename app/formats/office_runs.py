@@ -3,7 +3,8 @@ how a paragraph is cut into units of runs for app/formats/inline.py (used by
 app/formats/office.py).
 
 Each paragraph (`w:p`, `a:p`, `text:p`/`text:h`) is cut into units at tabs (a tab character
-in a DrawingML run's text too: the run is cut in two around it) and line breaks;
+in a run's text too: a DrawingML run is cut in two around it, a .docx `w:t` that writers
+other than Word write it in is cut into texts of the same run) and line breaks;
 inside a unit, each run of text with its own formatting (a `w:r`/`a:r` with its properties; an
 .odt span or link) is a pair for app/formats/inline.py. Consecutive runs with the same
 formatting (Word splits runs for spell checking and revisions; a DrawingML run's language and
@@ -66,7 +67,8 @@ class RunFormat:
     #: translation): the words on each side are one text for the model
     hints: frozenset[str] = frozenset()
     #: the format writes a tab as a character in its run's text (DrawingML has no tab
-    #: element): each tab is cut into a run of its own, which ends a unit as `breaks` do
+    #: element; writers other than Word put one in a .docx `w:t`): each tab is cut into a text
+    #: of its own, which ends a unit as `breaks` do
     tab_characters: bool = False
 
 
@@ -133,6 +135,9 @@ DOCX = RunFormat(
     # (it was written after the run's translation; a marker would cut the word in two); where
     # the last layout ended a page (it was left after the sentence's translation)
     hints=frozenset({W + "softHyphen", W + "lastRenderedPageBreak"}),
+    # a tab inside `w:t` (Word writes `w:tab`, other writers the character) was sent as a
+    # space: the columns it aligned ran together
+    tab_characters=True,
 )
 PPTX = RunFormat(
     paragraph=A + "p",
@@ -293,21 +298,27 @@ def _empty_bookmark(el: etree._Element) -> bool:
 
 
 def _split_tabs(paragraph: etree._Element, fmt: RunFormat) -> None:
-    """Cuts each run whose text holds tabs into runs of text and runs of tabs, each with a
-    copy of its properties (RunFormat.tab_characters)."""
+    """Cuts each text that holds tabs into texts and texts of tabs (RunFormat.tab_characters):
+    a .docx run's texts in the same run (it may hold several), a DrawingML run (which holds
+    one) into runs, each with a copy of its properties."""
     for t in list(paragraph.iter(fmt.text)):
         run = t.getparent()
         if "\t" not in (t.text or "") or run.tag in fmt.markers:  # a field's text is its own
             continue
         pieces = [p for p in re.split("(\t+)", t.text) if p]
         t.text = pieces[0]
-        at = run
+        at = t if t.tag == W + "t" else run
         for piece in pieces[1:]:
-            copy = deepcopy(run)
+            copy = deepcopy(at)
             copy.tail = None
-            copy.find(fmt.text).text = piece
+            text = copy if copy.tag == fmt.text else copy.find(fmt.text)
+            text.text = piece
+            if text.tag == W + "t" and piece != piece.strip():  # else Word drops the spaces
+                text.set(XML_SPACE, "preserve")
             at.addnext(copy)
             at = copy
+        if t.tag == W + "t" and pieces[0] != pieces[0].strip():
+            t.set(XML_SPACE, "preserve")
 
 
 def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> None:
