@@ -286,6 +286,10 @@ async def translate_file(request: Request):
         )
     if not data:
         raise ApiError(400, f"{filename!r} is empty")
+    if len(data) > s.files_max_total_bytes:
+        # its translation would be refused once made, after the model's time and the
+        # characters of the key's quota were spent on it
+        raise ApiError(413, too_large_to_keep(filename, "file", len(data), s.files_max_total_bytes))
     loop = asyncio.get_running_loop()
     # the file's characters are given back if it then fails (not if the client went away)
     with state.access.charging(grant) as charge:
@@ -332,10 +336,7 @@ async def translate_file(request: Request):
         except TooLarge as exc:
             # it was 503 with Retry-After, though no retry could ever make it fit
             raise ApiError(
-                413,
-                f"{filename}: the translated file is {exc.size} bytes, more than the server "
-                f"keeps in all ({exc.limit} bytes, MT_FILES_MAX_TOTAL_BYTES); send a smaller "
-                "file, or raise MT_FILES_MAX_TOTAL_BYTES",
+                413, too_large_to_keep(filename, "translated file", exc.size, exc.limit)
             ) from None
         except StoreFull as exc:
             raise ApiError(
@@ -347,6 +348,14 @@ async def translate_file(request: Request):
     # the file is kept by this process alone: a balancer in front of several sends its
     # download here by this header (docker/haproxy/haproxy.cfg)
     return JSONResponse({"translatedFileUrl": url}, headers={"X-File-Id": file_id})
+
+
+def too_large_to_keep(filename: str, what: str, size: int, limit: int) -> str:
+    return (
+        f"{filename}: the {what} is {size} bytes, more than the server keeps in all ({limit} "
+        "bytes, MT_FILES_MAX_TOTAL_BYTES); send a smaller file, or raise "
+        "MT_FILES_MAX_TOTAL_BYTES"
+    )
 
 
 @router.get("/download_file/{file_id}/{name}")

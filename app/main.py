@@ -152,6 +152,14 @@ async def prune_files(state) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
+    s = app.state.settings
+    if s.max_file_bytes > s.files_max_total_bytes:
+        log.warning(
+            "MT_MAX_FILE_BYTES (%d) is more than MT_FILES_MAX_TOTAL_BYTES (%d): an upload "
+            "larger than the translated files kept in all is refused with 413",
+            s.max_file_bytes,
+            s.files_max_total_bytes,
+        )
     loader = asyncio.create_task(load_models(app))
     pruner = asyncio.create_task(prune_files(app.state))
     yield

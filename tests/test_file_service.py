@@ -486,7 +486,7 @@ def test_a_translated_file_larger_than_the_server_keeps_is_413_not_retry_later(
     weights = tmp_path / "weights"
     shutil.copytree(random_checkpoint, weights / "en-de")
     with serve_in_thread(weights, files_max_total_bytes=2000) as (url, _):
-        r = upload(url, "big.txt", b"The cat is big.\n\n" * 200)
+        r = upload(url, "big.txt", b"The cat is big.\n\n" * 110)  # 1870 bytes, 3300 translated
         assert r.status_code == 413, r.text
         assert "Retry-After" not in r.headers
         error = r.json()["error"]
@@ -495,6 +495,35 @@ def test_a_translated_file_larger_than_the_server_keeps_is_413_not_retry_later(
         assert "raise MT_FILES_MAX_TOTAL_BYTES" in error
         assert upload(url, "small.txt", b"The cat.").status_code == 200
         assert healthy(url)
+
+
+def test_an_upload_larger_than_the_server_keeps_is_413_before_it_is_translated(
+    random_checkpoint, tmp_path, caplog
+):
+    """An upload over MT_FILES_MAX_TOTAL_BYTES was translated (the model's time and the key's
+    characters spent) and its translation refused with 413 after: it is refused before. Such
+    settings are named in a warning at start-up."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    with (
+        caplog.at_level("WARNING", logger="app"),
+        serve_in_thread(weights, max_file_bytes=100_000, files_max_total_bytes=2000) as (url, _),
+    ):
+        before = metric(url, "mt_input_tokens_total")
+        r = upload(url, "big.txt", b"The cat is big.\n\n" * 200)
+        assert r.status_code == 413, r.text
+        assert "Retry-After" not in r.headers
+        assert r.json()["error"] == (
+            "big.txt: the file is 3400 bytes, more than the server keeps in all (2000 bytes, "
+            "MT_FILES_MAX_TOTAL_BYTES); send a smaller file, or raise MT_FILES_MAX_TOTAL_BYTES"
+        )
+        assert metric(url, "mt_input_tokens_total") == before  # nothing was translated
+        assert upload(url, "small.txt", b"The cat.").status_code == 200
+    warnings = [r.getMessage() for r in caplog.records if "MT_MAX_FILE_BYTES" in r.getMessage()]
+    assert warnings == [
+        "MT_MAX_FILE_BYTES (100000) is more than MT_FILES_MAX_TOTAL_BYTES (2000): an upload "
+        "larger than the translated files kept in all is refused with 413"
+    ]
 
 
 def test_the_download_link_has_the_scheme_the_proxy_names(server):
