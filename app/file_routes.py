@@ -36,6 +36,7 @@ from .formats import (
     supported,
 )
 from .formats.inline import text_budget, text_budget_in_force
+from .formats.office_language import tag
 from .params import field_limit, query_params
 from .schemas import ErrorResponse
 from .translate import (
@@ -278,7 +279,8 @@ async def translate_file(request: Request):
     data, filename, fields = upload
     grant = await state.access.admit(fields, request.scope)
     source, target = fields["source"], fields["target"]
-    handler = handler_for(filename, served_code(state, target, target=True))
+    # the tag the translated text is marked with (app/html_lang.py, app/formats/office_language.py)
+    handler = handler_for(filename, tag(target, served_code(state, target, target=True)))
     if handler is None:
         raise ApiError(
             400,

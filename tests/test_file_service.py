@@ -50,6 +50,9 @@ def server(random_checkpoint, tmp_path_factory):
         yield url, files
 
 
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
 def text(url: str, q, **extra) -> httpx.Response:
     body = {"q": q, "source": "en", "target": "de", **extra}
     return httpx.post(f"{url}/translate", json=body, timeout=60)
@@ -207,6 +210,17 @@ def test_docx_round_trip(server):
     d = docx.Document(io.BytesIO(got.content))
     assert [r.bold for r in d.paragraphs[0].runs] == [None, True, None]
     assert d.paragraphs[0].text != "Hello bold words and more."
+    # the translated text is marked with the target's language (it kept the source's)
+    marks = {r._r.find(f"{W}rPr/{W}lang").get(f"{W}val") for r in d.paragraphs[0].runs}
+    assert marks == {"de"}
+
+
+def test_an_office_file_is_marked_with_the_language_asked_for(server):
+    url, _ = server
+    got = download(url, upload(url, "report.docx", make_docx(), target="de-CH"))
+    d = docx.Document(io.BytesIO(got.content))
+    marks = {r._r.find(f"{W}rPr/{W}lang").get(f"{W}val") for r in d.paragraphs[0].runs}
+    assert marks == {"de-CH"}
 
 
 def test_pptx_round_trip(server):

@@ -1,7 +1,8 @@
 """Document formats for POST /translate_file, free of any model and of HTTP.
 
 Each handler is a pure function `(data, translate, limits) -> bytes`: the file's bytes in, the
-translated file's bytes out, where `translate(list[str]) -> list[str]` translates plain texts
+translated file's bytes out (`handler_for` gives it the target language, which an office file
+marks its translated text with), where `translate(list[str]) -> list[str]` translates plain texts
 (the service passes one that goes through the batcher; tests pass a fake). A handler calls
 `translate` once for the whole file. A file the handler cannot read raises `FormatError`
 with the HTTP status to answer (400 for a broken file, 413 for one too large once unpacked).
@@ -113,18 +114,19 @@ def content_type(filename: str, data: bytes) -> str:
     return ctype
 
 
-def handler_for(filename: str, target: str | None = None) -> Handler | None:
-    """The handler for a file name's extension, or None when it is not supported; `target`:
-    the language code the file is translated into (an HTML file's lang attributes name it)."""
+def handler_for(filename: str, language: str | None = None) -> Handler | None:
+    """The handler for a file name's extension, or None when it is not supported; `language`:
+    the target's tag, that the translated text is marked with (an HTML file's lang attributes,
+    an office file's run and paragraph languages; None: not marked)."""
     from . import markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
 
     def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
-        return functools.partial(office.translate_office, kind=kind)
+        return functools.partial(office.translate_office, kind=kind, language=language)
 
     return {
         ".txt": plain.translate_txt,
-        ".html": functools.partial(plain.translate_html_file, target=target),
-        ".htm": functools.partial(plain.translate_html_file, target=target),
+        ".html": functools.partial(plain.translate_html_file, target=language),
+        ".htm": functools.partial(plain.translate_html_file, target=language),
         ".md": markdown.translate_markdown,
         ".srt": plain.translate_srt,
         ".docx": office_file("docx"),

@@ -38,6 +38,7 @@ from .office_archive import (
     serialize_part,
 )
 from .office_labels import PROPERTY_PARTS, label_slots
+from .office_language import mark_document
 from .office_runs import (
     DOCX,
     ODT_PARAGRAPHS,
@@ -97,10 +98,15 @@ def _in_placeholder(paragraph: etree._Element) -> bool:
 
 
 def translate_office(
-    data: bytes, translate: Translate, limits: Limits, kind: str | None = None
+    data: bytes,
+    translate: Translate,
+    limits: Limits,
+    kind: str | None = None,
+    language: str | None = None,
 ) -> bytes:
     """`kind`: "docx", "pptx" or "odt", the file's extension: FormatError 400 when the file
-    is another kind (None: whichever it is)."""
+    is another kind (None: whichever it is). `language`: the tag the translated text is marked
+    with (app/formats/office_language.py; None: its marks are kept)."""
     archive = open_archive(data, limits)
     kind = kind_of(archive, kind, KINDS)
     if kind[0] == "odt":
@@ -148,7 +154,7 @@ def translate_office(
             acc.add(slot, None)
             acc.flush()
         part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
-    units, groups, hints, touched = [], [], [], set()
+    units, groups, hints, touched, unit_parts = [], [], [], set(), []
     for unit_groups, unit_hints, part in zip(acc.units, acc.hints, part_of, strict=True):
         b = UnitBuilder()
         for g in unit_groups:
@@ -165,10 +171,18 @@ def translate_office(
             groups.append(unit_groups)
             hints.append(unit_hints)
             touched.add(part)
+            unit_parts.append(part)
     tokens_of = translate_units(units, _once_each(translate))
-    for unit_groups, tokens in zip(groups, tokens_of, strict=True):
+    translated = []  # (part, groups) of the units that came back other than they were sent
+    for unit_groups, tokens, part in zip(groups, tokens_of, unit_parts, strict=True):
+        sent = [g.text.replace(SOFT_HYPHEN, "") for g in unit_groups]
         apply_tokens(unit_groups, tokens)
+        if [g.text for g in unit_groups] != sent:
+            translated.append((part, unit_groups))
     for el in (el for unit_hints in hints for el in unit_hints):
         drop(el)
+    if language is not None:
+        roots = {name: root for name, (root, _) in parts.items()}
+        touched |= mark_document(roots, translated, language, PROPERTY_PARTS)
     # a part without text to translate keeps its bytes
     return rebuild(archive, {n: serialize_part(*parts[n]) for n in sorted(touched)})
