@@ -238,12 +238,13 @@ class HtmlCodec(NamedTuple):
             return data.decode(codec)
         return codecs.charmap_decode(data, "strict", _decoding_table(codec))[0]
 
-    def encode_text(self, text: str) -> bytes:
-        """The text in this encoding; a character it cannot hold as a character reference."""
+    def encode_text(self, text: str, errors: str = "xmlcharrefreplace") -> bytes:
+        """The text in this encoding; a character it cannot hold as a character reference
+        (`errors="strict"`: UnicodeEncodeError)."""
         codec = self.encoding.codec
         if codec in _MULTI_BYTE:
-            return text.encode(codec, "xmlcharrefreplace")
-        return codecs.charmap_encode(text, "xmlcharrefreplace", _encoding_map(codec))[0]
+            return text.encode(codec, errors)
+        return codecs.charmap_encode(text, errors, _encoding_map(codec))[0]
 
 
 _TABLES: dict[str, str] = {}
@@ -299,3 +300,16 @@ def charset(data: bytes) -> str:
             later, _ = prescan(data, None)
             return later.name if later is not None and later.codec else "utf-8"
     return found.encoding.name
+
+
+def known_codecs() -> set[str]:
+    """The Python codecs of the encodings browsers know."""
+    return {enc.codec for enc in _BY_LABEL.values() if enc.codec}
+
+
+def by_codec(codec: str) -> Encoding | None:
+    """The encoding a Python codec reads, as the Encoding Standard names it (the one the
+    codec's own name labels where several share it: `gb18030`, not GBK), or None."""
+    if codec in _BY_LABEL and _BY_LABEL[codec].codec == codec:
+        return _BY_LABEL[codec]
+    return next((enc for enc in _BY_LABEL.values() if enc.codec == codec), None)

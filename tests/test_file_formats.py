@@ -160,7 +160,7 @@ def test_txt_headings_verses_and_greetings_end_their_lines():
 
 def test_txt_that_is_not_utf8_is_refused():
     with pytest.raises(FormatError, match="not valid UTF-8"):
-        translate_txt(b"caf\xe9 au lait", upper, LIMITS)
+        translate_txt(NOT_TEXT, upper, LIMITS)
 
 
 def add_words(texts: list[str]) -> list[str]:
@@ -1545,3 +1545,101 @@ def test_docx_nested_field_result_inside_a_field_code_is_not_translated():
     # the nested MERGEFIELD's result is part of the IF field's code; the IF's result is text
     assert word_texts(out)[0] == ["male", "DEAR SIR"]
     assert requests == ["Dear Sir"]
+
+
+#: bytes that are text in no encoding (no NUL among them)
+NOT_TEXT = bytes(range(1, 256)) * 3
+
+
+@pytest.mark.parametrize(
+    ("data", "charset", "want"),
+    [
+        # the reproduction: refused as "not valid UTF-8" (Windows Notepad, windows-1252)
+        (b"Caf\xe9 au lait.\n", "windows-1252", "CAFÉ AU LAIT.\n"),
+        (
+            "Il était une fois, à côté de la forêt, un garçon qui s’appelait Léon.\r\n".encode(
+                "cp1252"
+            ),
+            "windows-1252",
+            "IL ÉTAIT UNE FOIS, À CÔTÉ DE LA FORÊT, UN GARÇON QUI S’APPELAIT LÉON.\r\n",
+        ),
+        (
+            "Привет, мир! Как дела? Всё хорошо. Сегодня мы пойдём в парк.\n".encode("koi8-r"),
+            "KOI8-R",
+            "ПРИВЕТ, МИР! КАК ДЕЛА? ВСЁ ХОРОШО. СЕГОДНЯ МЫ ПОЙДЁМ В ПАРК.\n",
+        ),
+        (
+            "Привет, мир! Как дела? Всё хорошо. Сегодня мы пойдём в парк.\n".encode("cp1251"),
+            "windows-1251",
+            "ПРИВЕТ, МИР! КАК ДЕЛА? ВСЁ ХОРОШО. СЕГОДНЯ МЫ ПОЙДЁМ В ПАРК.\n",
+        ),
+        (
+            "こんにちは、世界。今日はいい天気ですね。明日は雨が降るそうです。\n".encode(
+                "shift_jis"
+            ),
+            "Shift_JIS",
+            "こんにちは、世界。今日はいい天気ですね。明日は雨が降るそうです。\n",
+        ),
+        (
+            "你好，世界。今天天气很好。我们去公园散步吧。\n".encode("gb18030"),
+            "gb18030",
+            "你好，世界。今天天气很好。我们去公园散步吧。\n",
+        ),
+    ],
+)
+def test_a_text_file_in_a_legacy_encoding_is_translated_and_written_back_in_it(data, charset, want):
+    # each was refused with 400 "not valid UTF-8"
+    out = translate_txt(data, upper, LIMITS)
+    assert out.decode(lookup(charset).codec) == want
+    assert content_type("a.txt", out) == f"text/plain; charset={charset}"
+    md = translate_markdown(data, upper, LIMITS)
+    assert md.decode(lookup(charset).codec) == want
+    assert content_type("a.md", md) == f"text/markdown; charset={charset}"
+
+
+def test_a_legacy_srt_is_translated_and_written_back_in_its_encoding():
+    src = "1\r\n00:00:01,000 --> 00:00:02,000\r\nJ’ai vu l’été – déjà.\r\n\r\n"
+    out = translate_srt(src.encode("cp1252"), upper, LIMITS)
+    assert out == src.upper().encode("cp1252")
+
+
+def test_a_translation_that_does_not_fit_the_legacy_encoding_is_written_in_utf8_with_a_bom():
+    data = "Привет, мир! Как дела? Всё хорошо. Сегодня мы пойдём в парк.\n".encode("cp1251")
+    out = translate_txt(data, add_words, LIMITS)  # "Grüße": ü and ß are not in windows-1251
+    assert out.startswith(codecs.BOM_UTF8)
+    assert out.decode("utf-8-sig").endswith(" Grüße жук\n")
+    assert content_type("a.txt", out) == "text/plain; charset=utf-8"
+    fits = translate_txt(data, lambda ts: [t + " жук" for t in ts], LIMITS)
+    assert fits.decode("cp1251").endswith("парк. жук\n")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (NOT_TEXT, "nor text in another encoding that could be recognised; save it as UTF-8"),
+        (b"\x00\xff" * 40, "NUL characters"),
+        (  # too short to tell windows-1251 from Greek or Thai: refused rather than misread
+            "Привет, мир!\n".encode("cp1251"),
+            r"its encoding could not be told: it reads as .*windows-1251 \('Привет, мир!'\)",
+        ),
+    ],
+)
+def test_a_file_whose_encoding_cannot_be_told_is_refused(data, message):
+    for handler in (translate_txt, translate_srt, translate_markdown):
+        with pytest.raises(FormatError, match=message):
+            handler(data, upper, LIMITS)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # a line in windows-1252 after UTF-8 ones: it was read as ISO-8859-10 ("cafÃĐ")
+        "Le café est chaud. Où est la gare? Il était une fois un garçon.\n".encode()
+        + b"Caf\xe9 au lait.\n",
+        "Grüße aus München. Schön, dass du da bist.\n".encode()[:-8] + b"\xc3",  # cut off
+    ],
+)
+def test_a_utf8_file_with_bytes_that_are_not_utf8_is_not_read_in_a_legacy_encoding(data):
+    for handler in (translate_txt, translate_srt, translate_markdown):
+        with pytest.raises(FormatError, match=r"not valid UTF-8 text \(at byte \d+\), though"):
+            handler(data, upper, LIMITS)

@@ -4,6 +4,7 @@ port serving a real checkpoint (a random tiny model with a real sentencepiece to
 from __future__ import annotations
 
 import asyncio
+import codecs
 import concurrent.futures
 import gzip
 import io
@@ -263,7 +264,7 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         (upload(url, "bad.odt", zip_of({"content.xml": b"<a><b></a>"})), 400, "well-formed"),
         # served as word_de.odt with the .odt media type
         (upload(url, "word.odt", make_docx()), 400, "a Word document (.docx), not what its"),
-        (upload(url, "latin1.txt", b"caf\xe9"), 400, "UTF-8"),
+        (upload(url, "binary.txt", bytes(range(1, 256)) * 3), 400, "save it as UTF-8"),
         # UTF-16 without a byte order mark is valid UTF-8 with a NUL per letter: it was
         # translated as such and came back as garbage with a 200
         (upload(url, "utf16.txt", "The cat.\n".encode("utf-16-le")), 400, "byte order mark"),
@@ -654,3 +655,20 @@ def test_a_file_of_many_short_sentences_is_sent_in_smaller_requests(random_check
         assert r.status_code == 200, r.text
         got = download(url, r).text.split("\n\n")
         assert len(got) == 30 and all(got)
+
+
+def test_a_legacy_text_file_comes_back_in_its_encoding(server):
+    # the reproduction: refused with 400 "not valid UTF-8"
+    url, _ = server
+    got = download(url, upload(url, "a.txt", b"Caf\xe9 au lait.\n"))
+    assert got.headers["content-type"] == "text/plain; charset=windows-1252"
+    got.content.decode("cp1252")  # not UTF-8 with a byte order mark
+    assert not got.content.startswith(codecs.BOM_UTF8)
+    srt = "1\r\n00:00:01,000 --> 00:00:02,000\r\nThe cat’s café.\r\n\r\n".encode("cp1252")
+    got = download(url, upload(url, "film.srt", srt))
+    assert got.content.decode("cp1252").startswith("1\r\n00:00:01,000 --> 00:00:02,000\r\n")
+    answer = upload(
+        url, "short.srt", "1\n00:00:01,000 --> 00:00:02,000\nПривет!\n".encode("cp1251")
+    )
+    assert answer.status_code == 400
+    assert "its encoding could not be told" in answer.json()["error"]

@@ -103,12 +103,15 @@ def extension(filename: str) -> str:
 
 def content_type(filename: str, data: bytes) -> str:
     """The media type of a translated file: its extension's, with the charset the text handlers
-    wrote it in (they keep a UTF-16 file's encoding and byte order mark, and an HTML file's
-    declared one)."""
+    wrote it in (they keep a UTF-16 file's encoding and byte order mark, an HTML file's
+    declared one, and the legacy encoding a .txt or .md was told to be in: `data.charset`)."""
     ext = extension(filename)
     ctype = CONTENT_TYPES[ext]
     if ext in (".html", ".htm"):
         return f"text/html; charset={charset(data)}"
+    legacy = getattr(data, "charset", None)  # text_charset.EncodedText
+    if legacy is not None:
+        return ctype.replace("charset=utf-8", f"charset={legacy}")
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return ctype.replace("charset=utf-8", "charset=utf-16")
     return ctype

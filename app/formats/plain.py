@@ -1,6 +1,9 @@
 """Text files: .txt, .srt and .html, read as UTF-8 (or UTF-16 with a byte order mark) and
 written back in the same encoding, byte order mark and line endings.
 
+A .txt, .srt or .md file that is not UTF-8 and has no byte order mark is read in the legacy
+encoding it is told to be in, and written back in it (app/formats/text_charset.py).
+
 - .txt: each paragraph is one text (the service splits it into sentences), so a sentence
   wrapped over several lines is translated whole; its translation is spread over as many lines
   as the paragraph had (cut at spaces, in the proportions of the original lines), each with the
@@ -38,7 +41,7 @@ import unicodedata
 from ..html_charset import PRESCAN_BYTES, HtmlCodec, declared, prescan
 from ..html_format import HtmlDocument, HtmlError
 from ..text import LINE_ENDS, list_marker
-from . import FormatError, Limits, Translate
+from . import FormatError, Limits, Translate, text_charset
 from .inline import has_letters, split_space, translate_units, verbatim_spans
 
 #: a subtitle's override tags ({\an8}, {\i1}, {\fs20}): kept as they are
@@ -71,9 +74,17 @@ class Codec(str):
         return text.encode(self)
 
 
-def decode(data: bytes, kind: str) -> tuple[str, Codec]:
+def decode(data: bytes, kind: str) -> tuple[str, Codec | text_charset.LegacyCodec]:
     """(text, codec to write it back with: `codec.encode_text(text)`); FormatError for a file
     that is not text, or of blank lines only (nothing to translate)."""
+    text, codec = _read(data, kind)
+    if not text.strip():  # as an empty file (came back as it was, with 200)
+        found = "no subtitles found" if kind == ".srt" else "nothing to translate"
+        raise FormatError(f"{found}: the file holds only blank lines")
+    return text, codec
+
+
+def _read(data: bytes, kind: str) -> tuple[str, Codec | text_charset.LegacyCodec]:
     body = data
     if data.startswith(codecs.BOM_UTF8):
         codec = "utf-8-sig"
@@ -86,19 +97,23 @@ def decode(data: bytes, kind: str) -> tuple[str, Codec]:
     try:
         text = body.decode(codec)
     except UnicodeDecodeError as exc:
+        if codec == "utf-8":  # a legacy encoding, unless NULs show it is no text
+            _no_nul(data.decode("latin-1"), kind)
+            return text_charset.detected(data, kind, exc.start)
         raise FormatError(
             f"the {kind} file is not valid {codec.upper()} text (at byte {exc.start + len(data) - len(body)}); "
             "save it as UTF-8"
         ) from None
+    _no_nul(text, kind)
+    return text, Codec(codec)
+
+
+def _no_nul(text: str, kind: str) -> None:
     if "\x00" in text:  # UTF-16 without its byte order mark reads as UTF-8 with a NUL per letter
         raise FormatError(
             f"the {kind} file holds NUL characters: it is not text, or UTF-16 without a byte "
             "order mark; save it as UTF-8"
         )
-    if not text.strip():  # as an empty file (came back as it was, with 200)
-        found = "no subtitles found" if kind == ".srt" else "nothing to translate"
-        raise FormatError(f"{found}: the file holds only blank lines")
-    return text, Codec(codec)
 
 
 def _lines(text: str) -> list[tuple[str, str]]:
