@@ -90,6 +90,12 @@ def check_marian(directory: Path, repo_id: str) -> None:
         )
 
 
+def default_weights_dir() -> Path:
+    """$MT_WEIGHTS_DIR, or weights where it is unset or blank (as the service reads it: a blank
+    value was the current folder)."""
+    return Path(os.environ.get("MT_WEIGHTS_DIR", "").strip() or "weights")
+
+
 @interruptible("mt-fetch", ": the model being downloaded was not kept")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mt-fetch", description=__doc__.split("\n")[0])
@@ -99,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--weights-dir",
         type=Path,
-        default=Path(os.environ.get("MT_WEIGHTS_DIR", "weights")),
+        default=default_weights_dir(),
         help="where the service reads models (default: $MT_WEIGHTS_DIR or weights)",
     )
     p.add_argument("--revision", help="a branch, tag or commit of the model repository")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from model_core.fetch import default_weights_dir
 from model_core.translator import Translator
 from tests.marian_helpers import make_marian_dir
 
@@ -275,3 +276,16 @@ def test_two_directories_for_one_pair_mt_models_order_decides(tmp_path):
     assert serving("en-de,opus-mt-en-de") == ["en-de"]
     assert serving("opus-mt-en-de") == ["opus-mt-en-de"]
     assert serving(None) == ["en-de"]
+
+
+@pytest.mark.parametrize(
+    "value, expected", [(None, "weights"), ("", "weights"), ("  ", "weights"), ("models", "models")]
+)
+def test_mt_fetch_writes_where_the_service_reads(monkeypatch, value, expected):
+    """A blank MT_WEIGHTS_DIR means weights/ for mt-fetch as for the service (it was the
+    current folder: `MT_WEIGHTS_DIR= mt-fetch ...` wrote the model into ./)."""
+    if value is None:
+        monkeypatch.delenv("MT_WEIGHTS_DIR", raising=False)
+    else:
+        monkeypatch.setenv("MT_WEIGHTS_DIR", value)
+    assert default_weights_dir() == Path(expected)
