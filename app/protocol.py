@@ -25,6 +25,9 @@ they grow (a 100 MB header was read whole). Past HEAD_LIMIT bytes this protocol 
 in JSON, reads and drops what the client still sends, and closes the connection once the client
 has read the answer and closed its side, or after LINGER_S (a close with unread data would reset
 the connection, and the client could lose the answer).
+
+Either refusal of a request pipelined behind one still being answered on the connection waits for
+that answer: written first, it would be read as that request's answer.
 """
 
 from __future__ import annotations
@@ -125,7 +128,10 @@ if HttpToolsProtocol is not None:
         in_head = False  # between a request's first byte and the end of its headers
         head_bytes = 0  # bytes of the head read in whole reads since its first one
         begun = False  # a request began in the read being parsed
-        refused = False  # answered 431: what arrives is dropped until the connection closes
+        refused = False  # refused: what arrives is dropped until the connection closes
+        #: a refusal that waits for the answers owed before it on the connection (pipelined
+        #: requests): its status, error and whether the connection lingers after it
+        owed_refusal: tuple[bytes, str, bool] | None = None
 
         def data_received(self, data: bytes) -> None:
             if self.refused:
@@ -148,13 +154,37 @@ if HttpToolsProtocol is not None:
 
         def refuse_head(self) -> None:
             """431 for a head over HEAD_LIMIT; the connection lingers, then closes."""
-            self.refused = True
             error = (
                 f"the request line and headers are over {HEAD_LIMIT} bytes; send shorter "
                 "headers (a cookie or a URL too long?)"
             )
-            self.write_error(b"431 Request Header Fields Too Large", error)
-            if not self.transport.can_write_eof():  # (TLS) no half-close: closed at once
+            self.refuse(b"431 Request Header Fields Too Large", error, linger=True)
+
+        def refuse(self, status: bytes, error: str, *, linger: bool) -> None:
+            """Answers `status` with `error` and closes the connection (after LINGER_S, or once
+            the client closed its side, with `linger`); what arrives meanwhile is dropped. An
+            earlier request on the connection still being answered (pipelined) is answered
+            first: written now, the refusal would be read as that request's answer, and that
+            answer could no longer be written. (A request refused inside its own body, a
+            malformed chunk, is that request's answer.)"""
+            self.refused = True
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and not cycle.more_body:
+                self.owed_refusal = (status, error, linger)
+            else:
+                self.write_refusal(status, error, linger)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            owed = self.owed_refusal
+            if owed is not None and self.cycle.response_complete:  # (pipelined: the next)
+                self.owed_refusal = None
+                if not self.transport.is_closing():
+                    self.write_refusal(*owed)
+
+        def write_refusal(self, status: bytes, error: str, linger: bool) -> None:
+            self.write_error(status, error)
+            if not linger or not self.transport.can_write_eof():  # (TLS) no half-close
                 self.transport.close()
                 return
             self.transport.write_eof()
@@ -184,8 +214,7 @@ if HttpToolsProtocol is not None:
             exc = sys.exc_info()[1]
             why = (str(exc) if exc is not None else "") or msg.rstrip(".")
             error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
-            self.write_error(b"400 Bad Request", error)
-            self.transport.close()
+            self.refuse(b"400 Bad Request", error, linger=False)
 
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol
 else:

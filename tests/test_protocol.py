@@ -8,6 +8,7 @@ import json
 import select
 import shutil
 import socket
+import threading
 
 import httpx
 import pytest
@@ -272,3 +273,62 @@ def test_headers_over_the_limit_get_a_json_431_and_are_not_held(weights_dir, cap
             send_header_of(ok, HEAD_LIMIT // 2)
             _, head, body = read_answer(ok)
             assert head.startswith(b"HTTP/1.1 200") and json.loads(body)
+
+
+def answers_of(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(headers, body) of each answer in `data`, all of them with a content-length."""
+    out = []
+    while data:
+        head, data = data.split(b"\r\n\r\n", 1)
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+                     .split(b":")[1])  # fmt: skip
+        out.append((head, data[:length]))
+        data = data[length:]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("refused", "status"),
+    [
+        (
+            b"GET /languages HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (1024 * 1024) + b"\r\n\r\n",
+            431,
+        ),
+        (b"POST /translate HTTP/1.1\r\nhost: x\r\ncontent-length: -5\r\n\r\n", 400),
+    ],
+    ids=["431", "400"],
+)
+def test_a_request_refused_behind_one_being_answered_is_answered_after_it(
+    weights_dir, refused, status
+):
+    """Pipelined on one connection: the refusal was written at once, read as the first
+    request's answer, and the first request's answer was lost (after a 431, written after
+    the server's end of the connection: a RuntimeError and a 500)."""
+    with serve_in_thread(weights_dir) as (url, app):
+        inner, started, gate = app.state.batcher.fn, threading.Event(), threading.Event()
+
+        def held(key, payloads):  # the first request's batch waits for the refusal
+            started.set()
+            assert gate.wait(60)
+            return inner(key, payloads)
+
+        app.state.batcher.fn = held
+        body = json.dumps({"q": "The cat.", "source": "en", "target": "de"}).encode()
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 30) as sock:
+            sock.sendall(
+                b"POST /translate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            assert started.wait(60)
+            sock.sendall(refused)
+            gate.set()
+            data = b""
+            while chunk := sock.recv(65536):  # until the server closes the connection
+                data += chunk
+        scraped = httpx.get(f"{url}/metrics").text
+    (first_head, first), (second_head, second) = answers_of(data)
+    assert first_head.startswith(b"HTTP/1.1 200") and json.loads(first)["translatedText"]
+    assert second_head.startswith(b"HTTP/1.1 %d" % status), second_head
+    assert json.loads(second)["error"]
+    assert 'mt_requests_total{route="/translate",status="200"} 1.0' in scraped
+    assert f'mt_requests_total{{route="other",status="{status}"}} 1.0' in scraped
