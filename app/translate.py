@@ -629,7 +629,10 @@ async def translate(
         on_valid(texts)
     detected: list[tuple[str, float]] | None = None
     if req.source == "auto":  # from the text a reader sees: for HTML, not its markup
-        visible = await asyncio.to_thread(visible_texts, texts, req.format)  # as extract_all
+        if req.format == "html":  # parsed in a thread, as run_route parses it
+            visible = await asyncio.to_thread(visible_texts, texts, req.format)
+        else:  # (a thread would cost plain text more than its work)
+            visible = visible_texts(texts, req.format)
         detected = await detect_sources(state, visible, req.target)
         sources = [lang for lang, _ in detected]
     else:
