@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote_plus
 
+from model_core.cli import interruptible
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
     digest TEXT PRIMARY KEY,
@@ -227,6 +229,8 @@ def database_problem(path: Path) -> str | None:
     return None
 
 
+# Ctrl-C (waiting for the database's lock, say) is one line, not a traceback
+@interruptible("mt-keys", ": `mt-keys list` shows what the database holds")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="mt-keys", description="Create, list and revoke the service's API keys."
@@ -263,10 +267,6 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.Error as exc:  # locked for longer than 5 s, not a database, no folder
         print(f"mt-keys: error: {path}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # (waiting for a lock, say: it was a traceback)
-        print("mt-keys: interrupted: `mt-keys list` shows what the database holds",
-              file=sys.stderr)  # fmt: skip
-        return 130
 
 
 def run(args: argparse.Namespace, store: KeyStore) -> int:
