@@ -137,7 +137,9 @@ class Registry:
         # called with a model's name before it is unloaded (on the worker thread), so that
         # whatever else holds it lets go first (the engine's kept decodes)
         self.before_unload: Callable[[str], None] | None = None
-        self.pairs: dict[tuple[str, str], str] = {}  # the direct routes
+        # the direct routes; once built, replaced and never changed in place (app/translate.py
+        # keeps the codes it read from it until it is another dict)
+        self.pairs: dict[tuple[str, str], str] = {}
         for e in entries:
             for pair in e.pairs:
                 if pair in self.pairs:

@@ -153,6 +153,20 @@ def _code_key(code: str) -> str:
     return code.lower().replace("_", "-")
 
 
+#: the served codes by `_code_key`, and the registry's pairs they were read from
+_served: tuple[object, dict[str, str]] = (None, {})
+
+
+def _served_codes(pairs: dict[tuple[str, str], str]) -> dict[str, str]:
+    """The served language codes by `_code_key`, read again only when the registry's pairs are
+    another dict (it makes a new one when it drops a model): a request asks twice, and with
+    many models the reading was the most of the work."""
+    global _served
+    if _served[0] is not pairs:
+        _served = (pairs, {_code_key(c): c for pair in pairs for c in pair})
+    return _served[1]
+
+
 def served_code(state: Any, code: str, *, target: bool) -> str:
     """The served language code that a request's `code` stands for, else `code` as sent: the
     same code in any case; a three-letter code for the two-letter one served (`DEU`); a tagged
@@ -163,7 +177,7 @@ def served_code(state: Any, code: str, *, target: bool) -> str:
     key = _code_key(code)
     if key == "auto":
         return "auto"
-    served = {_code_key(c): c for pair in state.engine.registry.pairs for c in pair}
+    served = _served_codes(state.engine.registry.pairs)
     base, *subtags = key.split("-")
     candidates = [key, two_letter(key)]
     if subtags and not (target and any(len(t) == 4 and t.isalpha() for t in subtags)):
