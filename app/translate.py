@@ -141,7 +141,8 @@ def resolve_route(state: Any, source: str, target: str) -> list[str]:
         raise ApiError(
             400,
             f"no model translates '{source}' to '{target}'"
-            + (f", directly or through '{pivot}'" if pivot else "")
+            # (no route goes through a language that is the source or the target)
+            + (f", directly or through '{pivot}'" if pivot not in ("", source, target) else "")
             + f"; available pairs: {available_pairs(state)}",
         )
     return models

@@ -343,6 +343,22 @@ def test_a_language_no_model_serves_is_a_400_even_into_itself(server):
 
 
 @pytest.mark.parametrize(
+    ("source", "target", "named"), [("en", "fr", "'en' to 'fr'"), ("fr", "en-US", "'fr' to 'en'")]
+)
+def test_a_pair_without_a_model_into_or_from_the_pivot_names_no_route_through_it(
+    server, source, target, named
+):
+    """The pivot language (en) is the source or the target: no route can go through it, and
+    the message said "'en' to 'fr', directly or through 'en'"."""
+    r = post(server, json={"q": EN, "source": source, "target": target})
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error.startswith(f"no model translates {named}; available pairs: "), error
+    r = post(server, json={"q": EN, "source": "de", "target": "fr"})  # de->en->fr: none
+    assert "no model translates 'de' to 'fr', directly or through 'en'" in r.json()["error"]
+
+
+@pytest.mark.parametrize(
     ("source", "target"),
     [("EN", "DE"), ("En", "de"), ("en-US", "de-AT"), ("en_GB", "de-CH"), ("eng", "DEU")],
 )
