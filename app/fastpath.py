@@ -34,10 +34,6 @@ def header(scope: dict, wanted: bytes) -> str:
     return ""
 
 
-def content_type(scope: dict) -> str:
-    return header(scope, b"content-type").split(";")[0].strip().lower()
-
-
 def too_slow(what: str, timeout: float, size: int) -> ApiError:
     """408 for a body (`what`) not all arrived within `timeout` s; its connection closes."""
     return ApiError(
