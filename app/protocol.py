@@ -26,7 +26,14 @@ in JSON, reads and drops what the client still sends, and closes the connection 
 has read the answer and closed its side, or after LINGER_S (a close with unread data would reset
 the connection, and the client could lose the answer).
 
-Either refusal of a request pipelined behind one still being answered on the connection waits for
+uvicorn also keeps a connection open for as long as the client likes while it sends nothing, or
+a head that never ends (its keep-alive timeout starts after an answer only): a client could hold
+any number of connections. This protocol closes a connection that sends nothing within uvicorn's
+keep-alive timeout, as one idle between requests, and answers 408 to a head not all arrived
+within HEAD_TIMEOUT_S of its first read (a head that arrives in one read, as nearly all do,
+starts no timer).
+
+Each refusal of a request pipelined behind one still being answered on the connection waits for
 that answer: written first, it would be read as that request's answer.
 """
 
@@ -48,6 +55,9 @@ log = logging.getLogger("app")
 #: bytes of a request's line and headers at most (beyond: 431), give or take one read (nginx
 #: takes 32 KiB by default, Node.js 16 KiB)
 HEAD_LIMIT = 64 * 1024
+#: seconds a request's line and headers may take to arrive, from the first read of them (beyond:
+#: 408; nginx waits 60 s, Node.js 60 s)
+HEAD_TIMEOUT_S = 30.0
 #: seconds a refused connection is kept open, its data dropped, for the client to read the answer
 LINGER_S = 2.0
 
@@ -115,6 +125,11 @@ if HttpToolsProtocol is not None:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+            # sending nothing, it is closed as a connection idle between requests is (its first
+            # data cancels this, as it does after an answer)
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
 
         def eof_received(self) -> bool | None:
             # uvloop closes the inner transport itself when this returns a false value: what is
@@ -132,6 +147,7 @@ if HttpToolsProtocol is not None:
         #: a refusal that waits for the answers owed before it on the connection (pipelined
         #: requests): its status, error and whether the connection lingers after it
         owed_refusal: tuple[bytes, str, bool] | None = None
+        head_timer: asyncio.TimerHandle | None = None  # set for a head not all in one read
 
         def data_received(self, data: bytes) -> None:
             if self.refused:
@@ -143,6 +159,10 @@ if HttpToolsProtocol is not None:
                 self.head_bytes = 0 if self.begun else self.head_bytes + len(data)
                 if self.head_bytes > HEAD_LIMIT:
                     self.refuse_head()
+                elif self.head_timer is None and (
+                    self.cycle is None or self.cycle.response_complete
+                ):  # (while an answer is owed, reading may be paused: it starts once read again)
+                    self.head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self.head_too_slow)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -150,7 +170,26 @@ if HttpToolsProtocol is not None:
 
         def on_headers_complete(self) -> None:
             self.in_head = False
+            self.stop_head_timer()
             super().on_headers_complete()
+
+        def stop_head_timer(self) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+
+        def head_too_slow(self) -> None:
+            """408 for a head not all arrived within HEAD_TIMEOUT_S; the connection closes."""
+            self.head_timer = None
+            error = (
+                f"the request line and headers did not arrive within {HEAD_TIMEOUT_S:g} s; "
+                "send them at once"
+            )
+            self.refuse(b"408 Request Timeout", error, linger=False)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.stop_head_timer()
+            super().connection_lost(exc)
 
         def refuse_head(self) -> None:
             """431 for a head over HEAD_LIMIT; the connection lingers, then closes."""
@@ -168,6 +207,7 @@ if HttpToolsProtocol is not None:
             answer could no longer be written. (A request refused inside its own body, a
             malformed chunk, is that request's answer.)"""
             self.refused = True
+            self.stop_head_timer()
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete and not cycle.more_body:
                 self.owed_refusal = (status, error, linger)

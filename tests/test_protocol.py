@@ -332,3 +332,38 @@ def test_a_request_refused_behind_one_being_answered_is_answered_after_it(
     assert json.loads(second)["error"]
     assert 'mt_requests_total{route="/translate",status="200"} 1.0' in scraped
     assert f'mt_requests_total{{route="other",status="{status}"}} 1.0' in scraped
+
+
+def test_a_connection_sending_nothing_or_a_head_that_never_ends_is_not_held(
+    weights_dir, monkeypatch
+):
+    """uvicorn kept both open for as long as the client liked (its keep-alive timeout starts
+    after an answer only): a client could hold any number of connections."""
+    import app.protocol
+    import tests.service_helpers
+
+    configure = tests.service_helpers.server_config
+    monkeypatch.setattr(
+        tests.service_helpers,
+        "server_config",
+        lambda *args, **options: configure(*args, timeout_keep_alive=1, **options),
+    )
+    monkeypatch.setattr(app.protocol, "HEAD_TIMEOUT_S", 0.5, raising=False)
+    with serve_in_thread(weights_dir) as (url, _):
+        address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        with socket.create_connection(address, timeout=10) as idle:
+            assert idle.recv(1) == b""  # closed, as a connection idle between requests
+        with socket.create_connection(address, timeout=10) as slow:
+            slow.sendall(b"GET /languages HTTP/1.1\r\nhost: x\r\n")  # and no end
+            _, head, body = read_answer(slow)
+            assert head.startswith(b"HTTP/1.1 408"), head
+            error = json.loads(body)["error"]
+            assert "request line and headers did not arrive within 0.5 s" in error, error
+            assert slow.recv(1) == b""
+        scraped = httpx.get(f"{url}/metrics").text
+        assert 'mt_requests_total{route="other",status="408"} 1.0' in scraped
+        with socket.create_connection(address, timeout=10) as pieces:  # in time: served
+            pieces.sendall(b"GET /languages HTTP/1.1\r\n")
+            pieces.sendall(b"host: x\r\n\r\n")
+            _, head, body = read_answer(pieces)
+            assert head.startswith(b"HTTP/1.1 200") and json.loads(body)
