@@ -132,9 +132,20 @@ def available_pairs(state: Any) -> str:
     return ", ".join(f"{s}->{t}" for s, t in sorted(state.engine.pairs))
 
 
+def check_target(state: Any, target: str) -> None:
+    """A 400 for a target of `auto` (it was "no model translates 'en' to 'auto'")."""
+    if target == "auto":
+        raise ApiError(
+            400,
+            "`target` cannot be 'auto': give the language to translate into; available "
+            f"pairs: {available_pairs(state)}",
+        )
+
+
 def resolve_route(state: Any, source: str, target: str) -> list[str]:
     """The models to run in turn for an explicit source: one, or two through the pivot
     language (app/registry.py)."""
+    check_target(state, target)
     models = state.engine.registry.route(source, target)
     if models is None:
         pivot = state.engine.registry.pivot
@@ -518,6 +529,7 @@ def visible_texts(texts: list[str], fmt: str) -> list[str]:
 async def detect_sources(state: Any, texts: list[str], target: str) -> list[tuple[str, float]]:
     """(language, confidence) of each text, among the languages that reach `target` (directly or
     through the pivot language) and `target` itself (a text already in it is returned as it is)."""
+    check_target(state, target)
     reachable = state.engine.registry.reachable()
     candidates = sorted(s for s, targets in reachable.items() if target in targets)
     if not candidates:

@@ -570,3 +570,17 @@ def test_an_empty_language_is_a_400_that_names_the_field(server, field, how):
     r = post(server, **{how: {**FIELDS, field: ""}})
     assert r.status_code == 400, r.text
     assert f"`{field}` is empty" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize("source", ["en", "auto"])
+@pytest.mark.parametrize("path", ["/translate", "/translate_file"])
+def test_a_target_of_auto_is_a_400_that_says_so(server, source, path):
+    """`target: auto` was "no model translates 'en' to 'auto'" (or "no model translates to
+    'auto'" with `source: auto`), as if a model were missing."""
+    fields = {"source": source, "target": "Auto"}
+    if path == "/translate":
+        r = post(server, json={**fields, "q": "The cat is big."})
+    else:
+        r = post(server, path, data=fields, files={"file": ("a.txt", b"The cat is big.\n")})
+    assert r.status_code == 400, r.text
+    assert "`target` cannot be 'auto'" in r.json()["error"], r.text
