@@ -19,7 +19,9 @@ The translation is written back in the encoding the file was read in, its markup
 declaration untouched; a character of the translation that the encoding cannot hold (German
 text in a windows-1251 page, say) is written as a numeric character reference (`&#1078;`),
 which a browser reads as that character wherever translated text stands (text and
-`<title>`, never inside `<script>` or an attribute, which are not translated).
+`<title>`, never inside `<script>` or an attribute, which are not translated). Where the
+translation grew before the declaration and pushed it past the first 1024 bytes, the file is
+written in UTF-8 with a byte order mark instead, which wins over any declaration.
 """
 
 from __future__ import annotations
@@ -290,16 +292,7 @@ def charset(data: bytes) -> str:
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"
     found = declared(data)
-    if found is None:
-        # a translated text that grew before a declaration may have pushed it past the first
-        # 1024 bytes: a file that is not UTF-8 is in the one it declares further on
-        try:
-            data.decode("utf-8")
-            return "utf-8"
-        except UnicodeDecodeError:
-            later, _ = prescan(data, None)
-            return later.name if later is not None and later.codec else "utf-8"
-    return found.encoding.name
+    return "utf-8" if found is None else found.encoding.name
 
 
 def known_codecs() -> set[str]:

@@ -234,6 +234,21 @@ def test_html_in_an_encoding_a_browser_would_not_read_is_refused(data, message):
         handler_for("a.html")(data, upper, LIMITS)
 
 
+def test_html_whose_translation_pushes_its_declaration_past_1024_bytes_is_written_in_utf8():
+    # a long <title> before the <meta>, as older pages write it: the translation grew
+    data = (
+        b"<html><head><title>" + b"Hello world. " * 70 + b"</title><meta http-equiv="
+        b'"Content-Type" content="text/html; charset=windows-1252"></head><p>Caf\xe9</p>'
+    )
+    out = handler_for("a.html")(data, add_words, LIMITS)
+    assert out.startswith(codecs.BOM_UTF8)  # which a browser reads before any <meta>
+    assert "<p>CAFÉ Grüße жук</p>" in out.decode("utf-8-sig")
+    assert content_type("a_de.html", out) == "text/html; charset=utf-8"
+    # and the file is read again as it was written (it was refused: "declares windows-1252
+    # past the first 1024 bytes")
+    assert handler_for("a.html")(out, lambda texts: texts, LIMITS) == out
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(

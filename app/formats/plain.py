@@ -207,8 +207,14 @@ def translate_html_file(
         doc = HtmlDocument(text)
     except HtmlError as exc:
         raise FormatError(str(exc)) from None
-    tokens = translate_units(doc.units, translate)
-    return codec.encode_text(doc.render_tokens(tokens, language=target))
+    text = doc.render_tokens(translate_units(doc.units, translate), language=target)
+    out = codec.encode_text(text)
+    if isinstance(codec, HtmlCodec) and declared(out) is None:
+        # a translation that grew before the <meta> pushed it past the first 1024 bytes, where
+        # a browser looks for it (and where this service looks when the file comes back): a
+        # byte order mark says UTF-8 wherever the declaration stands
+        return codecs.BOM_UTF8 + text.encode("utf-8")
+    return out
 
 
 def decode_html(data: bytes) -> tuple[str, Codec | HtmlCodec]:
