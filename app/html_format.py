@@ -27,7 +27,8 @@ inside a unit is collapsed to one space for the model (HTML displays it so); whi
 and after a unit or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) and `<wbr>` are
 left out of the text the model sees: they mark where a word of the document's language may
 break, a place the translation does not have (sent, they cut the word in two); a translated
-unit comes back without them, and an address keeps them (it is copied as written).
+unit comes back without them, and an address keeps them (it is copied as written), as does a
+unit the model gives back as it was sent (app/formats/inline.py: written as it was).
 
 A `<` is the start of a tag only when a letter, `/`, `!` or `?` follows it (as html.parser and
 browsers read it): `<3` and `< 5` are text, translated with the rest. After the last tag, such a

@@ -418,6 +418,25 @@ def test_soft_hyphens_are_not_sent():
         assert translate_html(kept, lambda ts: ts) == kept
 
 
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "<p>Die Zu&shy;sam&shy;men&shy;ar\u00adbeit, <b>inter<wbr>national</b>.</p>",
+        "<p>Die   Zusammen-\n   arbeit &auml;ndert <i>sich</i>.</p>",
+        "<p>Ein Satz.</p><p>Noch ein Satz mit https://ex&shy;ample.com/a drin.</p>",
+    ],
+)
+def test_a_text_that_comes_back_as_sent_is_written_as_it_was(doc):
+    """A text the model gives back unchanged (already in the target's language, as `source:
+    auto` leaves it, or a name) keeps its soft hyphens, `<wbr>` and spacing (they were dropped,
+    as from a translation: a German page "translated" into German lost its hyphenation)."""
+    assert translate_html(doc, lambda texts: texts) == doc
+    # by runs too, when the model loses the placeholders
+    assert (
+        translate_html(doc, lambda texts: [re.sub(r"</?[gx]\d+/?>", "", t) for t in texts]) == doc
+    )
+
+
 def test_unbalanced_units_never_use_placeholders():
     b = UnitBuilder()
     b.text("a word ")

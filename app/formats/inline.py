@@ -26,6 +26,10 @@ URLs (`https://...`, any `scheme://...`, `www....`), IPv4 addresses and e-mail a
 text are copied as written, never translated: each is an atom in the unit (a placeholder when
 translated whole, a cut between runs otherwise) that comes back as text (a "keep" item),
 written where the atom stands; by runs, the punctuation and spacing that touch it too.
+
+A unit whose translation comes back as it was sent (text in the target's language already, a
+name) is written as it was: its spacing and what the format left out of the text sent (soft
+hyphens, `<wbr>`) stay.
 """
 
 from __future__ import annotations
@@ -183,12 +187,31 @@ class Unit:
     def tokens(self, translations: list[str]) -> list[Token]:
         """The unit's translation, given the translations of `requests` in order."""
         assert len(translations) == len(self._requests)
+        runs = self._requests[1:] if self._whole else self._requests
         if self._whole:
+            if translations[0] == self._requests[0]:
+                return self._as_written()
             whole = self._parse_whole(translations[0])
             if whole is not None:
                 return whole
             translations = translations[1:]
+        if translations == runs:
+            return self._as_written()
         return self._by_runs(iter(translations))
+
+    def _as_written(self) -> list[Token]:
+        """The unit as it was, for a translation that came back as it was sent (a text in the
+        target's language already, a name): what the format left out of the text sent (soft
+        hyphens, `<wbr>`) and its spacing stay."""
+        out = []
+        for item in self.items:
+            if item.kind == "keep":
+                out.append(Token("text", item.text, item.ref, False))
+            elif item.kind == "text":
+                out.append(Token("text", str(item.value), item.ref, False))
+            else:
+                out.append(Token(item.kind, "", item.ref, False))
+        return out
 
     def _run(self, k: int) -> tuple[str, str, str]:
         """(kept before, the words to translate, kept after) of the text item at `k` when
