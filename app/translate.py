@@ -25,7 +25,8 @@ from model_core.translator import Translator
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .engine import DecodeKey, SentenceResult
-from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder, verbatim_spans
+from .formats.addresses import verbatim_spans
+from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder
 from .html_format import HtmlError, extract_all, render_all
 from .registry import ModelLoadError
 from .schemas import TranslateRequest

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from app.formats.inline import UnitBuilder, verbatim_spans
+from app.formats.addresses import verbatim_spans
+from app.formats.inline import UnitBuilder
 
 
 def words_only(text: str) -> str:

@@ -26,7 +26,8 @@ import re
 from markdown_it import MarkdownIt
 
 from . import Limits, Translate
-from .inline import Token, UnitBuilder, iter_verbatim, translate_units, trim_address
+from .addresses import iter_verbatim, trim_address
+from .inline import Token, UnitBuilder, translate_units
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
@@ -80,7 +81,7 @@ def _newline_rule(newline_rule):
 
 
 def _next_address(state, pos: int, end: int) -> tuple[int, int] | None:
-    """The first URL, IPv4 or e-mail address (app/formats/inline.py) that starts in
+    """The first URL, IPv4 or e-mail address (app/formats/addresses.py) that starts in
     state.src[pos:end], as written in the source: up to a `]` it did not open (the end of a
     link's text), without an emphasis delimiter at its end that the block holds before it.
     Remembered per `end` (a link's text is parsed with its own), so that a long paragraph is

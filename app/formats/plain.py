@@ -42,7 +42,8 @@ from ..html_charset import PRESCAN_BYTES, HtmlCodec, declared, prescan
 from ..html_format import HtmlDocument, HtmlError
 from ..text import LINE_ENDS, list_marker
 from . import FormatError, Limits, Translate, text_charset
-from .inline import has_letters, split_space, translate_units, verbatim_spans
+from .addresses import verbatim_spans
+from .inline import has_letters, split_space, translate_units
 
 #: a subtitle's override tags ({\an8}, {\i1}, {\fs20}): kept as they are
 _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
