@@ -161,6 +161,12 @@ def test_txt_headings_verses_and_greetings_end_their_lines():
 def test_txt_that_is_not_utf8_is_refused():
     with pytest.raises(FormatError, match="not valid UTF-8"):
         translate_txt(NOT_TEXT, upper, LIMITS)
+    # after a UTF-8 byte order mark: named as UTF-8, the byte counted from the file's start
+    # (it was "not valid UTF-8-SIG text (at byte 3)": Python's name for the codec, and the
+    # position after the byte order mark)
+    for handler in (translate_txt, translate_srt, translate_markdown, handler_for("a.html")):
+        with pytest.raises(FormatError, match=r"not valid UTF-8 text \(at byte 6\); save it"):
+            handler(codecs.BOM_UTF8 + b"Caf\xc3 au lait.", upper, LIMITS)
 
 
 def add_words(texts: list[str]) -> list[str]:

@@ -101,9 +101,12 @@ def _read(data: bytes, kind: str) -> tuple[str, Codec | text_charset.LegacyCodec
         if codec == "utf-8":  # a legacy encoding, unless NULs show it is no text
             _no_nul(data.decode("latin-1"), kind)
             return text_charset.detected(data, kind, exc.start)
+        if codec == "utf-8-sig":  # Python's name, and a position after the byte order mark
+            name, at = "UTF-8", exc.start + len(codecs.BOM_UTF8)
+        else:
+            name, at = codec.upper(), exc.start + len(data) - len(body)
         raise FormatError(
-            f"the {kind} file is not valid {codec.upper()} text (at byte {exc.start + len(data) - len(body)}); "
-            "save it as UTF-8"
+            f"the {kind} file is not valid {name} text (at byte {at}); save it as UTF-8"
         ) from None
     _no_nul(text, kind)
     return text, Codec(codec)
