@@ -1408,6 +1408,31 @@ def test_docx_page_number_date_and_symbol_stay_between_their_words_soft_hyphens_
     assert "A translation of it." in requests
 
 
+def test_office_paragraph_that_comes_back_as_sent_is_left_as_it_is():
+    """A paragraph the model gives back unchanged (already in the target's language) keeps its
+    soft hyphens, spacing and page break hints (they were dropped as from a translation)."""
+    german = (
+        '<w:p><w:r><w:lastRenderedPageBreak/><w:t xml:space="preserve">Eine  \u00dcber</w:t>'
+        "<w:softHyphen/><w:t>setzung der Soft\u00adware.</w:t></w:r></w:p>"
+    )
+    src = docx_body(german + "<w:p><w:r><w:t>A translation.</w:t></w:r></w:p>")
+
+    def english_only(texts: list[str]) -> list[str]:
+        return [t.upper() if t.startswith("A ") else t for t in texts]
+
+    out = translate_office(src, english_only, LIMITS, "docx")
+    assert word_texts(out)[:2] == [
+        ["lastRenderedPageBreak", "Eine  \u00dcber", "softHyphen", "setzung der Soft\u00adware."],
+        ["A TRANSLATION."],
+    ]
+    odt = entries(make_odt())
+    odt["content.xml"] = odt["content.xml"].replace(
+        b"Before a tab", "Die Soft\u00adware<text:s/> l\u00e4uft".encode()
+    )
+    out = entries(translate_office(zip_of(odt), lambda texts: texts, LIMITS))
+    assert "Die Soft\u00adware<text:s/> l\u00e4uft<text:tab/>" in out["content.xml"].decode()
+
+
 def test_docx_last_rendered_page_break_in_a_translated_paragraph_is_dropped():
     """Where the last layout ended a page: it was left after the sentence's translation
     (where tools that read it, python-docx's rendered_page_breaks, took the page to end)."""

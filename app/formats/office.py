@@ -17,7 +17,8 @@ and stored).
 Each paragraph is cut into units of runs, each run of text with its own formatting a pair for
 app/formats/inline.py (app/formats/office_runs.py, which describes what keeps runs apart and
 what is dropped from a translated paragraph). A paragraph that its placeholders would take
-over `max_request_chars` is sent by runs only.
+over `max_request_chars` is sent by runs only. A unit that comes back as it was sent (already
+in the target's language) is left as it is, its optional hyphens and layout hints with it.
 """
 
 from __future__ import annotations
@@ -174,13 +175,17 @@ def translate_office(
             unit_parts.append(part)
     tokens_of = translate_units(units, _once_each(translate))
     translated = []  # (part, groups) of the units that came back other than they were sent
-    for unit_groups, tokens, part in zip(groups, tokens_of, unit_parts, strict=True):
+    for unit_groups, unit_hints, tokens, part in zip(
+        groups, hints, tokens_of, unit_parts, strict=True
+    ):
+        if not any(t.translated for t in tokens):  # came back as sent: left as it is
+            continue
         sent = [g.text.replace(SOFT_HYPHEN, "") for g in unit_groups]
         apply_tokens(unit_groups, tokens)
         if [g.text for g in unit_groups] != sent:
             translated.append((part, unit_groups))
-    for el in (el for unit_hints in hints for el in unit_hints):
-        drop(el)
+        for el in unit_hints:
+            drop(el)
     if language is not None:
         roots = {name: root for name, (root, _) in parts.items()}
         touched |= mark_document(roots, translated, language, PROPERTY_PARTS)
