@@ -16,7 +16,8 @@ in it, and written back byte for byte (`https://example.com/*a*/_b_` is no empha
 (a reference link becomes an inline one). A block is found in its source lines by its text; a
 block written over several lines comes back on its first line (Markdown joins the lines of a
 paragraph anyway); one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
-in translated text are escaped with a backslash.
+in translated text are escaped with a backslash; in a table cell, a `|` too, in text, code and
+links alike (GFM ends a cell at any bare one).
 """
 
 from __future__ import annotations
@@ -168,9 +169,14 @@ def _link_end(attrs: dict) -> str:
     return f"]({attrs.get('href', '')}{title_part})"
 
 
-def _unit(children, newline: str = "\n") -> UnitBuilder:
+def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
     """The unit of a block's inline tokens; `newline`: the line ending a hard line break is
-    written with."""
+    written with; `cell`: a table cell's (markdown-it took the backslash off each `\\|` in
+    it, and a `|` written back bare would end the cell: each is escaped again)."""
+
+    def raw(markup: str) -> str:
+        return markup.replace("|", "\\|") if cell else markup
+
     b = UnitBuilder()
     links: list[str] = []  # the closing markup of each open link
     autolink: list[str] | None = None
@@ -178,28 +184,28 @@ def _unit(children, newline: str = "\n") -> UnitBuilder:
         kind = tok.type
         if autolink is not None:
             if kind == "link_close":
-                b.atom("<" + "".join(autolink) + ">")
+                b.atom(raw("<" + "".join(autolink) + ">"))
                 autolink = None
             else:
                 autolink.append(tok.content)
         elif kind == "text":
             b.text(tok.content)
         elif kind == _ADDRESS:
-            b.keep(tok.content, _RAW)
+            b.keep(raw(tok.content), _RAW)
         elif kind == "softbreak":
             b.text("\n")
         elif kind == "hardbreak":
             b.atom((tok.markup or "\\") + newline)  # trailing spaces, or a backslash
         elif kind == "code_inline":
-            b.atom(_code_span(tok.content, tok.markup))
+            b.atom(raw(_code_span(tok.content, tok.markup)))
         elif kind == "html_inline":
-            b.atom(tok.content)
+            b.atom(raw(tok.content))
         elif kind == "image":
-            b.atom(f"![{tok.content}" + _link_end({"href": tok.attrs.get("src"), **tok.attrs}))
+            b.atom(raw(f"![{tok.content}" + _link_end({"href": tok.attrs.get("src"), **tok.attrs})))
         elif kind == "link_open" and tok.markup == "autolink":
             autolink = []
         elif kind == "link_open":
-            links.append(_link_end(dict(tok.attrs)))
+            links.append(raw(_link_end(dict(tok.attrs))))
             b.open("link", "[")
         elif kind == "link_close":
             b.close("link", links.pop() if links else "]")
@@ -212,17 +218,17 @@ def _unit(children, newline: str = "\n") -> UnitBuilder:
     return b
 
 
-def _escape(text: str) -> str:
+def _escape(text: str, cell: bool = False) -> str:
     out = []
     for i, c in enumerate(text):
         inside_word = c == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum()
-        if c in _ESCAPED and not (inside_word and text[i + 1].isalnum()):
+        if (c in _ESCAPED or (cell and c == "|")) and not (inside_word and text[i + 1].isalnum()):
             out.append("\\")
         out.append(c)
     return "".join(out)
 
 
-def _render(tokens: list[Token]) -> str:
+def _render(tokens: list[Token], cell: bool = False) -> str:
     out = []
     for tok in tokens:
         if tok.kind != "text":
@@ -230,7 +236,7 @@ def _render(tokens: list[Token]) -> str:
         elif tok.ref is _RAW:
             out.append(tok.text)
         else:
-            out.append(_escape(tok.text.replace("\n", " ")))
+            out.append(_escape(tok.text.replace("\n", " "), cell))
     return "".join(out)
 
 
@@ -257,15 +263,19 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             return len(text), ""
         return starts[k], text[starts[k] : ends[k]].rstrip("\r\n")
 
-    spans, units = [], []  # (start, end) in `text` of each unit's source
+    spans, units, in_cell = [], [], []  # (start, end) in `text` of each unit's source
     cursor: dict[int, int] = {}  # per line, where the next block on it may start (tables)
     front = _FRONT_MATTER.match(text)
     # the front matter's lines are parsed as blank lines (the others keep their numbers)
     parsed = re.sub(r"[^\r\n]", "", front.group()) + text[front.end() :] if front else text
+    previous = None
     for block in _parser().parse(parsed):
+        cell, previous = previous in ("th_open", "td_open"), block.type
         if block.type != "inline" or not block.map or not block.children:
             continue
-        content_lines = block.content.split("\n")
+        # a table cell's `\|` is a bare `|` in its content
+        content = block.content.replace("|", "\\|") if cell else block.content
+        content_lines = content.split("\n")
         first_line = block.map[0]
         start_off, first_text = line(first_line)
         col = first_text.find(content_lines[0], cursor.get(first_line, 0))
@@ -279,15 +289,16 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
         cursor[last_index] = end_col
         # a hard line break keeps the line ending of the block's first line (a CRLF file's)
         newline = text[start_off + len(first_text) : ends[first_line]] or "\n"
-        unit = _unit(block.children, newline).build()
+        unit = _unit(block.children, newline, cell).build()
         if unit is not None:
             spans.append((start_off + col, last_off + end_col))
             units.append(unit)
+            in_cell.append(cell)
     translated = translate_units(units, translate)
     out, at = [], 0
-    for (start, end), tokens in zip(spans, translated, strict=True):
+    for (start, end), tokens, cell in zip(spans, translated, in_cell, strict=True):
         out.append(text[at:start])
-        out.append(_render(tokens))
+        out.append(_render(tokens, cell))
         at = end
     out.append(text[at:])
     return codec.encode_text("".join(out))
