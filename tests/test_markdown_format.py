@@ -49,3 +49,34 @@ def test_table_cells_with_escaped_pipes_are_translated_and_keep_their_columns():
             assert cells(out) == want
         else:
             assert cells(out) == [["A", "B"], ["EITHER | OR", "`x|y` AND [C|D](http://e.f)"]]
+
+
+def test_task_list_boxes_footnotes_and_alerts_stay_as_written():
+    # each came back with its brackets escaped (`- \[ \] todo`, `\[^1\]`, `> \[!NOTE\] text`):
+    # GitHub no longer saw a task list, a footnote or an alert, and the label was translated
+    src = (
+        "- [ ] write the tests\n- [x] fix the bug\n\n"
+        "A claim[^1] and another[^note].\n\n"
+        "[^1]: The source of the claim.\n"
+        "[^note]: Another source.\n\n"
+        "> [!NOTE]\n> Useful information for the reader.\n"
+    )
+    want = (
+        "- [ ] WRITE THE TESTS\n- [x] FIX THE BUG\n\n"
+        "A CLAIM[^1] AND ANOTHER[^note].\n\n"
+        "[^1]: THE SOURCE OF THE CLAIM.\n"
+        "[^note]: ANOTHER SOURCE.\n\n"
+        "> [!NOTE]\n> USEFUL INFORMATION FOR THE READER.\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want
+        assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")
+
+
+def test_brackets_elsewhere_are_still_escaped():
+    src = "A [x] that is no task, and [^1] without a definition is kept.\n\nSee [y] here.\n"
+    out = translate(src)
+    assert (
+        out
+        == "A \\[X\\] THAT IS NO TASK, AND [^1] WITHOUT A DEFINITION IS KEPT.\n\nSEE \\[Y\\] HERE.\n"
+    )

@@ -16,7 +16,9 @@ in it, and written back byte for byte (`https://example.com/*a*/_b_` is no empha
 (a reference link becomes an inline one). A block is found in its source lines by its text; a
 block written over several lines comes back on its first line (Markdown joins the lines of a
 paragraph anyway); one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
-in translated text are escaped with a backslash; in a table cell, a `|` too, in text, code and
+in translated text are escaped with a backslash, but the GFM syntax CommonMark reads as text
+stays as written: a task list item's box (`- [ ]`), a footnote's reference (`[^1]`) and
+definition (`[^1]:`, each on its own line), an alert's type (`> [!NOTE]`, on its own line); in a table cell, a `|` too, in text, code and
 links alike (GFM ends a cell at any bare one).
 """
 
@@ -52,6 +54,24 @@ _DELIMITERS = "*_~"
 _ADDRESS = "verbatim_address"
 #: the ref of an address's item: written back as it stood in the source, not escaped
 _RAW = object()
+#: a footnote reference (`[^1]`, GFM and Pandoc): copied as written, as an address is
+_FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
+#: what starts a block's text and is its own syntax in GFM, copied as written and kept
+#: where it stands: a task list item's box (`- [ ] ...`, `- [x] ...`), a footnote's
+#: definition (`[^1]: ...`), an alert's type alone on a block quote's first line
+#: (`> [!NOTE]`). markdown-it (CommonMark) reads them as text: their brackets were escaped
+#: and the label translated
+_TASK = re.compile(r"\[[ xX]\](?=[ \t]|$)[ \t]*")
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]+\]:[ \t]*")
+_ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
+#: the type of such a start's token
+_PREFIX = "verbatim_prefix"
+_STARTS = (
+    (_PREFIX, _TASK),
+    (_PREFIX, _FOOTNOTE_DEFINITION),  # at the start of any line: each starts a unit
+    (_PREFIX, _ALERT),
+    (_ADDRESS, _FOOTNOTE),
+)
 
 
 def _parser() -> MarkdownIt:
@@ -119,6 +139,21 @@ def _address_rule(text_rule):
 
     def rule(state, silent: bool) -> bool:
         pos, end = state.pos, state.posMax
+        if state.src.startswith("[", pos):
+            line_start = pos == 0 or state.src[pos - 1] == "\n"
+            for kind, pattern in _STARTS:
+                if kind == _PREFIX and (state.level or not line_start):
+                    continue
+                if pattern is not _FOOTNOTE_DEFINITION and kind == _PREFIX and pos:
+                    continue
+                m = pattern.match(state.src, pos, end)
+                if m:
+                    if not silent:
+                        token = state.push(kind, "", 0)
+                        token.content = m.group()
+                        token.meta = {"line": state.src.count("\n", 0, pos)}
+                    state.pos = m.end()
+                    return True
         found = _next_address(state, pos, end)
         if found is None:
             return text_rule(state, silent)
@@ -190,7 +225,7 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
                 autolink.append(tok.content)
         elif kind == "text":
             b.text(tok.content)
-        elif kind == _ADDRESS:
+        elif kind in (_ADDRESS, _PREFIX):  # a _PREFIX not at its place: as written
             b.keep(raw(tok.content), _RAW)
         elif kind == "softbreak":
             b.text("\n")
@@ -216,6 +251,46 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
         else:  # anything else markdown-it may add: its text, as text
             b.text(tok.content)
     return b
+
+
+def _segments(children: list) -> list[tuple[int, list]]:
+    """A block's inline tokens cut before each footnote definition that starts a line other
+    than its first (the softbreak before it dropped), each with the number of its first line
+    in the block (consecutive definitions are one paragraph in CommonMark: they were joined
+    into one line, the second no longer a definition)."""
+    out, first, current = [], 0, []
+    for k, tok in enumerate(children):
+        if (
+            tok.type == _PREFIX
+            and tok.meta["line"] > 0
+            and _FOOTNOTE_DEFINITION.match(tok.content)
+            and k > 0
+            and children[k - 1].type == "softbreak"
+        ):
+            out.append((first, current[:-1]))
+            first, current = tok.meta["line"], []
+        current.append(tok)
+    out.append((first, current))
+    return out
+
+
+def _without_prefix(children: list, before: list[str]) -> tuple[list, int]:
+    """A block's inline tokens without the _PREFIX that starts them where GFM reads it as its
+    own syntax, and the length of its text (-1: an alert's, with its line); as they are
+    otherwise."""
+    if not children or children[0].type != _PREFIX:
+        return children, 0
+    prefix = children[0].content
+    if _TASK.match(prefix):
+        place = before[-2:] == ["list_item_open", "paragraph_open"]
+    elif _ALERT.match(prefix):
+        place = before[-2:] == ["blockquote_open", "paragraph_open"]
+        if place and len(children) > 1 and children[1].type == "softbreak":
+            return children[2:], -1
+        place = place and len(children) == 1
+    else:
+        place = True
+    return (children[1:], len(prefix)) if place else (children, 0)
 
 
 def _escape(text: str, cell: bool = False) -> str:
@@ -265,35 +340,50 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
 
     spans, units, in_cell = [], [], []  # (start, end) in `text` of each unit's source
     cursor: dict[int, int] = {}  # per line, where the next block on it may start (tables)
+
+    def located(first_line: int, lines: list[str]) -> tuple[int, int] | None:
+        """(start, end) in `text` of a block's `lines` of content from `first_line`."""
+        start_off, first_text = line(first_line)
+        col = first_text.find(lines[0], cursor.get(first_line, 0))
+        last_index = first_line + len(lines) - 1
+        last_off, last_text = line(last_index)
+        from_col = col if len(lines) == 1 else 0
+        end_col = last_text.find(lines[-1], from_col) if col >= 0 else -1
+        if col < 0 or end_col < 0:
+            return None
+        cursor[last_index] = end_col + len(lines[-1])
+        return start_off + col, last_off + end_col + len(lines[-1])
+
     front = _FRONT_MATTER.match(text)
     # the front matter's lines are parsed as blank lines (the others keep their numbers)
     parsed = re.sub(r"[^\r\n]", "", front.group()) + text[front.end() :] if front else text
-    previous = None
-    for block in _parser().parse(parsed):
-        cell, previous = previous in ("th_open", "td_open"), block.type
+    blocks = _parser().parse(parsed)
+    for index, block in enumerate(blocks):
+        before = [b.type for b in blocks[max(index - 3, 0) : index]]
+        cell = before[-1:] in (["th_open"], ["td_open"])
         if block.type != "inline" or not block.map or not block.children:
             continue
         # a table cell's `\|` is a bare `|` in its content
         content = block.content.replace("|", "\\|") if cell else block.content
         content_lines = content.split("\n")
-        first_line = block.map[0]
-        start_off, first_text = line(first_line)
-        col = first_text.find(content_lines[0], cursor.get(first_line, 0))
-        last_index = first_line + len(content_lines) - 1
-        last_off, last_text = line(last_index)
-        from_col = col if len(content_lines) == 1 else 0
-        end_col = last_text.find(content_lines[-1], from_col) if col >= 0 else -1
-        if col < 0 or end_col < 0:
-            continue  # not found as written: left as it is
-        end_col += len(content_lines[-1])
-        cursor[last_index] = end_col
-        # a hard line break keeps the line ending of the block's first line (a CRLF file's)
-        newline = text[start_off + len(first_text) : ends[first_line]] or "\n"
-        unit = _unit(block.children, newline, cell).build()
-        if unit is not None:
-            spans.append((start_off + col, last_off + end_col))
-            units.append(unit)
-            in_cell.append(cell)
+        segments = _segments(block.children)
+        stops = [first for first, _ in segments[1:]] + [len(content_lines)]
+        for (first, children), stop in zip(segments, stops, strict=True):
+            lines = content_lines[first:stop]
+            children, skip = _without_prefix(children, before if first == 0 else ["", ""])
+            first_line = block.map[0] + first
+            if skip < 0:  # an alert's line: the text starts on the next line
+                lines, first_line, skip = lines[1:], first_line + 1, 0
+            span = located(first_line, lines)
+            if span is None:
+                continue  # not found as written: left as it is
+            # a hard line break keeps the line ending of the block's first line (a CRLF file's)
+            newline = text[starts[first_line] + len(line(first_line)[1]) : ends[first_line]]
+            unit = _unit(children, newline or "\n", cell).build()
+            if unit is not None:
+                spans.append((span[0] + skip, span[1]))
+                units.append(unit)
+                in_cell.append(cell)
     translated = translate_units(units, translate)
     out, at = [], 0
     for (start, end), tokens, cell in zip(spans, translated, in_cell, strict=True):
