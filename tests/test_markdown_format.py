@@ -80,3 +80,22 @@ def test_brackets_elsewhere_are_still_escaped():
         out
         == "A \\[X\\] THAT IS NO TASK, AND [^1] WITHOUT A DEFINITION IS KEPT.\n\nSEE \\[Y\\] HERE.\n"
     )
+
+
+def test_a_headings_attributes_stay_as_written_at_its_end():
+    # `{#custom-id}` (Pandoc, MkDocs, Hugo, kramdown) was translated with the heading: the
+    # anchor every link to the section uses changed ({#CUSTOM-ID}, or its words translated)
+    src = (
+        "## Getting started {#getting-started}\n\n"
+        "### Options { #options .wide }\n\n"
+        "Setup {: #setup }\n=====\n\n"
+        "#### A {b} in a heading\n"
+    )
+    want = (
+        "## GETTING STARTED {#getting-started}\n\n"
+        "### OPTIONS { #options .wide }\n\n"
+        "SETUP {: #setup }\n=====\n\n"
+        "#### A {B} IN A HEADING\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

@@ -18,7 +18,8 @@ block written over several lines comes back on its first line (Markdown joins th
 paragraph anyway); one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
 in translated text are escaped with a backslash, but the GFM syntax CommonMark reads as text
 stays as written: a task list item's box (`- [ ]`), a footnote's reference (`[^1]`) and
-definition (`[^1]:`, each on its own line), an alert's type (`> [!NOTE]`, on its own line); in a table cell, a `|` too, in text, code and
+definition (`[^1]:`, each on its own line), an alert's type (`> [!NOTE]`, on its own line), a heading's attributes at its end
+(`## Title {#anchor}`); in a table cell, a `|` too, in text, code and
 links alike (GFM ends a cell at any bare one).
 """
 
@@ -64,6 +65,9 @@ _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
 _TASK = re.compile(r"\[[ xX]\](?=[ \t]|$)[ \t]*")
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]+\]:[ \t]*")
 _ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
+#: a heading's attributes at its end (`## Title {#anchor .class}`: Pandoc, MkDocs'
+#: attr_list, Hugo, kramdown's `{: #anchor}`): copied as written, where they stand
+_ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}\Z")
 #: the type of such a start's token
 _PREFIX = "verbatim_prefix"
 _STARTS = (
@@ -274,6 +278,18 @@ def _segments(children: list) -> list[tuple[int, list]]:
     return out
 
 
+def _without_attributes(children: list) -> tuple[list, int]:
+    """A heading's inline tokens without the attributes (_ATTRIBUTES) at its end, and their
+    length (0: none)."""
+    last = children[-1] if children else None
+    m = _ATTRIBUTES.search(last.content) if last is not None and last.type == "text" else None
+    if m is None:
+        return children, 0
+    kept = last.copy()
+    kept.content = last.content[: m.start()]
+    return children[:-1] + [kept], len(m.group())
+
+
 def _without_prefix(children: list, before: list[str]) -> tuple[list, int]:
     """A block's inline tokens without the _PREFIX that starts them where GFM reads it as its
     own syntax, and the length of its text (-1: an alert's, with its line); as they are
@@ -377,6 +393,9 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             span = located(first_line, lines)
             if span is None:
                 continue  # not found as written: left as it is
+            if before[-1:] == ["heading_open"]:
+                children, cut = _without_attributes(children)
+                span = (span[0], span[1] - cut)
             # a hard line break keeps the line ending of the block's first line (a CRLF file's)
             newline = text[starts[first_line] + len(line(first_line)[1]) : ends[first_line]]
             unit = _unit(children, newline or "\n", cell).build()
