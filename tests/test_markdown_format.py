@@ -99,3 +99,22 @@ def test_a_headings_attributes_stay_as_written_at_its_end():
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_templates_math_emoji_and_attribute_lists_are_copied_as_written():
+    # each was translated as words (`{{ USER.NAME }}`, `$E = MC^2$`, `:SMILE:`), and markdown-it
+    # read emphasis and escapes inside (`{{ page_title }}` came back as `{{ PAGE\\_TITLE }}`)
+    src = (
+        "Hello {{ user.name }}, {% if admin %}welcome back{% endif %} {# note #} to {{< ref "
+        '"a_b" >}}.\n\n'
+        "The energy is $E = mc^2$ and $$\\sum_{i=1}^n x_i$$ in total :smile: :+1:\n\n"
+        "It costs $5 and $10, at 10:30:15 sharp: see the [guide](g.md){ .md-button } now.\n"
+    )
+    want = (
+        "HELLO {{ user.name }}, {% if admin %}WELCOME BACK{% endif %} {# note #} TO {{< ref "
+        '"a_b" >}}.\n\n'
+        "THE ENERGY IS $E = mc^2$ AND $$\\sum_{i=1}^n x_i$$ IN TOTAL :smile: :+1:\n\n"
+        "IT COSTS $5 AND $10, AT 10:30:15 SHARP: SEE THE [GUIDE](g.md){ .md-button } NOW.\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

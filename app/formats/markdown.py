@@ -9,7 +9,8 @@ markers, table pipes, indentation).
 Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
 autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
 (app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
-by run). A hard line break keeps its spelling (trailing spaces or a backslash) and the line
+by run); so are templates' tags (`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`), emoji
+shortcodes (`:smile:`) and attribute lists (`{: .class}`), copied as written. A hard line break keeps its spelling (trailing spaces or a backslash) and the line
 ending of its block's first line. An address is found in the source before markdown-it reads emphasis, code or escapes
 in it, and written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link is written back as `[text](destination "title")` (the title in `'...'` or
 `(...)` when it holds `"`, or with its quotes escaped) with the destination markdown-it resolved
@@ -57,6 +58,20 @@ _ADDRESS = "verbatim_address"
 _RAW = object()
 #: a footnote reference (`[^1]`, GFM and Pandoc): copied as written, as an address is
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
+#: what the text of a block holds that is no words, copied as written (markdown-it read
+#: emphasis and escapes inside, and the model translated it): a template's tag (Jinja,
+#: Liquid, Nunjucks, Hugo's shortcodes: `{{ x }}`, `{% if %}`, `{# note #}`), math between
+#: dollars as GitHub and Pandoc read it (`$x$`: no space inside either dollar, no digit after
+#: the second: `$5 and $10` is none; `$$x$$`), an emoji's shortcode (`:smile:`), an
+#: attribute list (`{: .class}`, `{ #id }`: kramdown, MkDocs' attr_list, Pandoc)
+_AS_WRITTEN = re.compile(
+    r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}"
+    r"|\$\$(?:[^$]|\$(?!\$))+?\$\$"
+    r"|\$(?![\s$])(?:[^$\n\\]|\\.|\n(?![ \t]*\n))*?(?<![\s\\])\$(?!\d)"
+    r"|(?<![\w:]):[a-z0-9_+-]+:(?![\w:])"
+    r"|\{:?[ \t]*[#.][\w-][^{}\n]*\}",
+    re.DOTALL,
+)
 #: what starts a block's text and is its own syntax in GFM, copied as written and kept
 #: where it stands: a task list item's box (`- [ ] ...`, `- [x] ...`), a footnote's
 #: definition (`[^1]: ...`), an alert's type alone on a block quote's first line
@@ -158,6 +173,11 @@ def _address_rule(text_rule):
                         token.meta = {"line": state.src.count("\n", 0, pos)}
                     state.pos = m.end()
                     return True
+        if state.src[pos] in "{$:" and (m := _AS_WRITTEN.match(state.src, pos, end)):
+            if not silent:
+                state.push(_ADDRESS, "", 0).content = m.group()
+            state.pos = m.end()
+            return True
         found = _next_address(state, pos, end)
         if found is None:
             return text_rule(state, silent)
