@@ -118,3 +118,24 @@ def test_templates_math_emoji_and_attribute_lists_are_copied_as_written():
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_admonition_and_fenced_div_lines_stay_on_their_own_lines():
+    # CommonMark reads each as a paragraph with the text after it: the lines were joined into
+    # one (`!!! NOTE "READ THIS" THE BODY OF THE NOTE.`): MkDocs, Docusaurus, VitePress and
+    # Pandoc no longer saw the block, and its type was translated
+    src = (
+        '!!! note "Read this"\n    The body of the note,\n    on two lines.\n\n'
+        ":::tip\nDocusaurus text here.\n:::\n\n"
+        "???+ info\n    Collapsible body.\n\n"
+        "- item\n  ::: warning\n  Careful *now*.\n  :::\n"
+    )
+    want = (
+        '!!! note "Read this"\n    THE BODY OF THE NOTE, ON TWO LINES.\n\n'
+        ":::tip\nDOCUSAURUS TEXT HERE.\n:::\n\n"
+        "???+ info\n    COLLAPSIBLE BODY.\n\n"
+        "- ITEM\n  ::: warning\n  CAREFUL *NOW*.\n  :::\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want
+        assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")

@@ -20,7 +20,8 @@ paragraph anyway); one whose text cannot be found in its lines is left untransla
 in translated text are escaped with a backslash, but the GFM syntax CommonMark reads as text
 stays as written: a task list item's box (`- [ ]`), a footnote's reference (`[^1]`) and
 definition (`[^1]:`, each on its own line), an alert's type (`> [!NOTE]`, on its own line), a heading's attributes at its end
-(`## Title {#anchor}`); in a table cell, a `|` too, in text, code and
+(`## Title {#anchor}`), the line that opens or closes an admonition or a fenced div
+(`!!! note "Title"`, `::: tip`, `:::`: on its own line, the text after it on its next); in a table cell, a `|` too, in text, code and
 links alike (GFM ends a cell at any bare one).
 """
 
@@ -85,7 +86,12 @@ _ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
 _ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}\Z")
 #: the type of such a start's token
 _PREFIX = "verbatim_prefix"
+#: a line that opens or closes a block of a Markdown dialect, copied as written on its own
+#: line: MkDocs' admonitions and details (`!!! note "Title"`, `???+ tip`), the fenced divs of
+#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`)
+_DIRECTIVE = re.compile(r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::)[^\n]*")
 _STARTS = (
+    (_PREFIX, _DIRECTIVE),  # at the start of any line
     (_PREFIX, _TASK),
     (_PREFIX, _FOOTNOTE_DEFINITION),  # at the start of any line: each starts a unit
     (_PREFIX, _ALERT),
@@ -158,12 +164,12 @@ def _address_rule(text_rule):
 
     def rule(state, silent: bool) -> bool:
         pos, end = state.pos, state.posMax
-        if state.src.startswith("[", pos):
+        if state.src[pos] in "[!?:":
             line_start = pos == 0 or state.src[pos - 1] == "\n"
             for kind, pattern in _STARTS:
                 if kind == _PREFIX and (state.level or not line_start):
                     continue
-                if pattern is not _FOOTNOTE_DEFINITION and kind == _PREFIX and pos:
+                if pattern in (_TASK, _ALERT) and pos:
                     continue
                 m = pattern.match(state.src, pos, end)
                 if m:
@@ -277,24 +283,28 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
     return b
 
 
-def _segments(children: list) -> list[tuple[int, list]]:
-    """A block's inline tokens cut before each footnote definition that starts a line other
-    than its first (the softbreak before it dropped), each with the number of its first line
-    in the block (consecutive definitions are one paragraph in CommonMark: they were joined
-    into one line, the second no longer a definition)."""
+def _segments(children: list, count: int) -> list[tuple[int, int, list]]:
+    """A block's inline tokens cut into stretches of lines, each (its first line in the
+    block, the line after its last, its tokens): cut before each footnote definition that
+    starts a line other than the first (consecutive definitions are one paragraph in
+    CommonMark: they were joined into one line, the second no longer a definition), and
+    around each directive line (_DIRECTIVE), left out; `count`: the block's lines."""
     out, first, current = [], 0, []
-    for k, tok in enumerate(children):
-        if (
-            tok.type == _PREFIX
-            and tok.meta["line"] > 0
-            and _FOOTNOTE_DEFINITION.match(tok.content)
-            and k > 0
-            and children[k - 1].type == "softbreak"
-        ):
-            out.append((first, current[:-1]))
-            first, current = tok.meta["line"], []
-        current.append(tok)
-    out.append((first, current))
+    for tok in children:
+        line = tok.meta.get("line", 0) if tok.type == _PREFIX else 0
+        directive = tok.type == _PREFIX and _DIRECTIVE.match(tok.content)
+        if directive or (line > 0 and current and current[-1].type == "softbreak"):
+            while current and current[-1].type in ("softbreak", "hardbreak"):
+                current.pop()
+            if current:
+                out.append((first, line, current))
+            first, current = line + 1 if directive else line, []
+        elif tok.type in ("softbreak", "hardbreak") and not current and first > 0:
+            continue  # the line break after a directive line
+        if not directive:
+            current.append(tok)
+    if current:
+        out.append((first, count, current))
     return out
 
 
@@ -402,11 +412,10 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
         # a table cell's `\|` is a bare `|` in its content
         content = block.content.replace("|", "\\|") if cell else block.content
         content_lines = content.split("\n")
-        segments = _segments(block.children)
-        stops = [first for first, _ in segments[1:]] + [len(content_lines)]
-        for (first, children), stop in zip(segments, stops, strict=True):
+        for first, stop, segment in _segments(block.children, len(content_lines)):
             lines = content_lines[first:stop]
-            children, skip = _without_prefix(children, before if first == 0 else ["", ""])
+            lines[0] = lines[0].lstrip(" \t")  # markdown-it skips a line's indentation
+            children, skip = _without_prefix(segment, before if first == 0 else ["", ""])
             first_line = block.map[0] + first
             if skip < 0:  # an alert's line: the text starts on the next line
                 lines, first_line, skip = lines[1:], first_line + 1, 0
