@@ -139,3 +139,36 @@ def test_admonition_and_fenced_div_lines_stay_on_their_own_lines():
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
         assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")
+
+
+def blocks(markdown: str) -> list[str]:
+    """The types of markdown-it's block tokens."""
+    return [tok.type for tok in GFM.parse(markdown)]
+
+
+def test_text_that_would_start_a_block_at_the_start_of_a_line_is_escaped():
+    # `1\. Not a list` came back as `1. Not a list` (a list), `\# Not a heading` as a
+    # heading, `\> Not a quote` as a quote, `\~~~ not a fence` as a code block; a translation
+    # that starts its line so too would have been read as one
+    srcs = [
+        "1\\. Not a list\n",
+        "2020\\. A good year\n",
+        "3\\) also not\n",
+        "\\- not a list\n",
+        "\\+ not a list\n",
+        "\\# not a heading\n",
+        "\\> not a quote\n",
+        "\\~~~ not a fence\n",
+        "- 1\\. inside an item\n",
+        "> \\# inside a quote\n",
+        "Line one\\\n\\- after a hard break\n",
+    ]
+    for src in srcs:
+        for fn in (upper, drop_placeholders, lambda ts: ts):
+            out = translate(src, fn)
+            assert blocks(out) == blocks(src), (src, out)
+    said = ["# HEADING", "- ITEM", "1. ONE", "> QUOTE", "---", "    CODE", "=== X"]
+    for text in said:
+        for src in ("Some text.\n", "- Some text.\n", "A\\\nB\n"):
+            out = translate(src, lambda ts, text=text: [text for _ in ts])
+            assert blocks(out) == blocks(src), (src, out)

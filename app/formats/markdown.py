@@ -22,7 +22,8 @@ stays as written: a task list item's box (`- [ ]`), a footnote's reference (`[^1
 definition (`[^1]:`, each on its own line), an alert's type (`> [!NOTE]`, on its own line), a heading's attributes at its end
 (`## Title {#anchor}`), the line that opens or closes an admonition or a fenced div
 (`!!! note "Title"`, `::: tip`, `:::`: on its own line, the text after it on its next); in a table cell, a `|` too, in text, code and
-links alike (GFM ends a cell at any bare one).
+links alike (GFM ends a cell at any bare one); at the start of a line, what would start a
+block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`) and the indentation that would make code.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ _FRONT_MATTER = re.compile(
     r"(?:\1|\.\.\.)[ \t]*(?:\r\n|\n|\r|\Z)"
 )
 _ESCAPED = set("\\`*_[]<")
+#: what starts a block at the start of a line (`*`, `_`, `` ` `` are always escaped)
+_BLOCK_STARTS = set("#>-+=~")
+#: an ordered list item's number
+_ORDERED = re.compile(r"(\d{1,9})[.)](?=[ \t]|$)")
 
 
 #: emphasis and strikethrough delimiters: not the end of an address when the block holds one
@@ -349,15 +354,29 @@ def _escape(text: str, cell: bool = False) -> str:
     return "".join(out)
 
 
+def _line_start(text: str) -> str:
+    """Text that starts a line of a block, without the indentation that would make it code,
+    its first character escaped where it would start a block (a heading, a list item, a
+    quote, a fence, a thematic break, a setext underline)."""
+    text = text.lstrip(" \t")
+    if m := _ORDERED.match(text):
+        return f"{m.group(1)}\\{text[m.end(1) :]}"
+    return "\\" + text if text[:1] in _BLOCK_STARTS else text
+
+
 def _render(tokens: list[Token], cell: bool = False) -> str:
-    out = []
+    out: list[str] = []
+    line_start = True  # at the start of a line: the unit's, or after a hard line break
     for tok in tokens:
         if tok.kind != "text":
             out.append(tok.ref)
-        elif tok.ref is _RAW:
-            out.append(tok.text)
-        else:
-            out.append(_escape(tok.text.replace("\n", " "), cell))
+            line_start = tok.ref.endswith(("\n", "\r")) or (line_start and not tok.ref)
+            continue
+        text = tok.text if tok.ref is _RAW else _escape(tok.text.replace("\n", " "), cell)
+        if line_start:
+            text = _line_start(text)
+        out.append(text)
+        line_start = line_start and not text
     return "".join(out)
 
 
