@@ -172,3 +172,19 @@ def test_text_that_would_start_a_block_at_the_start_of_a_line_is_escaped():
         for src in ("Some text.\n", "- Some text.\n", "A\\\nB\n"):
             out = translate(src, lambda ts, text=text: [text for _ in ts])
             assert blocks(out) == blocks(src), (src, out)
+
+
+def test_a_line_of_template_tags_alone_stays_on_its_own_line():
+    # `{% if %}` on its own line was joined to the paragraph's text around it
+    src = (
+        "{% if site.beta %}\nThis feature is in beta.\n{% endif %}\n\n"
+        "{{< hint info >}}\nA hint for the *reader*.\n{{< /hint >}}\n\n"
+        "Hello {{ user.name }},\nwelcome.\n"
+    )
+    want = (
+        "{% if site.beta %}\nTHIS FEATURE IS IN BETA.\n{% endif %}\n\n"
+        "{{< hint info >}}\nA HINT FOR THE *READER*.\n{{< /hint >}}\n\n"
+        "HELLO {{ user.name }}, WELCOME.\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

@@ -10,20 +10,29 @@ Inside a block, emphasis, strong, strikethrough and links are pairs, and inline 
 autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
 (app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
 by run); so are templates' tags (`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`), emoji
-shortcodes (`:smile:`) and attribute lists (`{: .class}`), copied as written. A hard line break keeps its spelling (trailing spaces or a backslash) and the line
-ending of its block's first line. An address is found in the source before markdown-it reads emphasis, code or escapes
-in it, and written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link is written back as `[text](destination "title")` (the title in `'...'` or
-`(...)` when it holds `"`, or with its quotes escaped) with the destination markdown-it resolved
-(a reference link becomes an inline one). A block is found in its source lines by its text; a
-block written over several lines comes back on its first line (Markdown joins the lines of a
-paragraph anyway); one whose text cannot be found in its lines is left untranslated. Characters of Markdown syntax
-in translated text are escaped with a backslash, but the GFM syntax CommonMark reads as text
-stays as written: a task list item's box (`- [ ]`), a footnote's reference (`[^1]`) and
-definition (`[^1]:`, each on its own line), an alert's type (`> [!NOTE]`, on its own line), a heading's attributes at its end
-(`## Title {#anchor}`), the line that opens or closes an admonition or a fenced div
-(`!!! note "Title"`, `::: tip`, `:::`: on its own line, the text after it on its next); in a table cell, a `|` too, in text, code and
-links alike (GFM ends a cell at any bare one); at the start of a line, what would start a
-block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`) and the indentation that would make code.
+shortcodes (`:smile:`), attribute lists (`{: .class}`) and footnote references (`[^1]`),
+copied as written. A hard line break keeps its spelling (trailing spaces or a backslash) and
+the line ending of its block's first line. An address is found in the source before
+markdown-it reads emphasis, code or escapes in it, and written back byte for byte
+(`https://example.com/*a*/_b_` is no emphasis). A link is written back as
+`[text](destination "title")` (the title in `'...'` or `(...)` when it holds `"`, or with its
+quotes escaped) with the destination markdown-it resolved (a reference link becomes an inline
+one).
+
+A block is found in its source lines by its text; a block written over several lines comes
+back on its first line (Markdown joins the lines of a paragraph anyway); one whose text cannot
+be found in its lines is left untranslated. The syntax of GFM and other dialects that
+CommonMark reads as text stays as written, where it stands: a task list item's box (`- [ ]`),
+a footnote's definition (`[^1]:`), an alert's type (`> [!NOTE]`), a heading's attributes at
+its end (`## Title {#anchor}`); a line that opens or closes an admonition or a fenced div
+(`!!! note "Title"`, `::: tip`, `:::`), a line of template tags alone (`{% if x %}`), a
+footnote's definition and an alert's type stay on their own lines, the text after them on
+the next.
+
+Characters of Markdown syntax in translated text are escaped with a backslash: in a table
+cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
+of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
+indentation that would make code is dropped.
 """
 
 from __future__ import annotations
@@ -93,8 +102,12 @@ _ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}\Z")
 _PREFIX = "verbatim_prefix"
 #: a line that opens or closes a block of a Markdown dialect, copied as written on its own
 #: line: MkDocs' admonitions and details (`!!! note "Title"`, `???+ tip`), the fenced divs of
-#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`)
-_DIRECTIVE = re.compile(r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::)[^\n]*")
+#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`), a template's tags
+_DIRECTIVE = re.compile(
+    r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::)[^\n]*"
+    # a line of a template's tags alone (`{% if x %}`, Hugo's `{{< hint >}}`)
+    r"|(?:(?:\{%.*?%\}|\{#.*?#\}|\{\{[<%].*?[>%]\}\})[ \t]*)+(?=\n|\Z)"
+)
 _STARTS = (
     (_PREFIX, _DIRECTIVE),  # at the start of any line
     (_PREFIX, _TASK),
@@ -169,7 +182,7 @@ def _address_rule(text_rule):
 
     def rule(state, silent: bool) -> bool:
         pos, end = state.pos, state.posMax
-        if state.src[pos] in "[!?:":
+        if state.src[pos] in "[!?:{":
             line_start = pos == 0 or state.src[pos - 1] == "\n"
             for kind, pattern in _STARTS:
                 if kind == _PREFIX and (state.level or not line_start):
