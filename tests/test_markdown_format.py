@@ -188,3 +188,12 @@ def test_a_line_of_template_tags_alone_stays_on_its_own_line():
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_a_hard_line_break_before_a_line_kept_on_its_own_stays():
+    # the break's spaces or backslash were dropped with the line break before a footnote's
+    # definition or a directive line
+    src = "A claim[^1]  \n[^1]: Its source\\\n{% endif %}\n"
+    want = "A CLAIM[^1]  \n[^1]: ITS SOURCE\\\n{% endif %}\n"
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

@@ -301,10 +301,11 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
     return b
 
 
-def _segments(children: list, count: int) -> list[tuple[int, int, list]]:
+def _segments(children: list, count: int) -> list[tuple[int, int, list, int]]:
     """A block's inline tokens cut into stretches of lines, each (its first line in the
-    block, the line after its last, its tokens): cut before each footnote definition that
-    starts a line other than the first (consecutive definitions are one paragraph in
+    block, the line after its last, its tokens, the characters of a hard line break's markup
+    at the end of its last line, left where they are): cut before each footnote definition
+    that starts a line other than the first (consecutive definitions are one paragraph in
     CommonMark: they were joined into one line, the second no longer a definition), and
     around each directive line (_DIRECTIVE), left out; `count`: the block's lines."""
     out, first, current = [], 0, []
@@ -312,17 +313,20 @@ def _segments(children: list, count: int) -> list[tuple[int, int, list]]:
         line = tok.meta.get("line", 0) if tok.type == _PREFIX else 0
         directive = tok.type == _PREFIX and _DIRECTIVE.match(tok.content)
         if directive or (line > 0 and current and current[-1].type == "softbreak"):
+            tail = 0
             while current and current[-1].type in ("softbreak", "hardbreak"):
+                if current[-1].type == "hardbreak":
+                    tail = len(current[-1].markup or "\\")
                 current.pop()
             if current:
-                out.append((first, line, current))
+                out.append((first, line, current, tail))
             first, current = line + 1 if directive else line, []
         elif tok.type in ("softbreak", "hardbreak") and not current and first > 0:
             continue  # the line break after a directive line
         if not directive:
             current.append(tok)
     if current:
-        out.append((first, count, current))
+        out.append((first, count, current, 0))
     return out
 
 
@@ -444,8 +448,9 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
         # a table cell's `\|` is a bare `|` in its content
         content = block.content.replace("|", "\\|") if cell else block.content
         content_lines = content.split("\n")
-        for first, stop, segment in _segments(block.children, len(content_lines)):
+        for first, stop, segment, tail in _segments(block.children, len(content_lines)):
             lines = content_lines[first:stop]
+            lines[-1] = lines[-1][: len(lines[-1]) - tail]
             lines[0] = lines[0].lstrip(" \t")  # markdown-it skips a line's indentation
             children, skip = _without_prefix(segment, before if first == 0 else ["", ""])
             first_line = block.map[0] + first
