@@ -197,3 +197,22 @@ def test_a_hard_line_break_before_a_line_kept_on_its_own_stays():
     want = "A CLAIM[^1]  \n[^1]: ITS SOURCE\\\n{% endif %}\n"
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def destinations(markdown: str) -> list[str]:
+    """The destination of every link and image, as markdown-it reads it."""
+    out = []
+    for block in GFM.parse(markdown):
+        for tok in block.children or []:
+            if tok.type in ("link_open", "image"):
+                out.append(tok.attrs.get("href", tok.attrs.get("src")))
+    return out
+
+
+def test_a_destination_with_an_unbalanced_parenthesis_keeps_it():
+    # `[a](<x)y>)` and `[b](x\)y)` came back as `[a](x)y)`: the link went to `x`, and `y)`
+    # was text after it
+    src = "See [a](<x)y>), [b](x\\)y 'T'), ![c](<(c.png>) and [d](x(y)z).\n"
+    assert destinations(src) == ["x)y", "x)y", "(c.png", "x(y)z"]
+    for fn in (upper, drop_placeholders, lambda ts: ts):
+        assert destinations(translate(src, fn)) == destinations(src)

@@ -246,10 +246,24 @@ def _title(title: str) -> str:
     return '"' + title.replace('"', '\\"') + '"'
 
 
+def _destination(href: str) -> str:
+    """A link's destination as Markdown: its parentheses escaped unless they balance
+    (markdown-it gives it percent-encoded: no spaces, `<` or `>` in it; `<x)y>` and `x\\)y`
+    came back as `x)y`, a link to `x`)."""
+    depth = 0
+    for c in href:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            break
+    if depth == 0:
+        return href
+    return href.replace("(", "\\(").replace(")", "\\)")
+
+
 def _link_end(attrs: dict) -> str:
     title = attrs.get("title")
     title_part = f" {_title(title)}" if title else ""
-    return f"]({attrs.get('href', '')}{title_part})"
+    return f"]({_destination(attrs.get('href', ''))}{title_part})"
 
 
 def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
