@@ -216,3 +216,21 @@ def test_a_destination_with_an_unbalanced_parenthesis_keeps_it():
     assert destinations(src) == ["x)y", "x)y", "(c.png", "x(y)z"]
     for fn in (upper, drop_placeholders, lambda ts: ts):
         assert destinations(translate(src, fn)) == destinations(src)
+
+
+def texts(markdown: str) -> list[str]:
+    """The text markdown-it reads in each block, its markup left out."""
+    out = []
+    for block in GFM.parse(markdown):
+        if block.type == "inline":
+            out.append("".join(t.content for t in block.children if t.type == "text"))
+    return out
+
+
+def test_text_that_reads_as_an_entity_or_a_headings_closing_hashes_is_escaped():
+    # `\&copy;` came back as `&copy;` (the sign ©, not the word), and a heading's text
+    # ending in ` #` lost it (read as the heading's closing sequence)
+    src = "Write \\&copy; or \\&#169; for the sign, &amp;copy; too.\n\n## Item \\#\n\n# C \\##\n"
+    assert texts(src) == ["Write &copy; or &#169; for the sign, &copy; too.", "Item #", "C ##"]
+    assert texts(translate(src, lambda ts: ts)) == texts(src)
+    assert texts(translate(src)) == [t.upper() for t in texts(src)]

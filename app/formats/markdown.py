@@ -29,7 +29,8 @@ its end (`## Title {#anchor}`); a line that opens or closes an admonition or a f
 footnote's definition and an alert's type stay on their own lines, the text after them on
 the next.
 
-Characters of Markdown syntax in translated text are escaped with a backslash: in a table
+Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
+would start a character reference too, and `#`s that would close a heading): in a table
 cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
 of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
 indentation that would make code is dropped.
@@ -60,6 +61,10 @@ _FRONT_MATTER = re.compile(
 _ESCAPED = set("\\`*_[]<")
 #: what starts a block at the start of a line (`*`, `_`, `` ` `` are always escaped)
 _BLOCK_STARTS = set("#>-+=~")
+#: what would end a heading as its closing sequence
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t])(#+)[ \t]*\Z")
+#: a character reference (`&copy;`, `&#169;`, `&#xA9;`)
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{0,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 #: an ordered list item's number
 _ORDERED = re.compile(r"(\d{1,9})[.)](?=[ \t]|$)")
 
@@ -379,7 +384,10 @@ def _escape(text: str, cell: bool = False) -> str:
     out = []
     for i, c in enumerate(text):
         inside_word = c == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum()
-        if (c in _ESCAPED or (cell and c == "|")) and not (inside_word and text[i + 1].isalnum()):
+        entity = c == "&" and _ENTITY.match(text, i)
+        if (c in _ESCAPED or (cell and c == "|") or entity) and not (
+            inside_word and text[i + 1].isalnum()
+        ):
             out.append("\\")
         out.append(c)
     return "".join(out)
@@ -434,7 +442,7 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             return len(text), ""
         return starts[k], text[starts[k] : ends[k]].rstrip("\r\n")
 
-    spans, units, in_cell = [], [], []  # (start, end) in `text` of each unit's source
+    spans, units, places = [], [], []  # (start, end) in `text` of each unit's source
     cursor: dict[int, int] = {}  # per line, where the next block on it may start (tables)
 
     def located(first_line: int, lines: list[str]) -> tuple[int, int] | None:
@@ -482,12 +490,15 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             if unit is not None:
                 spans.append((span[0] + skip, span[1]))
                 units.append(unit)
-                in_cell.append(cell)
+                places.append((cell, before[-1:] == ["heading_open"]))
     translated = translate_units(units, translate)
     out, at = [], 0
-    for (start, end), tokens, cell in zip(spans, translated, in_cell, strict=True):
+    for (start, end), tokens, (cell, heading) in zip(spans, translated, places, strict=True):
         out.append(text[at:start])
-        out.append(_render(tokens, cell))
+        rendered = _render(tokens, cell)
+        if heading and (m := _CLOSING_HASHES.search(rendered)):  # not a closing sequence
+            rendered = f"{rendered[: m.start(1)]}\\{rendered[m.start(1) :]}"
+        out.append(rendered)
         at = end
     out.append(text[at:])
     return codec.encode_text("".join(out))
