@@ -234,3 +234,19 @@ def test_text_that_reads_as_an_entity_or_a_headings_closing_hashes_is_escaped():
     assert texts(src) == ["Write &copy; or &#169; for the sign, &copy; too.", "Item #", "C ##"]
     assert texts(translate(src, lambda ts: ts)) == texts(src)
     assert texts(translate(src)) == [t.upper() for t in texts(src)]
+
+
+def test_mdx_import_and_export_lines_are_copied_as_written():
+    # Docusaurus reads .md files as MDX: these lines were translated as text
+    src = (
+        "import Tabs from '@theme/Tabs';\nimport {Foo, Bar} from \"./foo\";\n\n"
+        "export const meta = {title: 'Hello'};\n\n"
+        "You can import data from the file.\n"
+    )
+    want = (
+        "import Tabs from '@theme/Tabs';\nimport {Foo, Bar} from \"./foo\";\n\n"
+        "export const meta = {title: 'Hello'};\n\n"
+        "YOU CAN IMPORT DATA FROM THE FILE.\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

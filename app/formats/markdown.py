@@ -19,15 +19,15 @@ markdown-it reads emphasis, code or escapes in it, and written back byte for byt
 quotes escaped) with the destination markdown-it resolved (a reference link becomes an inline
 one).
 
-A block is found in its source lines by its text; a block written over several lines comes
-back on its first line (Markdown joins the lines of a paragraph anyway); one whose text cannot
-be found in its lines is left untranslated. The syntax of GFM and other dialects that
-CommonMark reads as text stays as written, where it stands: a task list item's box (`- [ ]`),
-a footnote's definition (`[^1]:`), an alert's type (`> [!NOTE]`), a heading's attributes at
-its end (`## Title {#anchor}`); a line that opens or closes an admonition or a fenced div
-(`!!! note "Title"`, `::: tip`, `:::`), a line of template tags alone (`{% if x %}`), a
-footnote's definition and an alert's type stay on their own lines, the text after them on
-the next.
+A block is found in its source lines by its text; a block written over several lines comes back
+on its first line (Markdown joins the lines of a paragraph anyway); one whose text cannot be
+found in its lines is left untranslated. The syntax of GFM and other dialects that CommonMark
+reads as text stays as written, where it stands: a task list item's box (`- [ ]`), a footnote's
+definition (`[^1]:`), an alert's type (`> [!NOTE]`), a heading's attributes at its end (`##
+Title {#anchor}`); a line that opens or closes an admonition or a fenced div (`!!! note
+"Title"`, `::: tip`, `:::`), a line of template tags alone (`{% if x %}`), an MDX `import` or
+`export` line, a footnote's definition and an alert's type stay on their own lines, the text
+after them on the next.
 
 Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
 would start a character reference too, and `#`s that would close a heading): in a table
@@ -107,11 +107,15 @@ _ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}\Z")
 _PREFIX = "verbatim_prefix"
 #: a line that opens or closes a block of a Markdown dialect, copied as written on its own
 #: line: MkDocs' admonitions and details (`!!! note "Title"`, `???+ tip`), the fenced divs of
-#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`), a template's tags
+#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`), a template's tags, MDX's
+#: `import` and `export` statements
 _DIRECTIVE = re.compile(
     r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::)[^\n]*"
     # a line of a template's tags alone (`{% if x %}`, Hugo's `{{< hint >}}`)
     r"|(?:(?:\{%.*?%\}|\{#.*?#\}|\{\{[<%].*?[>%]\}\})[ \t]*)+(?=\n|\Z)"
+    # MDX's import and export statements (Docusaurus reads .md files as MDX)
+    r"|import[ \t]+(?:[\w$*{}, \t]+?[ \t]+from[ \t]+)?(['\"])[^'\"\n]+\1;?[ \t]*(?=\n|\Z)"
+    r"|export[ \t]+(?:const|let|var|function|class|default|async)\b[^\n]*"
 )
 _STARTS = (
     (_PREFIX, _DIRECTIVE),  # at the start of any line
@@ -187,7 +191,7 @@ def _address_rule(text_rule):
 
     def rule(state, silent: bool) -> bool:
         pos, end = state.pos, state.posMax
-        if state.src[pos] in "[!?:{":
+        if state.src[pos] in "[!?:{ie":
             line_start = pos == 0 or state.src[pos - 1] == "\n"
             for kind, pattern in _STARTS:
                 if kind == _PREFIX and (state.level or not line_start):
