@@ -250,3 +250,18 @@ def test_mdx_import_and_export_lines_are_copied_as_written():
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_autolinks_are_copied_as_written():
+    # each was written back from the text markdown-it shows for it: `%20` decoded to a space
+    # (no longer an autolink: the link was lost), `%C3%84` to `Ä`, punycode to Unicode
+    src = (
+        "See <https://example.com/a%20b>, <https://example.com/%C3%84>, "
+        "<https://xn--mnchen-3ya.de/x> and <Foo@Example.com> now.\n"
+    )
+    want = (
+        "SEE <https://example.com/a%20b>, <https://example.com/%C3%84>, "
+        "<https://xn--mnchen-3ya.de/x> AND <Foo@Example.com> NOW.\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

@@ -131,7 +131,26 @@ def _parser() -> MarkdownIt:
     rules = dict(zip(md.inline.ruler.get_active_rules(), md.inline.ruler.getRules(""), strict=True))
     md.inline.ruler.at("text", _address_rule(rules["text"]))
     md.inline.ruler.at("newline", _newline_rule(rules["newline"]))
+    md.inline.ruler.at("autolink", _autolink_rule(rules["autolink"]))
     return md
+
+
+def _autolink_rule(autolink_rule):
+    """markdown-it's `autolink` rule, which keeps the autolink's source on its link_open
+    token (`meta["source"]`): it is written back as written. The text markdown-it gives it is
+    decoded for display (`%20` a space, punycode Unicode): `<https://example.com/a%20b>` came
+    back as `<https://example.com/a b>`, no autolink."""
+
+    def rule(state, silent: bool) -> bool:
+        pos, count = state.pos, len(state.tokens)
+        if not autolink_rule(state, silent):
+            return False
+        for tok in state.tokens[count:]:  # the pending text, then link_open
+            if tok.type == "link_open":
+                tok.meta = {"source": state.src[pos : state.pos]}
+        return True
+
+    return rule
 
 
 def _newline_rule(newline_rule):
@@ -285,15 +304,13 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
 
     b = UnitBuilder()
     links: list[str] = []  # the closing markup of each open link
-    autolink: list[str] | None = None
+    autolink: str | None = None  # the source of the autolink open
     for tok in children:
         kind = tok.type
         if autolink is not None:
             if kind == "link_close":
-                b.atom(raw("<" + "".join(autolink) + ">"))
+                b.atom(raw(autolink))
                 autolink = None
-            else:
-                autolink.append(tok.content)
         elif kind == "text":
             b.text(tok.content)
         elif kind in (_ADDRESS, _PREFIX):  # a _PREFIX not at its place: as written
@@ -309,7 +326,7 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
         elif kind == "image":
             b.atom(raw(f"![{tok.content}" + _link_end({"href": tok.attrs.get("src"), **tok.attrs})))
         elif kind == "link_open" and tok.markup == "autolink":
-            autolink = []
+            autolink = tok.meta.get("source") or f"<{tok.attrs.get('href', '')}>"
         elif kind == "link_open":
             links.append(raw(_link_end(dict(tok.attrs))))
             b.open("link", "[")
