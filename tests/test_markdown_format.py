@@ -265,3 +265,25 @@ def test_autolinks_are_copied_as_written():
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_link_destinations_and_images_are_copied_as_written():
+    # each was written back from what markdown-it resolved: percent-encoded (`Äpfel` as
+    # `%C3%84pfel`), hosts in punycode, a reference link made inline; a reference link whose
+    # label was its text lost it once that text was translated
+    src = (
+        "See [the apples](https://de.wikipedia.org/wiki/Äpfel 'Äpfel'), [Munich](<https://münchen.de/a b>),"
+        " [the guide][guide], [Guide][] and [guide], ![a logo][logo] and ![Ä](Ä.png).\n\n"
+        "[guide]: https://example.com/guide\n"
+        '[logo]: /img/logo.png "Logo"\n'
+    )
+    want = (
+        "SEE [THE APPLES](https://de.wikipedia.org/wiki/Äpfel 'Äpfel'), [MUNICH](<https://münchen.de/a b>),"
+        " [THE GUIDE][guide], [GUIDE][Guide] AND [GUIDE][guide], ![a logo][logo] AND ![Ä](Ä.png).\n\n"
+        "[guide]: https://example.com/guide\n"
+        '[logo]: /img/logo.png "Logo"\n'
+    )
+    for fn in (upper, drop_placeholders):
+        out = translate(src, fn)
+        assert out == want
+        assert destinations(out) == destinations(src)

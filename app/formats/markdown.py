@@ -10,14 +10,13 @@ Inside a block, emphasis, strong, strikethrough and links are pairs, and inline 
 autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
 (app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
 by run); so are templates' tags (`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`), emoji
-shortcodes (`:smile:`), attribute lists (`{: .class}`) and footnote references (`[^1]`),
-copied as written. A hard line break keeps its spelling (trailing spaces or a backslash) and
-the line ending of its block's first line. An address is found in the source before
-markdown-it reads emphasis, code or escapes in it, and written back byte for byte
-(`https://example.com/*a*/_b_` is no emphasis). A link is written back as
-`[text](destination "title")` (the title in `'...'` or `(...)` when it holds `"`, or with its
-quotes escaped) with the destination markdown-it resolved (a reference link becomes an inline
-one).
+shortcodes (`:smile:`), attribute lists (`{: .class}`) and footnote references (`[^1]`), copied
+as written. A hard line break keeps its spelling (trailing spaces or a backslash) and the line
+ending of its block's first line. An address is found in the source before markdown-it reads
+emphasis, code or escapes in it, and written back byte for byte (`https://example.com/*a*/_b_`
+is no emphasis). A link's destination and title (`](destination "title")`, `][label]`) and an
+image are written back as written; a reference link whose label is its text (`[text][]`,
+`[text]`) gets that label written out (`[translated][text]`).
 
 A block is found in its source lines by its text; a block written over several lines comes back
 on its first line (Markdown joins the lines of a paragraph anyway); one whose text cannot be
@@ -41,6 +40,7 @@ from __future__ import annotations
 import re
 
 from markdown_it import MarkdownIt
+from markdown_it.helpers import parseLinkLabel
 
 from . import Limits, Translate
 from .addresses import iter_verbatim, trim_address
@@ -132,7 +132,50 @@ def _parser() -> MarkdownIt:
     md.inline.ruler.at("text", _address_rule(rules["text"]))
     md.inline.ruler.at("newline", _newline_rule(rules["newline"]))
     md.inline.ruler.at("autolink", _autolink_rule(rules["autolink"]))
+    md.inline.ruler.at("link", _link_rule(rules["link"]))
+    md.inline.ruler.at("image", _image_rule(rules["image"]))
     return md
+
+
+def _link_rule(link_rule):
+    """markdown-it's `link` rule, which keeps on the link_open token (`meta`) the link's
+    source after its text (`tail`: `(destination "title")`, `[label]`, `[]` or nothing) and
+    its text as written (`label`), so that its destination is written back as written: the
+    one markdown-it resolves is percent-encoded (`Äpfel` as `%C3%84pfel`), its host in
+    punycode."""
+
+    def rule(state, silent: bool) -> bool:
+        pos, count = state.pos, len(state.tokens)
+        if not link_rule(state, silent):
+            return False
+        if not silent:
+            label_end = parseLinkLabel(state, pos, True)
+            if label_end > pos:
+                meta = {"tail": state.src[label_end + 1 : state.pos]}
+                meta["label"] = state.src[pos + 1 : label_end]
+                for tok in state.tokens[count:]:
+                    if tok.type == "link_open":
+                        tok.meta = meta
+                        break
+        return True
+
+    return rule
+
+
+def _image_rule(image_rule):
+    """markdown-it's `image` rule, which keeps the image's source on its token
+    (`meta["source"]`): an image is an atom, written back as written."""
+
+    def rule(state, silent: bool) -> bool:
+        pos, count = state.pos, len(state.tokens)
+        if not image_rule(state, silent):
+            return False
+        for tok in state.tokens[count:]:
+            if tok.type == "image":
+                tok.meta = {"source": state.src[pos : state.pos]}
+        return True
+
+    return rule
 
 
 def _autolink_rule(autolink_rule):
@@ -294,6 +337,19 @@ def _link_end(attrs: dict) -> str:
     return f"]({_destination(attrs.get('href', ''))}{title_part})"
 
 
+def _link_close(tok) -> str:
+    """What follows a link's text: its source as written, `(destination "title")` or
+    `[label]`; `[its text]` for a reference whose label is its text (`[text][]`, `[text]`:
+    translated, the text would no longer name the definition); written from what markdown-it
+    resolved where the source is not known or spans lines."""
+    tail, label = tok.meta.get("tail"), tok.meta.get("label")
+    if tail is None or "\n" in tail:
+        return _link_end(dict(tok.attrs))
+    if tail.startswith("(") or (tail.startswith("[") and tail != "[]"):
+        return "]" + tail
+    return f"][{' '.join(label.split())}]"
+
+
 def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
     """The unit of a block's inline tokens; `newline`: the line ending a hard line break is
     written with; `cell`: a table cell's (markdown-it took the backslash off each `\\|` in
@@ -324,11 +380,14 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
         elif kind == "html_inline":
             b.atom(raw(tok.content))
         elif kind == "image":
-            b.atom(raw(f"![{tok.content}" + _link_end({"href": tok.attrs.get("src"), **tok.attrs})))
+            source = tok.meta.get("source")
+            if not source or "\n" in source:
+                source = f"![{tok.content}" + _link_end({"href": tok.attrs.get("src"), **tok.attrs})
+            b.atom(raw(source))
         elif kind == "link_open" and tok.markup == "autolink":
             autolink = tok.meta.get("source") or f"<{tok.attrs.get('href', '')}>"
         elif kind == "link_open":
-            links.append(raw(_link_end(dict(tok.attrs))))
+            links.append(raw(_link_close(tok)))
             b.open("link", "[")
         elif kind == "link_close":
             b.close("link", links.pop() if links else "]")
