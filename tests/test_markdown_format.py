@@ -287,3 +287,25 @@ def test_link_destinations_and_images_are_copied_as_written():
         out = translate(src, fn)
         assert out == want
         assert destinations(out) == destinations(src)
+
+
+def test_the_text_of_an_html_block_is_translated_as_html():
+    # a README's centred tagline, a <details> summary, a <div>'s text were copied untranslated
+    src = (
+        '<p align="center">\n  <img src="logo.png" alt="Logo">\n  <br>A fast &amp; simple'
+        " <b>tool</b>.\n</p>\n\n"
+        "<details>\n<summary>Click to expand</summary>\n\nThe *details*.\n\n</details>\n\n"
+        "<!-- a comment -->\n\n<script>\nvar a = 'text';\n</script>\n\n"
+        "> <div>quoted html</div>\n"
+    )
+    want = (
+        '<p align="center">\n  <img src="logo.png" alt="Logo">\n  <br>A FAST &amp; SIMPLE'
+        " <b>TOOL</b>.\n</p>\n\n"
+        "<details>\n<summary>CLICK TO EXPAND</summary>\n\nTHE *DETAILS*.\n\n</details>\n\n"
+        "<!-- a comment -->\n\n<script>\nvar a = 'text';\n</script>\n\n"
+        "> <div>quoted html</div>\n"
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want
+        assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")
+    assert translate(src, lambda ts: ts) == src

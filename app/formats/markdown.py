@@ -37,14 +37,17 @@ indentation that would make code is dropped.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 from markdown_it import MarkdownIt
 from markdown_it.helpers import parseLinkLabel
 
+from ..html_format import HtmlDocument, HtmlError
 from . import Limits, Translate
 from .addresses import iter_verbatim, trim_address
-from .inline import Token, UnitBuilder, translate_units
+from .inline import Token, Unit, UnitBuilder, translate_units
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
@@ -499,6 +502,14 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
     return "".join(out)
 
 
+def _render_block(tokens: list[list[Token]], cell: bool, heading: bool) -> str:
+    """A block's text, from its one unit's tokens."""
+    rendered = _render(tokens[0], cell)
+    if heading and (m := _CLOSING_HASHES.search(rendered)):  # not a closing sequence
+        rendered = f"{rendered[: m.start(1)]}\\{rendered[m.start(1) :]}"
+    return rendered
+
+
 def _line_starts(text: str) -> list[int]:
     """Start offset of each line (line endings \\r\\n, \\r or \\n, as markdown-it counts them)."""
     starts, i, n = [0], 0, len(text)
@@ -522,7 +533,10 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             return len(text), ""
         return starts[k], text[starts[k] : ends[k]].rstrip("\r\n")
 
-    spans, units, places = [], [], []  # (start, end) in `text` of each unit's source
+    # (start, end) in `text` of each piece's source, its units' count, and what writes it
+    # from their tokens: a block's text (one unit) or an HTML block (its units)
+    pieces: list[tuple[int, int, int, Callable[[list[list[Token]]], str]]] = []
+    units: list[Unit] = []
     cursor: dict[int, int] = {}  # per line, where the next block on it may start (tables)
 
     def located(first_line: int, lines: list[str]) -> tuple[int, int] | None:
@@ -545,6 +559,16 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
     for index, block in enumerate(blocks):
         before = [b.type for b in blocks[max(index - 3, 0) : index]]
         cell = before[-1:] in (["th_open"], ["td_open"])
+        if block.type == "html_block" and block.level == 0 and block.map:
+            html_start, html_end = starts[block.map[0]], ends[block.map[1] - 1]
+            try:
+                doc = HtmlDocument(text[html_start:html_end])
+            except HtmlError:
+                continue  # left as it is
+            if doc.units:
+                pieces.append((html_start, html_end, len(doc.units), doc.render_tokens))
+                units.extend(doc.units)
+            continue
         if block.type != "inline" or not block.map or not block.children:
             continue
         # a table cell's `\|` is a bare `|` in its content
@@ -568,17 +592,15 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             newline = text[starts[first_line] + len(line(first_line)[1]) : ends[first_line]]
             unit = _unit(children, newline or "\n", cell).build()
             if unit is not None:
-                spans.append((span[0] + skip, span[1]))
+                heading = before[-1:] == ["heading_open"]
+                render = functools.partial(_render_block, cell=cell, heading=heading)
+                pieces.append((span[0] + skip, span[1], 1, render))
                 units.append(unit)
-                places.append((cell, before[-1:] == ["heading_open"]))
     translated = translate_units(units, translate)
-    out, at = [], 0
-    for (start, end), tokens, (cell, heading) in zip(spans, translated, places, strict=True):
+    out, at, done = [], 0, 0
+    for start, end, count, render in pieces:
         out.append(text[at:start])
-        rendered = _render(tokens, cell)
-        if heading and (m := _CLOSING_HASHES.search(rendered)):  # not a closing sequence
-            rendered = f"{rendered[: m.start(1)]}\\{rendered[m.start(1) :]}"
-        out.append(rendered)
-        at = end
+        out.append(render(translated[done : done + count]))
+        at, done = end, done + count
     out.append(text[at:])
     return codec.encode_text("".join(out))
