@@ -309,3 +309,10 @@ def test_the_text_of_an_html_block_is_translated_as_html():
         assert translate(src, fn) == want
         assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")
     assert translate(src, lambda ts: ts) == src
+
+
+def test_a_hard_line_break_after_a_task_box_or_a_footnote_label_stays():
+    src = "- [ ]   \n  the task\n\n[^1]:  \nThe note.\n"
+    for fn in (upper, drop_placeholders, lambda ts: ts):
+        out = translate(src, fn)
+        assert [t.type for b in GFM.parse(out) for t in b.children or []].count("hardbreak") == 2

@@ -99,9 +99,10 @@ _AS_WRITTEN = re.compile(
 #: where it stands: a task list item's box (`- [ ] ...`, `- [x] ...`), a footnote's
 #: definition (`[^1]: ...`), an alert's type alone on a block quote's first line
 #: (`> [!NOTE]`). markdown-it (CommonMark) reads them as text: their brackets were escaped
-#: and the label translated
-_TASK = re.compile(r"\[[ xX]\](?=[ \t]|$)[ \t]*")
-_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]+\]:[ \t]*")
+#: and the label translated. The spaces after one are its own only before more text (at the
+#: end of a line, they are a hard line break's)
+_TASK = re.compile(r"\[[ xX]\](?=[ \t]|$)(?:[ \t]+(?=[^ \t\n]))?")
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]+\]:(?:[ \t]+(?=[^ \t\n]))?")
 _ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
 #: a heading's attributes at its end (`## Title {#anchor .class}`: Pandoc, MkDocs'
 #: attr_list, Hugo, kramdown's `{: #anchor}`): copied as written, where they stand
