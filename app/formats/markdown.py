@@ -1,8 +1,10 @@
 """Markdown files, read with markdown-it-py (CommonMark, plus tables and strikethrough).
 
 Only the text of inline content is translated: paragraphs, headings, list items, block
-quotes, table cells. Everything else is copied as written, line by line: a YAML or TOML front
-matter at the start of the file, code blocks (fenced and indented), HTML blocks, thematic
+quotes, table cells, and the text of an HTML block that is not inside a list or a quote (as
+app/html_format.py translates HTML: a README's `<p align="center">` tagline, a `<summary>`).
+Everything else is copied as written, line by line: a YAML or TOML front matter at the start
+of the file, code blocks (fenced and indented), HTML blocks inside lists and quotes, thematic
 breaks, link reference definitions, blank lines, and each block's own syntax (`#`, `>`, list
 markers, table pipes, indentation).
 
