@@ -316,3 +316,11 @@ def test_a_hard_line_break_after_a_task_box_or_a_footnote_label_stays():
     for fn in (upper, drop_placeholders, lambda ts: ts):
         out = translate(src, fn)
         assert [t.type for b in GFM.parse(out) for t in b.children or []].count("hardbreak") == 2
+
+
+def test_long_runs_of_template_tags_and_braces_are_read_in_one_pass():
+    # the pattern of a line of template tags backtracked over every way of cutting it into
+    # tags (40 tags and a word after them: hours), and each `{{` was matched to the line's end
+    src = "{% a %}" * 40 + " text\n\n" + "{{" * 2000 + " more text\n"
+    want = "{% a %}" * 40 + " TEXT\n\n" + "{{" * 2000 + " MORE TEXT\n"
+    assert translate(src) == want

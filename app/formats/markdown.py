@@ -82,19 +82,23 @@ _ADDRESS = "verbatim_address"
 #: the ref of an address's item: written back as it stood in the source, not escaped
 _RAW = object()
 #: a footnote reference (`[^1]`, GFM and Pandoc): copied as written, as an address is
-_FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
+_FOOTNOTE = re.compile(r"\[\^[^\]\s]{1,100}\]")
 #: what the text of a block holds that is no words, copied as written (markdown-it read
 #: emphasis and escapes inside, and the model translated it): a template's tag (Jinja,
 #: Liquid, Nunjucks, Hugo's shortcodes: `{{ x }}`, `{% if %}`, `{# note #}`), math between
 #: dollars as GitHub and Pandoc read it (`$x$`: no space inside either dollar, no digit after
 #: the second: `$5 and $10` is none; `$$x$$`), an emoji's shortcode (`:smile:`), an
 #: attribute list (`{: .class}`, `{ #id }`: kramdown, MkDocs' attr_list, Pandoc)
+#: a template's tags, each on one line, without a `{` inside, of at most 500 characters
+#: (each is tried at every `{`: one never reads past the next)
+_TAGS = r"\{%(?:[^%{\n]|%(?!\})){0,500}%\}|\{#(?:[^#{\n]|#(?!\})){0,500}#\}"
+_EXPRESSION = r"\{\{(?:[^{}\n]|\}(?!\})){0,500}\}\}"
+_SHORTCODE = r"\{\{[<%](?:[^{}\n]|\}(?!\})){0,500}\}\}"
 _AS_WRITTEN = re.compile(
-    r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}"
-    r"|\$\$(?:[^$]|\$(?!\$))+?\$\$"
-    r"|\$(?![\s$])(?:[^$\n\\]|\\.|\n(?![ \t]*\n))*?(?<![\s\\])\$(?!\d)"
-    r"|(?<![\w:]):[a-z0-9_+-]+:(?![\w:])"
-    r"|\{:?[ \t]*[#.][\w-][^{}\n]*\}",
+    _EXPRESSION + "|" + _TAGS + r"|\$\$(?:[^$]|\$(?!\$)){1,5000}?\$\$"
+    r"|\$(?![\s$])(?:[^$\n\\]|\\.|\n(?![ \t]*\n)){0,1000}?(?<![\s\\])\$(?!\d)"
+    r"|(?<![\w:]):[a-z0-9_+-]{1,50}:(?![\w:])"
+    r"|\{:?[ \t]*[#.][\w-][^{}\n]{0,500}\}",
     re.DOTALL,
 )
 #: what starts a block's text and is its own syntax in GFM, copied as written and kept
@@ -104,11 +108,11 @@ _AS_WRITTEN = re.compile(
 #: and the label translated. The spaces after one are its own only before more text (at the
 #: end of a line, they are a hard line break's)
 _TASK = re.compile(r"\[[ xX]\](?=[ \t]|$)(?:[ \t]+(?=[^ \t\n]))?")
-_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]+\]:(?:[ \t]+(?=[^ \t\n]))?")
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]{1,100}\]:(?:[ \t]+(?=[^ \t\n]))?")
 _ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
 #: a heading's attributes at its end (`## Title {#anchor .class}`: Pandoc, MkDocs'
 #: attr_list, Hugo, kramdown's `{: #anchor}`): copied as written, where they stand
-_ATTRIBUTES = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}\Z")
+_ATTRIBUTES = re.compile(r"\{:?[ \t]*[#.][^{}\n]*\}\Z")
 #: the type of such a start's token
 _PREFIX = "verbatim_prefix"
 #: a line that opens or closes a block of a Markdown dialect, copied as written on its own
@@ -118,9 +122,9 @@ _PREFIX = "verbatim_prefix"
 _DIRECTIVE = re.compile(
     r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::)[^\n]*"
     # a line of a template's tags alone (`{% if x %}`, Hugo's `{{< hint >}}`)
-    r"|(?:(?:\{%.*?%\}|\{#.*?#\}|\{\{[<%].*?[>%]\}\})[ \t]*)+(?=\n|\Z)"
+    r"|(?:(?:" + _TAGS + "|" + _SHORTCODE + r")[ \t]*)+(?=\n|\Z)"
     # MDX's import and export statements (Docusaurus reads .md files as MDX)
-    r"|import[ \t]+(?:[\w$*{}, \t]+?[ \t]+from[ \t]+)?(['\"])[^'\"\n]+\1;?[ \t]*(?=\n|\Z)"
+    r"|import[ \t]+(?:[\w$*{}, \t]{1,200}?[ \t]+from[ \t]+)?(['\"])[^'\"\n]+\1;?[ \t]*(?=\n|\Z)"
     r"|export[ \t]+(?:const|let|var|function|class|default|async)\b[^\n]*"
 )
 _STARTS = (
@@ -443,8 +447,8 @@ def _without_attributes(children: list) -> tuple[list, int]:
     if m is None:
         return children, 0
     kept = last.copy()
-    kept.content = last.content[: m.start()]
-    return children[:-1] + [kept], len(m.group())
+    kept.content = last.content[: m.start()].rstrip(" \t")
+    return children[:-1] + [kept], len(last.content) - len(kept.content)
 
 
 def _without_prefix(children: list, before: list[str]) -> tuple[list, int]:
