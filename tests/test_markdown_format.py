@@ -324,3 +324,28 @@ def test_long_runs_of_template_tags_and_braces_are_read_in_one_pass():
     src = "{% a %}" * 40 + " text\n\n" + "{{" * 2000 + " more text\n"
     want = "{% a %}" * 40 + " TEXT\n\n" + "{{" * 2000 + " MORE TEXT\n"
     assert translate(src) == want
+
+
+def inline_types(markdown: str) -> list[str]:
+    """The types of markdown-it's inline tokens, text left out."""
+    return [
+        t.type
+        for b in GFM.parse(markdown)
+        for t in b.children or []
+        if t.type not in ("text", "softbreak")
+    ]
+
+
+def test_spaces_a_model_puts_inside_emphasis_go_outside_it():
+    # `<g1> bold </g1>` came back as `** BOLD **`: no longer strong, the asterisks shown
+    def spaced(texts: list[str]) -> list[str]:
+        texts = [re.sub(r"(<g\d+>)", r"\1 ", t) for t in texts]
+        return [re.sub(r"(</g\d+>)", r" \1", t).upper() for t in texts]
+
+    src = "Some **bold** text, *em* and _under_, ***both***, [a link](http://x) and ~~gone~~.\n"
+    out = translate(src, spaced)
+    assert inline_types(out) == inline_types(src), out
+    assert out.startswith("SOME  **BOLD**  TEXT")
+    src = "**Bold** at the start\n\n- *Em* in an item\n"
+    out = translate(src, spaced)
+    assert inline_types(out) == inline_types(src) and blocks(out) == blocks(src), out

@@ -34,7 +34,8 @@ Characters of Markdown syntax in translated text are escaped with a backslash (a
 would start a character reference too, and `#`s that would close a heading): in a table
 cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
 of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
-indentation that would make code is dropped.
+indentation that would make code is dropped. The spaces a translation puts at the start or
+end of emphasis or a link's text are moved out of it (`** bold **` is no emphasis).
 """
 
 from __future__ import annotations
@@ -493,20 +494,64 @@ def _line_start(text: str) -> str:
     return "\\" + text if text[:1] in _BLOCK_STARTS else text
 
 
+def _outside_pairs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (kind, Markdown) pieces of a unit with the spaces at the start and end of a pair's
+    text moved out of it: CommonMark reads `** bold **` as text (a model often writes
+    `<g1> bold </g1>`), its asterisks shown."""
+    out: list[tuple[str, str]] = []
+    opening: list[tuple[str, str]] = []  # opening markup not followed by text yet
+    for kind, piece in pieces:
+        if kind == "open":
+            opening.append((kind, piece))
+            continue
+        if kind == "text" and opening:
+            core = piece.lstrip(" ")
+            out.append(("text", piece[: len(piece) - len(core)]))
+            if core:  # spaces alone: before the markup still open
+                out.extend(opening)
+                out.append(("text", core))
+                opening = []
+            continue
+        out.extend(opening)
+        opening = []
+        if kind == "close":
+            spaces = ""
+            while out and out[-1][0] == "text" and out[-1][1].endswith(" "):
+                core = out[-1][1].rstrip(" ")
+                spaces = out.pop()[1][len(core) :] + spaces
+                if core:
+                    out.append(("text", core))
+                    break
+            out.extend([(kind, piece), ("text", spaces)])
+            continue
+        out.append((kind, piece))
+    return out + opening
+
+
 def _render(tokens: list[Token], cell: bool = False) -> str:
+    pieces = [
+        (
+            tok.kind,
+            tok.ref
+            if tok.kind != "text"
+            else tok.text
+            if tok.ref is _RAW
+            else _escape(tok.text.replace("\n", " "), cell),
+        )
+        for tok in tokens
+    ]
     out: list[str] = []
     line_start = True  # at the start of a line: the unit's, or after a hard line break
-    for tok in tokens:
-        if tok.kind != "text":
-            out.append(tok.ref)
-            line_start = tok.ref.endswith(("\n", "\r")) or (line_start and not tok.ref)
+    for kind, piece in _outside_pairs(pieces):
+        if kind != "text":
+            out.append(piece)
+            line_start = piece.endswith(("\n", "\r")) or (line_start and not piece)
             continue
-        text = tok.text if tok.ref is _RAW else _escape(tok.text.replace("\n", " "), cell)
         if line_start:
-            text = _line_start(text)
-        out.append(text)
-        line_start = line_start and not text
-    return "".join(out)
+            piece = _line_start(piece)
+        out.append(piece)
+        line_start = line_start and not piece
+    return "".join(out).rstrip(" \t")
 
 
 def _render_block(tokens: list[list[Token]], cell: bool, heading: bool) -> str:
