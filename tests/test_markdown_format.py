@@ -349,3 +349,16 @@ def test_spaces_a_model_puts_inside_emphasis_go_outside_it():
     src = "**Bold** at the start\n\n- *Em* in an item\n"
     out = translate(src, spaced)
     assert inline_types(out) == inline_types(src) and blocks(out) == blocks(src), out
+
+
+def test_underscore_emphasis_that_ends_up_inside_a_word_is_written_with_asterisks():
+    # CommonMark reads no `_` emphasis inside a word: `_simple_` translated as part of a
+    # compound, or into a language written without spaces, came back as underscores shown
+    def glued(texts: list[str]) -> list[str]:
+        return [re.sub(r"\s*(</?[gx]\d+/?>)\s*", r"\1", t).upper() for t in texts]
+
+    src = "A _simple_ and __strong__ tool, _kept_ here.\n"
+    out = translate(src, glued)
+    assert inline_types(out) == inline_types(src), out
+    assert out == "A*SIMPLE*AND**STRONG**TOOL,*KEPT*HERE.\n"
+    assert translate(src) == "A _SIMPLE_ AND __STRONG__ TOOL, _KEPT_ HERE.\n"

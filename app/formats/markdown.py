@@ -35,7 +35,8 @@ would start a character reference too, and `#`s that would close a heading): in 
 cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
 of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
 indentation that would make code is dropped. The spaces a translation puts at the start or
-end of emphasis or a link's text are moved out of it (`** bold **` is no emphasis).
+end of emphasis or a link's text are moved out of it (`** bold **` is no emphasis), and
+`_` emphasis that ends up inside a word is written with `*`.
 """
 
 from __future__ import annotations
@@ -528,6 +529,27 @@ def _outside_pairs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out + opening
 
 
+def _asterisks_inside_words(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pieces with each `_` or `__` pair that touches a letter or digit outside it written
+    with `*` or `**`: CommonMark reads no `_` emphasis inside a word (a translation may glue
+    it to a word: a compound, a language written without spaces)."""
+    out = list(pieces)
+    stack: list[int] = []  # the index of each pair open
+    for k, (kind, piece) in enumerate(out):
+        if kind == "open":
+            stack.append(k)
+        elif kind == "close" and stack:
+            start = stack.pop()
+            if piece not in ("_", "__") or out[start][1] != piece:
+                continue
+            before = next((out[i][1][-1] for i in range(start - 1, -1, -1) if out[i][1]), "")
+            after = next((out[i][1][0] for i in range(k + 1, len(out)) if out[i][1]), "")
+            if before.isalnum() or after.isalnum():
+                stars = "*" * len(piece)
+                out[start], out[k] = ("open", stars), ("close", stars)
+    return out
+
+
 def _render(tokens: list[Token], cell: bool = False) -> str:
     pieces = [
         (
@@ -542,7 +564,7 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
     ]
     out: list[str] = []
     line_start = True  # at the start of a line: the unit's, or after a hard line break
-    for kind, piece in _outside_pairs(pieces):
+    for kind, piece in _asterisks_inside_words(_outside_pairs(pieces)):
         if kind != "text":
             out.append(piece)
             line_start = piece.endswith(("\n", "\r")) or (line_start and not piece)
