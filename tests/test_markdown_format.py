@@ -362,3 +362,11 @@ def test_underscore_emphasis_that_ends_up_inside_a_word_is_written_with_asterisk
     assert inline_types(out) == inline_types(src), out
     assert out == "A*SIMPLE*AND**STRONG**TOOL,*KEPT*HERE.\n"
     assert translate(src) == "A _SIMPLE_ AND __STRONG__ TOOL, _KEPT_ HERE.\n"
+
+
+def test_markup_over_several_lines_keeps_a_crlf_files_line_endings():
+    # inline HTML or math over two lines came back with a bare LF inside a CRLF file
+    src = 'Text <span\r\nclass="a">in a span</span> and $$a +\r\nb$$ more.\r\n'
+    want = 'TEXT <span\r\nclass="a">IN A SPAN</span> AND $$a +\r\nb$$ MORE.\r\n'
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

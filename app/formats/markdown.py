@@ -363,11 +363,14 @@ def _link_close(tok) -> str:
 
 
 def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
-    """The unit of a block's inline tokens; `newline`: the line ending a hard line break is
+    """The unit of a block's inline tokens; `newline`: the line ending a hard line break, and
+    markup written over several lines (markdown-it reads every line ending as `\\n`), are
     written with; `cell`: a table cell's (markdown-it took the backslash off each `\\|` in
     it, and a `|` written back bare would end the cell: each is escaped again)."""
 
     def raw(markup: str) -> str:
+        if newline != "\n":
+            markup = markup.replace("\n", newline)
         return markup.replace("|", "\\|") if cell else markup
 
     b = UnitBuilder()
