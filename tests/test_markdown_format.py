@@ -370,3 +370,13 @@ def test_markup_over_several_lines_keeps_a_crlf_files_line_endings():
     want = 'TEXT <span\r\nclass="a">IN A SPAN</span> AND $$a +\r\nb$$ MORE.\r\n'
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_definition_list_lines_stay_on_their_own_lines():
+    # Pandoc, PHP Markdown Extra and MkDocs' def_list: CommonMark reads a term and its
+    # definitions as one paragraph, and its lines were joined (`APPLE : A RED FRUIT.`)
+    src = "Apple\n:   A red fruit.\n\nTerm *two*\n: Definition two\n: Another one\n"
+    want = "APPLE\n:   A RED FRUIT.\n\nTERM *TWO*\n: DEFINITION TWO\n: ANOTHER ONE\n"
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want
+        assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")

@@ -24,11 +24,11 @@ A block is found in its source lines by its text; a block written over several l
 on its first line (Markdown joins the lines of a paragraph anyway); one whose text cannot be
 found in its lines is left untranslated. The syntax of GFM and other dialects that CommonMark
 reads as text stays as written, where it stands: a task list item's box (`- [ ]`), a footnote's
-definition (`[^1]:`), an alert's type (`> [!NOTE]`), a heading's attributes at its end (`##
-Title {#anchor}`); a line that opens or closes an admonition or a fenced div (`!!! note
-"Title"`, `::: tip`, `:::`), a line of template tags alone (`{% if x %}`), an MDX `import` or
-`export` line, a footnote's definition and an alert's type stay on their own lines, the text
-after them on the next.
+definition (`[^1]:`), a definition list's `: `, an alert's type (`> [!NOTE]`), a heading's
+attributes at its end (`## Title {#anchor}`). A line that opens or closes an admonition or a
+fenced div (`!!! note "Title"`, `::: tip`, `:::`), a line of template tags alone (`{% if x
+%}`), an MDX `import` or `export` line, a footnote's definition, a definition list's term and
+definitions, and an alert's type stay on their own lines, the text after them on the next.
 
 Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
 would start a character reference too, and `#`s that would close a heading): in a table
@@ -111,6 +111,9 @@ _AS_WRITTEN = re.compile(
 #: end of a line, they are a hard line break's)
 _TASK = re.compile(r"\[[ xX]\](?=[ \t]|$)(?:[ \t]+(?=[^ \t\n]))?")
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\s]{1,100}\]:(?:[ \t]+(?=[^ \t\n]))?")
+#: a definition's marker in a definition list (Pandoc, PHP Markdown Extra, MkDocs' def_list:
+#: `Term` then `: Definition` on the next line)
+_DEFINITION = re.compile(r":[ \t]+(?=[^ \t\n])")
 _ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
 #: a heading's attributes at its end (`## Title {#anchor .class}`: Pandoc, MkDocs'
 #: attr_list, Hugo, kramdown's `{: #anchor}`): copied as written, where they stand
@@ -133,6 +136,7 @@ _STARTS = (
     (_PREFIX, _DIRECTIVE),  # at the start of any line
     (_PREFIX, _TASK),
     (_PREFIX, _FOOTNOTE_DEFINITION),  # at the start of any line: each starts a unit
+    (_PREFIX, _DEFINITION),  # so does this
     (_PREFIX, _ALERT),
     (_ADDRESS, _FOOTNOTE),
 )
@@ -419,8 +423,9 @@ def _segments(children: list, count: int) -> list[tuple[int, int, list, int]]:
     """A block's inline tokens cut into stretches of lines, each (its first line in the
     block, the line after its last, its tokens, the characters of a hard line break's markup
     at the end of its last line, left where they are): cut before each footnote definition
-    that starts a line other than the first (consecutive definitions are one paragraph in
-    CommonMark: they were joined into one line, the second no longer a definition), and
+    or definition list marker that starts a line other than the first (consecutive
+    definitions are one paragraph in CommonMark: they were joined into one line, the second
+    no longer a definition), and
     around each directive line (_DIRECTIVE), left out; `count`: the block's lines."""
     out, first, current = [], 0, []
     for tok in children:
