@@ -380,3 +380,16 @@ def test_definition_list_lines_stay_on_their_own_lines():
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
         assert translate(src.replace("\n", "\r\n"), fn) == want.replace("\n", "\r\n")
+
+
+def test_escaped_tildes_dollars_and_colons_stay_text():
+    # `\~~`, `\$x\$`, `\:smile\:` came back unescaped: strikethrough, math, an emoji
+    # (`:SMILE:` is none: shortcodes are lower case)
+    src = "A ~\\~b~~ c, \\$x\\$ and \\:smile\\: but ~5 minutes, $5 and 10:30.\n"
+    for fn, case in ((upper, str.upper), (drop_placeholders, str.upper), (lambda ts: ts, str)):
+        out = translate(src, fn)
+        assert inline_types(out) == inline_types(src) == [], out
+        assert texts(out) == [case(t) for t in texts(src)]
+    assert translate(src) == (
+        "A \\~\\~B\\~\\~ C, \\$X$ AND :SMILE: BUT ~5 MINUTES, $5 AND 10:30.\n"
+    )

@@ -31,7 +31,8 @@ fenced div (`!!! note "Title"`, `::: tip`, `:::`), a line of template tags alone
 definitions, and an alert's type stay on their own lines, the text after them on the next.
 
 Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
-would start a character reference too, and `#`s that would close a heading): in a table
+would start a character reference too, `#`s that would close a heading, `~~`, and the first
+`$` or `:` of what would read as math or an emoji's shortcode): in a table
 cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
 of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
 indentation that would make code is dropped. The spaces a translation puts at the start or
@@ -481,11 +482,20 @@ def _without_prefix(children: list, before: list[str]) -> tuple[list, int]:
 
 
 def _escape(text: str, cell: bool = False) -> str:
+    """Text as Markdown: what would read as syntax escaped (a `~` beside another: GFM's
+    strikethrough; the first `$` or `:` of math or an emoji's shortcode, as _AS_WRITTEN finds
+    them; a `&` that starts a character reference)."""
     out = []
+    syntax = set()  # each `$` that opens math, the `:` that opens a shortcode
+    for m in _AS_WRITTEN.finditer(text):
+        if text[m.start()] in "$:":
+            opening = len(m.group()) - len(m.group().lstrip("$")) or 1
+            syntax.update(range(m.start(), m.start() + opening))
     for i, c in enumerate(text):
         inside_word = c == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum()
         entity = c == "&" and _ENTITY.match(text, i)
-        if (c in _ESCAPED or (cell and c == "|") or entity) and not (
+        tilde = c == "~" and "~" in text[max(i - 1, 0) : i] + text[i + 1 : i + 2]
+        if (c in _ESCAPED or (cell and c == "|") or entity or tilde or i in syntax) and not (
             inside_word and text[i + 1].isalnum()
         ):
             out.append("\\")
