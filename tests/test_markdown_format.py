@@ -393,3 +393,13 @@ def test_escaped_tildes_dollars_and_colons_stay_text():
     assert translate(src) == (
         "A \\~\\~B\\~\\~ C, \\$X$ AND :SMILE: BUT ~5 MINUTES, $5 AND 10:30.\n"
     )
+
+
+def test_an_exclamation_mark_before_a_link_stays_text():
+    # `\![a link](x.png)` and `Hello![a link](y)` came back as `![...](...)`: an image
+    src = "See \\![the picture](x.png) and Wow\\![a link](y).\n"
+    for fn in (upper, drop_placeholders, lambda ts: ts):
+        out = translate(src, fn)
+        assert inline_types(out) == inline_types(src) == ["link_open", "link_close"] * 2, out
+    out = translate("A [link](x) here.\n", lambda ts: [t.replace("A ", "WOW!") for t in ts])
+    assert inline_types(out) == ["link_open", "link_close"], out

@@ -32,7 +32,7 @@ definitions, and an alert's type stay on their own lines, the text after them on
 
 Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
 would start a character reference too, `#`s that would close a heading, `~~`, and the first
-`$` or `:` of what would read as math or an emoji's shortcode): in a table
+`$` or `:` of what would read as math or an emoji's shortcode, a `!` before a link): in a table
 cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
 of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
 indentation that would make code is dropped. The spaces a translation puts at the start or
@@ -525,7 +525,8 @@ def _outside_pairs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
             continue
         if kind == "text" and opening:
             core = piece.lstrip(" ")
-            out.append(("text", piece[: len(piece) - len(core)]))
+            if core != piece:
+                out.append(("text", piece[: len(piece) - len(core)]))
             if core:  # spaces alone: before the markup still open
                 out.extend(opening)
                 out.append(("text", core))
@@ -541,7 +542,9 @@ def _outside_pairs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
                 if core:
                     out.append(("text", core))
                     break
-            out.extend([(kind, piece), ("text", spaces)])
+            out.append((kind, piece))
+            if spaces:
+                out.append(("text", spaces))
             continue
         out.append((kind, piece))
     return out + opening
@@ -582,7 +585,14 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
     ]
     out: list[str] = []
     line_start = True  # at the start of a line: the unit's, or after a hard line break
-    for kind, piece in _asterisks_inside_words(_outside_pairs(pieces)):
+    pieces = _asterisks_inside_words(_outside_pairs(pieces))
+    for k, (kind, piece) in enumerate(pieces):
+        if (
+            kind == "text"
+            and piece.endswith("!")
+            and next((p for p in pieces[k + 1 :] if p[1]), None) == ("open", "[")
+        ):
+            piece = piece[:-1] + "\\!"  # not an image
         if kind != "text":
             out.append(piece)
             line_start = piece.endswith(("\n", "\r")) or (line_start and not piece)
