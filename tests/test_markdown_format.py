@@ -403,3 +403,12 @@ def test_an_exclamation_mark_before_a_link_stays_text():
         assert inline_types(out) == inline_types(src) == ["link_open", "link_close"] * 2, out
     out = translate("A [link](x) here.\n", lambda ts: [t.replace("A ", "WOW!") for t in ts])
     assert inline_types(out) == ["link_open", "link_close"], out
+
+
+def test_mkdocs_content_tabs_keep_their_line():
+    # `=== "Tab"` came back as `\=== "TAB"`: no longer a tab for MkDocs (an `=` can only
+    # underline a heading after a line of text)
+    src = '=== "Python"\n\n    ```py\n    print(1)\n    ```\n\n===+ "Shell"\n    Run it.\n'
+    want = '=== "Python"\n\n    ```py\n    print(1)\n    ```\n\n===+ "Shell"\n    RUN IT.\n'
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want

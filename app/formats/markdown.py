@@ -26,9 +26,10 @@ found in its lines is left untranslated. The syntax of GFM and other dialects th
 reads as text stays as written, where it stands: a task list item's box (`- [ ]`), a footnote's
 definition (`[^1]:`), a definition list's `: `, an alert's type (`> [!NOTE]`), a heading's
 attributes at its end (`## Title {#anchor}`). A line that opens or closes an admonition or a
-fenced div (`!!! note "Title"`, `::: tip`, `:::`), a line of template tags alone (`{% if x
-%}`), an MDX `import` or `export` line, a footnote's definition, a definition list's term and
-definitions, and an alert's type stay on their own lines, the text after them on the next.
+fenced div (`!!! note "Title"`, `::: tip`, `:::`) or a content tab (`=== "Tab"`), a line of
+template tags alone (`{% if x %}`), an MDX `import` or `export` line, a footnote's definition,
+a definition list's term and definitions, and an alert's type stay on their own lines, the text
+after them on the next.
 
 Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
 would start a character reference too, `#`s that would close a heading, `~~`, and the first
@@ -123,10 +124,11 @@ _ATTRIBUTES = re.compile(r"\{:?[ \t]*[#.][^{}\n]*\}\Z")
 _PREFIX = "verbatim_prefix"
 #: a line that opens or closes a block of a Markdown dialect, copied as written on its own
 #: line: MkDocs' admonitions and details (`!!! note "Title"`, `???+ tip`), the fenced divs of
-#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`), a template's tags, MDX's
+#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`), MkDocs' content tabs
+#: (`=== "Tab"`), a template's tags, MDX's
 #: `import` and `export` statements
 _DIRECTIVE = re.compile(
-    r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::)[^\n]*"
+    r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::|===\+?[ \t]+\")[^\n]*"
     # a line of a template's tags alone (`{% if x %}`, Hugo's `{{< hint >}}`)
     r"|(?:(?:" + _TAGS + "|" + _SHORTCODE + r")[ \t]*)+(?=\n|\Z)"
     # MDX's import and export statements (Docusaurus reads .md files as MDX)
@@ -270,7 +272,7 @@ def _address_rule(text_rule):
 
     def rule(state, silent: bool) -> bool:
         pos, end = state.pos, state.posMax
-        if state.src[pos] in "[!?:{ie":
+        if state.src[pos] in "[!?:{ie=":
             line_start = pos == 0 or state.src[pos - 1] == "\n"
             for kind, pattern in _STARTS:
                 if kind == _PREFIX and (state.level or not line_start):
@@ -503,14 +505,17 @@ def _escape(text: str, cell: bool = False) -> str:
     return "".join(out)
 
 
-def _line_start(text: str) -> str:
+def _line_start(text: str, first: bool) -> str:
     """Text that starts a line of a block, without the indentation that would make it code,
     its first character escaped where it would start a block (a heading, a list item, a
-    quote, a fence, a thematic break, a setext underline)."""
+    quote, a fence, a thematic break; a setext underline, but not on the block's `first`
+    line: there an `=` is text, or MkDocs' `=== "Tab"`)."""
     text = text.lstrip(" \t")
     if m := _ORDERED.match(text):
         return f"{m.group(1)}\\{text[m.end(1) :]}"
-    return "\\" + text if text[:1] in _BLOCK_STARTS else text
+    if text[:1] in _BLOCK_STARTS and not (first and text[:1] == "="):
+        return "\\" + text
+    return text
 
 
 def _outside_pairs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -598,7 +603,7 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
             line_start = piece.endswith(("\n", "\r")) or (line_start and not piece)
             continue
         if line_start:
-            piece = _line_start(piece)
+            piece = _line_start(piece, first=not any(out))
         out.append(piece)
         line_start = line_start and not piece
     return "".join(out).rstrip(" \t")
