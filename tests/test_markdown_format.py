@@ -412,3 +412,23 @@ def test_mkdocs_content_tabs_keep_their_line():
     want = '=== "Python"\n\n    ```py\n    print(1)\n    ```\n\n===+ "Shell"\n    RUN IT.\n'
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
+
+
+def test_inline_html_elements_are_pairs_a_translation_cannot_turn_inside_out():
+    # `<a href>` and `</a>` were two atoms: a translation that gave them back in the other
+    # order was taken (`</a> STARLETTE <a href="s">`), the link around nothing
+    def swapped(texts: list[str]) -> list[str]:
+        out = []
+        for t in texts:
+            marks = re.findall(r"<[^>]+>", t)
+            if len(marks) == 2:
+                t = t.replace(marks[0], "\0").replace(marks[1], marks[0]).replace("\0", marks[1])
+            out.append(t.upper())
+        return out
+
+    src = 'Use <a href="s">Starlette</a> for the web.\n'
+    out = translate(src, swapped)
+    html = [t.content for b in GFM.parse(out) for t in b.children or [] if t.type == "html_inline"]
+    assert html == ['<a href="s">', "</a>"], out
+    src = 'Use <a href="s">Starlette</a> for the web, <kbd>Ctrl</kbd><br>here.\n'
+    assert translate(src) == 'USE <a href="s">STARLETTE</a> FOR THE WEB, <kbd>CTRL</kbd><br>HERE.\n'

@@ -8,17 +8,18 @@ of the file, code blocks (fenced and indented), HTML blocks inside lists and quo
 breaks, link reference definitions, blank lines, and each block's own syntax (`#`, `>`, list
 markers, table pipes, indentation).
 
-Inside a block, emphasis, strong, strikethrough and links are pairs, and inline code, images,
-autolinks, inline HTML, hard line breaks, and URLs and e-mail addresses in text are atoms
-(app/formats/inline.py: translated whole with placeholders when the model keeps them, else run
-by run); so are templates' tags (`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`), emoji
-shortcodes (`:smile:`), attribute lists (`{: .class}`) and footnote references (`[^1]`), copied
-as written. A hard line break keeps its spelling (trailing spaces or a backslash) and the line
-ending of its block's first line. An address is found in the source before markdown-it reads
-emphasis, code or escapes in it, and written back byte for byte (`https://example.com/*a*/_b_`
-is no emphasis). A link's destination and title (`](destination "title")`, `][label]`) and an
-image are written back as written; a reference link whose label is its text (`[text][]`,
-`[text]`) gets that label written out (`[translated][text]`).
+Inside a block, emphasis, strong, strikethrough, links and inline HTML elements are pairs, and
+inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
+breaks, and URLs and e-mail addresses in text are atoms (app/formats/inline.py: translated
+whole with placeholders when the model keeps them, else run by run); so are templates' tags
+(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`), emoji shortcodes (`:smile:`), attribute lists
+(`{: .class}`) and footnote references (`[^1]`), copied as written. A hard line break keeps its
+spelling (trailing spaces or a backslash) and the line ending of its block's first line. An
+address is found in the source before markdown-it reads emphasis, code or escapes in it, and
+written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link's destination
+and title (`](destination "title")`, `][label]`) and an image are written back as written; a
+reference link whose label is its text (`[text][]`, `[text]`) gets that label written out
+(`[translated][text]`).
 
 A block is found in its source lines by its text; a block written over several lines comes back
 on its first line (Markdown joins the lines of a paragraph anyway); one whose text cannot be
@@ -57,6 +58,14 @@ from .inline import Token, Unit, UnitBuilder, translate_units
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
+#: an inline HTML element's start and end tags: a pair, as emphasis is (two atoms, they could
+#: come back in the other order: `</a> text <a href="...">`); a void element's is an atom
+_HTML_OPEN = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)(?:\s[^>]*[^/>])?\s*>\Z")
+_HTML_CLOSE = re.compile(r"</([A-Za-z][A-Za-z0-9-]*)\s*>\Z")
+_VOID = {
+    *("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"),
+    *("track", "wbr"),
+}
 #: a YAML (`---`) or TOML (`+++`) front matter block at the very start of the file (Jekyll,
 #: Hugo, MkDocs, Pandoc): metadata, copied as written. CommonMark reads `---` as a thematic
 #: break and the lines up to the closing `---` as a setext heading, which was translated
@@ -400,7 +409,12 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
         elif kind == "code_inline":
             b.atom(raw(_code_span(tok.content, tok.markup)))
         elif kind == "html_inline":
-            b.atom(raw(tok.content))
+            if (m := _HTML_OPEN.match(tok.content)) and m.group(1).lower() not in _VOID:
+                b.open("html:" + m.group(1).lower(), raw(tok.content))
+            elif m := _HTML_CLOSE.match(tok.content):
+                b.close("html:" + m.group(1).lower(), raw(tok.content))
+            else:  # a void element, a comment, ...
+                b.atom(raw(tok.content))
         elif kind == "image":
             source = tok.meta.get("source")
             if not source or "\n" in source:
