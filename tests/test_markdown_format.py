@@ -432,3 +432,16 @@ def test_inline_html_elements_are_pairs_a_translation_cannot_turn_inside_out():
     assert html == ['<a href="s">', "</a>"], out
     src = 'Use <a href="s">Starlette</a> for the web, <kbd>Ctrl</kbd><br>here.\n'
     assert translate(src) == 'USE <a href="s">STARLETTE</a> FOR THE WEB, <kbd>CTRL</kbd><br>HERE.\n'
+
+
+def test_an_html_block_holding_template_or_jsx_expressions_is_copied():
+    # the HTML translation would read `{{ site.title }}` and `{props.name}` as words
+    src = (
+        "<p>{{ site.description }}</p>\n\n<Note>\nHello {props.name}, welcome.\n</Note>\n\n"
+        "<p>Plain words.</p>\n"
+    )
+    want = (
+        "<p>{{ site.description }}</p>\n\n<Note>\nHello {props.name}, welcome.\n</Note>\n\n"
+        "<p>PLAIN WORDS.</p>\n"
+    )
+    assert translate(src) == want

@@ -1,12 +1,12 @@
 """Markdown files, read with markdown-it-py (CommonMark, plus tables and strikethrough).
 
-Only the text of inline content is translated: paragraphs, headings, list items, block
-quotes, table cells, and the text of an HTML block that is not inside a list or a quote (as
-app/html_format.py translates HTML: a README's `<p align="center">` tagline, a `<summary>`).
-Everything else is copied as written, line by line: a YAML or TOML front matter at the start
-of the file, code blocks (fenced and indented), HTML blocks inside lists and quotes, thematic
-breaks, link reference definitions, blank lines, and each block's own syntax (`#`, `>`, list
-markers, table pipes, indentation).
+Only the text of inline content is translated: paragraphs, headings, list items, block quotes,
+table cells, and the text of an HTML block that is not inside a list or a quote and holds no
+`{` (a template's tags, MDX's expressions), as app/html_format.py translates HTML (a README's
+`<p align="center">` tagline, a `<summary>`). Everything else is copied as written, line by
+line: a YAML or TOML front matter at the start of the file, code blocks (fenced and indented),
+HTML blocks inside lists and quotes, thematic breaks, link reference definitions, blank lines,
+and each block's own syntax (`#`, `>`, list markers, table pipes, indentation).
 
 Inside a block, emphasis, strong, strikethrough, links and inline HTML elements are pairs, and
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
@@ -682,6 +682,8 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
         cell = before[-1:] in (["th_open"], ["td_open"])
         if block.type == "html_block" and block.level == 0 and block.map:
             html_start, html_end = starts[block.map[0]], ends[block.map[1] - 1]
+            if "{" in text[html_start:html_end]:
+                continue  # a template's tags or MDX's expressions: no words to translate
             try:
                 doc = HtmlDocument(text[html_start:html_end])
             except HtmlError:
