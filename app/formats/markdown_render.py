@@ -1,0 +1,205 @@
+"""A unit's translation written as Markdown (app/formats/markdown.py): its text escaped where it
+would read as syntax, links written back as written, and the spacing a model gives emphasis
+mended.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .inline import Token
+from .markdown_parser import AS_WRITTEN
+
+#: the ref of an address's item: written back as it stood in the source, not escaped
+RAW = object()
+_ESCAPED = set("\\`*_[]<")
+#: what starts a block at the start of a line (`*`, `_`, `` ` `` are always escaped)
+_BLOCK_STARTS = set("#>-+=~")
+#: what would end a heading as its closing sequence
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t])(#+)[ \t]*\Z")
+#: a character reference (`&copy;`, `&#169;`, `&#xA9;`)
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{0,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+#: an ordered list item's number
+_ORDERED = re.compile(r"(\d{1,9})[.)](?=[ \t]|$)")
+
+
+def code_span(content: str, markup: str) -> str:
+    pad = " " if content.startswith("`") or content.endswith("`") else ""
+    return f"{markup}{pad}{content}{pad}{markup}"
+
+
+def _title(title: str) -> str:
+    """A link's title as Markdown: in the first of "", '' and () it does not hold, else in ""
+    with its quotes escaped (a backslash is escaped too)."""
+    title = title.replace("\\", "\\\\")
+    for start, end in ('""', "''", "()"):
+        if start not in title and end not in title:
+            return f"{start}{title}{end}"
+    return '"' + title.replace('"', '\\"') + '"'
+
+
+def _destination(href: str) -> str:
+    """A link's destination as Markdown: its parentheses escaped unless they balance
+    (markdown-it gives it percent-encoded: no spaces, `<` or `>` in it; `<x)y>` and `x\\)y`
+    came back as `x)y`, a link to `x`)."""
+    depth = 0
+    for c in href:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            break
+    if depth == 0:
+        return href
+    return href.replace("(", "\\(").replace(")", "\\)")
+
+
+def link_end(attrs: dict) -> str:
+    title = attrs.get("title")
+    title_part = f" {_title(title)}" if title else ""
+    return f"]({_destination(attrs.get('href', ''))}{title_part})"
+
+
+def link_close(tok) -> str:
+    """What follows a link's text: its source as written, `(destination "title")` or
+    `[label]`; `[its text]` for a reference whose label is its text (`[text][]`, `[text]`:
+    translated, the text would no longer name the definition); written from what markdown-it
+    resolved where the source is not known or spans lines."""
+    tail, label = tok.meta.get("tail"), tok.meta.get("label")
+    if tail is None or "\n" in tail:
+        return link_end(dict(tok.attrs))
+    if tail.startswith("(") or (tail.startswith("[") and tail != "[]"):
+        return "]" + tail
+    return f"][{' '.join(label.split())}]"
+
+
+def _escape(text: str, cell: bool = False) -> str:
+    """Text as Markdown: what would read as syntax escaped (a `~` beside another: GFM's
+    strikethrough; the first `$` or `:` of math or an emoji's shortcode, as AS_WRITTEN finds
+    them; a `&` that starts a character reference)."""
+    out = []
+    syntax = set()  # each `$` that opens math, the `:` that opens a shortcode
+    for m in AS_WRITTEN.finditer(text):
+        if text[m.start()] in "$:":
+            opening = len(m.group()) - len(m.group().lstrip("$")) or 1
+            syntax.update(range(m.start(), m.start() + opening))
+    for i, c in enumerate(text):
+        inside_word = c == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum()
+        entity = c == "&" and _ENTITY.match(text, i)
+        tilde = c == "~" and "~" in text[max(i - 1, 0) : i] + text[i + 1 : i + 2]
+        if (c in _ESCAPED or (cell and c == "|") or entity or tilde or i in syntax) and not (
+            inside_word and text[i + 1].isalnum()
+        ):
+            out.append("\\")
+        out.append(c)
+    return "".join(out)
+
+
+def _line_start(text: str, first: bool) -> str:
+    """Text that starts a line of a block, without the indentation that would make it code,
+    its first character escaped where it would start a block (a heading, a list item, a
+    quote, a fence, a thematic break; a setext underline, but not on the block's `first`
+    line: there an `=` is text, or MkDocs' `=== "Tab"`)."""
+    text = text.lstrip(" \t")
+    if m := _ORDERED.match(text):
+        return f"{m.group(1)}\\{text[m.end(1) :]}"
+    if text[:1] in _BLOCK_STARTS and not (first and text[:1] == "="):
+        return "\\" + text
+    return text
+
+
+def _outside_pairs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (kind, Markdown) pieces of a unit with the spaces at the start and end of a pair's
+    text moved out of it: CommonMark reads `** bold **` as text (a model often writes
+    `<g1> bold </g1>`), its asterisks shown."""
+    out: list[tuple[str, str]] = []
+    opening: list[tuple[str, str]] = []  # opening markup not followed by text yet
+    for kind, piece in pieces:
+        if kind == "open":
+            opening.append((kind, piece))
+            continue
+        if kind == "text" and opening:
+            core = piece.lstrip(" ")
+            if core != piece:
+                out.append(("text", piece[: len(piece) - len(core)]))
+            if core:  # spaces alone: before the markup still open
+                out.extend(opening)
+                out.append(("text", core))
+                opening = []
+            continue
+        out.extend(opening)
+        opening = []
+        if kind == "close":
+            spaces = ""
+            while out and out[-1][0] == "text" and out[-1][1].endswith(" "):
+                core = out[-1][1].rstrip(" ")
+                spaces = out.pop()[1][len(core) :] + spaces
+                if core:
+                    out.append(("text", core))
+                    break
+            out.append((kind, piece))
+            if spaces:
+                out.append(("text", spaces))
+            continue
+        out.append((kind, piece))
+    return out + opening
+
+
+def _asterisks_inside_words(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pieces with each `_` or `__` pair that touches a letter or digit outside it written
+    with `*` or `**`: CommonMark reads no `_` emphasis inside a word (a translation may glue
+    it to a word: a compound, a language written without spaces)."""
+    out = list(pieces)
+    stack: list[int] = []  # the index of each pair open
+    for k, (kind, piece) in enumerate(out):
+        if kind == "open":
+            stack.append(k)
+        elif kind == "close" and stack:
+            start = stack.pop()
+            if piece not in ("_", "__") or out[start][1] != piece:
+                continue
+            before = next((out[i][1][-1] for i in range(start - 1, -1, -1) if out[i][1]), "")
+            after = next((out[i][1][0] for i in range(k + 1, len(out)) if out[i][1]), "")
+            if before.isalnum() or after.isalnum():
+                stars = "*" * len(piece)
+                out[start], out[k] = ("open", stars), ("close", stars)
+    return out
+
+
+def _render(tokens: list[Token], cell: bool = False) -> str:
+    pieces = [
+        (
+            tok.kind,
+            tok.ref
+            if tok.kind != "text"
+            else tok.text
+            if tok.ref is RAW
+            else _escape(tok.text.replace("\n", " "), cell),
+        )
+        for tok in tokens
+    ]
+    out: list[str] = []
+    line_start = True  # at the start of a line: the unit's, or after a hard line break
+    pieces = _asterisks_inside_words(_outside_pairs(pieces))
+    for k, (kind, piece) in enumerate(pieces):
+        if (
+            kind == "text"
+            and piece.endswith("!")
+            and next((p for p in pieces[k + 1 :] if p[1]), None) == ("open", "[")
+        ):
+            piece = piece[:-1] + "\\!"  # not an image
+        if kind != "text":
+            out.append(piece)
+            line_start = piece.endswith(("\n", "\r")) or (line_start and not piece)
+            continue
+        if line_start:
+            piece = _line_start(piece, first=not any(out))
+        out.append(piece)
+        line_start = line_start and not piece
+    return "".join(out).rstrip(" \t")
+
+
+def render_block(tokens: list[list[Token]], cell: bool, heading: bool) -> str:
+    """A block's text, from its one unit's tokens."""
+    rendered = _render(tokens[0], cell)
+    if heading and (m := _CLOSING_HASHES.search(rendered)):  # not a closing sequence
+        rendered = f"{rendered[: m.start(1)]}\\{rendered[m.start(1) :]}"
+    return rendered
