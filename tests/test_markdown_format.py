@@ -445,3 +445,21 @@ def test_an_html_block_holding_template_or_jsx_expressions_is_copied():
         "<p>PLAIN WORDS.</p>\n"
     )
     assert translate(src) == want
+
+
+def test_a_paragraph_longer_than_one_request_is_sent_in_pieces_that_fit():
+    # it was sent whole: the service refused the file with 413 "the file has a paragraph of
+    # ... characters" (a .txt file's long paragraphs are cut)
+    sentences = [f"The cat sat on mat number {i} today." for i in range(40)]
+    src = " ".join(sentences[:20]) + " A **bold** word. " + " ".join(sentences[20:]) + "\n"
+    sent: list[str] = []
+
+    def recording(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return upper(texts)
+
+    limits = Limits(max_request_chars=300)
+    out = translate_markdown(src.encode(), recording, limits).decode()
+    assert max(len(t) for t in sent) <= 300
+    assert out == src.upper().replace("**BOLD**", "**BOLD**")
+    assert inline_types(out) == inline_types(src)
