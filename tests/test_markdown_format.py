@@ -463,3 +463,13 @@ def test_a_paragraph_longer_than_one_request_is_sent_in_pieces_that_fit():
     assert max(len(t) for t in sent) <= 300
     assert out == src.upper().replace("**BOLD**", "**BOLD**")
     assert inline_types(out) == inline_types(src)
+
+
+def test_a_paragraph_whose_lines_are_indented_with_tabs_is_translated():
+    # markdown-it gives a continuation line's tab partly as spaces: the line was not found as
+    # written and the whole paragraph was left untranslated
+    for src, want in [
+        ("- a cat\n\t\tand a dog\n", "- A CAT AND A DOG\n"),
+        ("- a cat\n \tand a dog\n", "- A CAT AND A DOG\n"),
+    ]:
+        assert translate(src) == want

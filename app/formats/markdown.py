@@ -263,16 +263,19 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
 
     def located(first_line: int, lines: list[str]) -> tuple[int, int] | None:
         """(start, end) in `text` of a block's `lines` of content from `first_line`."""
+        # markdown-it keeps a line's indentation in a block's content, part of a tab as
+        # spaces; its inline rules skip it
+        first, last = lines[0].lstrip(" \t"), lines[-1].lstrip(" \t")
         start_off, first_text = line(first_line)
-        col = first_text.find(lines[0], cursor.get(first_line, 0))
+        col = first_text.find(first, cursor.get(first_line, 0))
         last_index = first_line + len(lines) - 1
         last_off, last_text = line(last_index)
         from_col = col if len(lines) == 1 else 0
-        end_col = last_text.find(lines[-1], from_col) if col >= 0 else -1
+        end_col = last_text.find(last, from_col) if col >= 0 else -1
         if col < 0 or end_col < 0:
             return None
-        cursor[last_index] = end_col + len(lines[-1])
-        return start_off + col, last_off + end_col + len(lines[-1])
+        cursor[last_index] = end_col + len(last)
+        return start_off + col, last_off + end_col + len(last)
 
     front = _FRONT_MATTER.match(text)
     # the front matter's lines are parsed as blank lines (the others keep their numbers)
@@ -301,7 +304,6 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
         for first, stop, segment, tail in _segments(block.children, len(content_lines)):
             lines = content_lines[first:stop]
             lines[-1] = lines[-1][: len(lines[-1]) - tail]
-            lines[0] = lines[0].lstrip(" \t")  # markdown-it skips a line's indentation
             children, skip = _without_prefix(segment, before if first == 0 else ["", ""])
             first_line = block.map[0] + first
             if skip < 0:  # an alert's line: the text starts on the next line
