@@ -473,3 +473,11 @@ def test_a_paragraph_whose_lines_are_indented_with_tabs_is_translated():
         ("- a cat\n \tand a dog\n", "- A CAT AND A DOG\n"),
     ]:
         assert translate(src) == want
+
+
+def test_dialect_syntax_is_only_looked_for_at_the_start_of_a_paragraph():
+    # a table cell or a heading that starts with `!!! `, `::: ` or `[^1]:` is text: it was
+    # copied untranslated (read as an admonition's line)
+    src = "| a | b |\n|---|---|\n| !!! note the [link](x) | ::: two words |\n\n# : a title\n"
+    want = "| A | B |\n|---|---|\n| !!! NOTE THE [LINK](x) | ::: TWO WORDS |\n\n# : A TITLE\n"
+    assert translate(src) == want

@@ -89,7 +89,23 @@ def parser() -> MarkdownIt:
     md.inline.ruler.at("autolink", _autolink_rule(rules["autolink"]))
     md.inline.ruler.at("link", _link_rule(rules["link"]))
     md.inline.ruler.at("image", _image_rule(rules["image"]))
+    md.core.ruler.at("inline", _inline_rule)
     return md
+
+
+def _inline_rule(state) -> None:
+    """markdown-it's core `inline` rule, which tells the inline rules whether the text they
+    read is a paragraph's (`env["_mt_paragraph"]`): a dialect's syntax at the start of a line
+    (PREFIX) is only looked for in one (a table cell or a heading that starts with `!!! ` or
+    `[^1]:` is text)."""
+    previous = None
+    for token in state.tokens:
+        if token.type == "inline":
+            if token.children is None:
+                token.children = []
+            state.env["_mt_paragraph"] = previous == "paragraph_open"
+            state.md.inline.parse(token.content, state.md, state.env, token.children)
+        previous = token.type
 
 
 def _link_rule(link_rule):
@@ -211,7 +227,9 @@ def _address_rule(text_rule):
         if state.src[pos] in "[!?:{ie=":
             line_start = pos == 0 or state.src[pos - 1] == "\n"
             for kind, pattern in _STARTS:
-                if kind == PREFIX and (state.level or not line_start):
+                if kind == PREFIX and (
+                    state.level or not line_start or not state.env.get("_mt_paragraph", True)
+                ):
                     continue
                 if pattern in (TASK, ALERT) and pos:
                     continue
