@@ -19,8 +19,9 @@ whole with placeholders when the model keeps them, else run by run); so are temp
 spelling (trailing spaces or a backslash) and the line ending of its block's first line. An
 address is found in the source before markdown-it reads emphasis, code or escapes in it, and
 written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link's destination
-and title (`](destination "title")`, `][label]`) and an image are written back as written; a
-reference link whose label is its text (`[text][]`, `[text]`) gets that label written out
+and title (`](destination "title")`, `][label]`) and an image are written back as written (its
+alternative text and a link's title are not translated, as an HTML page's attributes are not);
+a reference link whose label is its text (`[text][]`, `[text]`) gets that label written out
 (`[translated][text]`).
 
 A block whose text does not fit in one request (`Limits.max_request_chars`) is translated by
