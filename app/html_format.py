@@ -100,11 +100,12 @@ class _HtmlUnit:
 class HtmlDocument:
     """`texts` to translate, then `render(translations)` gives the translated document."""
 
-    def __init__(self, text: str, atoms: re.Pattern[str] | None = None):
+    def __init__(self, text: str, atoms: re.Pattern[str] | None = None, limit: int | None = None):
         """`atoms`: what in the text is markup of another kind, kept as it is (the override
-        tags of subtitles, `{\\an8}`)."""
+        tags of subtitles, `{\\an8}`); `limit`: the characters one text sent may have
+        (`UnitBuilder.build`)."""
         self.pieces: list[str | _Ref | _HtmlUnit] = []
-        self._atoms = atoms
+        self._atoms, self._limit = atoms, limit
         # the language scopes (app/html_lang.py): 0 is the document outside every lang
         # attribute, then one per element with one, after the scope it stands in; `_scope`:
         # where the token being read stands, `_unit_scope`: where the unit being built began
@@ -195,7 +196,7 @@ class HtmlDocument:
         builder = self._builder
         if builder.empty():
             return
-        unit = builder.build()
+        unit = builder.build(limit=self._limit)
         if unit is None:
             self.pieces.append("".join(self._raw_items))
         else:

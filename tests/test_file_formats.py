@@ -1689,3 +1689,26 @@ def test_a_utf8_file_with_bytes_that_are_not_utf8_is_not_read_in_a_legacy_encodi
     for handler in (translate_txt, translate_srt, translate_markdown):
         with pytest.raises(FormatError, match=r"not valid UTF-8 text \(at byte \d+\), though"):
             handler(data, upper, LIMITS)
+
+
+def test_a_paragraph_longer_than_one_request_is_sent_in_pieces_in_html_and_docx():
+    """A paragraph whose text alone is over `max_request_chars` was sent whole: the service
+    refused the .html or .docx file with 413 ("the file has a paragraph of N characters"),
+    where a .txt or .md file's is cut. Now every format cuts it at sentence ends."""
+    long = " ".join(f"The cat sat on mat number {i} today." for i in range(40))
+    limits = Limits(max_request_chars=300)
+    sent: list[str] = []
+
+    def recording(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return upper(texts)
+
+    html = f"<p>{long} A <b>bold</b> word.</p>".encode()
+    out = handler_for("a.html")(html, recording, limits).decode()
+    assert max(map(len, sent)) <= 300, max(map(len, sent))
+    assert out == f"<p>{long.upper()} A <b>BOLD</b> WORD.</p>"
+    sent.clear()
+    src = docx_body(f'<w:p><w:r><w:t xml:space="preserve">{long}</w:t></w:r></w:p>')
+    out = translate_office(src, recording, limits, "docx")
+    assert max(map(len, sent)) <= 300, max(map(len, sent))
+    assert "".join(word_texts(out)[0]) == long.upper()

@@ -342,15 +342,41 @@ class UnitBuilder:
     def empty(self) -> bool:
         return not self.items
 
-    def build(self, whole: bool = True) -> Unit | None:
+    def build(self, whole: bool = True, limit: int | None = None) -> Unit | None:
         """The unit, its text counted against the `text_budget` in force (a unit without
         letters is not translated, and not counted); `whole`: False to have it translated by
-        runs only."""
+        runs only. `limit`: the characters one text sent may have (the service refuses a
+        longer one with 413); a unit whose text with its placeholders is longer is translated
+        by runs, a run longer than that in pieces cut at sentence ends."""
         if not any(i.kind == "text" and has_letters(str(i.value)) for i in self.items):
             return None
         if (budget := _budget.get()) is not None:
             budget.add("".join(str(i.value) for i in self.items if i.kind == "text"))
-        return Unit(self.items, balanced=self.balanced and not self._open, whole=whole)
+        balanced = self.balanced and not self._open
+        unit = Unit(self.items, balanced=balanced, whole=whole)
+        if limit is None or max(map(len, unit.requests), default=0) <= limit:
+            return unit
+        items = [
+            Item("text", piece, i.ref) if i.kind == "text" else i
+            for i in self.items
+            for piece in (_cut(str(i.value), limit) if i.kind == "text" else [None])
+        ]
+        return Unit(items, balanced=balanced, whole=False)
+
+
+def _cut(text: str, limit: int) -> list[str]:
+    """`text` in pieces of at most `limit` characters, each cut after a sentence's end, else
+    at a space, else where the limit falls."""
+    pieces = []
+    while len(text) > limit:
+        window = text[:limit]
+        cut = max(window.rfind(end) for end in (". ", "! ", "? ", "\n")) + 1
+        if cut <= 0:
+            cut = window.rfind(" ")
+        cut = cut if cut > 0 else limit
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return pieces + [text]
 
 
 def translate_units(

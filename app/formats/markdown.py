@@ -54,7 +54,7 @@ from collections.abc import Callable
 
 from ..html_format import HtmlDocument, HtmlError
 from . import Limits, Translate
-from .inline import Item, Token, Unit, UnitBuilder, translate_units
+from .inline import Token, Unit, UnitBuilder, translate_units
 from .markdown_parser import ADDRESS, ALERT, DIRECTIVE, PREFIX, TASK, parser
 from .markdown_render import RAW, code_span, link_close, link_end, render_block
 from .plain import decode
@@ -202,37 +202,6 @@ def _without_prefix(children: list, before: list[str]) -> tuple[list, int]:
     return (children[1:], len(prefix)) if place else (children, 0)
 
 
-def _fitting(builder: UnitBuilder, limit: int) -> Unit | None:
-    """The unit, translated whole when its text with placeholders fits in one request of
-    `limit` characters, else by runs, each text cut into pieces that fit (at the end of a
-    sentence where it can be): a longer text is refused by the service (413)."""
-    items = builder.items
-    size = sum(len(str(i.value)) if i.kind == "text" else 8 for i in items)
-    if size <= limit:
-        return builder.build()
-    builder.items = [
-        Item("text", piece, i.ref) if i.kind == "text" else i
-        for i in items
-        for piece in (_cut(str(i.value), limit) if i.kind == "text" else [None])
-    ]
-    return builder.build(whole=False)
-
-
-def _cut(text: str, limit: int) -> list[str]:
-    """`text` in pieces of at most `limit` characters, each cut after a sentence's end, else
-    at a space, else where the limit falls."""
-    pieces = []
-    while len(text) > limit:
-        window = text[:limit]
-        cut = max(window.rfind(end) for end in (". ", "! ", "? ", "\n")) + 1
-        if cut <= 0:
-            cut = window.rfind(" ")
-        cut = cut if cut > 0 else limit
-        pieces.append(text[:cut])
-        text = text[cut:]
-    return pieces + [text]
-
-
 def _line_starts(text: str) -> list[int]:
     """Start offset of each line (line endings \\r\\n, \\r or \\n, as markdown-it counts them)."""
     starts, i, n = [0], 0, len(text)
@@ -317,7 +286,7 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
                 span = (span[0], span[1] - cut)
             # a hard line break keeps the line ending of the block's first line (a CRLF file's)
             newline = text[starts[first_line] + len(line(first_line)[1]) : ends[first_line]]
-            unit = _fitting(_unit(children, newline or "\n", cell), limits.max_request_chars)
+            unit = _unit(children, newline or "\n", cell).build(limit=limits.max_request_chars)
             if unit is not None:
                 heading = before[-1:] == ["heading_open"]
                 render = functools.partial(render_block, cell=cell, heading=heading)

@@ -17,7 +17,7 @@ and stored).
 Each paragraph is cut into units of runs, each run of text with its own formatting a pair for
 app/formats/inline.py (app/formats/office_runs.py, which describes what keeps runs apart and
 what is dropped from a translated paragraph). A paragraph that its placeholders would take
-over `max_request_chars` is sent by runs only. A unit that comes back as it was sent (already
+over `max_request_chars` is sent by runs only, a run over it in pieces (`UnitBuilder.build`). A unit that comes back as it was sent (already
 in the target's language) is left as it is, its optional hyphens and layout hints with it.
 """
 
@@ -28,7 +28,7 @@ import fnmatch
 from lxml import etree
 
 from . import FormatError, Limits, Translate
-from .inline import SOFT_HYPHEN, Unit, UnitBuilder, translate_units
+from .inline import SOFT_HYPHEN, UnitBuilder, translate_units
 from .office_archive import (
     check_not_encrypted,
     kind_of,
@@ -162,11 +162,7 @@ def translate_office(
             b.open("run", g)
             b.text(g.text.replace(SOFT_HYPHEN, ""), g)
             b.close("run", g)
-        unit = b.build()
-        if unit is not None and max(map(len, unit.requests)) > limits.max_request_chars:
-            # a long paragraph of many runs: sent whole, its placeholders took it over the
-            # limit (a 413 for a paragraph whose text is within it); by runs, it may fit
-            unit = Unit(unit.items, balanced=unit.balanced, whole=False)
+        unit = b.build(limit=limits.max_request_chars)
         if unit is not None:
             units.append(unit)
             groups.append(unit_groups)
