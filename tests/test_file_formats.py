@@ -1205,7 +1205,8 @@ def test_handlers_by_extension():
     assert handler_for("a/b/Report.DOCX").func is translate_office
     assert handler_for("a/b/Report.DOCX").keywords == {"kind": "docx", "language": None}
     assert handler_for("x.odt", "de").keywords == {"kind": "odt", "language": "de"}
-    assert handler_for("notes.md") is translate_markdown
+    assert handler_for("notes.md", "de").func is translate_markdown
+    assert handler_for("notes.md", "de").keywords == {"target": "de"}
     assert handler_for("x.exe") is None and handler_for("noextension") is None
 
 

@@ -6,7 +6,7 @@ import re
 
 from markdown_it import MarkdownIt
 
-from app.formats import Limits
+from app.formats import Limits, handler_for
 from app.formats.markdown import translate_markdown
 
 LIMITS = Limits()
@@ -481,3 +481,11 @@ def test_dialect_syntax_is_only_looked_for_at_the_start_of_a_paragraph():
     src = "| a | b |\n|---|---|\n| !!! note the [link](x) | ::: two words |\n\n# : a title\n"
     want = "| A | B |\n|---|---|\n| !!! NOTE THE [LINK](x) | ::: TWO WORDS |\n\n# : A TITLE\n"
     assert translate(src) == want
+
+
+def test_an_html_block_translated_names_the_target_language():
+    """A translated HTML block kept its `lang` (the Markdown handler was not told the target),
+    as an .html file's elements do not."""
+    src = '<p lang="en" align="center">A fast translation service.</p>\n\nSome *text*.\n'
+    out = handler_for("a.md", "de")(src.encode(), upper, Limits()).decode()
+    assert out == '<p lang="de" align="center">A FAST TRANSLATION SERVICE.</p>\n\nSOME *TEXT*.\n'

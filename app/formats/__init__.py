@@ -119,8 +119,9 @@ def content_type(filename: str, data: bytes) -> str:
 
 def handler_for(filename: str, language: str | None = None) -> Handler | None:
     """The handler for a file name's extension, or None when it is not supported; `language`:
-    the target's tag, that the translated text is marked with (an HTML file's lang attributes,
-    an office file's run and paragraph languages; None: not marked)."""
+    the target's tag, that the translated text is marked with (the lang attributes of an HTML
+    file and of a Markdown file's HTML blocks, an office file's run and paragraph languages;
+    None: not marked)."""
     from . import markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
 
     def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
@@ -130,7 +131,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
         ".txt": plain.translate_txt,
         ".html": functools.partial(plain.translate_html_file, target=language),
         ".htm": functools.partial(plain.translate_html_file, target=language),
-        ".md": markdown.translate_markdown,
+        ".md": functools.partial(markdown.translate_markdown, target=language),
         ".srt": plain.translate_srt,
         ".docx": office_file("docx"),
         ".pptx": office_file("pptx"),

@@ -5,7 +5,7 @@ app/formats/markdown_render.py.
 Only the text of inline content is translated: paragraphs, headings, list items, block quotes,
 table cells, and the text of an HTML block that is not inside a list or a quote and holds no
 `{` (a template's tags, MDX's expressions), as app/html_format.py translates HTML (a README's
-`<p align="center">` tagline, a `<summary>`). Everything else is copied as written, line by
+`<p align="center">` tagline, a `<summary>`), its `lang` attributes too. Everything else is copied as written, line by
 line: a YAML or TOML front matter at the start of the file, code blocks (fenced and indented),
 HTML blocks inside lists and quotes, thematic breaks, link reference definitions, blank lines,
 and each block's own syntax (`#`, `>`, list markers, table pipes, indentation).
@@ -215,7 +215,11 @@ def _line_starts(text: str) -> list[int]:
     return starts
 
 
-def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> bytes:
+def translate_markdown(
+    data: bytes, translate: Translate, limits: Limits, target: str | None = None
+) -> bytes:
+    """`target`: the language code `translate` translates into, for the lang attributes of
+    its HTML blocks (app/html_lang.py)."""
     text, codec = decode(data, ".md")
     starts = _line_starts(text)
     ends = [s for s in starts[1:]] + [len(text)]
@@ -259,11 +263,12 @@ def translate_markdown(data: bytes, translate: Translate, limits: Limits) -> byt
             if "{" in text[html_start:html_end]:
                 continue  # a template's tags or MDX's expressions: no words to translate
             try:
-                doc = HtmlDocument(text[html_start:html_end])
+                doc = HtmlDocument(text[html_start:html_end], limit=limits.max_request_chars)
             except HtmlError:
                 continue  # left as it is
             if doc.units:
-                pieces.append((html_start, html_end, len(doc.units), doc.render_tokens))
+                render = functools.partial(doc.render_tokens, language=target)
+                pieces.append((html_start, html_end, len(doc.units), render))
                 units.extend(doc.units)
             continue
         if block.type != "inline" or not block.map or not block.children:
