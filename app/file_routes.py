@@ -280,7 +280,9 @@ async def translate_file(request: Request):
     grant = await state.access.admit(fields, request.scope)
     source, target = fields["source"], fields["target"]
     # the tag the translated text is marked with (app/html_lang.py, app/formats/office_language.py)
-    handler = handler_for(filename, tag(target, served_code(state, target, target=True)))
+    # and the download is named with
+    language = tag(target, served_code(state, target, target=True))
+    handler = handler_for(filename, language)
     if handler is None:
         raise ApiError(
             400,
@@ -332,7 +334,7 @@ async def translate_file(request: Request):
                 state,
                 "the server shut down before this file was translated; retry on another replica",
             ) from None
-        name = safe_name(filename, target)
+        name = safe_name(filename, language)
         try:
             file_id = store(state).put(out, name, content_type(filename, out))
         except TooLarge as exc:

@@ -584,3 +584,14 @@ def test_a_target_of_auto_is_a_400_that_says_so(server, source, path):
         r = post(server, path, data=fields, files={"file": ("a.txt", b"The cat is big.\n")})
     assert r.status_code == 400, r.text
     assert "`target` cannot be 'auto'" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize("target, suffix", [("DE", "_de.txt"), ("de_at", "_de-AT.txt")])
+def test_a_translated_file_is_named_with_the_language_tag_it_was_translated_into(
+    server, target, suffix
+):
+    """The download was named after the target as sent (`short_DE.txt`, `short_de_at.txt`)."""
+    files = {"file": ("short.txt", f"{EN}\n".encode())}
+    r = post(server, "/translate_file", data={"source": "en", "target": target}, files=files)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedFileUrl"].endswith(f"/short{suffix}"), r.text
