@@ -6,6 +6,7 @@ settings; an argument is refused with the variable that does what it asked (`--p
 from __future__ import annotations
 
 import argparse
+import difflib
 import textwrap
 
 from .settings import Settings
@@ -34,13 +35,19 @@ def settings_help(width: int = 100) -> str:
 
 def setting_for(argument: str, following: str | None) -> str | None:
     """The variable assignment an option-like argument meant (`--port 9000`, `--port=9000`,
-    `--weights-dir x`), or None when it names no setting."""
+    `--weights-dir x`, `--weights x`: the one setting it starts, or the one it is close to), or
+    None when it names no setting."""
     if not argument.startswith("--"):
         return None
     name, eq, value = argument[2:].partition("=")
     field = name.replace("-", "_").lower()
-    if field not in Settings.model_fields:
-        return None
+    if field not in Settings.model_fields:  # --weights: MT_WEIGHTS_DIR; --thread: MT_THREADS
+        fields = list(Settings.model_fields)
+        close = [f for f in fields if f.startswith(f"{field}_")]
+        close = close or difflib.get_close_matches(field, fields, n=1, cutoff=0.7)
+        if len(close) != 1:
+            return None
+        field = close[0]
     if not eq:
         value = following if following is not None and not following.startswith("-") else "..."
     return f"MT_{field.upper()}={value}"

@@ -16,6 +16,7 @@ import time
 import httpx
 import pytest
 
+from app.command import setting_for
 from tests.service_helpers import ROOT, free_port, serve_in_process, wait_ready
 
 
@@ -502,3 +503,20 @@ def test_past_the_shutdown_timeout_a_file_in_translation_gets_503(weights_dir, t
     assert "shut down before this file was translated" in r.json()["error"]
     assert r.headers["retry-after"]
     assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize(
+    "argument, following, meant",
+    [
+        ("--port", "9000", "MT_PORT=9000"),
+        ("--weights", "models", "MT_WEIGHTS_DIR=models"),  # the one setting it starts
+        ("--thread", "2", "MT_THREADS=2"),  # close to one
+        ("--prot=9000", None, "MT_PORT=9000"),
+        ("--max", "3", None),  # starts several
+        ("--colour", None, None),
+    ],
+)
+def test_an_argument_close_to_a_setting_is_told_that_setting(argument, following, meant):
+    """`mt-serve --weights models` was told "e.g. MT_PORT=9000 mt-serve", a setting it did not
+    mean, where MT_WEIGHTS_DIR is the one it starts."""
+    assert setting_for(argument, following) == meant
