@@ -8,6 +8,7 @@ import io
 import re
 import time
 import zipfile
+from collections.abc import Callable
 
 import docx
 import pptx
@@ -792,6 +793,17 @@ def test_pptx_runs_that_differ_only_in_language_or_smart_tag_marks_are_one_text(
     assert [r.text for r in got.runs] == ["THE CAT SLEEPS ALL DAY.", "", "", " REALLY."]
 
 
+def words_only(sent: list[str]) -> Callable[[list[str]], list[str]]:
+    """A model that writes words, never a tab (upper case, spaces collapsed); what it is sent
+    goes to `sent`."""
+
+    def model(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return [" ".join(t.split()).upper() for t in texts]
+
+    return model
+
+
 def test_pptx_tab_inside_a_run_ends_the_text_sent_and_stays():
     """PowerPoint writes a tab as a character in its run's text (DrawingML has no tab
     element): it was sent inside the text, and a model, which writes no tabs, lost it (the
@@ -805,11 +817,7 @@ def test_pptx_tab_inside_a_run_ends_the_text_sent_and_stays():
     )
     src["ppt/slides/slide1.xml"] = slide.encode()
     sent: list[str] = []
-
-    def model(texts: list[str]) -> list[str]:  # writes words, never a tab
-        sent.extend(texts)
-        return [" ".join(t.split()).upper() for t in texts]
-
+    model = words_only(sent)
     out = translate_office(zip_of(src), model, LIMITS, "pptx")
     assert not [t for t in sent if "\t" in t]
     assert {"Name", "Price list", "In stock"} <= set(sent)
@@ -832,11 +840,7 @@ def test_docx_tab_inside_a_text_ends_the_text_sent_and_stays():
     assert "Price list" in body
     src["word/document.xml"] = body.encode()
     sent: list[str] = []
-
-    def model(texts: list[str]) -> list[str]:  # writes words, never a tab
-        sent.extend(texts)
-        return [" ".join(t.split()).upper() for t in texts]
-
+    model = words_only(sent)
     out = translate_office(zip_of(src), model, LIMITS, "docx")
     assert not [t for t in sent if "\t" in t]
     assert {"Name", "Price list", "In stock"} <= set(sent)

@@ -440,13 +440,18 @@ def test_dark_mode_follows_the_system_and_the_toggle(server):
         d.quit()
 
 
+def as_phone(d, width: int = 390, height: int = 844, scale: int = 2) -> None:
+    """The browser as a phone's screen (390 x 844: an iPhone 12 to 14)."""
+    d.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": scale, "mobile": True},
+    )
+
+
 def test_the_page_fits_a_phone(server):
     d = chromium_driver()
     try:
-        d.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True},
-        )
+        as_phone(d)
         d.get(f"{server}/")
         wait(d, languages_loaded, "the language lists")
         d.find_element(By.ID, "q").send_keys("I love you.")
@@ -515,10 +520,7 @@ def test_the_language_menus_fit_a_narrow_phone(server, width):
     side by side with the target menu), and nothing sticks out sideways."""
     d = chromium_driver()
     try:
-        d.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 700, "deviceScaleFactor": 1, "mobile": True},
-        )
+        as_phone(d, width, 700, scale=1)
         d.get(f"{server}/")
         wait(d, languages_loaded, "the language lists")
         cut = d.execute_script(
@@ -771,10 +773,7 @@ def test_a_key_entered_where_it_is_asked_for_translates_the_text(keyed_server):
     url, key = keyed_server
     d = chromium_driver()
     try:
-        d.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True},
-        )
+        as_phone(d)
         d.get(f"{url}/")
         wait(d, languages_loaded, "the language lists")
         field = d.find_element(By.ID, "api-key")
