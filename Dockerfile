@@ -2,6 +2,8 @@
 # replicas, not workers).
 #
 # CPU (default):  docker build -t mt-serve .
+# Run:            docker run -p 8000:8000 --stop-timeout 40 mt-serve
+#                 (docker stop's default 10 s would cut short the 30 s drain of MT_SHUTDOWN_TIMEOUT_S)
 # GPU:            docker build -t mt-serve:gpu \
 #                   --build-arg BASE_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04 \
 #                   --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 .

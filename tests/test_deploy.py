@@ -126,6 +126,22 @@ def test_compose_service_matches_the_service():
     assert any(v.endswith(":/app/weights:ro") for v in svc["volumes"])
 
 
+def test_docker_stop_leaves_the_drain_its_time():
+    """`docker stop` sends SIGTERM, then SIGKILL after the container's stop timeout (10 s
+    unless set): compose and every `docker run` the README and the Dockerfile show give more
+    than MT_SHUTDOWN_TIMEOUT_S, so the requests in progress are finished, not dropped."""
+    drain = Settings().shutdown_timeout_s
+    assert int(compose()["services"]["mt"]["stop_grace_period"].rstrip("s")) > drain
+    readme = (ROOT / "README.md").read_text()
+    docker_section = readme.split("\n## Docker\n", 1)[1].split("\n## ", 1)[0]
+    runs = re.findall(r"^.*\bdocker run .*$", docker_section, re.M)
+    runs += re.findall(r"^#.*\bdocker run .*$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert len(runs) >= 2, "the README and the Dockerfile show how to run the image"
+    for line in runs:
+        timeout = re.search(r"--stop-timeout[ =](\d+)", line)
+        assert timeout and int(timeout.group(1)) > drain, line
+
+
 def test_compose_passes_every_setting_through():
     """Each MT_ setting reaches the container from the shell or compose's env file: listed
     without a value (compose then takes it from there, or leaves it unset: the service's
