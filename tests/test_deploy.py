@@ -74,6 +74,44 @@ def test_every_install_reads_the_lock():
     assert stamp and "$(LOCK)" in stamp.group(1).split()
 
 
+def left_out_of_the_build_context(path: str) -> bool:
+    """Whether .dockerignore leaves `path` (relative to the checkout) out, as Docker matches
+    it: each pattern against the path and each of its parent folders, `*` within one name,
+    `**` across folders."""
+    patterns = []
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip().strip("/")
+        if line and not line.startswith("#"):
+            assert not line.startswith("!"), "exceptions are not matched here"
+            regex = re.escape(line).replace(r"\*\*/", "(.*/)?").replace(r"\*\*", ".*")
+            patterns.append(re.compile(regex.replace(r"\*", "[^/]*").replace(r"\?", "[^/]")))
+    parts = path.strip("/").split("/")
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    return any(p.fullmatch(prefix) for p in patterns for prefix in prefixes)
+
+
+def test_build_context_holds_the_build_inputs_and_no_fetched_models_or_key_databases():
+    """What the Dockerfile copies reaches the build; what `make fetch` (README: opus-mt/), an
+    API keys database (README: keys.sqlite) or a package build put in the checkout does not:
+    hundreds of MB sent to the engine on every build, and API keys."""
+    sources = []
+    for line in re.findall(r"^COPY (?!--from)(.*)$", (ROOT / "Dockerfile").read_text(), re.M):
+        sources += line.split()[:-1]
+    assert "weights/" in sources and "app/" in sources and "docker/wheels/" in sources
+    for source in sources:
+        assert not left_out_of_the_build_context(source), source
+    for path in (
+        "opus-mt/opus-mt-en-de/model.safetensors",
+        "keys.sqlite",
+        "deploy/keys.sqlite",
+        "dist/mt_serve-0.1.0.tar.gz",
+        ".env",
+        "model_core/_kernels.cpython-311-x86_64-linux-gnu.so",
+        "app/__pycache__/main.cpython-311.pyc",
+    ):
+        assert left_out_of_the_build_context(path), path
+
+
 def make(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """`make args` in ROOT, with a clean environment but `env`, and an environment folder
     under tmp_path (that `-n` keeps from being made)."""
