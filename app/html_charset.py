@@ -18,8 +18,8 @@ refused.
 The translation is written back in the encoding the file was read in, its markup and
 declaration untouched; a character of the translation that the encoding cannot hold (German
 text in a windows-1251 page, say) is written as a numeric character reference (`&#1078;`),
-which a browser reads as that character wherever translated text stands (text and
-`<title>`, never inside `<script>` or an attribute, which are not translated). Where the
+which a browser reads as that character wherever translated text stands (text, `<title>` and
+the attribute values translated, never inside `<script>`, which is not translated). Where the
 translation grew before the declaration and pushed it past the first 1024 bytes, the file is
 written in UTF-8 with a byte order mark instead, which wins over any declaration.
 """

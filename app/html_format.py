@@ -39,7 +39,9 @@ taken for text.
 
 Translated text is escaped for HTML, a character written as an entity coming back as that
 entity (app/html_text.py). Given the language the translation is in, the `lang` attributes of
-what was translated are set to it (app/html_lang.py).
+what was translated are set to it (app/html_lang.py). With `attributes`, the attribute values
+that are text for people (`title`, `alt`, `placeholder`, ...: app/html_attrs.py) are units too,
+after the text's, and are written back into their tags in place of the value alone.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from .formats.inline import (
     distribute,
     translate_units,
 )
+from .html_attrs import AttrText, attribute_texts
 from .html_elements import (
     FOREIGN,
     INLINE,
@@ -67,7 +70,7 @@ from .html_elements import (
     implied_end,
     translate_attr,
 )
-from .html_lang import LANG_ATTRS, Span, changed_scopes, lang_spans, meta_spans, rewrite
+from .html_lang import LANG_ATTRS, Span, apply, changed_scopes, edits, lang_spans, meta_spans
 from .html_text import escape, references
 from .html_tokenizer import HtmlError, tokenize
 
@@ -80,11 +83,13 @@ _TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
 class _Ref(NamedTuple):
     """Markup or text as written, in the language scope it stands in (for a start tag: the
     scope of its content); `spans`: where the language it declares stands in it
-    (app/html_lang.py)."""
+    (app/html_lang.py); `attrs`: (start, end, quote, index among the document's attribute
+    texts) of each attribute value in it to translate (app/html_attrs.py)."""
 
     raw: str
     scope: int
     spans: tuple[Span, ...] = ()
+    attrs: tuple[tuple[int, int, str, int], ...] = ()
 
 
 class _HtmlUnit:
@@ -100,12 +105,21 @@ class _HtmlUnit:
 class HtmlDocument:
     """`texts` to translate, then `render(translations)` gives the translated document."""
 
-    def __init__(self, text: str, atoms: re.Pattern[str] | None = None, limit: int | None = None):
+    def __init__(
+        self,
+        text: str,
+        atoms: re.Pattern[str] | None = None,
+        limit: int | None = None,
+        attributes: bool = False,
+    ):
         """`atoms`: what in the text is markup of another kind, kept as it is (the override
         tags of subtitles, `{\\an8}`); `limit`: the characters one text sent may have
-        (`UnitBuilder.build`)."""
+        (`UnitBuilder.build`); `attributes`: whether the attribute values that are text for
+        people are translated too (app/html_attrs.py)."""
         self.pieces: list[str | _Ref | _HtmlUnit] = []
-        self._atoms, self._limit = atoms, limit
+        self._atoms, self._limit, self._with_attrs = atoms, limit, attributes
+        # the attribute values to translate, in document order: their units follow the text's
+        self._attr_texts: list[AttrText] = []
         # the language scopes (app/html_lang.py): 0 is the document outside every lang
         # attribute, then one per element with one, after the scope it stands in; `_scope`:
         # where the token being read stands, `_unit_scope`: where the unit being built began
@@ -113,7 +127,8 @@ class HtmlDocument:
         self._scope = self._unit_scope = self._run_scope = 0
         self._texts: list[tuple[int, str]] = []  # (scope, text) of the unit being built
         self._builder = UnitBuilder()
-        self._raw_items: list[str] = []  # the raw text of the unit being built, in order
+        # the raw text of the unit being built, in order (a _Ref: markup with attribute values)
+        self._raw_items: list[str | _Ref] = []
         self._run: list[tuple[str, str]] = []  # (text, raw text) of the text not added yet
         self._spellings: dict[str, str] = {}
         self._walk(text, *tokenize(text))
@@ -121,6 +136,11 @@ class HtmlDocument:
 
     @property
     def units(self) -> list[Unit]:
+        """The text's units, in document order, then those of the attribute values."""
+        return self._text_units + [a.unit for a in self._attr_texts]
+
+    @property
+    def _text_units(self) -> list[Unit]:
         return [p.unit for p in self.pieces if isinstance(p, _HtmlUnit)]
 
     @property
@@ -130,8 +150,9 @@ class HtmlDocument:
     @property
     def visible_text(self) -> str:
         """The document's text as a reader sees it: its units' text runs, without the
-        markup."""
-        runs = (collapse(str(i.value)) for u in self.units for i in u.items if i.kind == "text")
+        markup (nor its attributes, which say little of the language its text is in)."""
+        units = self._text_units
+        runs = (collapse(str(i.value)) for u in units for i in u.items if i.kind == "text")
         return " ".join(r for r in runs if r)
 
     def render(self, translations: list[str], language: str | None = None) -> str:
@@ -144,12 +165,19 @@ class HtmlDocument:
         (for markup inside text files, such as subtitles' <i>); `language`: the code the
         translation is in, for the lang attributes of what was translated
         (app/html_lang.py)."""
-        changed = self._changed(all_tokens) if language else set()
+        n = len(all_tokens) - len(self._attr_texts)
+        all_tokens, attr_tokens = all_tokens[:n], all_tokens[n:]
+        changed = self._changed(all_tokens, attr_tokens) if language else set()
 
         def markup(ref: _Ref) -> str:
+            changes = []
             if ref.spans and ref.scope in changed:
-                return rewrite(ref.raw, ref.spans, language)
-            return ref.raw
+                changes = edits(ref.raw, ref.spans, language)
+            for start, end, quote, k in ref.attrs:
+                value = self._attr_texts[k].written(attr_tokens[k], quote)
+                if value is not None:
+                    changes.append((start, end, value))
+            return apply(ref.raw, changes) if changes else ref.raw
 
         it = iter(all_tokens)
         out = []
@@ -169,10 +197,14 @@ class HtmlDocument:
                     out.append(tok.text if tok.ref is None else tok.ref.raw)
         return "".join(out)
 
-    def _changed(self, all_tokens: list[list[Token]]) -> set[int]:
-        """The language scopes whose text the tokens translate (app/html_lang.py)."""
+    def _changed(self, all_tokens: list[list[Token]], attr_tokens: list[list[Token]]) -> set[int]:
+        """The language scopes whose text the tokens translate (app/html_lang.py); an
+        attribute's value counts in the scope of its element."""
         source: dict[int, list[str]] = {}
         output: dict[int, list[str]] = {}
+        for attr, tokens in zip(self._attr_texts, attr_tokens, strict=True):
+            source.setdefault(attr.scope, []).append(attr.text)
+            output.setdefault(attr.scope, []).append(attr.output(tokens))
         units = (p for p in self.pieces if isinstance(p, _HtmlUnit))
         for piece, tokens in zip(units, all_tokens, strict=True):
             for scope, text in piece.texts:
@@ -197,8 +229,12 @@ class HtmlDocument:
         if builder.empty():
             return
         unit = builder.build(limit=self._limit)
-        if unit is None:
-            self.pieces.append("".join(self._raw_items))
+        if unit is None:  # as written (an atom with attribute values to translate: a _Ref)
+            for item in self._raw_items:
+                if isinstance(item, str) and self.pieces and isinstance(self.pieces[-1], str):
+                    self.pieces[-1] += item
+                else:
+                    self.pieces.append(item)
         else:
             self.pieces.append(_HtmlUnit(unit, self._spellings, self._unit_scope, self._texts))
         self._builder, self._raw_items, self._spellings = UnitBuilder(), [], {}
@@ -206,7 +242,7 @@ class HtmlDocument:
 
     def _raw(self, raw: str | _Ref) -> None:
         self._flush()
-        self.pieces.append(raw if isinstance(raw, str) or raw.spans else raw.raw)
+        self.pieces.append(raw if isinstance(raw, str) or raw.spans or raw.attrs else raw.raw)
 
     def _text(self, text: str, raw: str) -> None:
         if not self._run:
@@ -274,7 +310,9 @@ class HtmlDocument:
         # open elements: (name, translated, inside an element that is never translated, the
         # language scope of its content)
         stack = OpenElements()
-        atom: list[str] | None = None  # raw text of an inline element kept whole
+        # raw text of an inline element kept whole (its start tag: with the attribute values
+        # to translate)
+        atom: list[str | _Ref] | None = None
         atom_depth = 0
         # after the last tag, the first "<" given as text that may open a tag (a letter, "/",
         # "!" or "?" follows it) starts a tag cut off by the end of the input: from there on
@@ -300,7 +338,7 @@ class HtmlDocument:
                 # follows other rules, nor in a <textarea> or <title>)
                 stack.truncate(implied_end(stack, name))
                 if atom is not None and len(stack) < atom_depth:
-                    self._item("atom", "".join(atom))  # it ended before this tag
+                    self._item("atom", self._whole(atom))  # it ended before this tag
                     atom = None
             self._scope = stack[-1][3] if stack else 0
             tag: str | _Ref = raw  # as it is written back where it is markup of the unit's
@@ -311,10 +349,20 @@ class HtmlDocument:
                 # (`<p>A <span translate="no">B</p>C`): a browser ends it there, so the atom
                 # ends before this tag, which then ends the unit as it would have (it was
                 # taken into the atom, and the text after it joined the paragraph's unit)
-                self._item("atom", "".join(atom))
+                self._item("atom", self._whole(atom))
                 atom, translating = None, stack[closed][1]
+            # the attribute values to translate: where the element's text would be, and on an
+            # element whose content is never translated, but not inside one
+            inside_skipped = stack[-1][2] if stack else False
+            with_attrs = (
+                self._with_attrs
+                and kind in ("start", "startend")
+                and atom is None
+                and not inside_skipped
+                and translate_attr(attrs, translating)
+            )
             if kind == "start" and name not in VOID:
-                hard = (stack[-1][2] if stack else False) or name in SKIPPED
+                hard = inside_skipped or name in SKIPPED
                 translated = not hard and translate_attr(attrs, translating)
                 scope, spans = self._scope, ()
                 if any(a in LANG_ATTRS for a, _ in attrs):  # a language scope of its own
@@ -322,15 +370,18 @@ class HtmlDocument:
                     scope = len(self._parents) - 1
                     spans = lang_spans(raw) if translated else ()
                 stack.push((name, translated, hard, scope))
-                tag = _Ref(raw, scope, spans)
+                tag = _Ref(raw, scope, spans, self._attributes(with_attrs, raw, name, attrs, scope))
             elif closed is not None:
                 stack.truncate(closed)
-            elif name == "meta" and kind in ("start", "startend") and translating:
-                tag = _Ref(raw, self._scope, meta_spans(raw))
+            elif kind in ("start", "startend"):  # an element without content
+                spans = meta_spans(raw) if name == "meta" and translating else ()
+                values = self._attributes(with_attrs, raw, name, attrs, self._scope)
+                if spans or values:
+                    tag = _Ref(raw, self._scope, spans, values)
             if atom is not None:  # inside an inline element kept whole
                 atom.append(raw)
                 if len(stack) < atom_depth:
-                    self._item("atom", "".join(atom))
+                    self._item("atom", self._whole(atom))
                     atom = None
                 continue
             if not translating:
@@ -352,14 +403,14 @@ class HtmlDocument:
                 if stack[-1][1]:
                     self._item("open", tag, name)
                 else:  # <code>, <span translate="no">: the whole element is one atom
-                    atom, atom_depth = [raw], len(stack)
+                    atom, atom_depth = [tag], len(stack)
             elif kind in ("start", "startend") and name == "wbr" and stack.last("title") is None:
                 # where a browser may break a word or an address, as a soft hyphen: the text
                 # runs on (an atom, it cut "inter<wbr>national" in two, and sent the pieces
                 # of an address to the model); in a <title>, text a browser shows as it is
                 self._text("", raw)
             elif kind in ("start", "startend") and name in INLINE_VOID | INLINE:
-                self._item("atom", raw)
+                self._item("atom", tag)
             elif kind == "end" and name in INLINE:
                 self._item("close", raw, name)
             elif kind == "comment" and (self._run or not self._builder.empty()):
@@ -370,7 +421,27 @@ class HtmlDocument:
             else:  # block tags, <br>, comments before any text, doctype: unit boundaries
                 self._raw(tag)
         if atom is not None:  # an inline element kept whole that the document never closed
-            self._item("atom", "".join(atom))
+            self._item("atom", self._whole(atom))
+
+    def _attributes(
+        self, wanted: bool, raw: str, name: str, attrs: list, scope: int
+    ) -> tuple[tuple[int, int, str, int], ...]:
+        """(start, end, quote, index among `_attr_texts`) of each value of a start tag to
+        translate (app/html_attrs.py); none where `wanted` is false."""
+        if not wanted:
+            return ()
+        out = []
+        for start, end, quote, value in attribute_texts(raw, name, attrs, scope, self._limit):
+            out.append((start, end, quote, len(self._attr_texts)))
+            self._attr_texts.append(value)
+        return tuple(out)
+
+    def _whole(self, atom: list[str | _Ref]) -> str | _Ref:
+        """An inline element kept whole, as one atom's markup (its start tag's attribute values
+        translated: they stand at the start)."""
+        raw = "".join(a if isinstance(a, str) else a.raw for a in atom)
+        first = atom[0]
+        return _Ref(raw, self._scope, (), first.attrs) if isinstance(first, _Ref) else raw
 
     def _item(self, kind: str, raw: str | _Ref, name: str = "") -> None:
         self._end_run()
@@ -381,7 +452,7 @@ class HtmlDocument:
             self._builder.atom(ref)
         else:
             getattr(self._builder, kind)(name, ref)
-        self._raw_items.append(ref.raw)
+        self._raw_items.append(ref if ref.attrs else ref.raw)
 
 
 def translate_html(
@@ -389,7 +460,7 @@ def translate_html(
 ) -> str:
     """`text` translated with `translate_texts` (one call for the whole document) into
     `language` (for its lang attributes: app/html_lang.py)."""
-    doc = HtmlDocument(text)
+    doc = HtmlDocument(text, attributes=True)
     return doc.render_tokens(translate_units(doc.units, translate_texts), language=language)
 
 
@@ -407,5 +478,5 @@ def render_all(
 
 
 def extract_all(texts: list[str]) -> tuple[list[HtmlDocument], list[str]]:
-    documents = [HtmlDocument(t) for t in texts]
+    documents = [HtmlDocument(t, attributes=True) for t in texts]
     return documents, [r for d in documents for r in d.texts]

@@ -82,14 +82,27 @@ def names_language(value: str, language: str) -> bool:
     return re.split(r"[-_]", value.strip(), maxsplit=1)[0].lower() == language.lower()
 
 
-def rewrite(tag: str, spans: tuple[Span, ...], language: str) -> str:
-    """`tag` with each value at `spans` set to `language` (kept where it names it already)."""
-    out, at = [], 0
+#: a change to a tag: the text at [start, end) replaced by the new text
+Edit = tuple[int, int, str]
+
+
+def edits(tag: str, spans: tuple[Span, ...], language: str) -> list[Edit]:
+    """The changes that set each value of `tag` at `spans` to `language` (kept where it names
+    it already)."""
+    out = []
     for start, end, bare in spans:
         if not bare and names_language(tag[start:end], language):
             continue
+        out.append((start, end, f'="{language}"' if bare else language))
+    return out
+
+
+def apply(tag: str, changes: list[Edit]) -> str:
+    """`tag` with `changes` (which do not overlap) made."""
+    out, at = [], 0
+    for start, end, text in sorted(changes):
         out.append(tag[at:start])
-        out.append(f'="{language}"' if bare else language)
+        out.append(text)
         at = end
     out.append(tag[at:])
     return "".join(out)

@@ -28,7 +28,7 @@ from odf.text import Span
 from app import translate as translate_module
 from tests.service_helpers import serve_in_thread
 from tests.test_file_formats import make_docx, make_odt, make_pptx, zip_of
-from tests.test_html_format import Tags
+from tests.test_html_format import Attrs, Tags
 from tests.test_service import metric
 
 MAX_FILE = 200_000
@@ -134,6 +134,25 @@ def test_a_translated_page_names_the_target_language(server):
     assert got.content.decode().startswith('<html lang="de"><body><p>')
     same = download(url, upload(url, "page.html", page.encode(), source="de"))
     assert same.content.decode() == page  # nothing translated: the language stays
+
+
+def test_a_pages_tips_and_alternative_texts_are_translated(server):
+    # a page's title and alt attributes, its description, stayed in the source's language
+    url, _ = server
+    page = (
+        '<html><head><meta name="description" content="The cat is big."></head><body>'
+        '<p>We see <a href="/a" title="The dog is slow.">a red car</a> today.</p>'
+        '<img src="c.png" alt="The house is old."></body></html>'
+    )
+    plain = text(url, ["The cat is big.", "The dog is slow.", "The house is old."]).json()
+    r = text(url, page, format="html")
+    assert r.status_code == 200, r.text
+    got = download(url, upload(url, "page.html", page.encode()))
+    for out in (r.json()["translatedText"], got.content.decode()):
+        attrs = [dict(a) for a in Attrs(out).attrs]
+        assert attrs[2]["content"] == plain["translatedText"][0]
+        assert attrs[5] == {"href": "/a", "title": plain["translatedText"][1]}
+        assert attrs[6] == {"src": "c.png", "alt": plain["translatedText"][2]}
 
 
 @pytest.mark.parametrize("source", ["en", "auto"])

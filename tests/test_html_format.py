@@ -71,7 +71,9 @@ PAGE = """<!DOCTYPE html>
 
 def test_markup_attributes_and_untranslated_elements_are_kept_exactly():
     out = translate_html(PAGE, upper)
-    assert Tags(out).markup == Tags(PAGE).markup
+    # every tag as written, but for the values of its attributes that are text for people
+    texts = PAGE.replace('title="Go on"', 'title="GO ON"').replace("a picture", "A PICTURE")
+    assert Tags(out).markup == Tags(texts).markup
     for kept in [
         "<style>p { color: red }</style>",
         "<code>ls -l</code>",
@@ -79,8 +81,8 @@ def test_markup_attributes_and_untranslated_elements_are_kept_exactly():
         '<div translate="no">Brand <b>Name</b>',
         '<span translate="no">ACME Widget</span>',
         '<script>var s = "<p>hello</p>";</script>',
-        '<a href="/next?a=1&amp;b=2" title="Go on">',
-        '<img src="a.png" alt="a picture">',
+        '<a href="/next?a=1&amp;b=2" title="GO ON">',
+        '<img src="a.png" alt="A PICTURE">',
     ]:
         assert kept in out
     assert "<title>MY PAGE &amp; MORE</title>" in out
@@ -719,3 +721,165 @@ def test_lang_attributes_name_the_target_where_the_text_was_translated(doc, out)
     assert translated.render(translations, language="de") == out
     assert translate_html(doc, upper_but_names) == translate_html(doc, upper_but_names, None)
     assert HtmlDocument(doc).render(texts, language="de") == doc  # nothing translated
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (  # a tip, an image's alternative text, a field's placeholder, a screen reader's name
+            '<p>See <a href="/a" title="The next page">this</a> <img src=a.png alt="A cat">.</p>'
+            '<input name=q placeholder="Search the site" aria-label="Search">'
+            '<nav aria-description="The main menu"><textarea placeholder="Your words">x'
+            "</textarea></nav>",
+            '<p>SEE <a href="/a" title="THE NEXT PAGE">THIS</a> <img src=a.png alt="A CAT">.</p>'
+            '<input name=q placeholder="SEARCH THE SITE" aria-label="SEARCH">'
+            '<nav aria-description="THE MAIN MENU"><textarea placeholder="YOUR WORDS">x'
+            "</textarea></nav>",
+        ),
+        (  # the value of a button, not of a field; labels of tracks and lists
+            '<input type=Submit value="Send it"><input type=reset value=Clear>'
+            '<input type=button value="Go"><input type=text value="My name">'
+            '<input type=image alt="Send" src=s.png><input type=hidden value="the id">'
+            '<video><track kind=subtitles label="English subtitles"></video><select>'
+            '<optgroup label="Fruits"><option label="An apple" value="apple">Apple</select>',
+            '<input type=Submit value="SEND IT"><input type=reset value="CLEAR">'
+            '<input type=button value="GO"><input type=text value="My name">'
+            '<input type=image alt="SEND" src=s.png><input type=hidden value="the id">'
+            '<video><track kind=subtitles label="ENGLISH SUBTITLES"></video><select>'
+            '<optgroup label="FRUITS"><option label="AN APPLE" value="apple">APPLE</select>',
+        ),
+        (  # what search engines and link previews show; not the keywords, not other metas
+            '<head><meta name="description" content="A page about cats">'
+            '<meta property="og:title" content="All about cats">'
+            '<meta property="og:description" content="Cats and more">'
+            '<meta name="twitter:title" content="All about cats">'
+            '<meta property="twitter:description" content="Cats and more">'
+            '<meta name="keywords" content="cats, pets"><meta name="author" content="Ann Lee">'
+            '<meta property="og:site_name" content="Catpedia"></head>',
+            '<head><meta name="description" content="A PAGE ABOUT CATS">'
+            '<meta property="og:title" content="ALL ABOUT CATS">'
+            '<meta property="og:description" content="CATS AND MORE">'
+            '<meta name="twitter:title" content="ALL ABOUT CATS">'
+            '<meta property="twitter:description" content="CATS AND MORE">'
+            '<meta name="keywords" content="cats, pets"><meta name="author" content="Ann Lee">'
+            '<meta property="og:site_name" content="Catpedia"></head>',
+        ),
+        (  # translate="no" and the class notranslate, on the element or around it
+            '<div translate="no"><img alt="The logo" title="Home"><p title="Kept">Brand</p>'
+            '<p translate="yes" title="A tip">Text</p></div>'
+            '<a class="notranslate" title="ACME Inc">ACME</a> <b>and</b> <i>so</i> '
+            '<span translate="no" title="A name">Anna</span>'
+            '<img alt="A dog" translate="no">',
+            '<div translate="no"><img alt="The logo" title="Home"><p title="Kept">Brand</p>'
+            '<p translate="yes" title="A TIP">TEXT</p></div>'
+            '<a class="notranslate" title="ACME Inc">ACME</a> <b>AND</b> <i>SO</i> '
+            '<span translate="no" title="A name">Anna</span>'
+            '<img alt="A dog" translate="no">',
+        ),
+        (  # an element whose content is never translated: its own attributes are, not those
+            # of the elements inside it; a style sheet's title names a set: kept
+            '<p>Run <code title="A command">ls <b title="bold">-l</b></code> now.</p>'
+            '<pre title="Some code"><span title="A word">x</span></pre>'
+            '<link rel="stylesheet" href="d.css" title="Dark"><style title="Dark"></style>'
+            '<link rel="alternate" href="f.xml" title="The news feed">',
+            '<p>RUN <code title="A COMMAND">ls <b title="bold">-l</b></code> NOW.</p>'
+            '<pre title="SOME CODE"><span title="A word">x</span></pre>'
+            '<link rel="stylesheet" href="d.css" title="Dark"><style title="Dark"></style>'
+            '<link rel="alternate" href="f.xml" title="THE NEWS FEED">',
+        ),
+        (  # no letters, an empty value, one written without value, an id: as written
+            '<img alt="" title="2024"><input placeholder><abbr title=" ">x</abbr>'
+            '<p id="the-cat" class="big title">Hi</p>',
+            '<img alt="" title="2024"><input placeholder><abbr title=" ">X</abbr>'
+            '<p id="the-cat" class="big title">HI</p>',
+        ),
+        (  # the first of two attributes of one name is the one a browser reads
+            '<img alt="First one" alt="Second one">',
+            '<img alt="FIRST ONE" alt="Second one">',
+        ),
+    ],
+)
+def test_attributes_that_are_text_for_people_are_translated(doc, out):
+    assert translate_html(doc, upper) == out
+
+
+@pytest.mark.parametrize(
+    ("doc", "sent", "translation", "out"),
+    [
+        # the quote it is written between, & and < escaped; an entity written as it was
+        (
+            '<img title="Tom &amp; Jerry">',
+            "Tom & Jerry",
+            'Tom & "Jerry" <b>',
+            'title="Tom &amp; &quot;Jerry&quot; &lt;b>"',
+        ),
+        ("<img title='It is'>", "It is", 'It\'s "so"', "title='It&#39;s \"so\"'"),
+        (
+            "<img title=Hello>",
+            "Hello",
+            'Hallo "Welt" & mehr',
+            'title="Hallo &quot;Welt&quot; & mehr"',
+        ),
+        (
+            '<img alt="&copy; Ann &nbsp;Lee">',
+            "\u00a9 Ann \u00a0Lee",
+            "\u00a9 Ann \u00a0LEE",
+            'alt="&copy; Ann &nbsp;LEE"',
+        ),
+        # in a value, a legacy entity before "=" is text (a browser reads "&copy=2" so)
+        ('<img alt="a&copy=2 b">', "a&copy=2 b", "X&copy=2 y", 'alt="X&amp;copy=2 y"'),
+    ],
+)
+def test_a_translated_attribute_value_is_escaped_within_its_quotes(doc, sent, translation, out):
+    assert HtmlDocument(doc, attributes=True).texts == [sent]
+    assert out in translate_html(doc, lambda ts: [translation for _ in ts])
+
+
+def test_attribute_values_are_sent_with_the_documents_text_in_one_call():
+    calls = []
+
+    def record(texts):
+        calls.append(texts)
+        return upper(texts)
+
+    doc = '<p title="A tip">The cat.</p><img alt="A dog"><p>The end.</p>'
+    assert translate_html(doc, record) == (
+        '<p title="A TIP">THE CAT.</p><img alt="A DOG"><p>THE END.</p>'
+    )
+    assert calls == [["The cat.", "The end.", "A tip", "A dog"]]
+    # a page of attributes only is translated too; nothing is added for a fragment without
+    assert translate_html('<img src="a.png" alt="A dog">', upper) == (
+        '<img src="a.png" alt="A DOG">'
+    )
+
+
+def test_a_translated_attribute_value_names_its_language():
+    doc = '<html lang="en"><img alt="A dog"><p lang="en" translate="no">Anna</p></html>'
+    assert translate_html(doc, upper, "de") == (
+        '<html lang="de"><img alt="A DOG"><p lang="en" translate="no">Anna</p></html>'
+    )
+
+
+class Attrs(HTMLParser):
+    """The attributes of each start tag, as html.parser reads them."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.attrs: list[list[tuple[str, str | None]]] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.attrs.append(attrs)
+
+    handle_startendtag = handle_starttag
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(['<img alt="A cat" src=a>', "<img alt='A cat' src=a>", "<img alt=cat src=a>"]),
+    st.text(alphabet="ab \"'&<>;=#/\u00e9\u00a0", min_size=1, max_size=20).map("Xy".__add__),
+)
+def test_a_translated_attribute_value_reads_back_as_the_translation(doc, translation):
+    out = translate_html(doc, lambda ts: [translation for _ in ts])
+    assert Attrs(out).attrs == [[("alt", translation), ("src", "a")]]

@@ -208,7 +208,7 @@ def translate_html_file(
     attributes (app/html_lang.py)."""
     text, codec = decode_html(data)
     try:
-        doc = HtmlDocument(text, limit=limits.max_request_chars)
+        doc = HtmlDocument(text, limit=limits.max_request_chars, attributes=True)
     except HtmlError as exc:
         raise FormatError(str(exc)) from None
     text = doc.render_tokens(translate_units(doc.units, translate), language=target)
