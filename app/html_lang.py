@@ -16,9 +16,13 @@ German was read out with English pronunciation. So, with the target language giv
   the model gave back as it was, or that `source: auto` found in the target language already
   and left alone, keeps its `lang`; so does every element that is not translated
   (`translate="no"`, `<code>`, `<pre>`, ...), whatever its content;
-- `<meta http-equiv="content-language" content="...">`, and `<meta name="language">` where
-  its content is a language code (not a name such as `English`), follow the element they
-  stand in (`<head>` in `<html lang>`, else the text outside every `lang`);
+- `<meta http-equiv="content-language" content="...">`, and `<meta name="language">` and
+  Open Graph's `<meta property="og:locale">` where its content is a language code (not a name
+  such as `English`), follow the element they stand in (`<head>` in `<html lang>`, else the
+  text outside every `lang`); a locale written with `_` (`en_US`) gets the target written so
+  (`pt_BR` for `pt-BR`; `de` for `de`, no territory being guessed);
+- what describes another document is kept: `hreflang` (the language of the page a link
+  leads to), `og:locale:alternate` (the other languages the page is published in);
 - a value already naming the target language (`de-CH` for `de`) is kept as written; no
   attribute is added where none was written.
 """
@@ -69,7 +73,8 @@ def meta_spans(tag: str) -> tuple[Span, ...]:
     attrs = attributes(tag)
     named = {name: value.strip().lower() for name, value, _ in reversed(attrs)}  # the first
     pragma = named.get("http-equiv") == "content-language"
-    if not pragma and named.get("name") != "language":
+    locale = "og:locale" in (named.get("property"), named.get("name"))
+    if not pragma and not locale and named.get("name") != "language":
         return ()
     for name, value, span in attrs:
         if name == "content":
@@ -93,7 +98,9 @@ def edits(tag: str, spans: tuple[Span, ...], language: str) -> list[Edit]:
     for start, end, bare in spans:
         if not bare and names_language(tag[start:end], language):
             continue
-        out.append((start, end, f'="{language}"' if bare else language))
+        # a value written as a locale (`en_US`, as Open Graph writes it) gets the target so
+        value = language.replace("-", "_") if "_" in tag[start:end] else language
+        out.append((start, end, f'="{value}"' if bare else value))
     return out
 
 

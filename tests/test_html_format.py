@@ -883,3 +883,35 @@ class Attrs(HTMLParser):
 def test_a_translated_attribute_value_reads_back_as_the_translation(doc, translation):
     out = translate_html(doc, lambda ts: [translation for _ in ts])
     assert Attrs(out).attrs == [[("alt", translation), ("src", "a")]]
+
+
+@pytest.mark.parametrize(
+    ("doc", "out"),
+    [
+        (  # Open Graph's locale names the translation's language; its alternates and the
+            # language of the pages linked to (hreflang) describe other pages: kept
+            '<html lang="en"><head><meta property="og:locale" content="en_US">'
+            '<meta property="og:locale:alternate" content="fr_FR">'
+            '<link rel="alternate" hreflang="fr" href="/fr/"><title>Home</title></head>'
+            '<p>Read it <a href="/fr/" hreflang="fr">in French</a>.</p></html>',
+            '<html lang="de"><head><meta property="og:locale" content="de">'
+            '<meta property="og:locale:alternate" content="fr_FR">'
+            '<link rel="alternate" hreflang="fr" href="/fr/"><title>HOME</title></head>'
+            '<p>READ IT <a href="/fr/" hreflang="fr">IN FRENCH</a>.</p></html>',
+        ),
+        (  # a locale already in the target language is kept
+            '<meta property="og:locale" content="de_AT"><p>Hi</p>',
+            '<meta property="og:locale" content="de_AT"><p>HI</p>',
+        ),
+    ],
+)
+def test_open_graphs_locale_names_the_target_and_hreflang_stays(doc, out):
+    assert translate_html(doc, upper, "de") == out
+    assert translate_html(doc, lambda ts: ts, "de") == doc  # nothing translated: as written
+
+
+def test_a_locale_is_written_as_a_locale():
+    doc = '<meta property="og:locale" content="en_US"><p lang="en-US">Hi</p>'
+    assert translate_html(doc, upper, "pt-BR") == (
+        '<meta property="og:locale" content="pt_BR"><p lang="pt-BR">HI</p>'
+    )
