@@ -24,7 +24,12 @@ German was read out with English pronunciation. So, with the target language giv
 - what describes another document is kept: `hreflang` (the language of the page a link
   leads to), `og:locale:alternate` (the other languages the page is published in);
 - a value already naming the target language (`de-CH` for `de`) is kept as written; no
-  attribute is added where none was written.
+  `lang` is added where none was written;
+- an element whose `lang` is set also gets the target's writing direction: its `dir="ltr"` or
+  `dir="rtl"` is turned to the target's, and where it has none, `dir="rtl"` is added for a
+  language written right to left (Arabic, Hebrew, Persian, Urdu, ...), whose text a browser
+  would lay out left to right otherwise, its punctuation at the wrong end; `dir="auto"` is
+  kept, and an element without `lang` gets no `dir`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,34 @@ LANG_ATTRS = ("lang", "xml:lang")
 _ATTR = re.compile(r"""([^\s/>][^\s/>=]*)(\s*=\s*("[^"]*"|'[^']*'|[^\s>]*))?""")
 _TAG_NAME = re.compile(r"<[^\s/>]*")
 _SEPARATORS = re.compile(r"[\s/]*")
+#: the languages, and the scripts (ISO 15924, lowercase), written right to left
+_RTL_LANGUAGES = frozenset(
+    [
+        "ar",
+        "arc",
+        "arz",
+        "ary",
+        "azb",
+        "ckb",
+        "dv",
+        "fa",
+        "he",
+        "iw",
+        "ji",
+        "ks",
+        "mzn",
+        "nqo",
+        "pnb",
+        "prs",
+        "ps",
+        "sd",
+        "syr",
+        "ug",
+        "ur",
+        "yi",
+    ]
+)
+_RTL_SCRIPTS = frozenset(["adlm", "arab", "hebr", "mand", "nkoo", "rohg", "samr", "syrc", "thaa"])
 #: a language code (BCP 47, or a locale written with "_"), not a language's name
 _CODE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
 
@@ -101,7 +134,33 @@ def edits(tag: str, spans: tuple[Span, ...], language: str) -> list[Edit]:
         # a value written as a locale (`en_US`, as Open Graph writes it) gets the target so
         value = language.replace("-", "_") if "_" in tag[start:end] else language
         out.append((start, end, f'="{value}"' if bare else value))
+    if out and _TAG_NAME.match(tag).group()[1:].lower() != "meta":
+        out.extend(_direction_edits(tag, direction(language)))
     return out
+
+
+def direction(language: str) -> str:
+    """`rtl` for a language written right to left (by its script subtag where it has one:
+    `az-Arab`, `sd-Deva`), else `ltr`."""
+    subtags = re.split(r"[-_]", language.strip().lower())
+    script = next((s for s in subtags[1:] if len(s) == 4 and s.isalpha()), None)
+    rtl = script in _RTL_SCRIPTS if script else subtags[0] in _RTL_LANGUAGES
+    return "rtl" if rtl else "ltr"
+
+
+def _direction_edits(tag: str, wanted: str) -> list[Edit]:
+    """The change to the `dir` of an element whose `lang` is set to a language written in
+    the direction `wanted`: a `dir` of the other direction turned, none added for `rtl`."""
+    for name, value, (start, end, bare) in attributes(tag):
+        if name == "dir":
+            current = value.strip().lower()
+            if bare or current not in ("ltr", "rtl") or current == wanted:
+                return []  # `auto`, or already so
+            return [(start, end, wanted)]
+    if wanted == "rtl":
+        at = _TAG_NAME.match(tag).end()
+        return [(at, at, ' dir="rtl"')]
+    return []
 
 
 def apply(tag: str, changes: list[Edit]) -> str:

@@ -26,6 +26,7 @@ from odf.opendocument import load as odf_load
 from odf.text import Span
 
 from app import translate as translate_module
+from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_thread
 from tests.test_file_formats import make_docx, make_odt, make_pptx, zip_of
 from tests.test_html_format import Attrs, Tags
@@ -153,6 +154,20 @@ def test_a_pages_tips_and_alternative_texts_are_translated(server):
         assert attrs[2]["content"] == plain["translatedText"][0]
         assert attrs[5] == {"href": "/a", "title": plain["translatedText"][1]}
         assert attrs[6] == {"src": "c.png", "alt": plain["translatedText"][2]}
+
+
+def test_a_page_translated_into_a_right_to_left_language_is_laid_out_so(spm_model, tmp_path):
+    # a model into Arabic: the page said lang="ar" but dir="ltr", its lines laid out left to
+    # right, their punctuation at the wrong end
+    weights = tmp_path / "weights"
+    save_random_checkpoint(weights / "en-ar", spm_model, "en", "ar", seed=7)
+    page = '<html lang="en" dir="ltr"><body><p>The cat is big.</p></body></html>'
+    with serve_in_thread(weights, files_dir=tmp_path / "files") as (url, _):
+        r = text(url, page, format="html", target="ar")
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"].startswith('<html lang="ar" dir="rtl"><body><p>')
+        got = download(url, upload(url, "page.html", page.encode(), target="ar"))
+        assert got.content.decode().startswith('<html lang="ar" dir="rtl"><body><p>')
 
 
 @pytest.mark.parametrize("source", ["en", "auto"])

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from app.formats.inline import UnitBuilder
 from app.html_format import HtmlDocument, translate_html
+from app.html_lang import direction as html_direction
 
 
 def upper(texts: list[str]) -> list[str]:
@@ -915,3 +916,49 @@ def test_a_locale_is_written_as_a_locale():
     assert translate_html(doc, upper, "pt-BR") == (
         '<meta property="og:locale" content="pt_BR"><p lang="pt-BR">HI</p>'
     )
+
+
+@pytest.mark.parametrize(
+    ("doc", "language", "out"),
+    [
+        (  # into a language written right to left: where lang is set, dir is too
+            '<html lang="en"><body><p>The cat.</p><p lang="en" dir="auto">A dog.</p>'
+            '<p lang="fr">bonjour</p></body></html>',
+            "ar",
+            '<html dir="rtl" lang="ar"><body><p>THE CAT.</p><p lang="ar" dir="auto">A DOG.</p>'
+            '<p lang="fr">bonjour</p></body></html>',
+        ),
+        (  # a dir written is turned, both ways
+            '<html lang="en" dir="ltr" xml:lang="en"><p>The cat.</p></html>',
+            "he",
+            '<html lang="he" dir="rtl" xml:lang="he"><p>THE CAT.</p></html>',
+        ),
+        (
+            "<html lang='ar' dir=RTL><p>The cat.</p></html>",
+            "en",
+            "<html lang='en' dir=ltr><p>THE CAT.</p></html>",
+        ),
+        (  # left to right: no dir added; a fragment without lang gets none
+            '<html lang="en"><p>The cat.</p></html><p dir="ltr">Hi</p>',
+            "de",
+            '<html lang="de"><p>THE CAT.</p></html><p dir="ltr">HI</p>',
+        ),
+        (
+            '<p>The cat.</p><meta http-equiv="content-language" content="en">',
+            "fa",
+            ('<p>THE CAT.</p><meta http-equiv="content-language" content="fa">'),
+        ),
+    ],
+)
+def test_a_right_to_left_target_sets_dir_where_lang_is_set(doc, language, out):
+    assert translate_html(doc, upper_but_names, language) == out
+    assert translate_html(doc, lambda ts: ts, language) == doc  # nothing translated
+
+
+@pytest.mark.parametrize(
+    ("code", "direction"),
+    [("ar", "rtl"), ("he", "rtl"), ("ur-PK", "rtl"), ("az-Arab", "rtl"), ("sd-Deva", "ltr")]
+    + [("de", "ltr"), ("tr", "ltr"), ("en_US", "ltr")],
+)
+def test_the_direction_of_a_language(code, direction):
+    assert html_direction(code) == direction
