@@ -2,12 +2,18 @@
 one line naming the option (`mt-train: error: argument --accumulate: ...`, status 2) before any
 work starts, instead of a traceback (or a silent misbehaviour) later; and `folder_of_models`,
 which names the model folders inside a folder given where one model's folder is wanted; and
-`interruptible`: Ctrl-C ends a command with one line and status 130, not a traceback."""
+`interruptible`: Ctrl-C ends a command with one line and status 130, not a traceback.
+
+The console scripts (pyproject's [project.scripts]) start at a `launcher`, which imports the
+command's module itself: a Ctrl-C during that import (torch takes seconds) ends the command
+with the same line and status, where the script's own `from ... import main` would have
+printed a traceback from inside torch. This module imports nothing heavy for that reason."""
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import math
 import sys
 from collections.abc import Callable
@@ -84,3 +90,25 @@ def interruptible(prog: str, note: str = "") -> Callable:
         return run
 
     return wrap
+
+
+def launcher(prog: str, target: str) -> Callable[[], int]:
+    """A console script's entry: import `target` ("module:function") and run it; Ctrl-C while
+    it imports or runs ends it with `prog: interrupted` and status 130."""
+
+    def run() -> int:
+        try:
+            module, _, name = target.partition(":")
+            main = getattr(importlib.import_module(module), name)
+            return main()
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return 130
+
+    return run
+
+
+mt_train = launcher("mt-train", "model_core.train:main")
+mt_evaluate = launcher("mt-evaluate", "model_core.evaluate:main")
+mt_export_ct2 = launcher("mt-export-ct2", "model_core.export_ct2:main")
+mt_fetch = launcher("mt-fetch", "model_core.fetch:main")

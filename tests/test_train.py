@@ -1,7 +1,11 @@
 """The training command end to end on made-up data, and its data errors."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -539,6 +543,33 @@ def test_ctrl_c_ends_evaluate_export_and_fetch_with_one_line(
     assert capsys.readouterr().err == (
         "mt-fetch: interrupted: the model being downloaded was not kept\n"
     )
+
+
+@pytest.mark.parametrize("tool", ["mt-serve", "mt-train", "mt-evaluate", "mt-export-ct2"])
+def test_ctrl_c_while_a_command_imports_torch_is_one_line(tool, tmp_path):
+    """Ctrl-C while a command's console script imports torch (seconds, at every start): one
+    line and status 130, as later (it was a traceback from inside torch's import). The
+    interrupt comes from a stand-in torch as its import starts, where a person's Ctrl-C
+    cannot be placed deterministically."""
+    root = Path(__file__).resolve().parents[1]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts[tool].partition(":")
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
+    )
+    # what pip writes as the console script; --help in case the import went on
+    script = f"import sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+    result = subprocess.run(
+        [sys.executable, "-c", script, "--help"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (130, f"{tool}: interrupted\n")
+    assert result.stdout == ""
 
 
 def test_a_folder_an_unreadable_file_or_a_pipe_as_data(
