@@ -25,7 +25,14 @@ from model_core.threads import SharedCpuThreads, available_cpus
 from model_core.translator import Translator, resolve_device
 
 from .metrics import Metrics
-from .registry import ModelLoadError, Registry, RegistryError, discover, parse_names
+from .registry import (
+    ModelLoadError,
+    ModelOutOfMemory,
+    Registry,
+    RegistryError,
+    discover,
+    parse_names,
+)
 from .settings import Settings
 
 log = logging.getLogger("app.engine")
@@ -47,6 +54,16 @@ def out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
         "can't allocate memory" in text or "out of memory" in text.lower()
     )
+
+
+def let_go(exc: BaseException) -> None:
+    """Clear the frames of `exc`'s traceback and of those of its causes, so that what their
+    locals hold (a model half loaded, or loaded and not warmed up) is freed with them."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
 
 
 @dataclass(frozen=True)
@@ -74,7 +91,15 @@ def load_translator(
     linear_backend: str = "auto",
 ) -> Translator:
     """One checkpoint directory on the device, int8 when asked."""
-    translator = Translator.load(path, device=device, dtype=dtype, linear_backend=linear_backend)
+    try:
+        translator = Translator.load(
+            path, device=device, dtype=dtype, linear_backend=linear_backend
+        )
+    except (RuntimeError, MemoryError) as exc:  # (torch.OutOfMemoryError is a RuntimeError)
+        if not out_of_memory(exc):
+            raise
+        detail = str(exc) or type(exc).__name__
+        raise OutOfMemoryLoad(f"{path.name}: out of memory while loading: {detail}") from exc
     if quantize == "int8":
         try:
             translator.quantize_int8()
@@ -313,12 +338,18 @@ class Engine:
         model (a StartupError at start-up) is remembered as a bad checkpoint is, so that the
         next request does not load it again only to fail the same way; a load that ran out of
         memory (OutOfMemoryLoad) is not; a model whose warm-up failed (out of memory, say) is
-        unloaded, and the next request tries again."""
+        unloaded, and the next request tries again. Out of memory, either way, is a
+        ModelOutOfMemory (503, logged here once however many requests wait for the load)."""
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
         try:
             translator = self.registry.load(name, reason)
         except OutOfMemoryLoad as exc:  # not remembered: the next request tries again
-            raise ModelLoadError(str(exc)) from exc
+            log.error("%s; the next request for %s loads it again", exc, name)
+            error = str(exc)
+            # the tracebacks' frames hold what was allocated so far: let go of it
+            let_go(exc)
+            del exc
+            raise ModelOutOfMemory(error) from None
         except StartupError as exc:
             self.registry.remember_failure(name, str(exc))
             raise ModelLoadError(str(exc)) from exc
@@ -329,11 +360,12 @@ class Engine:
         except Exception as exc:
             log.exception("%s: the warm-up after its load failed", name)
             error = f"{name}: the warm-up after its load failed: {exc}"
+            kind = ModelOutOfMemory if out_of_memory(exc) else ModelLoadError
             # the traceback's frames hold the model (warm_up's locals): let go of it first
-            traceback.clear_frames(exc.__traceback__)
+            let_go(exc)
             del translator, exc
             self.registry.unload(name, "its warm-up failed", label="warm_up_failed")
-            raise ModelLoadError(error) from None
+            raise kind(error) from None
         self._freeze()
         return translator
 

@@ -43,6 +43,11 @@ class ModelLoadError(Exception):
     """A served model failed to load on first use (its directory changed or is broken)."""
 
 
+class ModelOutOfMemory(ModelLoadError):
+    """A model's first-use load or warm-up ran out of memory: passing (the next request tries
+    again), so its requests are answered 503 with Retry-After rather than 500."""
+
+
 @dataclass
 class ModelEntry:
     """One served checkpoint directory."""

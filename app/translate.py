@@ -28,7 +28,7 @@ from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
 from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder
 from .html_format import HtmlError, extract_all, render_all
-from .registry import ModelLoadError
+from .registry import ModelLoadError, ModelOutOfMemory
 from .schemas import TranslateRequest
 from .text import has_content, split_long, split_text
 
@@ -333,6 +333,13 @@ async def translate_leg(
             return await _translate_with(
                 state, model, translator, target, texts, beam, n_best, max_length, receive
             )
+    except ModelOutOfMemory:  # passing, and logged where it happened (once per load)
+        state.metrics.rejected.labels("out_of_memory").inc()
+        raise unavailable(
+            state,
+            f"the server ran out of memory loading the model '{model}'; retry after the "
+            "Retry-After delay",
+        ) from None
     except ModelLoadError as exc:
         log.error("model %s could not be loaded: %s", model, exc)
         raise ApiError(

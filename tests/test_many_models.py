@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from app.batcher import Worker
 from app.engine import load_translator
@@ -492,7 +493,7 @@ def test_int8_quantization_out_of_memory_is_tried_again_a_model_failure_is_not(
     fit: every later request failed at once until a restart); a failure of the model's own
     layers is named as one and remembered."""
     import model_core.translator
-    from app.registry import ModelLoadError
+    from app.registry import ModelLoadError, ModelOutOfMemory
 
     real = model_core.translator.quantize_linears
     failures = [
@@ -511,7 +512,7 @@ def test_int8_quantization_out_of_memory_is_tried_again_a_model_failure_is_not(
 
     async def scenario(engine) -> tuple[str, bool, str, str]:
         monkeypatch.setattr(model_core.translator, "quantize_linears", quantize)
-        with pytest.raises(ModelLoadError) as caught:
+        with pytest.raises(ModelOutOfMemory) as caught:  # answered 503 with Retry-After
             async with engine.registry.hold("en-de"):
                 pass
         async with engine.registry.hold("en-de") as translator:
@@ -544,7 +545,7 @@ def test_a_model_whose_warm_up_fails_is_unloaded_and_loaded_again_next_time(
     import weakref
 
     import app.engine
-    from app.registry import ModelLoadError
+    from app.registry import ModelLoadError, ModelOutOfMemory
 
     real_warm_up = app.engine.warm_up
     held: list[weakref.ref] = []
@@ -566,6 +567,7 @@ def test_a_model_whose_warm_up_fails_is_unloaded_and_loaded_again_next_time(
         monkeypatch.setattr(app.engine, "warm_up", real_warm_up)
         async with engine.registry.hold("en-de") as translator:
             assert translator is engine.registry.entries["en-de"].translator
+        assert caught.type is ModelOutOfMemory  # answered 503 with Retry-After
         return str(caught.value), after_failure, freed, sorted(engine.registry.loaded)
 
     error, after_failure, freed, after_retry = engine_scenario(
@@ -577,6 +579,54 @@ def test_a_model_whose_warm_up_fails_is_unloaded_and_loaded_again_next_time(
     assert after_failure == [] and freed, "the unwarmed model stayed in memory"
     assert unloads == [("en-de", "warm_up_failed")]
     assert after_retry == ["en-de"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError(
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 268435456 bytes. "
+            "Error code 12 (Cannot allocate memory)"
+        ),
+        MemoryError(),
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    ],
+    ids=["cpu", "python", "cuda"],
+)
+def test_a_first_use_load_out_of_memory_is_a_503_and_the_next_request_loads_it(
+    weights_dir, monkeypatch, caplog, failure
+):
+    """A model that runs out of memory while it loads for its first request: that request
+    gets 503 with Retry-After and says so (it got a 500 'internal error'), the log says it
+    once, and the next request loads the model. The allocation failure is mocked (the model's
+    parameters cannot be made to run out of memory here)."""
+    import model_core.checkpoint
+
+    real = model_core.checkpoint.Transformer
+    failures = [failure]
+
+    def transformer(cfg):
+        if failures:
+            raise failures.pop()
+        return real(cfg)
+
+    monkeypatch.setattr(model_core.checkpoint, "Transformer", transformer)
+    with serve_in_thread(weights_dir, preload="none", retry_after_s=3) as (url, _):
+        r = translate(url, "en", "de")
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "3"
+        assert r.json()["error"] == (
+            "the server ran out of memory loading the model 'en-de'; retry after the "
+            "Retry-After delay"
+        )
+        assert loaded(url)["en-de"] is False
+        logged = [rec for rec in caplog.records if "out of memory while loading" in rec.message]
+        assert [(rec.levelname, rec.exc_info) for rec in logged] == [("ERROR", None)]
+        assert logged[0].message.startswith("en-de: out of memory while loading: ")
+        assert metric(url, "mt_rejected_requests_total", 'reason="out_of_memory"') == 1
+        r = translate(url, "en", "de")
+        assert r.status_code == 200, r.text
+        assert loaded(url)["en-de"] is True
 
 
 def test_preload_loads_each_named_model_once_and_all_only_those_that_serve(weights_dir, tmp_path):
