@@ -20,6 +20,7 @@ import copy
 import json
 import math
 import platform
+import re
 import signal
 import sys
 import time
@@ -195,6 +196,30 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
+def vocabulary_problem(error: str, vocab_size: int) -> str:
+    """sentencepiece's training `error` said as mt-train's: its messages name its own options
+    (vocab_size, --character_coverage); the bound it gives is said as the --vocab-size to give."""
+    if high := re.search(r"Vocabulary size too high \(\d+\)\. .*<= (\d+)", error):
+        most = int(high[1])
+        return (
+            f"--vocab-size {vocab_size} is more than the training files make: sentencepiece "
+            f"makes at most {most} pieces from them; give --vocab-size {most} or less (or "
+            "more training data)"
+        )
+    if low := re.search(r"smaller than required_chars\. \d+ vs (\d+)", error):
+        least = int(low[1])
+        return (
+            f"--vocab-size {vocab_size} is less than the training files need: their "
+            f"characters, the 256 byte pieces and the special ones take {least}; give "
+            f"--vocab-size {least} or more"
+        )
+    why = error.strip().splitlines()[-1] if error.strip() else "no reason given"
+    return (
+        f"sentencepiece cannot make {vocab_size} pieces from the training files ({why}); "
+        "change --vocab-size"
+    )
+
+
 def noam(step: int, warmup: int) -> float:
     """Learning-rate multiplier: linear warm-up, then inverse square root; 1.0 at the peak."""
     step = max(step, 1)
@@ -265,11 +290,7 @@ class Run:
                     num_threads=args.threads or available_cpus(),
                 )
             except RuntimeError as exc:  # e.g. a vocabulary too large or too small for the data
-                why = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-                raise DataError(
-                    f"sentencepiece cannot make {args.vocab_size} pieces from the training "
-                    f"files ({why}); change --vocab-size"
-                ) from None
+                raise DataError(vocabulary_problem(str(exc), args.vocab_size)) from None
             made_from_path.write_text(json.dumps(made_from, indent=1) + "\n")
         self.tok = Tokenizer(self.spm_path)
         limit = args.max_tokens_per_sentence

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -293,7 +294,7 @@ def test_what_cannot_train_is_refused_before_training(corpus_dir, tmp_path, caps
     assert "no training pair has at most 1 tokens" in last_error(capsys)  # (it spun for ever)
     big = [a if a != "320" else "50000" for a in train_args(corpus_dir, tmp_path / "run2")]
     assert train.main([*big, "--max-steps", "1"]) == 2
-    assert "sentencepiece cannot make 50000 pieces" in last_error(capsys)
+    assert last_error(capsys).startswith("mt-train: error: --vocab-size 50000 is more than")
     (tmp_path / "a-file").write_text("")
     assert train.main([*train_args(corpus_dir, tmp_path / "a-file"), "--max-steps", "1"]) == 2
     error = last_error(capsys)
@@ -303,6 +304,38 @@ def test_what_cannot_train_is_refused_before_training(corpus_dir, tmp_path, caps
     error = last_error(capsys)
     assert "--export" in error and "under the file" in error
     assert not (tmp_path / "run" / "state.pt").exists()
+
+
+def test_a_vocab_size_the_data_cannot_make_is_told_the_vocab_size_to_give(
+    corpus_dir, tmp_path, capsys
+):
+    """--vocab-size too large or too small for the training files: the error names
+    --vocab-size and the bound sentencepiece gives (its message named its own options,
+    vocab_size and --character_coverage, which mt-train does not have); that bound trains."""
+    from model_core.tokenizer import Tokenizer, train_sentencepiece
+
+    def refused(size: str) -> str:
+        args = [a if a != "320" else size for a in train_args(corpus_dir, tmp_path / "run")]
+        assert train.main([*args, "--max-steps", "1"]) == 2
+        return last_error(capsys)
+
+    high = re.fullmatch(
+        r"mt-train: error: --vocab-size 50000 is more than the training files make: "
+        r"sentencepiece makes at most (\d+) pieces from them; give --vocab-size \1 or less "
+        r"\(or more training data\)",
+        refused("50000"),
+    )
+    low = re.fullmatch(
+        r"mt-train: error: --vocab-size 8 is less than the training files need: their "
+        r"characters, the 256 byte pieces and the special ones take (\d+); give --vocab-size "
+        r"\1 or more",
+        refused("8"),
+    )
+    assert high and low, capsys.readouterr().err
+    files = [corpus_dir / "train.en", corpus_dir / "train.de"]
+    for size in (int(low[1]), int(high[1])):  # what the errors say to give is made
+        model = train_sentencepiece(files, tmp_path / f"spm{size}", size)
+        assert Tokenizer(model).vocab_size == size
 
 
 def test_a_dev_sentence_longer_than_the_model_takes_is_named_before_training(
