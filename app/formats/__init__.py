@@ -90,7 +90,7 @@ CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".htm": "text/html; charset=utf-8",
     ".md": "text/markdown; charset=utf-8",
-    ".srt": "application/x-subrip",
+    ".srt": "application/x-subrip; charset=utf-8",  # a player reads a legacy one by it
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     ".odt": "application/vnd.oasis.opendocument.text",
