@@ -4,8 +4,9 @@ A byte order mark wins (UTF-8, UTF-16 either way round). Else the first 1024 byt
 prescanned for a `<meta charset="...">` or a `<meta http-equiv="Content-Type"
 content="text/html; charset=...">`, skipping comments and other tags, as HTML's "prescan a
 byte stream to determine its encoding" does; a label browsers do not know is passed over, a
-UTF-16 one read as UTF-8. Else the file is UTF-8 (as before: a page that declares nothing is
-refused unless it is UTF-8, with the place the declaration was looked for in the message).
+UTF-16 one read as UTF-8. Else the file is UTF-8; a page that declares nothing and is not
+UTF-8 is read in the legacy encoding charset-normalizer tells, as a .txt is, and written in
+UTF-8 with a byte order mark (app/formats/plain.py's `decode_html`).
 
 Labels mean what the Encoding Standard says they mean, which is what a browser decodes: an
 `iso-8859-1`, `latin1` or `us-ascii` page is windows-1252 (the bytes 0x80-0x9F are curly

@@ -226,7 +226,10 @@ def test_html_is_read_and_written_in_the_encoding_it_declares(data, out, charset
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (b"<p>Caf\xe9</p>", r"not valid UTF-8 text \(at byte 6\); save it as UTF-8 or declare"),
+        (  # declared UTF-8, and not: not read in another encoding
+            b'<meta charset="utf-8"><p>Caf\xe9</p>',
+            r"not valid UTF-8 text \(at byte 28\); save it as UTF-8 or declare",
+        ),
         (
             b"<p>" + b"x" * 1100 + b"</p><meta charset=latin1><p>Caf\xe9",
             "declares windows-1252 past the first 1024 bytes",
@@ -239,6 +242,30 @@ def test_html_is_read_and_written_in_the_encoding_it_declares(data, out, charset
 def test_html_in_an_encoding_a_browser_would_not_read_is_refused(data, message):
     with pytest.raises(FormatError, match=message):
         handler_for("a.html")(data, upper, LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("source", "codec"),
+    [
+        ("<html><head><title>Café</title></head><p>Crème brûlée, s’il vous plaît.</p>", "cp1252"),
+        ("<p>Съешь же ещё этих мягких французских булок, да выпей чаю.</p>", "cp1251"),
+        ("<p>Съешь же ещё этих мягких французских булок, да выпей чаю.</p>", "koi8_r"),
+    ],
+    ids=["windows-1252", "windows-1251", "KOI8-R"],
+)
+def test_html_that_declares_no_encoding_and_is_not_utf8_is_read_as_a_text_file_is(source, codec):
+    """An .html file in a legacy encoding that declares none (an old page saved from an
+    editor): read in the encoding charset-normalizer tells, as a .txt is, and written in UTF-8
+    with a byte order mark, which a browser reads before any declaration (it was refused with
+    400 'not valid UTF-8')."""
+    out = handler_for("a.html")(source.encode(codec), add_words, LIMITS)
+    assert out.startswith(codecs.BOM_UTF8)
+    assert (
+        out.decode("utf-8-sig")
+        == handler_for("a.html")(source.encode(), add_words, LIMITS).decode()
+    )
+    assert content_type("a_de.html", out) == "text/html; charset=utf-8"
+    assert handler_for("a.html")(out, lambda texts: texts, LIMITS) == out  # and read back so
 
 
 def test_html_whose_translation_pushes_its_declaration_past_1024_bytes_is_written_in_utf8():

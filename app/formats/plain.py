@@ -25,7 +25,8 @@ encoding it is told to be in, and written back in it (app/formats/text_charset.p
   translated line by line, each dash kept.
 - .html: as format=html (app/html_format.py); in the encoding it declares in a `<meta>`
   (windows-1252, ISO-8859-2, Shift_JIS, ...), as a browser reads it, when it has no byte order
-  mark (app/html_charset.py).
+  mark (app/html_charset.py); one that declares none and is not UTF-8 is read in the legacy
+  encoding a .txt would be, and written in UTF-8 with a byte order mark.
 
 A file of blank lines only (or spaces, a byte order mark) holds nothing to translate: it is
 refused with 400, as an empty file is. (LibreTranslate's "empty file" is an upload without a
@@ -231,6 +232,12 @@ def decode_html(data: bytes) -> tuple[str, Codec | HtmlCodec]:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
+            if prescan(data, None) == (None, ""):  # no declaration anywhere: told as a .txt's
+                # legacy encoding is, and written in UTF-8 with a byte order mark, which a
+                # browser reads before anything else (in that encoding, without a declaration,
+                # a browser would have to guess again)
+                text, _ = decode(data, ".html")
+                return text, Codec("utf-8-sig")
             raise FormatError(
                 f"the .html file is not valid UTF-8 text (at byte {exc.start}); save it as "
                 f"UTF-8{_declaration_hint(data)}"
