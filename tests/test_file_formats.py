@@ -1675,6 +1675,47 @@ def test_a_text_file_in_a_legacy_encoding_is_translated_and_written_back_in_it(d
     assert content_type("a.md", md) == f"text/markdown; charset={charset}"
 
 
+@pytest.mark.parametrize(
+    ("text", "codec", "charset"),
+    [
+        # Turkish: it was read as windows-1252 ("Şişli" as "Þiþli", "ışık" as "ýþýk")
+        ("Şişli'de buluşalım.\n", "cp1254", "windows-1254"),
+        (
+            "Bugün hava çok güzel, dışarıda yürüyüşe çıkmak istiyorum. Şehrin ışıkları gece "
+            "boyunca parlıyor.\r\n",
+            "cp1254",
+            "windows-1254",
+        ),
+        (
+            "1\n00:00:01,000 --> 00:00:02,000\nNe yapıyorsun? Bilmiyorum.\n",
+            "cp1254",
+            "windows-1254",
+        ),
+        # the same bytes in Icelandic and Faroese are windows-1252's letters
+        ("Það er gott.\n", "cp1252", "windows-1252"),
+        (
+            "Þetta er íslenskur texti með þ og ð stöfum. Ég fór í búðina.\n",
+            "cp1252",
+            "windows-1252",
+        ),
+        ("Hann býr í Tórshavn, í Norðuratlantshavi.\n", "cp1252", "windows-1252"),
+    ],
+    ids=["tr-short", "tr", "tr-srt", "is-short", "is", "fo"],
+)
+def test_turkish_in_windows_1254_is_not_read_as_windows_1252(text, codec, charset):
+    sent: list[str] = []
+
+    def same(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return texts
+
+    handler = translate_srt if text.startswith("1\n") else translate_txt
+    out = handler(text.encode(codec), same, LIMITS)
+    assert "".join(sent) == "".join(text.splitlines()[-1:])
+    assert out == text.encode(codec)
+    assert content_type("a.txt", out) == f"text/plain; charset={charset}"
+
+
 def test_a_legacy_srt_is_translated_and_written_back_in_its_encoding():
     src = "1\r\n00:00:01,000 --> 00:00:02,000\r\nJ’ai vu l’été – déjà.\r\n\r\n"
     out = translate_srt(src.encode("cp1252"), upper, LIMITS)

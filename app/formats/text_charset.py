@@ -10,6 +10,17 @@ declares nothing (a short "Café" also reads as windows-1251 "Cafй"); else the 
 naming what it reads as. A file with more UTF-8 characters than bytes that are not UTF-8 is
 refused too: it is UTF-8 with a broken part.
 
+windows-1252 and windows-1254 differ in six letters only: Ð Ý Þ ð ý þ (Icelandic, Faroese)
+are Ğ İ Ş ğ ı ş (Turkish) in windows-1254. charset-normalizer cannot tell them apart: both
+readings of a Turkish text have as little disorder (the windows-1254 one sometimes more, ı
+beside other letters), and its languages are told by letter frequencies, which the two
+readings share but for those six (both are "Turkish" in a long text, neither in a short one).
+So where windows-1252 is taken and the file holds one of those bytes, the language of its
+windows-1254 reading decides: Turkish (py3langid, as POST /detect identifies languages, over
+every language it knows: 1 s and about 80 MB once, the first time a file needs it) takes
+windows-1254, the encoding written for Turkish; anything else keeps windows-1252, so an
+Icelandic text's "Það" does not become "Şağ".
+
 The translation is written back in that encoding, or, where a character of it does not fit
 (German into windows-1251), the whole file in UTF-8 with a byte order mark, which editors and
 subtitle players read as UTF-8; the written bytes carry the charset for the Content-Type.
@@ -18,6 +29,8 @@ subtitle players read as UTF-8; the written bytes carry the charset for the Cont
 from __future__ import annotations
 
 import codecs
+import functools
+import re
 from typing import NamedTuple
 
 from charset_normalizer import from_bytes
@@ -68,7 +81,7 @@ def detected(data: bytes, kind: str, at: int) -> tuple[str, LegacyCodec]:
             group = known
     names = {name for m in group for name in m.could_be_from_charset}
     if "cp1252" in names:
-        codec = "cp1252"
+        codec = "cp1254" if _turkish(data) else "cp1252"
     elif len({str(m) for m in group}) == 1:
         codec = group[0].encoding
     else:
@@ -90,6 +103,31 @@ def detected(data: bytes, kind: str, at: int) -> tuple[str, LegacyCodec]:
             "be in; save it as UTF-8"
         ) from None
     return text, legacy
+
+
+#: the bytes whose letters windows-1252 and windows-1254 read differently (Ð Ý Þ ð ý þ, Ğ İ Ş ğ ı ş)
+_TURKISH_LETTERS = re.compile(rb"[\xd0\xdd\xde\xf0\xfd\xfe]")
+#: the characters of a file read to identify its language
+_IDENTIFIED_CHARS = 10_000
+
+
+def _turkish(data: bytes) -> bool:
+    """Whether a file that reads as windows-1252 is Turkish in windows-1254 (see the module
+    docstring)."""
+    if not _TURKISH_LETTERS.search(data):
+        return False  # the two readings are the same text
+    try:
+        text = data.decode("cp1254")  # (strict: not where windows-1254 has no character)
+    except UnicodeDecodeError:
+        return False
+    return _identifier().classify(text[:_IDENTIFIED_CHARS])[0] == "tr"
+
+
+@functools.cache
+def _identifier():
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier  # noqa: PLC0415 (1 s, 80 MB)
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE)
 
 
 def _encoding(codec: str) -> Encoding:
