@@ -37,7 +37,7 @@ from .formats import (
 )
 from .formats.inline import text_budget, text_budget_in_force
 from .formats.office_language import tag
-from .params import field_limit, query_params
+from .params import field_limit, fields_of, query_params
 from .schemas import ErrorResponse
 from .translate import (
     ApiError,
@@ -227,8 +227,10 @@ async def read_upload(
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise ApiError(400, "`file` must be a file upload (multipart/form-data)")
-        fields = query_params(request.scope, field_limit(request.app.state.settings))
-        fields.update((k, v) for k, v in form.multi_items() if isinstance(v, str))
+        most = field_limit(request.app.state.settings)
+        fields = query_params(request.scope, most)
+        texts = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+        fields.update(fields_of(texts, most))  # a repeated field: its first value
         for name in ("source", "target"):
             value = fields.get(name)
             if not isinstance(value, str) or not value:

@@ -3,8 +3,10 @@
 LibreTranslate's clients send `q`, `source`, `target`, `format`, `api_key`, ... as a JSON object,
 as form data (urlencoded or multipart), in the query string of a POST with an empty body, or in
 the query string and a body at once. `request_params` merges them all into one dict: query
-string first, then the body's fields over it. A repeated `q` (in a form or the query string)
-becomes a list, as a JSON list would. One function serves every endpoint and both front ends
+string first, then the body's fields over it. A field sent twice in a form or a query string
+(`target=de&target=fr`) is read as LibreTranslate's Flask reads it (`request.values.get`): its
+first value. A repeated `q` becomes a list, as a JSON list would (LibreTranslate takes the first
+text alone). One function serves every endpoint and both front ends
 (the plain-ASGI fast path, app/fastpath.py, and the FastAPI routes).
 
 Forms and query strings are UTF-8, as browsers send them and as LibreTranslate (Flask) reads
@@ -46,15 +48,15 @@ def too_many(count: int | str, limit: int) -> ApiError:
     )
 
 
-def _fields(pairs: list[tuple[str, Any]], limit: int) -> dict[str, Any]:
-    """A dict from (name, value) pairs: the last value of a field wins, except a repeated
-    `q`, which becomes a list."""
+def fields_of(pairs: list[tuple[str, Any]], limit: int) -> dict[str, Any]:
+    """A dict from (name, value) pairs: a field's first value, as Flask's `request.values.get`
+    gives it, except a repeated `q`, which becomes a list."""
     if len(pairs) > limit:
         raise too_many(len(pairs), limit)
     data: dict[str, Any] = {}
     lists: dict[str, list[Any]] = {}
     for name, value in pairs:
-        data[name] = value
+        data.setdefault(name, value)
         if name in LIST_FIELDS:
             lists.setdefault(name, []).append(value)
     for name, values in lists.items():
@@ -84,7 +86,7 @@ def parse_urlencoded(raw: bytes, what: str, limit: int) -> list[tuple[str, str]]
 
 
 def query_params(scope: dict, limit: int) -> dict[str, Any]:
-    return _fields(parse_urlencoded(scope.get("query_string", b""), "query string", limit), limit)
+    return fields_of(parse_urlencoded(scope.get("query_string", b""), "query string", limit), limit)
 
 
 def sent_as_file(name: str, filename: str | None) -> ApiError:
@@ -102,7 +104,7 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     """Fields of an urlencoded or multipart body already read (`raw`); a file part is a 400
     (`sent_as_file`)."""
     if content_type(scope["headers"]) == URLENCODED:
-        return _fields(parse_urlencoded(raw, "form body", limit), limit)
+        return fields_of(parse_urlencoded(raw, "form body", limit), limit)
     sent = [False]
 
     async def receive() -> dict:
@@ -128,7 +130,7 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
         for name, value in form.multi_items():
             if not isinstance(value, str):
                 raise sent_as_file(name, value.filename)
-        return _fields(list(form.multi_items()), limit)  # type: ignore[arg-type]
+        return fields_of(list(form.multi_items()), limit)  # type: ignore[arg-type]
     finally:
         await form.close()
 

@@ -133,6 +133,30 @@ def test_a_repeated_q_is_a_list_in_a_form_and_in_the_query(server):
 URLENCODED = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
+def test_a_repeated_field_is_read_as_its_first_value_as_in_libretranslate(server):
+    """Flask's `request.values.get` gives a field's first value: `target=de&target=xx` is a
+    translation into German (the last value was taken: a 400 for `xx`)."""
+    expected = explicit(server, FIELDS["q"], "en", "de")
+    fields = [("q", FIELDS["q"]), ("source", "en"), ("source", "xx")]
+    fields += [("target", "de"), ("target", "xx"), ("format", "text"), ("format", "xml")]
+    for kwargs in (
+        {"params": fields},
+        {"content": str(httpx.QueryParams(fields)).encode(), "headers": URLENCODED},
+        {"files": [(k, (None, v)) for k, v in fields]},
+    ):
+        r = post(server, **kwargs)
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == expected
+    r = post(
+        server,
+        "/translate_file",
+        params=[("source", "en"), ("source", "xx")],
+        files=[("target", (None, "de")), ("target", (None, "xx")), ("file", ("a.txt", b"Hi."))],
+    )
+    assert r.status_code == 200, r.text
+    assert httpx.get(r.json()["translatedFileUrl"]).text == explicit(server, "Hi.", "en", "de")
+
+
 def test_a_form_body_is_utf8_as_sent_raw_or_escaped(server):
     """`curl -d 'q=Grüße'` sends the UTF-8 bytes as they are; a browser's form escapes them.
     Both are the same text (here asked into its own language: it comes back as it is)."""
