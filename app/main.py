@@ -280,6 +280,8 @@ class MetricsMiddleware:
             path = route.path if route is not None else self.template(request)
             if preflight:
                 path = "preflight"
+            elif scope["method"] == "OPTIONS":  # asks which methods a path takes
+                path = "options"
             self.metrics.requests.labels(path, str(status)).inc()
             if status == 499:  # once per request, whatever it waited on when the client went
                 self.metrics.cancelled.inc()
@@ -304,6 +306,38 @@ class HeadAsGet:
         finally:
             if "route" in inner:
                 scope["route"] = inner["route"]
+
+
+def allowed_methods(routes: list, scope: dict) -> list[str]:
+    """The methods the routes (`create_app`'s list) take on the scope's path, for an `Allow`
+    header: HEAD wherever GET (`HeadAsGet`), and OPTIONS (`AnswerOptions`); [] for an unknown
+    path."""
+    methods: set[str] = set()
+    for route in routes:
+        if route.matches(scope)[0] == Match.NONE:
+            continue
+        methods |= getattr(route, "methods", None) or {"GET"}  # (a Mount: static files)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods | {"OPTIONS"}) if methods else []
+
+
+class AnswerOptions:
+    """OPTIONS answered as Flask (LibreTranslate) answers it on every route: 200, no body, an
+    `Allow` header naming the path's methods (an unknown path gets its 404 as any method
+    does). A CORS preflight, an OPTIONS with Access-Control-Request-Method, is answered before
+    this, by the CORS middleware."""
+
+    def __init__(self, app, routes: list):
+        self.app, self.routes = app, routes
+
+    async def __call__(self, scope, receive, send):
+        methods = allowed_methods(self.routes, scope) if scope["method"] == "OPTIONS" else []
+        if not methods:
+            return await self.app(scope, receive, send)
+        headers = [(b"allow", ", ".join(methods).encode()), (b"content-length", b"0")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
 
 
 class JsonCors(CORSMiddleware):
@@ -397,7 +431,7 @@ def create_app(settings: Settings | None = None) -> Service:
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)
-    front = ConcurrencyLimit(HeadAsGet(app.fastapi), app.state)
+    front = AnswerOptions(ConcurrencyLimit(HeadAsGet(app.fastapi), app.state), routes)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # around the fast path too: every answer and preflight gets the same headers
         front = JsonCors(
@@ -428,10 +462,13 @@ def create_app(settings: Settings | None = None) -> Service:
             404: f"no such path: {request.url.path}",
             405: f"method {method} is not allowed on {request.url.path}",
         }
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # every method the path takes, HEAD and OPTIONS included
+            headers["Allow"] = ", ".join(allowed_methods(routes, request.scope))
         return JSONBody(
             {"error": message.get(exc.status_code, str(exc.detail))},
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers,
         )
 
     @app.exception_handler(Exception)

@@ -619,3 +619,28 @@ def test_a_translated_file_is_named_with_the_language_tag_it_was_translated_into
     r = post(server, "/translate_file", data={"source": "en", "target": target}, files=files)
     assert r.status_code == 200, r.text
     assert r.json()["translatedFileUrl"].endswith(f"/short{suffix}"), r.text
+
+
+@pytest.mark.parametrize(
+    ("path", "allow"),
+    [
+        ("/translate", "OPTIONS, POST"),
+        ("/detect", "OPTIONS, POST"),
+        ("/translate_file", "OPTIONS, POST"),
+        ("/languages", "GET, HEAD, OPTIONS"),
+        ("/frontend/settings", "GET, HEAD, OPTIONS"),
+    ],
+)
+def test_options_is_answered_with_the_methods_as_flask_answers_it(server, path, allow):
+    """An OPTIONS that is not a CORS preflight (no Access-Control-Request-Method) was a 405;
+    Flask answers it on every route with 200 and an `Allow` header. A 405 names them too."""
+    options = 'route="options",status="200"'
+    before = metric(server, "mt_requests_total", options)
+    r = httpx.options(f"{server}{path}")
+    assert r.status_code == 200, r.text
+    assert r.headers["allow"] == allow and r.content == b""
+    wrong = httpx.put(f"{server}{path}")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == allow
+    assert httpx.options(f"{server}/nope").status_code == 404
+    # counted apart: not as a request to the path
+    assert metric(server, "mt_requests_total", options) == before + 1
