@@ -29,6 +29,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Match, Mount
@@ -344,6 +345,26 @@ class JsonCors(CORSMiddleware):
     """Starlette's CORS middleware, whose refusal of a preflight is JSON like every other
     error of the service (Starlette answers it in plain text)."""
 
+    def answer_headers(
+        self, request_headers: list[tuple[bytes, bytes]]
+    ) -> list[tuple[bytes, bytes]]:
+        """The headers this middleware gives an answer (not a preflight's) to a request with
+        `request_headers`, for the answers app/protocol.py writes before the application
+        sees the request. Starlette's own `send` adds them; it awaits nothing but the `send`
+        it is given, so it runs to its end here at once."""
+        message: dict = {"type": "http.response.start", "status": 400, "headers": []}
+
+        async def keep(_: dict) -> None:
+            pass
+
+        step = self.send(message, keep, Headers(raw=request_headers))
+        try:
+            step.send(None)
+        except StopIteration:
+            return list(message["headers"])
+        step.close()  # (it waited on something: no headers rather than a stalled answer)
+        return []
+
     def preflight_response(self, request_headers):
         response = super().preflight_response(request_headers)
         if response.status_code < 400:
@@ -417,6 +438,7 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.state.detector = None
+    app.state.cors_headers = None  # JsonCors.answer_headers, with MT_CORS_ORIGINS
     # the keys database and the usage counts
     app.state.access = Access(settings, app.state.metrics)
     install_log_redaction()
@@ -442,6 +464,7 @@ def create_app(settings: Settings | None = None) -> Service:
             expose_headers=["Retry-After"],
             max_age=86400,
         )
+        app.state.cors_headers = front.answer_headers
     app.front = MetricsMiddleware(front, app.state.metrics, routes)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
     app.state.metrics.ready.set_function(lambda: float(health_of(app.state)[0] == 200))
@@ -534,8 +557,8 @@ def server_config(app: FastAPI, settings: Settings, **overrides) -> uvicorn.Conf
         "timeout_graceful_shutdown": settings.shutdown_timeout_s,
         "workers": 1,
         # an answer's headers and body in one write; a request HTTP cannot parse answered in
-        # JSON and counted (app/protocol.py)
-        "http": bound(app.state.metrics.requests),
+        # JSON, with the CORS headers, and counted (app/protocol.py)
+        "http": bound(app.state.metrics, app.state.cors_headers),
         # the client address (limits, the access log) is the connection's peer: uvicorn would
         # otherwise take it from any X-Forwarded-For header sent from the same host
         "proxy_headers": False,

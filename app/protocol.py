@@ -20,6 +20,12 @@ chunk) never reaches the application: uvicorn answers it 400 in plain text, "Inv
 request received.", and logs no reason. This protocol answers it as the service answers every
 error, in JSON, with the parser's reason, and logs the client and the reason.
 
+Each answer this protocol writes itself (the 400, 431 and 408 below) carries the CORS headers
+the application gives an answer to the same Origin (MT_CORS_ORIGINS: without them a page on
+another origin could not read why its request was refused), as far as the request's headers were
+read, and is counted in the application's metrics, status and latency, under the route
+"other".
+
 uvicorn's httptools protocol also holds a request's line and headers in memory however long
 they grow (a 100 MB header was read whole). Past HEAD_LIMIT bytes this protocol answers 431
 in JSON, reads and drops what the client still sends, and closes the connection once the client
@@ -43,6 +49,8 @@ import asyncio
 import json
 import logging
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -137,9 +145,13 @@ if HttpToolsProtocol is not None:
             self.transport.flush()  # type: ignore[attr-defined]
             return super().eof_received()
 
-        #: where an answer written here is counted: app/metrics.py's `requests` counter, set
-        #: by `bound` (answers before the application are counted with it, route "other")
-        requests_counter: Any = None
+        #: where an answer written here is counted: app/metrics.py's Metrics (its `requests`
+        #: and `latency`), set by `bound` (answers before the application, route "other")
+        metrics: Any = None
+        #: the CORS headers of an answer to a request's headers (app/main.py's JsonCors), set
+        #: by `bound`; None without CORS
+        cors_headers: Callable[[list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]] | None = None
+        began = 0.0  # time.perf_counter() when the request being read began
         in_head = False  # between a request's first byte and the end of its headers
         head_bytes = 0  # bytes of the head read in whole reads since its first one
         begun = False  # a request began in the read being parsed
@@ -167,6 +179,7 @@ if HttpToolsProtocol is not None:
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self.in_head, self.begun, self.head_bytes = True, True, 0
+            self.began = time.perf_counter()
 
         def on_headers_complete(self) -> None:
             self.in_head = False
@@ -235,13 +248,16 @@ if HttpToolsProtocol is not None:
             is logged with the client, as the application's errors are)."""
             client = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
             log.info("%s%s", client, error)
-            if self.requests_counter is not None:
-                self.requests_counter.labels("other", status.split(b" ")[0].decode()).inc()
+            if self.metrics is not None:
+                self.metrics.requests.labels("other", status.split(b" ")[0].decode()).inc()
+                began = self.began or time.perf_counter()
+                self.metrics.latency.labels("other").observe(time.perf_counter() - began)
             body = json.dumps({"error": error}, separators=(",", ":")).encode()
+            headers = list(self.server_state.default_headers)
+            if self.cors_headers is not None:  # the headers read so far: Origin, if it came
+                headers += self.cors_headers(list(self.headers or []))
             head = [b"HTTP/1.1 " + status + b"\r\n"]
-            head += [
-                name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers
-            ]
+            head += [name + b": " + value + b"\r\n" for name, value in headers]
             head.append(
                 b"content-type: application/json\r\ncontent-length: %d\r\n"
                 b"connection: close\r\n\r\n" % len(body)
@@ -261,9 +277,14 @@ else:
     HTTP_PROTOCOL = "auto"
 
 
-def bound(requests_counter: Any) -> type[asyncio.Protocol] | str:
+def bound(metrics: Any, cors_headers: Callable | None = None) -> type[asyncio.Protocol] | str:
     """The protocol for uvicorn's `http` option, counting the answers it writes itself in an
-    application's `requests_counter` (uvicorn's own choice when httptools is missing)."""
+    application's `metrics` and giving them the `cors_headers` (a function of the request's
+    headers) of its other answers (uvicorn's own choice when httptools is missing)."""
     if not isinstance(HTTP_PROTOCOL, type):
         return HTTP_PROTOCOL
-    return type("BoundHttpProtocol", (HTTP_PROTOCOL,), {"requests_counter": requests_counter})
+    attributes = {
+        "metrics": metrics,
+        "cors_headers": staticmethod(cors_headers) if cors_headers else None,
+    }
+    return type("BoundHttpProtocol", (HTTP_PROTOCOL,), attributes)

@@ -239,10 +239,10 @@ def test_a_request_http_cannot_parse_gets_a_json_400_that_says_why(
     assert 'mt_requests_total{route="other",status="400"} 1.0' in scraped
 
 
-def send_header_of(sock: socket.socket, size: int) -> None:
-    """A GET /languages whose X-Big header holds `size` bytes, sent in pieces until the server
-    answers (it may answer before all of it is sent)."""
-    sock.sendall(b"GET /languages HTTP/1.1\r\nhost: x\r\nx-big: ")
+def send_header_of(sock: socket.socket, size: int, headers: bytes = b"") -> None:
+    """A GET /languages (with `headers` first) whose X-Big header holds `size` bytes, sent in
+    pieces until the server answers (it may answer before all of it is sent)."""
+    sock.sendall(b"GET /languages HTTP/1.1\r\nhost: x\r\n" + headers + b"x-big: ")
     piece = b"a" * 16384
     for _ in range(size // len(piece)):
         if select.select([sock], [], [], 0)[0]:  # answered already
@@ -367,3 +367,60 @@ def test_a_connection_sending_nothing_or_a_head_that_never_ends_is_not_held(
             pieces.sendall(b"host: x\r\n\r\n")
             _, head, body = read_answer(pieces)
             assert head.startswith(b"HTTP/1.1 200") and json.loads(body)
+
+
+def head_fields(head: bytes) -> dict[str, str]:
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}
+
+
+def send_refused(sock: socket.socket, status: int, origin: bytes) -> None:
+    """A request from `origin` that the protocol refuses with `status` before the application."""
+    if status == 400:
+        sock.sendall(b"POST /translate HTTP/1.1\r\nhost: x\r\norigin: %s\r\n" % origin)
+        sock.sendall(b"content-length: -5\r\n\r\n")
+    elif status == 431:
+        send_header_of(sock, 8 * 1024 * 1024, b"origin: %s\r\n" % origin)
+    else:  # 408: a head that never ends (the parser gives a header once the next one begins)
+        sock.sendall(b"GET /languages HTTP/1.1\r\nhost: x\r\norigin: %s\r\naccept: *" % origin)
+
+
+@pytest.mark.parametrize("cors_origins", ["https://a.example", "*"])
+def test_a_refusal_before_the_application_carries_its_cors_headers_and_is_timed(
+    weights_dir, monkeypatch, cors_origins
+):
+    """A page on another origin could not read why its request was refused (400, 431, 408
+    written by the protocol had no Access-Control-Allow-Origin), and those answers were counted
+    in mt_requests_total but not in mt_request_latency_seconds."""
+    import app.protocol
+
+    monkeypatch.setattr(app.protocol, "HEAD_TIMEOUT_S", 0.5)
+    with serve_in_thread(weights_dir, cors_origins=cors_origins) as (url, _):
+        address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        for status in (400, 431, 408):
+            for origin, allowed in (("https://a.example", True), ("https://b.example", False)):
+                with socket.create_connection(address, timeout=30) as sock:
+                    send_refused(sock, status, origin.encode())
+                    _, head, body = read_answer(sock)
+                assert head.startswith(b"HTTP/1.1 %d" % status), head
+                assert json.loads(body)["error"]
+                fields = head_fields(head)
+                # as the application answers a request from that origin (here a 404)
+                same = httpx.get(f"{url}/nope", headers={"Origin": origin}).headers
+                for name in ("access-control-allow-origin", "access-control-expose-headers"):
+                    assert fields.get(name) == same.get(name), (status, origin, name)
+                if cors_origins == "*" or allowed:
+                    assert fields["access-control-allow-origin"] in (origin, "*")
+                else:
+                    assert "access-control-allow-origin" not in fields
+        scraped = httpx.get(f"{url}/metrics").text
+    for status in (400, 431, 408):
+        assert f'mt_requests_total{{route="other",status="{status}"}} 2.0' in scraped
+    # each answer timed too (with the 404s above, also under "other")
+    counted = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in scraped.splitlines()
+        if line.startswith('mt_requests_total{route="other",')
+    )
+    assert counted == 12
+    assert f'mt_request_latency_seconds_count{{route="other"}} {counted}' in scraped
