@@ -10,18 +10,39 @@ loaded models serve, which py3langid tells apart well once a text has a few word
 identifier is restricted to the languages the models serve (as sources or targets) and its
 probabilities are renormalised over them; a request can restrict it further (the sources that
 have a model to its target, and the target itself).
+
+A text is read without its invisible format characters (Unicode category Cf: the soft hyphen,
+zero-width spaces and joiners, word joiners, direction marks, a byte order mark): py3langid reads
+bytes, and a soft hyphen or a zero-width space inside a word cut it into pieces that read as
+another language ("Kranken\u00adver\u00adsiche\u00adrung" was 48% German, 98% without them).
 """
 
 from __future__ import annotations
 
+import functools
+import sys
+import unicodedata
 from collections.abc import Iterable
 
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
 
+@functools.cache
+def _format_characters() -> dict[int, None]:
+    """str.translate's table that removes every character of Unicode category Cf."""
+    cf = (c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf")
+    return dict.fromkeys(cf)
+
+
+def readable(text: str) -> str:
+    """`text` as language detection reads it: without its invisible format characters."""
+    return text.translate(_format_characters())
+
+
 class Detector:
     def __init__(self, languages: Iterable[str]):
         self.identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        _format_characters()  # built once, at start-up
         known = set(self.identifier.labels)
         wanted = set(languages)
         self.languages = sorted(wanted & known)
@@ -31,7 +52,8 @@ class Detector:
 
     def rank(self, text: str, among: Iterable[str] | None = None) -> list[tuple[str, float]]:
         """(language, confidence in percent) best first, over `among` (default: every language
-        the detector knows). Confidences sum to 100."""
+        the detector knows), of the text as `readable` gives it. Confidences sum to 100."""
+        text = readable(text)
         allowed = set(self.languages if among is None else among) & set(self.languages)
         if not allowed:
             return []

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .access import text_chars
+from .detect import readable
 from .params import field_limit, request_params
 from .translate import _SURROGATE, ApiError, without_addresses
 from .translate import translate as translate_data
@@ -39,7 +40,7 @@ def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
     texts = [q] if isinstance(q, str) else q
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         raise ApiError(400, "`q` must be a text or a list of texts")
-    if not texts or not any(t.strip() for t in texts):
+    if not texts or not any(readable(t).strip() for t in texts):  # (a soft hyphen alone: blank)
         raise ApiError(400, "`q` is empty: give the text whose language to detect")
     s = state.settings
     if len(texts) > s.max_texts:
@@ -65,7 +66,7 @@ async def detect_endpoint(
     with access.charging(grant) as charge:
         charge(text_chars(texts))
         # as POST /translate detects them; a blank text has no language to count
-        read = [without_addresses(t) for t in texts if t.strip()]
+        read = [without_addresses(t) for t in texts if readable(t).strip()]
         ranked = await asyncio.to_thread(state.detector.detect_all, read)
     total: dict[str, float] = {}
     for text_ranked in ranked:

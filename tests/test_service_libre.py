@@ -644,3 +644,33 @@ def test_options_is_answered_with_the_methods_as_flask_answers_it(server, path, 
     assert httpx.options(f"{server}/nope").status_code == 404
     # counted apart: not as a request to the path
     assert metric(server, "mt_requests_total", options) == before + 1
+
+
+@pytest.mark.parametrize(
+    ("marked", "plain"),
+    [
+        ("Kin\u00adder\u00adgar\u00adten", "Kindergarten"),  # soft hyphens
+        ("inf\u00ador\u00admat\u00adion", "information"),
+        ("infor\u200bmation", "information"),  # a zero-width space
+        ("Kinder\u200dgarten", "Kindergarten"),  # a zero-width joiner
+        ("\ufeffin\u2060for\u2060ma\u2060tion", "information"),  # a byte order mark, word joiners
+    ],
+)
+def test_invisible_characters_are_not_read_as_part_of_a_word(server, marked, plain):
+    """A soft hyphen (U+00AD), a zero-width space or joiner inside a word cut it, for the
+    language detector, into pieces of another language (Kindergarten with soft hyphens was 69%
+    German, 96% without them; information with soft hyphens German): /detect and `source:
+    "auto"` read the text as /translate sends it to the model, without them."""
+    detect = post(server, "/detect", json={"q": marked})
+    assert detect.status_code == 200, detect.text
+    assert detect.json() == post(server, "/detect", json={"q": plain}).json()
+    auto = post(server, json={"q": marked, "source": "auto", "target": "de"})
+    assert auto.status_code == 200, auto.text
+    expected = post(server, json={"q": plain, "source": "auto", "target": "de"}).json()
+    assert auto.json()["detectedLanguage"] == expected["detectedLanguage"]
+
+
+def test_a_text_of_invisible_characters_alone_has_no_language_to_detect(server):
+    r = post(server, "/detect", json={"q": ["\u00ad\u200b", " "]})
+    assert r.status_code == 400, r.text
+    assert "`q` is empty" in r.json()["error"]
