@@ -629,6 +629,20 @@ async def run_routes(routes: list[Awaitable[Outputs | None]]) -> list[Outputs | 
             task.cancel()
 
 
+def distinct_alternatives(translation: str, others: list[str]) -> list[str]:
+    """The alternatives of a translation as LibreTranslate gives them (its `filter_unique`):
+    each once, none empty or the translation itself. A text that needs no translation (into
+    its own language) has none: LibreTranslate's identity translation offers the text again and
+    again, all of it filtered out."""
+    seen = {translation, ""}
+    kept = []
+    for text in others:
+        if text not in seen:
+            seen.add(text)
+            kept.append(text)
+    return kept
+
+
 async def translate(
     state: Any,
     data: dict[str, Any],
@@ -713,7 +727,10 @@ async def translate(
         },
     }
     if req.alternatives:
-        alts = [[outputs[k][i] for k in range(1, n_best)] for i in range(len(outputs[0]))]
+        alts = [
+            distinct_alternatives(outputs[0][i], [outputs[k][i] for k in range(1, n_best)])
+            for i in range(len(outputs[0]))
+        ]
         body["alternatives"] = alts[0] if single else alts
     if detected is not None:
         found = [{"language": lang, "confidence": conf} for lang, conf in detected]

@@ -359,6 +359,29 @@ def test_a_text_asked_into_its_own_language_comes_back_as_it_is(server, source, 
     assert body["models"] == [] and body["model"].startswith("none")
 
 
+def test_alternatives_are_distinct_and_none_for_a_text_left_as_it_is(server):
+    """As LibreTranslate gives them (`filter_unique`): never the translation itself, never twice,
+    and none for a text into its own language (each was the text again)."""
+    for fields in (
+        {"q": DE, "source": "de", "target": "de"},
+        {"q": DE, "source": "deu", "target": "de"},
+        {"q": DE, "source": "auto", "target": "de"},
+    ):
+        r = post(server, json={**fields, "alternatives": 3})
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == DE and r.json()["alternatives"] == [], fields
+    r = post(server, data={"q": [DE, EN], "source": "de", "target": "de", "alternatives": "2"})
+    assert r.status_code == 200, r.text
+    assert r.json()["alternatives"] == [[], []]
+    texts = [EN, "The cat.", "Yes.", "A house, a tree and a car."]
+    r = post(server, json={"q": texts, "source": "en", "target": "de", "alternatives": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    for best, alternatives in zip(body["translatedText"], body["alternatives"], strict=True):
+        assert best not in alternatives and "" not in alternatives
+        assert len(set(alternatives)) == len(alternatives)
+
+
 def test_a_language_no_model_serves_is_a_400_even_into_itself(server):
     r = post(server, json={"q": EN, "source": "fr", "target": "fr"})
     assert r.status_code == 400
@@ -444,7 +467,7 @@ def test_auto_with_alternatives_and_html_keeps_the_order(server):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["translatedText"][1] == q[1]
-    assert body["alternatives"][1] == [q[1]]
+    assert body["alternatives"][1] == []  # already in English: nothing else to offer
     assert body["translatedText"][0].startswith("<p>")
 
 
