@@ -11,8 +11,13 @@ text alone). One function serves every endpoint and both front ends
 
 Forms and query strings are UTF-8, as browsers send them and as LibreTranslate (Flask) reads
 them: raw bytes and %-escapes alike (`curl -d 'q=Grüße'` sends the raw bytes); what is not
-valid UTF-8 is a 400, not text with replacement characters. A request may repeat `q` as often as
-a JSON list may hold texts (`max_texts`): the cap on fields is that plus FIELD_MARGIN.
+valid UTF-8 is a 400, not text with replacement characters. A line break in a form's or a query
+string's `q` is read as LF: HTML forms send a text area's lines with CRLF, as multipart (RFC
+2046) writes them, and LibreTranslate reads them as LF ("\n".join(q.splitlines())), so that a
+line break counts one character against the limits, as it does in the text area.
+
+A request may repeat `q` as often as a JSON list may hold texts (`max_texts`): the cap on fields
+is that plus FIELD_MARGIN.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from .translate import FORM_TYPES, ApiError, parse_json
 
 #: fields a client may repeat to send a list (LibreTranslate takes a list only for `q`)
 LIST_FIELDS = ("q",)
+#: fields whose line breaks a form writes as CRLF, read as LF (as LibreTranslate reads `q`)
+TEXT_FIELDS = ("q",)
 URLENCODED = "application/x-www-form-urlencoded"
 FIELD_MARGIN = 64  # fields besides the texts of `q`: form fields and query parameters at most
 # are max_texts + FIELD_MARGIN (a repeated `q` counts once each)
@@ -56,6 +63,8 @@ def fields_of(pairs: list[tuple[str, Any]], limit: int) -> dict[str, Any]:
     data: dict[str, Any] = {}
     lists: dict[str, list[Any]] = {}
     for name, value in pairs:
+        if name in TEXT_FIELDS and isinstance(value, str):  # a form's line breaks: CRLF
+            value = value.replace("\r\n", "\n")
         data.setdefault(name, value)
         if name in LIST_FIELDS:
             lists.setdefault(name, []).append(value)

@@ -697,3 +697,27 @@ def test_a_text_of_invisible_characters_alone_has_no_language_to_detect(server):
     r = post(server, "/detect", json={"q": ["\u00ad\u200b", " "]})
     assert r.status_code == 400, r.text
     assert "`q` is empty" in r.json()["error"]
+
+
+def test_a_line_break_in_a_form_counts_one_character_as_in_libretranslate(two_models):
+    """A browser's form sends a text area's line breaks as CRLF (so does multipart, RFC 2046);
+    LibreTranslate reads them as LF, one character against its limit: they counted two, and
+    a text the page counted within the limit was a 413."""
+    lines = ["Erste Zeile.", "Zweite Zeile.", "Dritte Zeile."]
+    sent, read = "\r\n".join(lines), "\n".join(lines)
+    fields = {"q": sent, "source": "de", "target": "de"}
+    with serve_in_thread(two_models, max_request_chars=len(read)) as (url, _):
+        for kwargs in (
+            {"data": fields},
+            {"files": {k: (None, v) for k, v in fields.items()}},
+            {"params": fields},
+        ):
+            r = post(url, **kwargs)
+            assert r.status_code == 200, r.text
+            assert r.json()["translatedText"] == read
+        r = post(url, "/detect", data={"q": sent})
+        assert r.status_code == 200, r.text
+        # JSON's texts are read as sent, as LibreTranslate reads them
+        r = post(url, json=fields)
+        assert r.status_code == 413, r.text
+        assert f"{len(sent)} characters" in r.json()["error"]
