@@ -366,9 +366,8 @@ async def _translate_with(
 
     def encode(text: str) -> list[int]:
         if text not in encoded:
-            # a soft hyphen only marks where a word may break: sent, it cut the word into
-            # letters and bytes for the model ("transla\u00adtion": "tra n s l a <0xC2> ...")
-            encoded[text] = translator.encode_source(text.replace(SOFT_HYPHEN, ""), target)
+            # (UNREAD: sent, they cut a word into letters and bytes for the model)
+            encoded[text] = translator.encode_source(text.translate(UNREAD), target)
         return encoded[text]
 
     def count(text: str) -> int:
@@ -483,6 +482,14 @@ async def _translate_with(
         for k in range(n_best):
             outputs[k].append("".join(parts[k]))
     return outputs, ticket.compute_s if ticket else 0.0
+
+
+#: left out of what the model reads: invisible characters that only say where a word may or
+#: may not break, a soft hyphen, a zero-width space, a word joiner, a zero-width no-break space
+#: (U+FEFF). Sent, each cut the word it was in into letters and bytes for the model
+#: ("transla\u00adtion": "tra n s l a <0xC2> ..."; a zero-width space read as a space). Zero-width
+#: joiners and non-joiners stay: Persian and Indic scripts spell with them, emoji join with them.
+UNREAD = str.maketrans(dict.fromkeys(SOFT_HYPHEN + "\u200b\u2060\ufeff"))
 
 
 def too_many_pieces(layouts: list, pieces: int, share: int) -> str:

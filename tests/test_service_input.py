@@ -348,3 +348,17 @@ def test_a_soft_hyphen_does_not_cut_a_word_for_the_model(url):
     plain = ask("The translation is good.")
     assert ask("The trans\u00adla\u00adtion is good.") == plain
     assert "\u00ad" not in plain
+
+
+@pytest.mark.parametrize("mark", ["\u200b", "\u2060", "\ufeff"])
+def test_a_zero_width_space_or_word_joiner_does_not_cut_a_word_for_the_model(url, mark):
+    """Invisible as a soft hyphen is, and read as a space (zero-width space) or as bytes (word
+    joiner): the shipped en->de model gave 'Die Verwähung ist gut.' for 'The information is
+    good.' with a zero-width space inside 'information'. The text is translated as without."""
+
+    def ask(q):
+        r = httpx.post(f"{url}/translate", json={"q": q, "source": "en", "target": "de"})
+        assert r.status_code == 200, r.text
+        return r.json()["translatedText"]
+
+    assert ask(f"The trans{mark}la{mark}tion is good.") == ask("The translation is good.")
