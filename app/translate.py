@@ -30,9 +30,13 @@ from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder
 from .html_format import HtmlError, extract_all, render_all
 from .registry import ModelLoadError, ModelOutOfMemory
 from .schemas import TranslateRequest
+from .share import RequestShare
 from .text import has_content, split_long, split_text
 
 log = logging.getLogger("app")
+
+#: counts a leg's (sentences, pieces) in its request's share of the queue: why it is over, or None
+Claim = Callable[[int, int], Awaitable[str | None]]
 
 #: form bodies go to the FastAPI route (it parses them); everything else is read as JSON
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -324,14 +328,17 @@ async def translate_leg(
     n_best: int,
     max_length: int,
     receive: Callable[[], Awaitable[dict]],
+    claim: Claim,
 ) -> tuple[list[list[str]], float] | None:
     """Translate `texts` into `target` with one model through the batcher (loading the model
-    first if it is not loaded; a multi-target model gets the target's token): n_best lists of translations, one per text, and the batches' compute seconds;
-    None when the client went away first."""
+    first if it is not loaded; a multi-target model gets the target's token): n_best lists of
+    translations, one per text, and the batches' compute seconds; None when the client went
+    away first. `claim(sentences, pieces)` counts the leg in the request's share of the queue
+    before it is queued, and says why the request is over it (a 413)."""
     try:
         async with state.engine.registry.hold(model) as translator:
             return await _translate_with(
-                state, model, translator, target, texts, beam, n_best, max_length, receive
+                state, model, translator, target, texts, beam, n_best, max_length, receive, claim
             )
     except ModelOutOfMemory:  # passing, and logged where it happened (once per load)
         state.metrics.rejected.labels("out_of_memory").inc()
@@ -357,6 +364,7 @@ async def _translate_with(
     n_best: int,
     max_length: int,
     receive: Callable[[], Awaitable[dict]],
+    claim: Claim,
 ) -> tuple[list[list[str]], float] | None:
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
     beam = max(beam or model_beam_size(state.settings, translator), n_best)
@@ -412,9 +420,10 @@ async def _translate_with(
             # no letter (a number, `---`), or nothing but addresses: kept as sent
             layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
-    share = max(1, int(state.settings.max_queue_size * state.settings.max_request_share))
-    if len(payloads) > share:  # 503 would invite a retry that cannot work
-        raise TooManySentences(413, too_many_pieces(layouts, len(payloads), share))
+    sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
+    over = await claim(sentences, len(payloads))
+    if over:  # 503 would invite a retry that cannot work
+        raise TooManySentences(413, over)
     key = DecodeKey(model, beam, n_best, max_length)
     metrics = state.metrics
     try:
@@ -490,25 +499,6 @@ async def _translate_with(
 #: ("transla\u00adtion": "tra n s l a <0xC2> ..."; a zero-width space read as a space). Zero-width
 #: joiners and non-joiners stay: Persian and Indic scripts spell with them, emoji join with them.
 UNREAD = str.maketrans(dict.fromkeys(SOFT_HYPHEN + "\u200b\u2060\ufeff"))
-
-
-def too_many_pieces(layouts: list, pieces: int, share: int) -> str:
-    """The 413 for a request of more `pieces` to decode than its `share` of the queue, in the
-    words of what the client sent: its sentences, and how they became more pieces where they
-    did (the queue holds pieces, so they are what is counted)."""
-    sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
-    said = f"{sentences} sentence{'s' if sentences != 1 else ''}"
-    if pieces == sentences:
-        return (
-            f"`q` holds {said}; the server takes at most {share} from one request (send them "
-            "in several requests)"
-        )
-    return (
-        f"`q` holds {said} to translate in {pieces} pieces (a sentence too long for the model "
-        "is cut, and the words between URLs or e-mail addresses are translated apart; a piece "
-        f"repeated is counted once); the server takes at most {share} pieces from one request "
-        "(send the text in several requests)"
-    )
 
 
 def without_addresses(text: str) -> str:
@@ -590,10 +580,13 @@ async def run_route(
     fmt: str,
     options: tuple[int, int, int],
     receive: Callable[[], Awaitable[dict]],
+    share: RequestShare,
+    route: int,
 ) -> Outputs | None:
     """Translates `texts` into `target` through `models` in turn (two through the pivot
-    language: the first leg's best text is the second leg's input); HTML documents are cut into text units first
-    and rebuilt last. None when the client went away first."""
+    language: the first leg's best text is the second leg's input); HTML documents are cut
+    into text units first and rebuilt last. Each leg is counted in the request's `share` of
+    the queue as route number `route`. None when the client went away first."""
     beam, n_best, max_length = options
     documents = None
     if fmt == "html":  # the documents' text, cut into units (app/html_format.py)
@@ -610,7 +603,15 @@ async def run_route(
         last = i == len(models) - 1
         into = target if last else state.engine.registry.pivot
         leg = await translate_leg(
-            state, model, into, outputs[0], beam, n_best if last else 1, max_length, receive
+            state,
+            model,
+            into,
+            outputs[0],
+            beam,
+            n_best if last else 1,
+            max_length,
+            receive,
+            lambda sentences, pieces, i=i: share.claim(route, i, sentences, pieces),
         )
         if leg is None:
             return None
@@ -699,11 +700,25 @@ async def translate(
             route = explicit if req.source != "auto" else resolve_route(state, source, req.target)
             groups.setdefault(tuple(route), []).append(i)
     options = (beam, n_best, max_length)
+    settings = state.settings
+    share = RequestShare(  # counted over all the request's routes (app/share.py)
+        max(1, int(settings.max_queue_size * settings.max_request_share)),
+        [list(route) for route in groups],
+        state.engine.registry.pivot,
+    )
     routes = [
         run_route(
-            state, list(route), req.target, [texts[i] for i in idx], req.format, options, receive
+            state,
+            list(route),
+            req.target,
+            [texts[i] for i in idx],
+            req.format,
+            options,
+            receive,
+            share,
+            number,
         )
-        for route, idx in groups.items()
+        for number, (route, idx) in enumerate(groups.items())
     ]
     try:
         results = await run_routes(routes)

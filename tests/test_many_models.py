@@ -20,10 +20,12 @@ from model_core.translator import Translator
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_process, serve_in_thread, wait_ready
 from tests.test_service import (
-    behind_a_held_batch,
     deadline_behind_a_held_batch,
+    gated_server,
+    hold_the_engine,
     metric,
     post,
+    wait_for,
 )
 from tests.test_service_libre import DE, EN
 
@@ -194,6 +196,39 @@ def test_texts_in_two_languages_take_their_routes_at_once(weights_dir):
         assert body["translatedText"] == [a.json()["translatedText"] for a in alone]
 
 
+ENGLISH = [
+    EN,
+    "My brother works in a big office in the centre of the city.",
+    "We eat bread and cheese for breakfast every morning.",
+]
+GERMAN = [
+    DE,
+    "Mein Bruder arbeitet in einem großen Büro in der Mitte der Stadt.",
+    "Wir essen jeden Morgen Brot und Käse zum Frühstück.",
+]
+
+
+@pytest.mark.parametrize("scheduler", ["static", "continuous"])
+def test_a_request_over_several_models_takes_at_most_its_share_in_all(weights_dir, scheduler):
+    """`source: auto` with texts in English and in German into French: the English ones go to
+    en-fr, the German ones to de-en (then en-fr), side by side. The share of the queue (4
+    here) bounds the request over both: each route was checked alone, so 3 + 3 sentences were
+    queued at once."""
+    with serve_in_thread(
+        weights_dir, max_queue_size=8, max_request_share=0.5, scheduler=scheduler
+    ) as (url, _):
+        r = translate(url, "auto", "fr", text=ENGLISH + GERMAN)
+        assert r.status_code == 413 and "Retry-After" not in r.headers, r.text
+        error = r.json()["error"]
+        assert "`q` holds 6 sentences whose texts go to 2 models side by side" in error, error
+        assert "(en-fr: 3, de-en+en-fr: 3 pieces): 6 pieces in all" in error, error
+        assert "at most 4 pieces from one request, over all its models" in error, error
+        r = translate(url, "auto", "fr", text=ENGLISH[:2] + GERMAN[:2])
+        assert r.status_code == 200, r.text
+        assert [d["language"] for d in r.json()["detectedLanguage"]] == ["en"] * 2 + ["de"] * 2
+        assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 0
+
+
 def test_a_deadline_on_two_routes_is_one_504_and_neither_is_computed(weights_dir):
     two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
     got = deadline_behind_a_held_batch(weights_dir, two)  # both routes wait behind the held batch
@@ -208,20 +243,40 @@ def test_a_deadline_on_two_routes_is_one_504_and_neither_is_computed(weights_dir
 
 def test_when_one_route_fails_the_other_routes_waiting_sentences_are_dropped(weights_dir):
     """`source: auto` with an English and a German text into French, while the engine holds
-    a batch and one sentence may wait: the English route's sentence (en-fr) queues, the German
-    route's (de-en) finds the queue full. The answer is one 503, and the English sentence
-    leaves the queue uncomputed, cancelled with its request (not counted as dropped for a
-    client that went away): once the held batch ends, the engine computes only what comes
-    after."""
+    a batch and one sentence of another request waits in a queue of two: one route's sentence
+    queues, the other's finds the queue full. The answer is one 503, and the sentence that
+    queued leaves the queue uncomputed, cancelled with its request (not counted as dropped
+    for a client that went away): once the held batch ends, the engine computes only the
+    request that waited."""
     two = {"q": [EN, DE], "source": "auto", "target": "fr", "beam_size": 2}
-    got = behind_a_held_batch(weights_dir, two, max_queue_size=1)
-    second = got["second"]
-    assert second.status_code == 503 and "busy" in second.json()["error"], second.text
-    assert got["depth"] == 0  # the English route's sentence left the queue with the answer
-    assert got["disconnected"] == 0  # cancelled with its request: no client went away
-    assert got["first"].status_code == 200 and got["after"].status_code == 200
-    assert got["beams"] == [1, 1]  # the held batch and the one after: not the routes' (2)
-    assert got["queue_full"] == 1
+    water = {"q": "Water.", "source": "en", "target": "de", "beam_size": 1}
+    options = {"max_queue_size": 2, "max_request_share": 1.0}
+    with gated_server(weights_dir, max_batch_size=1, max_wait_ms=0, **options) as (
+        url,
+        _,
+        engine,
+    ):
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                first = await hold_the_engine(c, url, engine)
+                waiting = asyncio.ensure_future(c.post(f"{url}/translate", json=water))
+                await asyncio.to_thread(
+                    wait_for, lambda: metric(url, "mt_queue_depth") == 1, "a sentence waits"
+                )
+                second = await c.post(f"{url}/translate", json=two)
+                depth = metric(url, "mt_queue_depth")
+                engine.release()
+                return await first, await waiting, second, depth
+
+        first, waited, second, depth = asyncio.run(scenario())
+        assert second.status_code == 503 and "busy" in second.json()["error"], second.text
+        assert depth == 1  # the route's sentence that queued left with the answer
+        disconnected = 'mt_dropped_sentences_total{reason="client_disconnected"}'
+        assert metric(url, disconnected) == 0  # cancelled with its request: no client went away
+        assert first.status_code == 200 and waited.status_code == 200
+        assert [key.beam_size for key, _ in engine.calls] == [1, 1]  # not the routes' (2)
+        assert metric(url, 'mt_rejected_requests_total{reason="queue_full"}') == 1
 
 
 def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):
