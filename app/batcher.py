@@ -103,6 +103,7 @@ class Ticket:
     results: list[Any] = field(default_factory=list)
     pending: int = 0  # sentences without a result yet
     step_s: float = 0.0  # continuous scheduler: engine time of the joins and steps it was in
+    left: int = 0  # continuous scheduler: sentences not finished yet (the worker's count)
 
     @property
     def compute_s(self) -> float:
@@ -347,8 +348,15 @@ class MicroBatcher(Tickets):
         self._queues.clear()
         self._set_depth(-len(waiting))
 
-    def submit(self, key: Hashable, payloads: Sequence[Any], costs: Sequence[int]) -> Ticket:
-        """Queue one request's sentences; raises QueueFull or ShuttingDown at once."""
+    def submit(
+        self,
+        key: Hashable,
+        payloads: Sequence[Any],
+        costs: Sequence[int],
+        owner: Hashable | None = None,
+    ) -> Ticket:
+        """Queue one request's sentences; raises QueueFull or ShuttingDown at once. (`owner`:
+        the continuous scheduler's; here each key's sentences go first come, first served.)"""
         if self._closing or self._task is None or self._task.done():
             raise ShuttingDown(self.problem() or "the server is shutting down")
         if self._depth + len(payloads) > self.max_queue_size:

@@ -35,6 +35,10 @@ Admission:
   free, and a sentence of another model or beam size would wait for good);
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
   sentence), so a request of many sentences does not hold back the requests behind it. The
+  tickets submitted with the same `owner` (the service's one client request, whose texts go
+  to several models, a route through the pivot language's second leg on the model of
+  another route) are one request where they are in the same group: they take one turn, not
+  one each; in different groups they are in different decodes, each with its own turns. The
   turn goes to the request with the fewest sentences running now, then to the one that has
   waited longest since its last turn (or its arrival). A request that just arrived takes the
   next free place ahead of the next sentence of one already running, and waits for at most
@@ -119,14 +123,15 @@ class _Sentence:
 
 @dataclass(eq=False)
 class _Request:
-    """A ticket's sentences of one group still waiting, in order; requests wait in a heap,
-    the one with the fewest sentences running first, then the one whose last turn (or
-    arrival) came first."""
+    """The sentences of one group still waiting of a ticket (or of the tickets of one owner),
+    in order; requests wait in a heap, the one with the fewest sentences running first, then
+    the one whose last turn (or arrival) came first."""
 
     sentences: deque[_Sentence]
     seq: int  # renewed at each turn
     running: int = 0  # its sentences in the running decode now
     left: int = 0  # its sentences not finished yet (the worker's count)
+    owner: Hashable | None = None  # the tickets' owner, None: one ticket of its own
 
     def __lt__(self, other: _Request) -> bool:
         return (self.running, self.seq) < (other.running, other.seq)
@@ -181,6 +186,8 @@ class ContinuousBatcher(Tickets):
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
         self._waiting: dict[Hashable, list[_Request]] = {}  # heaps
+        # (owner, group) -> its request, while it has sentences waiting or running
+        self._owned: dict[tuple[Hashable, Hashable], _Request] = {}
         self._running: dict[Hashable, _Running] = {}
         self._turns: deque[Hashable] = deque()  # running groups, the next to step first
         self._depth = 0
@@ -224,8 +231,15 @@ class ContinuousBatcher(Tickets):
             return "the inference worker thread stopped"
         return None
 
-    def submit(self, key: Hashable, payloads: Sequence[Any], costs: Sequence[int]) -> Ticket:
-        """Queue one request's sentences; raises QueueFull or ShuttingDown at once."""
+    def submit(
+        self,
+        key: Hashable,
+        payloads: Sequence[Any],
+        costs: Sequence[int],
+        owner: Hashable | None = None,
+    ) -> Ticket:
+        """Queue one request's sentences; raises QueueFull or ShuttingDown at once. Tickets of
+        one `owner` in one group take their turns as one request."""
         if self._closing or not self._started or self._failure is not None:
             raise ShuttingDown(self.problem() or "the server is shutting down")
         assert self._loop is not None and self._idle is not None
@@ -241,7 +255,14 @@ class ContinuousBatcher(Tickets):
                     f"{self._depth} sentences are waiting (limit {self.max_queue_size})"
                 )
             ticket.results, ticket.pending = [None] * len(payloads), len(payloads)
-            request = _Request(deque(), next(self._ids), left=len(payloads))
+            ticket.left = len(payloads)
+            request = self._owned.get((owner, group)) if owner is not None else None
+            if request is None:
+                request = _Request(deque(), next(self._ids), owner=owner)
+                if owner is not None:
+                    self._owned[owner, group] = request
+            queued = bool(request.sentences)  # in the group's heap already
+            request.left += len(payloads)
             for i, (payload, cost) in enumerate(zip(payloads, costs, strict=True)):
                 s = _Sentence(
                     next(self._ids),
@@ -256,7 +277,8 @@ class ContinuousBatcher(Tickets):
                 )
                 ticket.items.append(s)
                 request.sentences.append(s)
-            heapq.heappush(self._waiting.setdefault(group, []), request)
+            if not queued:
+                heapq.heappush(self._waiting.setdefault(group, []), request)
             self._set_depth(len(payloads))
             self._idle.clear()
             self._drive_soon()
@@ -281,6 +303,8 @@ class ContinuousBatcher(Tickets):
                 else:
                     continue
                 s.state = "dropped"
+                s.request.left -= 1  # it will not finish
+                self._settled(s.request, s.group)
                 removed += 1
             if removed:
                 self._drive_soon()
@@ -322,6 +346,7 @@ class ContinuousBatcher(Tickets):
                         left += [s for s in running.members.values() if s.state == "running"]
                         running.leaving.update(running.members)
                     self._waiting.clear()
+                    self._owned.clear()
                     self._set_depth(-self._depth)
                     for s in left:
                         s.state = "dropped"
@@ -506,12 +531,20 @@ class ContinuousBatcher(Tickets):
             self._report(running, len(failed), running.footprint, between, [], failed=True)
             return None
 
-    @staticmethod
-    def _stopped(s: _Sentence | None) -> None:
+    def _stopped(self, s: _Sentence | None) -> None:
         """(Under the lock.) The sentence has left its running decode: one fewer of its
         request's."""
         if s is not None and s.request is not None:
             s.request.running -= 1
+            self._settled(s.request, s.group)
+
+    def _settled(self, request: _Request, group: Hashable) -> None:
+        """(Under the lock.) An owner's request with nothing waiting or running is forgotten:
+        a later ticket of the owner starts a new one."""
+        if request.owner is not None and not request.sentences and not request.running:
+            key = (request.owner, group)
+            if self._owned.get(key) is request:
+                del self._owned[key]
 
     def _footprint(self, running: _Running) -> int:
         """What a running group holds now (an emptied one: its buffers, until it is dropped)."""
@@ -541,9 +574,10 @@ class ContinuousBatcher(Tickets):
                 if s is not None and s.state == "running":
                     s.state = "done"
                     self._held.append((s, result))
+                    s.ticket.left -= 1
+                    complete = complete or s.ticket.left == 0
                     if s.request is not None:
                         s.request.left -= 1
-                        complete = complete or s.request.left == 0
             waits, running.joined_waits = running.joined_waits, []
         size = len(stepping)
         # the engine's time: the step, and the joins (the newcomers' encoder) and leaves since
@@ -623,6 +657,7 @@ class ContinuousBatcher(Tickets):
             for running in self._running.values():
                 failed += [s for s in running.members.values() if s.state == "running"]
             self._waiting.clear()
+            self._owned.clear()
             self._running.clear()
             self._set_depth(-self._depth)
             self._driving = False

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -35,9 +36,6 @@ from .text import has_content, split_long, split_text
 
 log = logging.getLogger("app")
 
-#: counts a leg's (sentences, pieces) in its request's share of the queue: why it is over, or None
-Claim = Callable[[int, int], Awaitable[str | None]]
-
 #: form bodies go to the FastAPI route (it parses them); everything else is read as JSON
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -51,6 +49,20 @@ class ApiError(Exception):
 class TooManySentences(ApiError):
     """413: a request holds more sentences than one request may queue (a file's texts are
     then sent in smaller requests)."""
+
+
+@dataclass(frozen=True)
+class Leg:
+    """Leg `number` (0: the first) of route `route` of a request: what it counts in the
+    request's `share` of the queue. The share is also the request's identity for the
+    scheduler (its tickets' `owner`)."""
+
+    share: RequestShare
+    route: int
+    number: int
+
+    async def claim(self, sentences: int, pieces: int) -> str | None:
+        return await self.share.claim(self.route, self.number, sentences, pieces)
 
 
 def json_bytes(content: Any) -> bytes:
@@ -328,17 +340,17 @@ async def translate_leg(
     n_best: int,
     max_length: int,
     receive: Callable[[], Awaitable[dict]],
-    claim: Claim,
+    leg: Leg,
 ) -> tuple[list[list[str]], float] | None:
     """Translate `texts` into `target` with one model through the batcher (loading the model
     first if it is not loaded; a multi-target model gets the target's token): n_best lists of
     translations, one per text, and the batches' compute seconds; None when the client went
-    away first. `claim(sentences, pieces)` counts the leg in the request's share of the queue
-    before it is queued, and says why the request is over it (a 413)."""
+    away first. `leg` is counted in the request's share of the queue before it is queued (a
+    413 when the request is over it), and its sentences take their turns as the request's."""
     try:
         async with state.engine.registry.hold(model) as translator:
             return await _translate_with(
-                state, model, translator, target, texts, beam, n_best, max_length, receive, claim
+                state, model, translator, target, texts, beam, n_best, max_length, receive, leg
             )
     except ModelOutOfMemory:  # passing, and logged where it happened (once per load)
         state.metrics.rejected.labels("out_of_memory").inc()
@@ -364,7 +376,7 @@ async def _translate_with(
     n_best: int,
     max_length: int,
     receive: Callable[[], Awaitable[dict]],
-    claim: Claim,
+    leg: Leg,
 ) -> tuple[list[list[str]], float] | None:
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
     beam = max(beam or model_beam_size(state.settings, translator), n_best)
@@ -421,14 +433,14 @@ async def _translate_with(
             layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
     sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
-    over = await claim(sentences, len(payloads))
+    over = await leg.claim(sentences, len(payloads))
     if over:  # 503 would invite a retry that cannot work
         raise TooManySentences(413, over)
     key = DecodeKey(model, beam, n_best, max_length)
     metrics = state.metrics
     try:
         ticket = (
-            state.batcher.submit(key, payloads, [len(p) + 1 for p in payloads])
+            state.batcher.submit(key, payloads, [len(p) + 1 for p in payloads], leg.share)
             if payloads
             else None
         )
@@ -602,7 +614,7 @@ async def run_route(
     for i, model in enumerate(models):
         last = i == len(models) - 1
         into = target if last else state.engine.registry.pivot
-        leg = await translate_leg(
+        result = await translate_leg(
             state,
             model,
             into,
@@ -611,11 +623,11 @@ async def run_route(
             n_best if last else 1,
             max_length,
             receive,
-            lambda sentences, pieces, i=i: share.claim(route, i, sentences, pieces),
+            Leg(share, route, i),
         )
-        if leg is None:
+        if result is None:
             return None
-        outputs, seconds = leg
+        outputs, seconds = result
         compute_s += seconds
     if documents is not None:
         outputs = await asyncio.to_thread(

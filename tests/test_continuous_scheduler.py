@@ -204,6 +204,48 @@ async def test_waiting_requests_take_turns_one_sentence_each():
     await b.stop(5)
 
 
+async def test_the_tickets_of_one_owner_in_one_group_take_one_turn():
+    """One client request whose texts go to one model by two routes (a text translated
+    directly, another's second leg through the pivot language) is two tickets of one owner:
+    beside a request of one ticket it takes one turn per round, not two."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=1)
+    release = hold(b)
+    owner = object()
+    direct = b.submit(("m", 1), [(f"a{i}", 1) for i in range(3)], [1] * 3, owner)
+    pivot = b.submit(("m", 2), [(f"c{i}", 1) for i in range(3)], [1] * 3, owner)
+    other = b.submit(("m", 1), [(f"b{i}", 1) for i in range(3)], [1] * 3)
+    release.set()
+    await step_until(engine, lambda: all(t.future.done() for t in (direct, pivot, other)))
+    order = [engine.names_in(i)[0] for i in range(len(engine.steps))]
+    assert order == ["a0", "b0", "a1", "b1", "a2", "b2", "c0", "c1", "c2"]
+    # each ticket is answered once its own sentences are: the first before the second
+    assert [await b.wait(t) for t in (direct, pivot)] == [
+        [f"{i}a" for i in range(3)],
+        [f"{i}c" for i in range(3)],
+    ]
+    assert not b._owned  # nothing kept of an owner with nothing waiting or running
+    await b.stop(5)
+
+
+async def test_an_owners_ticket_is_answered_without_waiting_for_its_other_ticket():
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=2)
+    release = hold(b)
+    owner = object()
+    short = b.submit(("m", 1), [("s", 1)], [1], owner)
+    long = b.submit(("m", 1), [("l", 5)], [1], owner)
+    release.set()
+    await step_until(engine, short.future.done)
+    assert await b.wait(short) == ["s"] and not long.future.done()
+    # a ticket of the owner submitted after the others ran takes turns as theirs did
+    later = b.submit(("m", 1), [("t", 1)], [1], owner)
+    await step_until(engine, lambda: long.future.done() and later.future.done())
+    assert await b.wait(later) == ["t"] and await b.wait(long) == ["l"]
+    assert not b._owned
+    await b.stop(5)
+
+
 async def test_a_request_that_just_arrived_goes_before_the_rest_of_one_that_had_turns():
     """Turns go by the sentences a request has running, fewest first: a short request that
     arrives while a long one runs takes the next free place, not the long one's next sentence
@@ -600,9 +642,10 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed, bounded):
     """Requests of 1-6 sentences in two groups, a third of them cancelled at random moments
-    (waiting, running or done): every request not cancelled gets its results in order, and at
-    the end nothing waits, runs or is held back, and every request's count of running
-    sentences is 0. Also with bounded steps that give way to sentences waiting 3 ms."""
+    (waiting, running or done), some of them tickets of one owner: every request not
+    cancelled gets its results in order, and at the end nothing waits, runs or is held back,
+    and every request's count of running sentences is 0. Also with bounded steps that give
+    way to sentences waiting 3 ms."""
     import random
 
     rng = random.Random(seed)
@@ -613,7 +656,8 @@ async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zer
     for n in range(60):
         group = rng.choice(("x", "y"))
         items = [(f"{group}{n}s{i}", rng.randint(1, 5)) for i in range(rng.randint(1, 6))]
-        tickets.append((b.submit((group, 1), items, [1] * len(items)), items))
+        owner = rng.choice((None, None, "p", "q"))
+        tickets.append((b.submit((group, 1), items, [1] * len(items), owner), items))
         if rng.random() < 0.5:
             await asyncio.sleep(rng.choice((0, 0.001, 0.002, 0.005)))
         if rng.random() < 0.3:
@@ -625,6 +669,7 @@ async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zer
             assert await b.wait(ticket, 10) == [name[::-1] for name, _ in items]
     await until(b._idle.is_set)  # the worker's loop has seen the last step and ended
     assert b.depth == 0 and b.running == 0 and not b._waiting and not b._running
+    assert not b._owned
     assert all(s.request.running == 0 for ticket, _ in tickets for s in ticket.items)
     # every request not cancelled has all its sentences finished, and no answer is held back
     for i, (ticket, _) in enumerate(tickets):
