@@ -51,15 +51,32 @@ class TooManySentences(ApiError):
     then sent in smaller requests)."""
 
 
+class Deadline:
+    """A request's deadline (MT_REQUEST_TIMEOUT_S), from when its first sentences are queued,
+    over all its routes and legs: the second leg through the pivot language has what the
+    first left of it."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self._at = seconds, None
+
+    def left(self) -> float:
+        """Seconds left; the first call starts the clock."""
+        now = time.monotonic()
+        if self._at is None:
+            self._at = now + self.seconds
+        return self._at - now
+
+
 @dataclass(frozen=True)
 class Leg:
     """Leg `number` (0: the first) of route `route` of a request: what it counts in the
-    request's `share` of the queue. The share is also the request's identity for the
-    scheduler (its tickets' `owner`)."""
+    request's `share` of the queue, and the request's `deadline`. The share is also the
+    request's identity for the scheduler (its tickets' `owner`)."""
 
     share: RequestShare
     route: int
     number: int
+    deadline: Deadline
 
     async def claim(self, sentences: int, pieces: int) -> str | None:
         return await self.share.claim(self.route, self.number, sentences, pieces)
@@ -84,6 +101,15 @@ def internal_error(exc: BaseException) -> str:
     error_id = uuid.uuid4().hex[:12]
     log.error("unexpected error, error id %s", error_id, exc_info=exc)
     return f"internal error (error id {error_id})"
+
+
+def timed_out(state: Any) -> ApiError:
+    """504: the request's deadline passed (counted once per request by `translate`)."""
+    return ApiError(
+        504,
+        f"the translation did not finish within {state.settings.request_timeout_s} s; "
+        "send less text per request or retry later",
+    )
 
 
 def unavailable(state: Any, why: str) -> ApiError:
@@ -438,6 +464,9 @@ async def _translate_with(
         raise TooManySentences(413, over)
     key = DecodeKey(model, beam, n_best, max_length)
     metrics = state.metrics
+    timeout = leg.deadline.left()
+    if timeout <= 0:  # the first leg through the pivot language took the request's time
+        raise timed_out(state)
     try:
         ticket = (
             state.batcher.submit(key, payloads, [len(p) + 1 for p in payloads], leg.share)
@@ -459,18 +488,10 @@ async def _translate_with(
         metrics.rejected.labels("draining").inc()
         raise unavailable(state, "the server is shutting down; retry on another replica") from None
     try:
-        results = (
-            await wait_or_disconnect(state, ticket, state.settings.request_timeout_s, receive)
-            if ticket
-            else []
-        )
+        results = await wait_or_disconnect(state, ticket, timeout, receive) if ticket else []
     except DeadlineExceeded as exc:  # counted as a timed-out request by `translate`
         metrics.dropped.labels("deadline").inc(exc.dropped)
-        raise ApiError(
-            504,
-            f"the translation did not finish within {state.settings.request_timeout_s} s; "
-            "send less text per request or retry later",
-        ) from None
+        raise timed_out(state) from None
     except BatchFailed as exc:
         raise ApiError(
             500, f"translation failed (error id {exc.error_id}); the server log has the details"
@@ -594,11 +615,13 @@ async def run_route(
     receive: Callable[[], Awaitable[dict]],
     share: RequestShare,
     route: int,
+    deadline: Deadline,
 ) -> Outputs | None:
     """Translates `texts` into `target` through `models` in turn (two through the pivot
     language: the first leg's best text is the second leg's input); HTML documents are cut
     into text units first and rebuilt last. Each leg is counted in the request's `share` of
-    the queue as route number `route`. None when the client went away first."""
+    the queue as route number `route`, and waits within the request's `deadline`. None when
+    the client went away first."""
     beam, n_best, max_length = options
     documents = None
     if fmt == "html":  # the documents' text, cut into units (app/html_format.py)
@@ -623,7 +646,7 @@ async def run_route(
             n_best if last else 1,
             max_length,
             receive,
-            Leg(share, route, i),
+            Leg(share, route, i, deadline),
         )
         if result is None:
             return None
@@ -718,6 +741,7 @@ async def translate(
         [list(route) for route in groups],
         state.engine.registry.pivot,
     )
+    deadline = Deadline(settings.request_timeout_s)
     routes = [
         run_route(
             state,
@@ -729,6 +753,7 @@ async def translate(
             receive,
             share,
             number,
+            deadline,
         )
         for number, (route, idx) in enumerate(groups.items())
     ]

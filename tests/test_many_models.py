@@ -6,12 +6,15 @@ a third language, MT_MODELS selection, and the metrics. Real uvicorn servers, re
 from __future__ import annotations
 
 import asyncio
+import time
+import types
 from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
+import app.translate
 from app.batcher import Worker
 from app.engine import load_translator
 from app.registry import Registry, discover
@@ -239,6 +242,37 @@ def test_a_deadline_on_two_routes_is_one_504_and_neither_is_computed(weights_dir
     assert got["beams"] == [1, 1]  # the worker takes batches in order: the routes' were dropped
     # two requests timed out, however many routes of the second one ran out of time
     assert got["timed_out"] == 2
+
+
+def test_the_deadline_of_a_request_through_the_pivot_covers_both_legs(weights_dir, monkeypatch):
+    """MT_REQUEST_TIMEOUT_S is the request's deadline, not each leg's: once the first leg
+    through the pivot language has taken it, the request is a 504 and the second leg is not
+    computed (it had a deadline of its own: twice the time in all). The translate module's
+    clock is moved on while the first leg is computed, as if it had taken the time."""
+    ahead = [0.0]
+    clock = types.SimpleNamespace(
+        perf_counter=time.perf_counter, monotonic=lambda: time.monotonic() + ahead[0]
+    )
+    monkeypatch.setattr(app.translate, "time", clock)
+    with serve_in_thread(weights_dir, request_timeout_s=30) as (url, served):
+        inner, models = served.state.batcher.fn, []
+
+        def engine(key, payloads):
+            models.append(key.model)
+            if key.model == "de-en":
+                ahead[0] += 30
+            return inner(key, payloads)
+
+        served.state.batcher.fn = engine
+        r = translate(url, "de", "fr")
+        assert r.status_code == 504 and "did not finish within 30.0 s" in r.json()["error"]
+        assert models == ["de-en"]
+        assert metric(url, "mt_timed_out_requests_total") == 1
+        r = translate(url, "de", "fr")  # (a deadline of its own: the first leg starts it)
+        assert r.status_code == 504 and models == ["de-en"] * 2
+        ahead[0] = 0.0
+        served.state.batcher.fn = inner
+        assert translate(url, "de", "fr").status_code == 200
 
 
 def test_when_one_route_fails_the_other_routes_waiting_sentences_are_dropped(weights_dir):
