@@ -703,6 +703,59 @@ def test_the_translation_of_an_earlier_text_is_marked_stale(server, browser):
     assert "stale" not in d.find_element(By.ID, "out").get_attribute("class")
 
 
+NEVER_TRANSLATE = (
+    "const f = window.fetch; window.fetch = (url, options) =>"
+    " String(url) === 'translate' ? new Promise(() => {}) : f(url, options);"
+)
+# the colour a text is seen in: its colour and its element's opacity over the pane's background
+SEEN_COLOUR = """
+const [element, pseudo] = arguments;
+const style = getComputedStyle(element, pseudo), box = getComputedStyle(element);
+const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+const [fg, bg] = [rgb(style.color), rgb(box.backgroundColor)];
+const alpha = (fg.length > 3 ? fg[3] : 1) * Number(pseudo ? style.opacity : 1)
+  * Number(box.opacity);
+return fg.slice(0, 3).map((c, i) => Math.round(c * alpha + bg[i] * (1 - alpha)));
+"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_stale_translation_does_not_look_like_the_placeholder(server, browser, theme):
+    """The translation of an earlier text is marked "Outdated" and drawn unlike the empty
+    output's placeholder, in either theme (dimmed alone, it was the placeholder's grey in dark
+    mode: an old translation and no translation looked the same)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    if theme == "dark":
+        d.find_element(By.ID, "theme").click()
+    out, note = d.find_element(By.ID, "out"), d.find_element(By.ID, "stale-note")
+    placeholder = d.execute_script(SEEN_COLOUR, out, "::placeholder")
+    placeholder_style = d.execute_script(
+        "return getComputedStyle(arguments[0], '::placeholder').fontStyle", out
+    )
+    box = d.find_element(By.ID, "q")
+    box.send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    assert not note.is_displayed()
+    assert out.get_attribute("aria-describedby") is None
+    d.execute_script(NEVER_TRANSLATE)
+    box.send_keys(" Thank you.")
+    assert note.is_displayed() and note.text == "Outdated"
+    assert out.get_attribute("aria-describedby") == "stale-note"
+    stale = d.execute_script(SEEN_COLOUR, out, None)
+    assert max(abs(a - b) for a, b in zip(stale, placeholder, strict=True)) >= 32, (
+        stale,
+        placeholder,
+    )
+    style = d.execute_script("return getComputedStyle(arguments[0]).fontStyle", out)
+    assert style != placeholder_style
+    screenshot(d, f"web-stale-{theme}.png")
+    # the text translated again: no longer outdated
+    for _ in " Thank you.":
+        box.send_keys(Keys.BACKSPACE)
+    assert not note.is_displayed()
+
+
 def test_text_and_file_translations_say_each_their_own_status(server, browser, tmp_path):
     """A text translated while a file is translated does not blank the file's "Translating
     notes.txt…" when it ends (the two shared one status line)."""

@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 const el = {
   source: $("source"), target: $("target"), swap: $("swap"), q: $("q"), out: $("out"),
   count: $("count"), detected: $("detected"), status: $("status"), copy: $("copy"),
+  staleNote: $("stale-note"),
   alts: $("alternatives"), altsList: $("alternatives-list"), translate: $("translate"),
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
   fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
@@ -224,6 +225,10 @@ function markStale() {
   // languages) are dimmed until the new translation replaces them
   const stale = el.out.value !== "" && shownFor !== request();
   for (const e of [el.out, el.alts, el.detected]) e.classList.toggle("stale", stale);
+  // said in words too, beside the translation and in its description for a screen reader
+  el.staleNote.hidden = !stale;
+  if (stale) el.out.setAttribute("aria-describedby", "stale-note");
+  else el.out.removeAttribute("aria-describedby");
 }
 function clearOutput() {
   // what the output showed belongs to another text: it goes, with its alternatives
