@@ -756,6 +756,72 @@ def test_a_stale_translation_does_not_look_like_the_placeholder(server, browser,
     assert not note.is_displayed()
 
 
+RECORD_ANNOUNCEMENTS = """
+window.said = [];
+new MutationObserver(() => {
+  const e = document.getElementById("announce");
+  if (e.textContent) window.said.push([e.textContent, e.querySelector("[lang]").lang]);
+}).observe(document.getElementById("announce"), {childList: true, subtree: true,
+  characterData: true});
+"""
+
+
+def test_a_finished_translation_is_announced_once(server, browser, tmp_path):
+    """A screen reader is told each finished translation, once, in a polite live region, and
+    in its language; not "Translating…" at every pause in the typing (the status line was the
+    live region: it said that, and never the translation), nor a translation that is outdated.
+    A file's translation is announced when it is done."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "source")).select_by_value("en")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    region = d.find_element(By.ID, "announce")
+    assert (
+        region.get_attribute("role"),
+        region.get_attribute("aria-live"),
+        region.get_attribute("aria-atomic"),
+    ) == ("status", "polite", "true")
+    # the status line ("Translating…") is in no live region
+    assert (
+        d.execute_script(
+            "return document.getElementById('status').closest('[aria-live], [role=status]')"
+        )
+        is None
+    )
+    d.execute_script(RECORD_ANNOUNCEMENTS)
+    text = "Where is the train station?"
+    d.find_element(By.ID, "q").send_keys(text)
+    expected = api_translate(server, text, "en", "de")["translatedText"]
+    wait(d, lambda d: translated(d) and value(d, "out") == expected, "the translation")
+    said = d.execute_script("return window.said")
+    # (a pause in the typing on a busy machine may have translated a part first)
+    assert said and said[-1] == [f"Translation (German): {expected}", "de"], said
+    assert all(s.startswith("Translation (German): ") for s, _ in said), said
+    # a translation that arrives once the text has changed again is outdated: not said
+    d.execute_script(HOLD_FIRST_TRANSLATION + "pause = 1e9;")  # (no translation on a pause)
+    d.find_element(By.ID, "q").send_keys(Keys.CONTROL, Keys.ENTER)
+    wait(d, lambda d: d.find_element(By.ID, "status").text == "Translating…", "the request")
+    d.find_element(By.ID, "q").send_keys(" Please.")
+    d.execute_script("window.releaseFirst()")
+    wait(d, lambda d: d.execute_script("return window.firstRead === true"), "the answer")
+    assert d.find_element(By.ID, "stale-note").is_displayed()
+    assert d.execute_script("return window.said") == said
+    # a text whose translation never comes: nothing more is said
+    d.execute_script(NEVER_TRANSLATE + "; pause = 0;")
+    d.find_element(By.ID, "q").send_keys(" Thank you.")
+    wait(d, lambda d: d.find_element(By.ID, "status").text == "Translating…", "the request")
+    assert d.execute_script("return window.said") == said
+    # a file: "notes.txt is translated." in the file form's live status once it is done
+    upload = tmp_path / "notes.txt"
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    status = d.find_element(By.ID, "file-status")
+    wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
+    assert status.get_attribute("aria-live") == "polite"
+    assert status.text == "notes.txt is translated."
+
+
 def test_text_and_file_translations_say_each_their_own_status(server, browser, tmp_path):
     """A text translated while a file is translated does not blank the file's "Translating
     notes.txt…" when it ends (the two shared one status line)."""

@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 const el = {
   source: $("source"), target: $("target"), swap: $("swap"), q: $("q"), out: $("out"),
   count: $("count"), detected: $("detected"), status: $("status"), copy: $("copy"),
-  staleNote: $("stale-note"),
+  staleNote: $("stale-note"), announce: $("announce"),
   alts: $("alternatives"), altsList: $("alternatives-list"), translate: $("translate"),
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
   fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
@@ -230,10 +230,21 @@ function markStale() {
   if (stale) el.out.setAttribute("aria-describedby", "stale-note");
   else el.out.removeAttribute("aria-describedby");
 }
+const SAID_CHARS = 300; // a longer translation is said in part: the rest is in the box
+function announce(text, lang) {
+  // once per finished translation, in its language, in the polite live region (new nodes each
+  // time: the same translation asked for again is said again)
+  const said = length(text) > SAID_CHARS ? `${[...text].slice(0, SAID_CHARS).join("")}…` : text;
+  const words = document.createElement("span");
+  words.lang = lang;
+  words.textContent = said;
+  el.announce.replaceChildren(`Translation (${nameOf(lang)}): `, words);
+}
 function clearOutput() {
   // what the output showed belongs to another text: it goes, with its alternatives
   el.out.value = "";
   el.out.lang = el.altsList.lang = "";
+  el.announce.replaceChildren(); // nothing said: a removal is not announced
   shownFor = "";
   showAlternatives([]);
   showDetected(null);
@@ -279,6 +290,8 @@ async function translate() {
     showAlternatives(data.alternatives || []);
     showDetected(el.source.value === "auto" ? data.detectedLanguage : null);
     markStale();
+    // (one of a text changed since it was sent is outdated already: not said)
+    if (sent === request()) announce(data.translatedText, el.target.value);
   } catch (err) {
     if (err.name === "AbortError" || pending !== mine) return;
     clearOutput();
@@ -348,6 +361,7 @@ el.copy.addEventListener("click", async () => {
 el.file.addEventListener("change", () => {
   // the link and the error of the file chosen before go: they are not this file's
   el.fileResult.hidden = true;
+  el.fileStatus.textContent = "";
   showError("", el.fileError);
 });
 el.fileForm.addEventListener("submit", async (e) => {
@@ -376,10 +390,11 @@ el.fileForm.addEventListener("submit", async (e) => {
     el.download.href = url;
     el.download.textContent = `Download ${decodeURIComponent(url.split("/").pop())}`;
     el.fileResult.hidden = false;
+    el.fileStatus.textContent = `${file.name} is translated.`; // said once (aria-live)
   } catch (err) {
+    el.fileStatus.textContent = "";
     fail(err.message);
   } finally {
-    el.fileStatus.textContent = "";
     setBusy(el.fileSubmit, false);
   }
 });
