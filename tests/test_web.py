@@ -756,6 +756,37 @@ def test_a_stale_translation_does_not_look_like_the_placeholder(server, browser,
     assert not note.is_displayed()
 
 
+def test_an_outdated_translation_cannot_be_copied(server, browser):
+    """The copy button is disabled while there is no translation or while the one shown is of
+    an earlier text (it copied that one as if it were the new text's)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": server, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    copy = d.find_element(By.ID, "copy")
+    assert not copy.is_enabled()  # nothing translated yet
+    box = d.find_element(By.ID, "q")
+    box.send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    assert copy.is_enabled()
+    d.execute_script(NEVER_TRANSLATE)
+    d.execute_async_script("navigator.clipboard.writeText('before').then(arguments[0])")
+    box.send_keys(" Thank you.")
+    assert not copy.is_enabled()
+    assert "outdated" in copy.get_attribute("title")
+    d.execute_script("arguments[0].click()", copy)
+    assert copy.text == "Copy"
+    assert clipboard(d) == "before"
+    # back to the text translated: its translation can be copied again
+    for _ in " Thank you.":
+        box.send_keys(Keys.BACKSPACE)
+    assert copy.is_enabled()
+    copy.click()
+    wait(d, lambda d: clipboard(d) == value(d, "out"), "the copied translation")
+
+
 RECORD_ANNOUNCEMENTS = """
 window.said = [];
 new MutationObserver(() => {

@@ -227,6 +227,10 @@ function markStale() {
   for (const e of [el.out, el.alts, el.detected]) e.classList.toggle("stale", stale);
   // said in words too, beside the translation and in its description for a screen reader
   el.staleNote.hidden = !stale;
+  // nothing to copy but the translation of the text as it is (an outdated one copied would
+  // pass for the new text's)
+  el.copy.disabled = el.out.value === "" || stale;
+  el.copy.title = stale ? "The translation is outdated: the new one is on its way" : "";
   if (stale) el.out.setAttribute("aria-describedby", "stale-note");
   else el.out.removeAttribute("aria-describedby");
 }
@@ -346,7 +350,7 @@ el.swap.addEventListener("click", () => {
   translate();
 });
 el.copy.addEventListener("click", async () => {
-  if (!el.out.value) return;
+  if (el.copy.disabled) return;
   try {
     await navigator.clipboard.writeText(el.out.value);
   } catch { // no clipboard API (a page over plain HTTP on another host): select and copy
