@@ -113,23 +113,29 @@ class Access:
     def key_required(self) -> bool:
         return self.settings.api_keys_required
 
-    async def admit(self, params: dict[str, Any], scope: dict) -> Grant:
-        """Checks the request's key and counts it against its requests per minute."""
-        s = self.settings
+    async def key_info(self, params: dict[str, Any]) -> KeyInfo | None:
+        """The record of the request's key (None without a key, or without a keys database);
+        403 for a key that is not one, 503 when the database cannot be read."""
         key = params.get("api_key")
         if key is not None and not isinstance(key, str):
             raise ApiError(400, "`api_key` must be a text")
-        info: KeyInfo | None = None
-        if key and self.keys is not None:
-            if time.monotonic() < self.keys_down_until:  # it failed a moment ago
-                raise self.keys_unavailable()
-            try:
-                loop = asyncio.get_running_loop()
-                info = await loop.run_in_executor(self.lookups, self._lookup, key)
-            except sqlite3.Error as exc:  # locked by another process, removed, damaged
-                raise self.keys_unavailable() from exc
-            if info is None:
-                raise ApiError(403, INVALID_KEY)
+        if not key or self.keys is None:
+            return None
+        if time.monotonic() < self.keys_down_until:  # it failed a moment ago
+            raise self.keys_unavailable()
+        try:
+            loop = asyncio.get_running_loop()
+            info = await loop.run_in_executor(self.lookups, self._lookup, key)
+        except sqlite3.Error as exc:  # locked by another process, removed, damaged
+            raise self.keys_unavailable() from exc
+        if info is None:
+            raise ApiError(403, INVALID_KEY)
+        return info
+
+    async def admit(self, params: dict[str, Any], scope: dict) -> Grant:
+        """Checks the request's key and counts it against its requests per minute."""
+        s = self.settings
+        info = await self.key_info(params)
         if info is None and self.key_required:
             raise ApiError(403, KEY_NEEDED)
         if info is not None:

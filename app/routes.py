@@ -10,7 +10,10 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .endpoints import detect_endpoint, translate_endpoint
+from .fastpath import read_all
 from .formats import CONTENT_TYPES as FILE_EXTENSIONS
+from .keys import KeyInfo
+from .params import content_type, field_limit, form_params
 from .schemas import (
     LANGUAGE_NAMES,
     Detection,
@@ -20,7 +23,7 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from .translate import check_accepting, json_bytes, still_loading
+from .translate import FORM_TYPES, check_accepting, json_bytes, parse_json, still_loading
 
 router = APIRouter()
 
@@ -123,12 +126,35 @@ async def languages(request: Request):
 async def frontend_settings(request: Request):
     """LibreTranslate's settings for web pages: limits, keys, file formats, default languages
     (and this server's per-minute and per-day limits, which LibreTranslate does not report)."""
+    return settings_for(request.app.state, None)
+
+
+@router.post("/frontend/settings", responses={403: {"model": ErrorResponse}})
+async def frontend_settings_for_key(request: Request):
+    """The same settings as they apply to the key sent in the body (`api_key`, as JSON or form
+    data, never in the URL): the key's own limits where it has them (`charLimit`, the lower of
+    the key's and the server's). Not counted as a request; a key that is not one is a 403, as
+    on /translate. (An addition of this server's: LibreTranslate has GET only.)"""
     state = request.app.state
+    s, scope = state.settings, request.scope
+    raw = await read_all(scope, request.receive, s.max_body_bytes, s.body_timeout_s)
+    if raw is None:  # the client went away
+        return Response(status_code=499)
+    if content_type(scope["headers"]) in FORM_TYPES:
+        params = await form_params(scope, raw, field_limit(state.settings))
+    else:
+        params = parse_json(raw, "api_key") if raw.strip() else {}
+    return settings_for(state, await state.access.key_info(params))
+
+
+def settings_for(state: Any, key: KeyInfo | None) -> dict[str, Any]:
+    """/frontend/settings' answer, with the limits of `key` where it has its own."""
     s = state.settings
     targets = sorted({t for _, t in started_engine(state).pairs})
     target = next((t for t in targets if t != "en"), targets[0] if targets else "")
+    chars = min(s.max_request_chars, (key and key.chars_per_request) or s.max_request_chars)
     return {
-        "charLimit": s.max_request_chars,
+        "charLimit": chars,
         "frontendTimeout": s.frontend_timeout_ms,
         "apiKeys": state.access.keys is not None,
         "keyRequired": s.api_keys_required,
@@ -139,8 +165,8 @@ async def frontend_settings(request: Request):
             "source": {"code": "auto", "name": "Auto Detect"},
             "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
         },
-        "reqLimitPerMinute": s.req_limit_per_minute,
-        "charLimitPerDay": s.char_limit_per_day,
+        "reqLimitPerMinute": (key and key.req_per_minute) or s.req_limit_per_minute,
+        "charLimitPerDay": (key and key.chars_per_day) or s.char_limit_per_day,
         "batchLimit": s.max_texts,
     }
 

@@ -529,3 +529,45 @@ def test_frontend_settings_report_the_limits(weights, tmp_path):
     assert s["language"]["target"] == {"code": "de", "name": "German"}
     assert s["frontendTimeout"] == 500
     assert (s["reqLimitPerMinute"], s["charLimitPerDay"]) == (9, 999)
+
+
+def test_frontend_settings_for_a_key_report_its_own_limits(weights, tmp_path):
+    """POST /frontend/settings with a key in the body answers the key's own limits (a web page
+    showed the server's characters per request against a key that allows fewer); a key
+    without limits of its own gets the server's, an unknown key the 403 of /translate, and no
+    key the server's settings."""
+    db = tmp_path / "keys.sqlite"
+    store = KeyStore(db)
+    small, _ = store.add("small", chars_per_request=40, chars_per_day=500, req_per_minute=3)
+    large, _ = store.add("large", chars_per_request=5000)
+    plain, _ = store.add("plain")
+    limits = {"req_limit_per_minute": 9, "char_limit_per_day": 999, "max_request_chars": 1234}
+    with serve_in_thread(weights, api_keys_db=db, **limits) as (url, _):
+        get = httpx.get(f"{url}/frontend/settings").json()
+        said = {}
+        for name, key in [("small", small), ("large", large), ("plain", plain)]:
+            r = httpx.post(f"{url}/frontend/settings", json={"api_key": key})
+            assert r.status_code == 200, r.text
+            said[name] = r.json()
+        form = httpx.post(f"{url}/frontend/settings", data={"api_key": small}).json()
+        unknown = httpx.post(f"{url}/frontend/settings", json={"api_key": "mt-nothing"})
+        none = httpx.post(f"{url}/frontend/settings")
+        wrong = httpx.post(f"{url}/frontend/settings", content=b"[1]")
+        huge = httpx.post(f"{url}/frontend/settings", content=b" " * 2_000_000)
+        # the key's limit is the one /translate applies
+        over = translate(url, json={**with_key(small), "q": "x" * 41})
+    limited = ("charLimit", "charLimitPerDay", "reqLimitPerMinute")
+    assert [said["small"][k] for k in limited] == [40, 500, 3]
+    assert form == said["small"]
+    assert [said["large"][k] for k in limited] == [1234, 999, 9]  # the server's is lower
+    assert said["plain"] == get
+    assert {k: v for k, v in said["small"].items() if k not in limited} == {
+        k: v for k, v in get.items() if k not in limited
+    }
+    assert (unknown.status_code, unknown.json()) == (403, {"error": "Invalid API key"})
+    assert (none.status_code, none.json()) == (200, get)
+    assert wrong.status_code == 400
+    assert wrong.json() == {"error": "the body must be a JSON object with api_key"}
+    assert huge.status_code == 413  # the body is not read past the server's limit
+    assert over.status_code == 413
+    assert "at most 40 per request" in over.json()["error"]

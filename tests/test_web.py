@@ -913,14 +913,14 @@ def keyed_server(tmp_path_factory):
     key, _ = KeyStore(db).add("web")
     overrides = {"max_request_chars": CHAR_LIMIT, "api_keys_db": db, "api_keys_required": True}
     with serve_in_thread(WEIGHTS, warmup=False, **overrides) as (url, _):
-        yield url, key
+        yield url, key, db
 
 
 def test_a_key_entered_where_it_is_asked_for_translates_the_text(keyed_server):
     """On a phone, a server that needs a key shows the key field on the first screen, beside
     the error that asks for it (it was at the bottom of the page), and the text that failed
     is translated once a key is entered (it stayed untranslated)."""
-    url, key = keyed_server
+    url, key, _ = keyed_server
     d = chromium_driver()
     try:
         as_phone(d)
@@ -1003,7 +1003,7 @@ def test_errors_from_the_server_are_shown_clearly(server, browser, status, body,
 def test_enter_in_the_key_field_retries_a_failed_translation(keyed_server):
     """Enter in the key field translates a text that failed again, with the key as it is (a
     key left unchanged did nothing)."""
-    url, key = keyed_server
+    url, key, _ = keyed_server
     d = chromium_driver()
     try:
         d.get(f"{url}/")
@@ -1056,3 +1056,43 @@ def test_a_file_chosen_anew_drops_the_link_of_the_last_one(server, browser, tmp_
     other.write_text("Thank you.\n", encoding="utf-8")
     d.find_element(By.ID, "file").send_keys(str(other))
     assert not result.is_displayed()
+
+
+def test_the_count_is_against_the_limit_of_the_key_entered(keyed_server):
+    """Once a key with a smaller limit of its own is entered, the character count is against
+    the key's limit, and a text over it is not sent (the count said the server's limit: the
+    text was sent and refused with 413); another key, without a limit of its own, brings the
+    server's back."""
+    from app.keys import KeyStore
+
+    url, key, db = keyed_server
+    small, _ = KeyStore(db).add("small", chars_per_request=20)
+    d = chromium_driver()
+    try:
+        d.get(f"{url}/")
+        wait(d, languages_loaded, "the language lists")
+        field, count = d.find_element(By.ID, "api-key"), d.find_element(By.ID, "count")
+        wait(d, lambda d: field.is_displayed(), "the key field")
+        assert count.text == f"0 / {CHAR_LIMIT}"
+        field.clear()
+        field.send_keys(small, Keys.ENTER)
+        wait(d, lambda d: count.text == "0 / 20", "the key's own limit")
+        text = "Good morning, my dear friend."
+        d.find_element(By.ID, "q").send_keys(text, Keys.CONTROL, Keys.ENTER)
+        assert count.text == f"{len(text)} / 20"
+        assert "over" in count.get_attribute("class")
+        error = d.find_element(By.ID, "error")
+        assert error.text == (
+            f"Error: The text has {len(text)} characters; your API key allows at most 20 at once."
+        )
+        # the key is kept: after a reload its limit is asked for again
+        d.refresh()
+        wait(d, lambda d: d.find_element(By.ID, "count").text == f"{len(text)} / 20", "again")
+        field = d.find_element(By.ID, "api-key")
+        field.clear()
+        field.send_keys(key, Keys.ENTER)
+        count = d.find_element(By.ID, "count")
+        wait(d, lambda d: count.text == f"{len(text)} / {CHAR_LIMIT}", "the server's limit")
+        wait(d, translated, "the translation with the other key")
+    finally:
+        d.quit()

@@ -166,13 +166,38 @@ async function loadFrontendSettings() {
     setTimeout(loadFrontendSettings, 2000);
     return;
   }
-  if (typeof s.charLimit === "number") charLimit = s.charLimit;
+  if (typeof s.charLimit === "number") charLimit = serverCharLimit = s.charLimit;
   if (typeof s.frontendTimeout === "number" && s.frontendTimeout >= 0) pause = s.frontendTimeout;
   if (s.keyRequired || s.apiKeys) el.keyBox.hidden = false;
+  keys = Boolean(s.apiKeys);
   if (s.filesTranslation === false) el.files.hidden = true;
   if (typeof s.maxFileBytes === "number") maxFileBytes = s.maxFileBytes;
   showCount();
+  if (keys && el.apiKey.value.trim()) loadKeyLimit();
 }
+let serverCharLimit = charLimit; // the server's; charLimit is the key's where it has its own
+let keys = false; // the server has API keys (/frontend/settings' apiKeys)
+async function loadKeyLimit() {
+  // a key's own characters per request: POST /frontend/settings with the key in the body
+  // (never in the URL); the server's limit without a key, for a key the server does not
+  // know (the translation says so) or from a server that cannot tell
+  const key = el.apiKey.value.trim();
+  let limit = serverCharLimit;
+  if (key && keys) {
+    try {
+      const s = await api("frontend/settings", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ api_key: key }),
+      });
+      if (s && typeof s.charLimit === "number") limit = s.charLimit;
+    } catch { /* the server's limit */ }
+  }
+  if (key !== el.apiKey.value.trim()) return; // another key was entered meanwhile
+  charLimit = limit;
+  showCount();
+}
+const limitOf = () => (charLimit !== serverCharLimit ? "your API key allows" : "this server translates");
 
 // ---- translating text ----
 const length = (text) => [...text].length; // code points, as the server counts them
@@ -183,7 +208,7 @@ function showCount() {
     ? `${n.toLocaleString("en")} / ${charLimit.toLocaleString("en")}`
     : `${n.toLocaleString("en")} characters`;
   el.count.classList.toggle("over", over);
-  el.count.title = over ? "Too long for one request to this server" : "";
+  el.count.title = over ? `Too long: ${limitOf()} at most ${charLimit} characters at once` : "";
   return !over;
 }
 function showDetected(found) {
@@ -266,7 +291,7 @@ async function translate() {
   }
   if (!showCount()) {
     clearOutput();
-    showError(`The text has ${length(text)} characters; this server translates at most ${charLimit} at once.`);
+    showError(`The text has ${length(text)} characters; ${limitOf()} at most ${charLimit} at once.`);
     return;
   }
   if (!el.target.value) {
@@ -405,16 +430,17 @@ el.fileForm.addEventListener("submit", async (e) => {
 
 el.apiKey.value = stored("mt-api-key") || "";
 let keyUsed = el.apiKey.value.trim();
-function useKey(again = false) {
-  // a key entered (Enter, or leaving the field changed) is kept, and the text that failed
-  // without it is translated again
+async function useKey(again = false) {
+  // a key entered (Enter, or leaving the field changed) is kept, its own limit shown, and the
+  // text that failed without it is translated again
   const key = el.apiKey.value.trim();
   if (key === keyUsed && !again) return;
   keyUsed = key;
   store("mt-api-key", key);
+  await loadKeyLimit();
   if (el.q.value.trim() && shownFor !== request()) translate();
 }
-el.apiKey.addEventListener("change", useKey);
+el.apiKey.addEventListener("change", () => useKey());
 el.apiKey.addEventListener("keydown", (e) => {
   if (e.key === "Enter") { e.preventDefault(); useKey(true); }
 });
