@@ -477,6 +477,41 @@ def test_the_page_fits_a_phone(server):
             d.quit()
 
 
+def sideways(d) -> int:
+    """How far the page sticks out sideways (0 or less: nothing does)."""
+    return d.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+
+
+def test_a_long_file_name_fits_a_phone(server, tmp_path):
+    """A file whose name is long and has no spaces: its status ("Translating …", then "… is
+    translated.") wraps on a phone (it stuck out 386 px sideways at 320 px)."""
+    d = chromium_driver()
+    try:
+        as_phone(d, 320, 700, scale=1)
+        d.get(f"{server}/")
+        wait(d, languages_loaded, "the language lists")
+        d.execute_script(
+            "const f = window.fetch; window.fetch = (url, options) => String(url) ==="
+            " 'translate_file' ? new Promise((r) => { window.releaseFile = () =>"
+            " r(f(url, options)); }) : f(url, options);"
+        )
+        upload = tmp_path / ("Quarterly_report_for_the_board_" * 3 + ".txt")
+        upload.write_text("Good morning.\n", encoding="utf-8")
+        d.find_element(By.ID, "file").send_keys(str(upload))
+        d.find_element(By.ID, "file-submit").click()
+        status = d.find_element(By.ID, "file-status")
+        wait(d, lambda d: status.text.startswith("Translating Quarterly"), "the file's status")
+        assert sideways(d) <= 0, "nothing sticks out sideways"
+        d.execute_script("window.releaseFile()")
+        wait(d, lambda d: status.text.endswith(".txt is translated."), "the file translated")
+        assert sideways(d) <= 0, "nothing sticks out sideways"
+    finally:
+        with contextlib.suppress(Exception):
+            d.quit()
+
+
 def fetched_elsewhere(driver, server: str) -> list[str]:
     """The URLs the page in `driver` fetched from anywhere but `server`."""
     fetched = driver.execute_script(
