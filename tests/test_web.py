@@ -1131,3 +1131,27 @@ def test_the_count_is_against_the_limit_of_the_key_entered(keyed_server):
         wait(d, translated, "the translation with the other key")
     finally:
         d.quit()
+
+
+def test_a_file_removed_after_it_was_chosen_is_said_so(server, browser, tmp_path):
+    """A file moved or removed between choosing it and sending it: the page says it cannot
+    be read and to choose it again (it said "The server cannot be reached"), and the file
+    chosen again is translated."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    upload = tmp_path / "notes.txt"
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    upload.unlink()
+    d.find_element(By.ID, "file-submit").click()
+    error = d.find_element(By.ID, "file-error")
+    wait(d, lambda d: error.is_displayed(), "the error")
+    assert error.text == (
+        "Error: notes.txt cannot be read: it was moved, removed or changed since it was chosen."
+        " Choose it again."
+    )
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
+    assert not error.is_displayed()

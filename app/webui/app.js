@@ -399,21 +399,30 @@ el.fileForm.addEventListener("submit", async (e) => {
   const fail = (message) => showError(message, el.fileError);
   fail("");
   el.fileResult.hidden = true;
+  el.fileStatus.textContent = "";
   const file = el.file.files[0];
   if (!file) { fail("Choose a file first."); return; }
   if (maxFileBytes > 0 && file.size > maxFileBytes) {
     fail(`${file.name} has ${file.size} bytes; this server takes files of at most ${maxFileBytes}.`);
     return;
   }
-  const form = new FormData();
-  form.append("file", file);
-  for (const [k, v] of Object.entries(withKey({ source: el.source.value, target: el.target.value }))) {
-    form.append(k, v);
-  }
   // a status of its own: a text translated meanwhile does not blank it, nor it the text's
   el.fileStatus.textContent = `Translating ${file.name}…`;
   setBusy(el.fileSubmit, true);
   try {
+    // read first: a file moved or removed since it was chosen fails the upload as a network
+    // error would ("The server cannot be reached")
+    let bytes;
+    try {
+      bytes = await file.arrayBuffer();
+    } catch {
+      throw new Error(`${file.name} cannot be read: it was moved, removed or changed since it was chosen. Choose it again.`);
+    }
+    const form = new FormData();
+    form.append("file", new Blob([bytes], { type: file.type }), file.name);
+    for (const [k, v] of Object.entries(withKey({ source: el.source.value, target: el.target.value }))) {
+      form.append(k, v);
+    }
     const data = await api("translate_file", { method: "POST", body: form });
     const url = data.translatedFileUrl;
     el.download.href = url;
