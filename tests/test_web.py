@@ -1155,3 +1155,30 @@ def test_a_file_removed_after_it_was_chosen_is_said_so(server, browser, tmp_path
     d.find_element(By.ID, "file-submit").click()
     wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
     assert not error.is_displayed()
+
+
+def test_a_file_sent_before_the_languages_arrive_is_told_why(server, tmp_path):
+    """A file sent while the language list cannot be loaded is refused by the page with the
+    text's reason, no target language (the server's "`target` is missing: give a language
+    code" was shown, which the page's user cannot act on)."""
+    d = chromium_driver()
+    try:
+        d.execute_cdp_cmd("Network.enable", {})
+        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
+        d.get(f"{server}/")
+        wait(d, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+        upload = tmp_path / "notes.txt"
+        upload.write_text("Good morning.\n", encoding="utf-8")
+        d.find_element(By.ID, "file").send_keys(str(upload))
+        d.find_element(By.ID, "file-submit").click()
+        error = d.find_element(By.ID, "file-error")
+        wait(d, lambda d: error.is_displayed(), "the error")
+        assert error.text == "Error: No target language: the server has no models loaded yet."
+        # once the list is there, the file is translated
+        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        wait(d, languages_loaded, "the language lists")
+        d.find_element(By.ID, "file-submit").click()
+        wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the link")
+        assert not error.is_displayed()
+    finally:
+        d.quit()

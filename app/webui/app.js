@@ -279,6 +279,7 @@ function clearOutput() {
   showDetected(null);
   markStale();
 }
+const NO_TARGET = "No target language: the server has no models loaded yet.";
 async function translate() {
   clearTimeout(timer);
   const text = el.q.value;
@@ -296,7 +297,7 @@ async function translate() {
   }
   if (!el.target.value) {
     clearOutput();
-    showError("No target language: the server has no models loaded yet.");
+    showError(NO_TARGET);
     return;
   }
   markStale();
@@ -402,6 +403,7 @@ el.fileForm.addEventListener("submit", async (e) => {
   el.fileStatus.textContent = "";
   const file = el.file.files[0];
   if (!file) { fail("Choose a file first."); return; }
+  if (!el.target.value) { fail(NO_TARGET); return; } // (the server: "`target` is missing")
   if (maxFileBytes > 0 && file.size > maxFileBytes) {
     fail(`${file.name} has ${file.size} bytes; this server takes files of at most ${maxFileBytes}.`);
     return;
