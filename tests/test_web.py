@@ -1182,3 +1182,40 @@ def test_a_file_sent_before_the_languages_arrive_is_told_why(server, tmp_path):
         assert not error.is_displayed()
     finally:
         d.quit()
+
+
+def test_copy_without_the_clipboard_api_keeps_the_keyboard_focus(server, browser):
+    """Where the page has no clipboard API (plain HTTP from another host), Copy still copies
+    and the keyboard focus stays on the button (it moved to the translation's box)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": server, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    d.find_element(By.ID, "q").send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    d.execute_async_script(
+        "window.clip = navigator.clipboard;"
+        "Object.defineProperty(navigator, 'clipboard', {value: undefined});"
+        "window.clip.writeText('before').then(arguments[0])"
+    )
+    copy = d.find_element(By.ID, "copy")
+    d.execute_script("arguments[0].focus()", copy)
+    copy.send_keys(Keys.ENTER)
+    wait(d, lambda d: copy.text == "Copied", "the copy")
+    assert d.execute_script("return document.activeElement.id") == "copy"
+    copied = d.execute_async_script(
+        "window.clip.readText().then(arguments[0], () => arguments[0](''))"
+    )
+    assert copied == value(d, "out")
+    # a browser that copies nothing: the translation is left selected, focused, for Ctrl+C
+    d.execute_script("document.execCommand = () => false")
+    wait(d, lambda d: copy.text == "Copy", "the button's label back")
+    copy.send_keys(Keys.ENTER)
+    wait(d, lambda d: copy.text == "Not copied: press Ctrl+C", "the failure")
+    out = d.find_element(By.ID, "out")
+    assert d.execute_script("return document.activeElement.id") == "out"
+    assert out.get_property("selectionEnd") - out.get_property("selectionStart") == len(
+        value(d, "out")
+    )

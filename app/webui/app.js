@@ -377,14 +377,18 @@ el.swap.addEventListener("click", () => {
 });
 el.copy.addEventListener("click", async () => {
   if (el.copy.disabled) return;
+  let said = "Copied";
   try {
     await navigator.clipboard.writeText(el.out.value);
   } catch { // no clipboard API (a page over plain HTTP on another host): select and copy
     el.out.select();
-    document.execCommand("copy");
+    // the keyboard focus back on the button (select() moved it to the translation), or left
+    // on the translation, selected, where the browser copied nothing
+    if (document.execCommand("copy")) el.copy.focus();
+    else said = "Not copied: press Ctrl+C";
   }
-  el.copy.textContent = "Copied";
-  setTimeout(() => { el.copy.textContent = "Copy"; }, 1500);
+  el.copy.textContent = said;
+  setTimeout(() => { el.copy.textContent = "Copy"; }, said === "Copied" ? 1500 : 5000);
 });
 
 // ---- translating a file ----
