@@ -1219,3 +1219,23 @@ def test_copy_without_the_clipboard_api_keeps_the_keyboard_focus(server, browser
     assert out.get_property("selectionEnd") - out.get_property("selectionStart") == len(
         value(d, "out")
     )
+
+
+def test_the_footer_reads_as_a_line_on_a_phone(server):
+    """On a narrow phone the footer's link and its text wrap as one sentence (the link was
+    squeezed into a column of its own, one word a line, beside the text)."""
+    d = chromium_driver()
+    try:
+        as_phone(d, 320, 700, scale=1)
+        d.get(f"{server}/")
+        wait(d, languages_loaded, "the language lists")
+        link = d.find_element(By.CSS_SELECTOR, "footer a")
+        lines = d.execute_script(
+            "const a = arguments[0], line = parseFloat(getComputedStyle(a).lineHeight);"
+            "return Math.round(a.getBoundingClientRect().height / line);",
+            link,
+        )
+        assert lines == 1, "the link is on one line"
+    finally:
+        with contextlib.suppress(Exception):
+            d.quit()
