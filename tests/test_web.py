@@ -1239,3 +1239,21 @@ def test_the_footer_reads_as_a_line_on_a_phone(server):
     finally:
         with contextlib.suppress(Exception):
             d.quit()
+
+
+def test_a_file_over_the_size_limit_is_refused_in_words(server, browser, tmp_path):
+    """A file larger than the server takes is refused before it is sent, its size and the
+    limit written as numbers are read ("12,345 bytes"; it was "has 12345 bytes; ... at most
+    10000.", the limit without its unit)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.execute_script("maxFileBytes = 10000")
+    upload = tmp_path / "notes.txt"
+    upload.write_bytes(b"a" * 12345)
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    error = d.find_element(By.ID, "file-error")
+    wait(d, lambda d: error.is_displayed(), "the error")
+    assert error.text == (
+        "Error: notes.txt has 12,345 bytes; this server takes files of at most 10,000 bytes."
+    )

@@ -409,7 +409,8 @@ el.fileForm.addEventListener("submit", async (e) => {
   if (!file) { fail("Choose a file first."); return; }
   if (!el.target.value) { fail(NO_TARGET); return; } // (the server: "`target` is missing")
   if (maxFileBytes > 0 && file.size > maxFileBytes) {
-    fail(`${file.name} has ${file.size} bytes; this server takes files of at most ${maxFileBytes}.`);
+    const inBytes = (n) => `${n.toLocaleString("en")} bytes`;
+    fail(`${file.name} has ${inBytes(file.size)}; this server takes files of at most ${inBytes(maxFileBytes)}.`);
     return;
   }
   // a status of its own: a text translated meanwhile does not blank it, nor it the text's
