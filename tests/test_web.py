@@ -1257,3 +1257,21 @@ def test_a_file_over_the_size_limit_is_refused_in_words(server, browser, tmp_pat
     assert error.text == (
         "Error: notes.txt has 12,345 bytes; this server takes files of at most 10,000 bytes."
     )
+
+
+def test_emptying_the_text_empties_the_translation_at_once(server, browser):
+    """Text deleted: the translation, its alternatives and the detected language go at once
+    (they stayed, marked outdated, until the typing pause had passed)."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    box = d.find_element(By.ID, "q")
+    box.send_keys("Good morning.")
+    wait(d, translated, "the translation")
+    d.execute_script("pause = 1e9")  # no typing pause ever passes from now on
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    assert value(d, "q") == ""
+    assert value(d, "out") == ""
+    assert not d.find_element(By.ID, "stale-note").is_displayed()
+    assert not d.find_element(By.ID, "alternatives").is_displayed()
+    assert d.find_element(By.ID, "detected").text == ""

@@ -343,7 +343,13 @@ function translateSoon() {
   }, pause);
 }
 
-el.q.addEventListener("input", () => { keepText(); showCount(); markStale(); translateSoon(); });
+el.q.addEventListener("input", () => {
+  keepText();
+  showCount();
+  // an emptied text empties the translation at once (not "Outdated" until the typing pause)
+  if (!el.q.value.trim()) translate();
+  else { markStale(); translateSoon(); }
+});
 el.q.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
 });
