@@ -1275,3 +1275,31 @@ def test_emptying_the_text_empties_the_translation_at_once(server, browser):
     assert not d.find_element(By.ID, "stale-note").is_displayed()
     assert not d.find_element(By.ID, "alternatives").is_displayed()
     assert d.find_element(By.ID, "detected").text == ""
+
+
+def test_translate_sends_a_changed_text_while_a_translation_is_on_its_way(server, browser):
+    """Clicked while an earlier text's translation is on its way (a slow server), Translate
+    sends the text as it is now (the click was ignored while the button was busy), and not the
+    same text twice."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "source")).select_by_value("en")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    d.execute_script(
+        "pause = 1e9; window.sent = [];"  # no typing pause ever passes
+        "const f = window.fetch; window.fetch = (url, options) => {"
+        " if (String(url) !== 'translate') return f(url, options);"
+        " window.sent.push(JSON.parse(options.body).q);"
+        " return window.sent.length === 1 ? new Promise(() => {}) : f(url, options); };"
+    )
+    box, button = d.find_element(By.ID, "q"), d.find_element(By.ID, "translate")
+    box.send_keys("Good morning.")
+    button.click()
+    assert button.get_attribute("aria-disabled") == "true"
+    button.click()  # the same text: not sent again
+    assert d.execute_script("return window.sent") == ["Good morning."]
+    box.send_keys(" Thank you.")
+    button.click()
+    assert d.execute_script("return window.sent") == ["Good morning.", "Good morning. Thank you."]
+    expected = api_translate(server, "Good morning. Thank you.", "en", "de")["translatedText"]
+    wait(d, lambda d: translated(d) and value(d, "out") == expected, "the translation")

@@ -353,7 +353,10 @@ el.q.addEventListener("input", () => {
 el.q.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
 });
-el.translate.addEventListener("click", () => { if (!busy(el.translate)) translate(); });
+el.translate.addEventListener("click", () => {
+  // busy: the text (or a language) changed since is sent now, the same request not again
+  if (!busy(el.translate) || request() !== lastSent) translate();
+});
 el.source.addEventListener("change", () => {
   store("mt-source", el.source.value);
   showDetected(null);
