@@ -20,6 +20,7 @@ A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
 FO = "{urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+C = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 CODE = "print(x)"
 
 
@@ -195,3 +196,31 @@ def test_without_a_target_the_marks_are_kept():
 )
 def test_the_mark_is_the_tag_asked_for_when_it_names_the_language_served(asked, served, expected):
     assert tag(asked, served) == expected
+
+
+def test_a_translated_chart_is_marked_with_the_target_its_labels_properties_too():
+    """A chart's language (`c:lang`) and the text properties its labels, legend and axes are
+    drawn with (`c:txPr`) kept the source's after its title and names were translated."""
+    from tests.test_office_labels import make_chart_pptx
+
+    src = entries(make_chart_pptx())
+    xml = src["ppt/charts/chart1.xml"].decode()
+    xml = xml.replace('<c:date1904 val="0"/>', '<c:date1904 val="0"/><c:lang val="en-US"/>')
+    xml = xml.replace(
+        "<a:r><a:t>Sales by region</a:t></a:r>",
+        '<a:r><a:rPr lang="en-US"/><a:t>Sales by region</a:t></a:r>'
+        '<a:endParaRPr lang="en-US" altLang="ja-JP"/>',
+    )
+    xml = xml.replace('<a:defRPr sz="1800"/>', '<a:defRPr sz="1800" lang="en-US"/>')
+    assert xml.count('lang="en-US"') == 4
+    src["ppt/charts/chart1.xml"] = xml.encode()
+    out = entries(translate(zip_of(src), "a.pptx"))["ppt/charts/chart1.xml"]
+    root = etree.fromstring(out)
+    assert root.find(f"{{{C}}}lang").get("val") == "de"
+    marks = [el.get("lang") for el in root.iter(A + "rPr", A + "defRPr", A + "endParaRPr")]
+    assert marks == ["de"] * 5  # the two titles' runs, the title's end, the labels' properties
+    assert b"altLang" not in out and b"SALES BY REGION" in out
+
+    # a chart whose text comes back as it was sent keeps its language
+    same = entries(handler_for("a.pptx", "de")(zip_of(src), lambda ts: ts, LIMITS))
+    assert same["ppt/charts/chart1.xml"] == src["ppt/charts/chart1.xml"]

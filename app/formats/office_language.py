@@ -12,6 +12,11 @@ language translated into, `de-CH` for `de`, else the served code, `de` for `DEU`
 - .pptx (and the DrawingML of charts and SmartArt): the run's `a:rPr lang` (its `altLang`,
   the language paired with it for East Asian text, is dropped), and its paragraph's end
   (`a:endParaRPr`, the language of text typed at its end);
+- a chart with translated text (its title, its series or category names): its language
+  (`c:lang`), and that of the text properties its labels, legend and axes are drawn with
+  (`c:txPr`, a chartEx's `cx:txPr`: `a:defRPr` and `a:endParaRPr` that name one), which
+  hold no text of their own (they kept the source's; Office proofs and reads a chart's
+  labels by them);
 - .odt: the paragraph's style, an automatic style of the part made for it (a copy of its own
   automatic style, or one that inherits from its common style) with `fo:language` and
   `fo:country` (`style:language-asian`... as `w:eastAsia` and `w:bidi` above), and a span's
@@ -40,6 +45,8 @@ STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
 FO = "{urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0}"
 OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
 DC_LANGUAGE = "{http://purl.org/dc/elements/1.1/}language"
+C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+CX = "{http://schemas.microsoft.com/office/drawing/2014/chartex}"
 #: languages whose text Word and LibreOffice mark apart: East Asian, and complex (right to
 #: left) scripts
 EAST_ASIAN = frozenset({"zh", "ja", "ko"})
@@ -112,6 +119,18 @@ def mark_run(run: etree._Element, code: str) -> None:
         lang.set(W + "eastAsia", code)
     if base in COMPLEX:
         lang.set(W + "bidi", code)
+
+
+def mark_chart(root: etree._Element, code: str) -> None:
+    """Marks a chart part's language, and its text properties' where they name one, as
+    `code`."""
+    for el in root.iter(C + "lang"):
+        el.set("val", code)
+    for props in root.iter(C + "txPr", CX + "txPr"):
+        for el in props.iter(A + "defRPr", A + "endParaRPr"):
+            if el.get("lang") is not None:
+                el.set("lang", code)
+                el.attrib.pop("altLang", None)
 
 
 def _set_language(props: etree._Element, code: str) -> None:
@@ -231,9 +250,13 @@ def mark_document(
     document's language as `code`; the names of the parts changed besides the units' own."""
     names = {s.get(STYLE + "name") for r in parts.values() for s in r.iter(STYLE + "style")}
     odt: dict[str, OdtStyles] = {}
+    charts: set[str] = set()
     done = False
     for part, groups in translated:
         done = True
+        if "/charts/" in part and part not in charts:
+            charts.add(part)
+            mark_chart(parts[part], code)
         runs = translated_runs(groups)
         for run in runs:
             mark_run(run, code)
