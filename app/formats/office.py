@@ -10,7 +10,9 @@ and charts of both, content.xml and styles.xml (headers and footers) of an .odt,
 title and the fixed text of its indexes' templates and the titles and descriptions of its
 pictures and shapes; besides paragraphs, the alternative text of pictures and shapes, links'
 tips, the document's title, subject and description, a .pptx's section names and a chart's
-series and category names (app/formats/office_labels.py). Every other entry is copied with its
+series and category names (app/formats/office_labels.py); the labels of a .docx's numbered
+lists and headings, "Chapter %1", sent each with its numbers as atoms (word/numbering.xml:
+app/formats/office_numbering.py). Every other entry is copied with its
 bytes, name, order, dates and compression unchanged (so the .odt `mimetype` entry stays first
 and stored).
 
@@ -28,7 +30,7 @@ import fnmatch
 from lxml import etree
 
 from . import FormatError, Limits, Translate
-from .inline import SOFT_HYPHEN, UnitBuilder, translate_units
+from .inline import SOFT_HYPHEN, UnitBuilder, distribute
 from .office_archive import (
     check_not_encrypted,
     kind_of,
@@ -40,6 +42,7 @@ from .office_archive import (
 )
 from .office_labels import PROPERTY_PARTS, label_slots
 from .office_language import mark_document
+from .office_numbering import numbering_labels
 from .office_runs import (
     DOCX,
     ODT_PARAGRAPHS,
@@ -70,6 +73,7 @@ KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
                                    "word/footnotes.xml", "word/endnotes.xml",
                                    "word/comments.xml", *["word/" + d for d in DIAGRAMS],
+                                   "word/numbering.xml",
                                    "word/charts/chart*.xml",
                                    "docProps/core.xml"], DOCX),
     ("pptx", "ppt/presentation.xml", ["ppt/slides/slide*.xml",
@@ -127,6 +131,7 @@ def translate_office(
     parts: dict[str, tuple[etree._Element, bytes]] = {}
     acc = Paragraphs()
     part_of: list[str] = []  # the part each unit of `acc` comes from
+    labels = []  # a .docx's numbering labels (office_numbering.py)
     for info in text_parts:
         raw = read_entry(archive, info)
         try:
@@ -136,6 +141,8 @@ def translate_office(
                 continue
             raise
         parts[info.filename] = (root, raw)
+        if info.filename == "word/numbering.xml":
+            labels = numbering_labels(root)
         if fmt is None:
             units_of = (*ODT_PARAGRAPHS, *ODT_TEMPLATES)
             deleted = {  # the text of tracked deletions: hidden, never sent (as a .docx's)
@@ -169,7 +176,15 @@ def translate_office(
             hints.append(unit_hints)
             touched.add(part)
             unit_parts.append(part)
-    tokens_of = translate_units(units, _once_each(translate))
+    requests = [r for u in units for r in u.requests]
+    sent = requests + [label.sent for label in labels]
+    translations = _once_each(translate)(sent) if sent else []
+    if len(translations) != len(sent):
+        raise ValueError(f"{len(sent)} texts sent, {len(translations)} translations received")
+    tokens_of = distribute(units, translations[: len(requests)])
+    for label, translation in zip(labels, translations[len(requests) :], strict=True):
+        if label.write(translation, language):
+            touched.add("word/numbering.xml")
     translated = []  # (part, groups) of the units that came back other than they were sent
     for unit_groups, unit_hints, tokens, part in zip(
         groups, hints, tokens_of, unit_parts, strict=True
