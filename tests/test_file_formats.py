@@ -903,6 +903,42 @@ def test_pptx_text_a_master_or_layout_shows_on_slides_is_translated_not_its_prom
     assert out["ppt/slideLayouts/slideLayout1.xml"] == src["ppt/slideLayouts/slideLayout1.xml"]
 
 
+def test_pptx_notes_and_handout_masters_text_and_headers_are_translated_not_prompts():
+    """A notes or handout master's text box, header and footer are printed on every notes
+    page or handout: they were left in the source's language. Its body's prompt is not sent."""
+    src = entries(make_pptx())
+    box = (
+        '<p:sp><p:nvSpPr><p:cNvPr id="99" name="TextBox 99"/><p:cNvSpPr txBox="1"/><p:nvPr/>'
+        '</p:nvSpPr><p:spPr/><p:txBody><a:bodyPr/><a:lstStyle/><a:p><a:r><a:rPr lang="en-US"/>'
+        "<a:t>Internal use only</a:t></a:r></a:p></p:txBody></p:sp></p:spTree>"
+    )
+    name = "ppt/notesMasters/notesMaster1.xml"
+    notes = src[name].decode().replace("</p:spTree>", box, 1)
+    header = '<p:ph type="hdr" sz="quarter"/>'
+    at = notes.index(header)
+    end = notes.index('<a:p><a:endParaRPr lang="en-US"/></a:p>', at)
+    notes = (
+        notes[:end]
+        + '<a:p><a:r><a:rPr lang="en-US"/><a:t>Sales meeting</a:t></a:r></a:p>'
+        + notes[end + len('<a:p><a:endParaRPr lang="en-US"/></a:p>') :]
+    )
+    src[name] = notes.encode()
+    handout = notes.replace("p:notesMaster", "p:handoutMaster").replace(
+        "Internal use only", "Handout for participants"
+    )
+    src["ppt/handoutMasters/handoutMaster1.xml"] = handout.encode()
+    sent: list[str] = []
+    out = entries(translate_office(zip_of(src), lambda ts: sent.extend(ts) or upper(ts), LIMITS))
+    for part, text in [
+        (name, "INTERNAL USE ONLY"),
+        ("ppt/handoutMasters/handoutMaster1.xml", "HANDOUT FOR PARTICIPANTS"),
+    ]:
+        assert f"<a:t>{text}</a:t>".encode() in out[part]
+        assert b"<a:t>SALES MEETING</a:t>" in out[part]
+        assert b"Click to edit Master text styles" in out[part]
+    assert not [t for t in sent if "Click to edit" in t or "level" in t]
+
+
 DGM = (
     'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
     'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'

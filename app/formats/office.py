@@ -5,7 +5,8 @@ The archive is checked, and its kind told, before anything is unpacked
 (lxml, with entities, DTDs and network access off; a part with a DOCTYPE is refused): the body,
 headers, footers, footnotes, endnotes and comments of a .docx, the slides, speaker notes and
 comments (legacy and modern; their authors are in parts of their own) and the text its slide
-masters and layouts show on slides (outside placeholders) of a .pptx, the SmartArt graphics
+masters and layouts show on slides (outside placeholders) and its notes and handout masters
+on printed pages (their headers and footers too) of a .pptx, the SmartArt graphics
 and charts of both, content.xml and styles.xml (headers and footers) of an .odt, with the
 title and the fixed text of its indexes' templates and the titles and descriptions of its
 pictures and shapes; besides paragraphs, the alternative text of pictures and shapes, links'
@@ -66,6 +67,12 @@ P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 #: source's language). A placeholder's text there is a prompt shown while editing, or a default
 #: that a slide's own placeholder replaces: not translated.
 MASTERS = ["ppt/slideMasters/slideMaster*.xml", "ppt/slideLayouts/slideLayout*.xml"]
+#: the notes master's and the handout master's text, shown on every notes page and handout
+#: printed: outside placeholders, and in the header and footer placeholders, whose text is the
+#: header or footer typed for notes and handouts, no prompt (it was left in the source's
+#: language). Their other placeholders' text is a prompt ("Click to edit Master text styles").
+PRINT_MASTERS = ["ppt/notesMasters/notesMaster*.xml", "ppt/handoutMasters/handoutMaster*.xml"]
+HEADERS = frozenset({"hdr", "ftr"})
 #: a chart's title and axis titles are DrawingML paragraphs too (its series and category
 #: names: app/formats/office_labels.py)
 #: (kind, required entry, parts translated, run format or None for .odt)
@@ -80,6 +87,7 @@ KINDS = [
                                       "ppt/notesSlides/notesSlide*.xml",
                                       "ppt/comments/*.xml", "ppt/charts/chart*.xml",
                                       *["ppt/" + d for d in DIAGRAMS], *MASTERS,
+                                      *PRINT_MASTERS,
                                       "ppt/presentation.xml", "docProps/core.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
@@ -97,9 +105,12 @@ def _once_each(translate: Translate) -> Translate:
     return once
 
 
-def _in_placeholder(paragraph: etree._Element) -> bool:
+def _prompt(paragraph: etree._Element, printed: bool) -> bool:
+    """Whether a master's paragraph is in a placeholder, whose text is a prompt (`printed`: a
+    notes or handout master, whose header and footer are no prompts)."""
     shape = next(paragraph.iterancestors(P + "sp"), None)
-    return shape is not None and shape.find(f"{P}nvSpPr/{P}nvPr/{P}ph") is not None
+    ph = None if shape is None else shape.find(f"{P}nvSpPr/{P}nvPr/{P}ph")
+    return ph is not None and not (printed and ph.get("type") in HEADERS)
 
 
 def translate_office(
@@ -154,9 +165,10 @@ def translate_office(
         else:
             drawingml = "/diagrams/" in info.filename or "/charts/" in info.filename
             part_fmt = PPTX if drawingml else fmt
-            master = any(fnmatch.fnmatchcase(info.filename, m) for m in MASTERS)
+            printed = any(fnmatch.fnmatchcase(info.filename, m) for m in PRINT_MASTERS)
+            master = printed or any(fnmatch.fnmatchcase(info.filename, m) for m in MASTERS)
             for p in root.iter(part_fmt.paragraph):
-                if not (master and _in_placeholder(p)):
+                if not (master and _prompt(p, printed)):
                     run_units(p, part_fmt, acc)
         for slot in label_slots(info.filename, root):  # alternative text... (office_labels.py)
             acc.add(slot, None)
