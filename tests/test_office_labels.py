@@ -315,3 +315,65 @@ def test_a_text_that_comes_back_in_a_file_is_sent_once():
     chart = pptx.Presentation(io.BytesIO(out)).slides[0].shapes[-1].chart
     assert [list(s.values) for s in chart.plots[0].series] == [[1.5, 2.5, 3.5], [1.0, 2.0, 3.0]]
     assert entries(out)["ppt/charts/chart1.xml"].count(b"<c:v>NORTH</c:v>") == 2
+
+
+CX = "http://schemas.microsoft.com/office/drawing/2014/chartex"
+
+
+def chartex(layout: str, categories: list[str]) -> bytes:
+    """An Office 2016 chart as PowerPoint writes it: its data (categories, values), a title
+    with its formatted copy, a series, an axis title and a legend."""
+    pts = "".join(f'<cx:pt idx="{i}">{c}</cx:pt>' for i, c in enumerate(categories))
+    values = "".join(f'<cx:pt idx="{i}">{i + 1.5}</cx:pt>' for i in range(len(categories)))
+
+    def title(text: str) -> str:
+        return (
+            '<cx:title pos="t" align="ctr" overlay="0"><cx:tx><cx:txData>'
+            f"<cx:v>{text}</cx:v></cx:txData></cx:tx><cx:txPr><a:bodyPr/><a:lstStyle/><a:p>"
+            f'<a:pPr><a:defRPr/></a:pPr><a:r><a:rPr lang="en-US" sz="1400"/><a:t>{text}</a:t>'
+            "</a:r></a:p></cx:txPr></cx:title>"
+        )
+
+    return (
+        f'<cx:chartSpace xmlns:a="{DML}" xmlns:r="http://schemas.openxmlformats.org/'
+        f'officeDocument/2006/relationships" xmlns:cx="{CX}"><cx:chartData>'
+        '<cx:externalData r:id="rId1" cx:autoUpdate="0"/><cx:data id="0">'
+        f'<cx:strDim type="cat"><cx:f>Sheet1!$A$2:$A$4</cx:f><cx:lvl ptCount="{len(categories)}">'
+        f"{pts}</cx:lvl></cx:strDim>"
+        f'<cx:numDim type="val"><cx:f>Sheet1!$B$2:$B$4</cx:f><cx:lvl ptCount="{len(categories)}" '
+        f'formatCode="General">{values}</cx:lvl></cx:numDim></cx:data></cx:chartData>'
+        "<cx:chart>" + title("Cash flow") + "<cx:plotArea><cx:plotAreaRegion>"
+        f'<cx:series layoutId="{layout}" uniqueId="{{1}}"><cx:tx><cx:txData>'
+        "<cx:f>Sheet1!$B$1</cx:f><cx:v>Amount</cx:v></cx:txData></cx:tx>"
+        '<cx:dataLabels pos="outEnd"><cx:visibility seriesName="0" categoryName="1" value="1"/>'
+        '</cx:dataLabels><cx:dataId val="0"/></cx:series></cx:plotAreaRegion><cx:axis id="0">'
+        "<cx:catScaling/>" + title("Quarter") + "<cx:tickLabels/></cx:axis>"
+        '</cx:plotArea><cx:legend pos="b" align="ctr" overlay="0"><cx:txPr><a:bodyPr/>'
+        '<a:lstStyle/><a:p><a:pPr><a:defRPr/></a:pPr><a:endParaRPr lang="en-US"/></a:p>'
+        "</cx:txPr></cx:legend></cx:chart></cx:chartSpace>"
+    ).encode()
+
+
+def test_office_2016_chart_titles_series_and_categories_are_translated():
+    """A waterfall, treemap or funnel chart (chartEx) was copied untranslated, its data labels
+    showing the source's category names; a map chart's regions are looked up by their names
+    and stay."""
+    from app.formats import handler_for
+
+    parts = entries(make_pptx())
+    parts["ppt/charts/chartEx1.xml"] = chartex("waterfall", ["Start", "Sales", "2024"])
+    parts["ppt/charts/chartEx2.xml"] = chartex("regionMap", ["Germany", "France"])
+    out = entries(handler_for("a.pptx", "de")(zip_of(parts), upper, LIMITS))
+    waterfall = out["ppt/charts/chartEx1.xml"]
+    for text in ("CASH FLOW", "QUARTER"):  # a title's text, and its formatted copy
+        assert f"<cx:v>{text}</cx:v><".encode() in waterfall
+        assert f"<a:t>{text}</a:t>".encode() in waterfall
+    assert b"<cx:v>AMOUNT</cx:v>" in waterfall  # the series' name
+    assert (
+        b'<cx:pt idx="0">START</cx:pt><cx:pt idx="1">SALES</cx:pt><cx:pt idx="2">2024' in waterfall
+    )
+    assert b'<cx:pt idx="0">1.5</cx:pt>' in waterfall and b"Sheet1!$A$2:$A$4" in waterfall
+    assert b'lang="en-US"' not in waterfall  # the titles' runs, the legend's properties
+    regions = out["ppt/charts/chartEx2.xml"]
+    assert b'<cx:pt idx="0">Germany</cx:pt><cx:pt idx="1">France</cx:pt>' in regions
+    assert b"<cx:v>CASH FLOW</cx:v>" in regions

@@ -74,7 +74,8 @@ MASTERS = ["ppt/slideMasters/slideMaster*.xml", "ppt/slideLayouts/slideLayout*.x
 PRINT_MASTERS = ["ppt/notesMasters/notesMaster*.xml", "ppt/handoutMasters/handoutMaster*.xml"]
 HEADERS = frozenset({"hdr", "ftr"})
 #: a chart's title and axis titles are DrawingML paragraphs too (its series and category
-#: names: app/formats/office_labels.py)
+#: names: app/formats/office_labels.py); `chart*.xml` holds an Office 2016 chart's
+#: `chartEx*.xml` too
 #: (kind, required entry, parts translated, run format or None for .odt)
 KINDS = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",

@@ -21,6 +21,11 @@ what app/formats/office.py sends besides the paragraphs it walks.
   written as text stays as it is. Its title and axis titles are DrawingML paragraphs. The
   workbook embedded with the chart is not changed: it still holds the source's names, which
   come back where the chart is edited (its cache is then read from the workbook again).
+- An Office 2016 chart's (chartEx, `cx:`: waterfall, treemap, sunburst, histogram, box and
+  whisker, funnel), which were copied untranslated: the text of its title, axis titles and
+  series names (`cx:txData/cx:v`; a title's formatted copy in `cx:txPr` is DrawingML
+  paragraphs) and its category names (`cx:strDim type="cat"`), which its data labels show.
+  A map chart's categories are the regions it looks up by name: they stay as they are.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from .inline import has_letters
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+CX = "{http://schemas.microsoft.com/office/drawing/2014/chartex}"
 P14 = "{http://schemas.microsoft.com/office/powerpoint/2010/main}"
 DC = "{http://purl.org/dc/elements/1.1/}"
 #: where a chart's `c:v` (or its `c:pt`) is a name written as text: a series name, a category
@@ -101,6 +107,20 @@ def _chart_names(root: etree._Element) -> Iterator[Slot]:
             yield v, "text"
 
 
+def _chartex_names(root: etree._Element) -> Iterator[Slot]:
+    regions = any(s.get("layoutId") == "regionMap" for s in root.iter(CX + "series"))
+    for el in root.iter(CX + "v", CX + "pt"):
+        if not has_letters(el.text or ""):
+            continue
+        if el.tag == CX + "v":
+            if el.getparent().tag == CX + "txData":
+                yield el, "text"
+        elif not regions:
+            dim = next(el.iterancestors(CX + "strDim", CX + "numDim"), None)
+            if dim is not None and dim.tag == CX + "strDim" and dim.get("type") == "cat":
+                yield el, "text"
+
+
 def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
     """The text nodes and attributes of `part` (its name in the archive) to translate, each a
     unit of its own, in document order."""
@@ -116,6 +136,7 @@ def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
         return
     if "/charts/" in part:
         yield from _chart_names(root)
+        yield from _chartex_names(root)
     if part.startswith("ppt/comments/"):
         for el in root.iter(P + "text"):
             if el.text and has_letters(el.text):
