@@ -10,6 +10,7 @@ import zlib
 
 import docx
 import pptx
+from lxml import etree
 from odf.dc import Creator, Description, Subject, Title
 from odf.meta import Keyword
 from odf.opendocument import OpenDocumentText
@@ -377,3 +378,51 @@ def test_office_2016_chart_titles_series_and_categories_are_translated():
     regions = out["ppt/charts/chartEx2.xml"]
     assert b'<cx:pt idx="0">Germany</cx:pt><cx:pt idx="1">France</cx:pt>' in regions
     assert b"<cx:v>CASH FLOW</cx:v>" in regions
+
+
+VT = "http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes"
+
+
+def test_pptx_slide_titles_listed_in_its_properties_are_the_translated_titles():
+    """PowerPoint lists each slide's title in docProps/app.xml, which Windows shows in the
+    file's properties: the list kept the source's titles. An entry that is no slide's title as
+    sent (an untitled slide's, a list older than the slides' order) stays."""
+    prs = pptx.Presentation(io.BytesIO(make_pptx()))
+    second = prs.slides.add_slide(prs.slide_layouts[5])
+    frame = second.shapes.title.text_frame
+    frame.text = "Results"
+    frame.add_paragraph().text = "for 2024"
+    prs.slides.add_slide(prs.slide_layouts[6])  # blank: no title
+    prs.slides.add_slide(prs.slide_layouts[5]).shapes.title.text = "Summary"
+    ids = prs.slides._sldIdLst
+    ids.insert(0, ids[1])  # "Results" first
+    buf = io.BytesIO()
+    prs.save(buf)
+    parts = entries(buf.getvalue())
+    listed = ["Results\nfor 2024", "Slide title", "PowerPoint Presentation", "Old summary"]
+    groups = [("Fonts Used", 1), ("Theme", 1), ("Slide Titles", 4)]
+    pairs = "".join(
+        f"<vt:variant><vt:lpstr>{n}</vt:lpstr></vt:variant><vt:variant><vt:i4>{c}</vt:i4>"
+        "</vt:variant>"
+        for n, c in groups
+    )
+    titles = "".join(f"<vt:lpstr>{t}</vt:lpstr>" for t in ["Arial", "Office Theme", *listed])
+    parts["docProps/app.xml"] = (
+        '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<Properties xmlns="http://'
+        'schemas.openxmlformats.org/officeDocument/2006/extended-properties" '
+        f'xmlns:vt="{VT}"><Slides>4</Slides><HeadingPairs><vt:vector size="6" '
+        f'baseType="variant">{pairs}</vt:vector></HeadingPairs><TitlesOfParts>'
+        f'<vt:vector size="6" baseType="lpstr">{titles}</vt:vector></TitlesOfParts>'
+        "</Properties>"
+    ).encode()
+    src = zip_of(parts)
+    out = entries(translate_office(src, upper, LIMITS, "pptx"))["docProps/app.xml"]
+    got = [el.text for el in etree.fromstring(out).iter(f"{{{VT}}}lpstr")]
+    assert got == [
+        "Fonts Used", "Theme", "Slide Titles",  # the groups' names, in PowerPoint's language
+        "Arial", "Office Theme", "RESULTS FOR 2024", "SLIDE TITLE", "PowerPoint Presentation",
+        "Old summary",
+    ]  # fmt: skip
+    assert out.startswith(b"<?xml version='1.0' encoding='UTF-8' standalone='yes'?>")
+    same = entries(translate_office(src, lambda ts: ts, LIMITS, "pptx"))
+    assert same["docProps/app.xml"] == parts["docProps/app.xml"]

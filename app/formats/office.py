@@ -13,7 +13,8 @@ pictures and shapes; besides paragraphs, the alternative text of pictures and sh
 tips, the document's title, subject and description, a .pptx's section names and a chart's
 series and category names (app/formats/office_labels.py); the labels of a .docx's numbered
 lists and headings, "Chapter %1", sent each with its numbers as atoms (word/numbering.xml:
-app/formats/office_numbering.py). Every other entry is copied with its
+app/formats/office_numbering.py). The slide titles a .pptx lists in docProps/app.xml are
+made the slides' translated titles (app/formats/office_titles.py). Every other entry is copied with its
 bytes, name, order, dates and compression unchanged (so the .odt `mimetype` entry stays first
 and stored).
 
@@ -56,6 +57,8 @@ from .office_runs import (
     odt_units,
     run_units,
 )
+from .office_titles import PART as APP
+from .office_titles import agree, slide_order, slide_title
 
 #: a SmartArt graphic's text (DrawingML paragraphs, as a slide's, in a .docx too): its data,
 #: from which it is laid out again when it is edited, and the drawing of its last layout, which
@@ -175,6 +178,11 @@ def translate_office(
             acc.add(slot, None)
             acc.flush()
         part_of.extend([info.filename] * (len(acc.units) - len(part_of)))
+    # the slides' titles as sent, in order: docProps/app.xml lists them (office_titles.py)
+    slides = []
+    if "ppt/presentation.xml" in parts:
+        slides = slide_order(archive, parts["ppt/presentation.xml"][0])
+    titles = [slide_title(parts[n][0] if n in parts else None) for n in slides]
     units, groups, hints, touched, unit_parts = [], [], [], set(), []
     for unit_groups, unit_hints, part in zip(acc.units, acc.hints, part_of, strict=True):
         b = UnitBuilder()
@@ -190,10 +198,10 @@ def translate_office(
             touched.add(part)
             unit_parts.append(part)
     requests = [r for u in units for r in u.requests]
-    sent = requests + [label.sent for label in labels]
-    translations = _once_each(translate)(sent) if sent else []
-    if len(translations) != len(sent):
-        raise ValueError(f"{len(sent)} texts sent, {len(translations)} translations received")
+    texts = requests + [label.sent for label in labels]
+    translations = _once_each(translate)(texts) if texts else []
+    if len(translations) != len(texts):
+        raise ValueError(f"{len(texts)} texts sent, {len(translations)} translations received")
     tokens_of = distribute(units, translations[: len(requests)])
     for label, translation in zip(labels, translations[len(requests) :], strict=True):
         if label.write(translation, language):
@@ -214,4 +222,8 @@ def translate_office(
         roots = {name: root for name, (root, _) in parts.items()}
         touched |= mark_document(roots, translated, language, PROPERTY_PARTS)
     # a part without text to translate keeps its bytes
-    return rebuild(archive, {n: serialize_part(*parts[n]) for n in sorted(touched)})
+    replaced = {n: serialize_part(*parts[n]) for n in sorted(touched)}
+    translated_titles = [slide_title(parts[n][0] if n in parts else None) for n in slides]
+    if slides and (app := agree(archive, titles, translated_titles)) is not None:
+        replaced[APP] = app
+    return rebuild(archive, replaced)
