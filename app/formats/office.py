@@ -14,7 +14,9 @@ tips, the document's title, subject and description, a .pptx's section names and
 series and category names (app/formats/office_labels.py); the labels of a .docx's numbered
 lists and headings, "Chapter %1", sent each with its numbers as atoms (word/numbering.xml:
 app/formats/office_numbering.py). The slide titles a .pptx lists in docProps/app.xml are
-made the slides' translated titles (app/formats/office_titles.py). Every other entry is copied with its
+made the slides' translated titles (app/formats/office_titles.py). The texts a .docx's fields
+show when updated (an IF's "Sir" and "Madam") are sent each as a text of its own
+(app/formats/office_fields.py). Every other entry is copied with its
 bytes, name, order, dates and compression unchanged (so the .odt `mimetype` entry stays first
 and stored).
 
@@ -42,9 +44,10 @@ from .office_archive import (
     rebuild,
     serialize_part,
 )
+from .office_fields import FieldTexts
 from .office_labels import PROPERTY_PARTS, label_slots
 from .office_language import mark_document
-from .office_numbering import numbering_labels
+from .office_numbering import NumberingLabels
 from .office_runs import (
     DOCX,
     ODT_PARAGRAPHS,
@@ -146,7 +149,9 @@ def translate_office(
     parts: dict[str, tuple[etree._Element, bytes]] = {}
     acc = Paragraphs()
     part_of: list[str] = []  # the part each unit of `acc` comes from
-    labels = []  # a .docx's numbering labels (office_numbering.py)
+    # text sent whole, outside units: a .docx's numbering labels (office_numbering.py) and its
+    # fields' display texts (office_fields.py), each (part, its texts)
+    extras: list[tuple[str, NumberingLabels | FieldTexts]] = []
     for info in text_parts:
         raw = read_entry(archive, info)
         try:
@@ -157,7 +162,9 @@ def translate_office(
             raise
         parts[info.filename] = (root, raw)
         if info.filename == "word/numbering.xml":
-            labels = numbering_labels(root)
+            extras.append((info.filename, NumberingLabels(root)))
+        elif fmt is DOCX and info.filename not in PROPERTY_PARTS:
+            extras.append((info.filename, FieldTexts(root)))
         if fmt is None:
             units_of = (*ODT_PARAGRAPHS, *ODT_TEMPLATES)
             deleted = {  # the text of tracked deletions: hidden, never sent (as a .docx's)
@@ -198,14 +205,17 @@ def translate_office(
             touched.add(part)
             unit_parts.append(part)
     requests = [r for u in units for r in u.requests]
-    texts = requests + [label.sent for label in labels]
+    texts = requests + [t for _, extra in extras for t in extra.texts]
     translations = _once_each(translate)(texts) if texts else []
     if len(translations) != len(texts):
         raise ValueError(f"{len(texts)} texts sent, {len(translations)} translations received")
     tokens_of = distribute(units, translations[: len(requests)])
-    for label, translation in zip(labels, translations[len(requests) :], strict=True):
-        if label.write(translation, language):
-            touched.add("word/numbering.xml")
+    at = len(requests)
+    for part, extra in extras:
+        n = len(extra.texts)
+        if extra.write(translations[at : at + n], language):
+            touched.add(part)
+        at += n
     translated = []  # (part, groups) of the units that came back other than they were sent
     for unit_groups, unit_hints, tokens, part in zip(
         groups, hints, tokens_of, unit_parts, strict=True

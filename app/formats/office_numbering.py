@@ -10,9 +10,10 @@ number where its language puts it ("第<x1/>章"). Its translation is taken only
 comes back exactly once and no other placeholder or `%` followed by a digit is in it: a
 label that lost or doubled its number would number the paragraphs wrongly, so it is then kept
 as it was (a label is never translated piece by piece around its numbers). A label without
-letters ("%1.", "(%1)") is not sent, nor is a bullet (`w:numFmt` "bullet": the "o" of
-Word's second-level bullets is a letter in Courier New) or any label without a number. The label is marked with the target's language
-in its level's run properties (`w:lvl/w:rPr/w:lang`), as translated runs are.
+letters ("%1.", "(%1)") is not sent, nor is a bullet (`w:numFmt` "bullet": the "o" of Word's
+second-level bullets is a letter in Courier New) or any label without a number. The label is
+marked with the target's language in its level's run properties (`w:lvl/w:rPr/w:lang`), as
+translated runs are.
 """
 
 from __future__ import annotations
@@ -68,6 +69,22 @@ class Label:
 def _bullet(label: etree._Element) -> bool:
     level = label.getparent()
     return any(f.get(W + "val") == "bullet" for f in level.iter(W + "numFmt"))
+
+
+class NumberingLabels:
+    """The labels of word/numbering.xml that hold letters, in document order."""
+
+    def __init__(self, root: etree._Element):
+        self.labels = numbering_labels(root)
+
+    @property
+    def texts(self) -> list[str]:
+        return [label.sent for label in self.labels]
+
+    def write(self, translations: list[str], language: str | None = None) -> bool:
+        """Writes the translations back (each where its numbers came back); whether any was."""
+        pairs = zip(self.labels, translations, strict=True)
+        return [label.write(t, language) for label, t in pairs].count(True) > 0
 
 
 def numbering_labels(root: etree._Element) -> list[Label]:

@@ -22,7 +22,8 @@ never sent) (.pptx); a bookmark, a reference mark, a comment (`office:annotation
 each side of it is a run of its own: a hyperlink field's result, a bookmarked or commented
 range keeps the translation of the text it held. A bookmark that encloses nothing (Word's
 `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A field's
-instruction text is never translated, nor is a nested field's result inside it (the
+instruction text is never sent with its paragraph (the texts some fields show are sent on
+their own: app/formats/office_fields.py), nor is a nested field's result inside it (the
 `{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
 goes into its first text node, the run's other text nodes are emptied; the formatting, every
 other element and every attribute stay as they were, but for a hint of the source's layout in
