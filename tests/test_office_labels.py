@@ -426,3 +426,26 @@ def test_pptx_slide_titles_listed_in_its_properties_are_the_translated_titles():
     assert out.startswith(b"<?xml version='1.0' encoding='UTF-8' standalone='yes'?>")
     same = entries(translate_office(src, lambda ts: ts, LIMITS, "pptx"))
     assert same["docProps/app.xml"] == parts["docProps/app.xml"]
+
+
+def test_chart_data_labels_taken_from_cells_are_translated():
+    """A data label showing a cell's text (PowerPoint's "Value From Cells") was copied
+    untranslated; the cells' address is kept."""
+    c15 = "http://schemas.microsoft.com/office/drawing/2012/chart"
+    cache = '<c:ptCount val="2"/><c:pt idx="0"><c:v>Best month</c:v></c:pt><c:pt idx="1"><c:v>12</c:v></c:pt>'
+    ext = (
+        '<c:extLst><c:ext uri="{02D57815-91ED-43cb-92C2-25804820EDAC}" '
+        f'xmlns:c15="{c15}"><c15:datalabelsRange><c15:f>Sheet1!$D$2:$D$3</c15:f>'
+        f"<c15:dlblRangeCache>{cache}</c15:dlblRangeCache></c15:datalabelsRange>"
+        "<c15:dlblFieldTable><c15:dlblFTEntry><c15:txfldGUID>{A1}</c15:txfldGUID>"
+        '<c15:f>Sheet1!$E$1</c15:f><c15:dlblFieldTableCache><c:ptCount val="1"/>'
+        '<c:pt idx="0"><c:v>Target</c:v></c:pt></c15:dlblFieldTableCache></c15:dlblFTEntry>'
+        "</c15:dlblFieldTable></c:ext></c:extLst></c:ser>"
+    )
+    parts = entries(make_chart_pptx())
+    parts["ppt/charts/chart1.xml"] = parts["ppt/charts/chart1.xml"].replace(
+        b"</c:ser>", ext.encode(), 1
+    )
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "pptx"))["ppt/charts/chart1.xml"]
+    for text in (b"<c:v>BEST MONTH</c:v>", b"<c:v>12</c:v>", b"<c:v>TARGET</c:v>", b"$D$2:$D$3"):
+        assert text in out

@@ -17,8 +17,10 @@ what app/formats/office.py sends besides the paragraphs it walks.
 - The names of a .pptx's sections (`p14:section/@name` in ppt/presentation.xml), shown over
   its slides in PowerPoint's slide pane and slide sorter.
 - A chart's series and category names written as text in the chart (`c:strCache`,
-  `c:strLit`, `c:multiLvlStrCache`, a series name's literal `c:tx/c:v`) when they hold letters: a year or a number
-  written as text stays as it is. Its title and axis titles are DrawingML paragraphs. The
+  `c:strLit`, `c:multiLvlStrCache`, a series name's literal `c:tx/c:v`), and the text of
+  data labels taken from cells (Office 2013's "Value From Cells", `c15:dlblRangeCache`, and
+  a cell's text in a label, `c15:dlblFieldTableCache`), which were copied untranslated, when
+  they hold letters: a year or a number written as text stays as it is. Its title and axis titles are DrawingML paragraphs. The
   workbook embedded with the chart is not changed: it still holds the source's names, which
   come back where the chart is edited (its cache is then read from the workbook again).
 - An Office 2016 chart's (chartEx, `cx:`: waterfall, treemap, sunburst, histogram, box and
@@ -43,9 +45,12 @@ C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 CX = "{http://schemas.microsoft.com/office/drawing/2014/chartex}"
 P14 = "{http://schemas.microsoft.com/office/powerpoint/2010/main}"
 DC = "{http://purl.org/dc/elements/1.1/}"
+C15 = "{http://schemas.microsoft.com/office/drawing/2012/chart}"
 #: where a chart's `c:v` (or its `c:pt`) is a name written as text: a series name, a category
-#: (`c:lvl`: a level of categories in several levels)
-NAME_HOLDERS = frozenset(C + t for t in ["strCache", "strLit", "tx", "lvl"])
+#: (`c:lvl`: a level of categories in several levels), a data label's text from cells
+NAME_HOLDERS = frozenset(C + t for t in ["strCache", "strLit", "tx", "lvl"]) | frozenset(
+    C15 + t for t in ["dlblRangeCache", "dlblFieldTableCache"]
+)
 #: the document properties translated (a viewer shows the title; the others describe it)
 PROPERTIES = (DC + "title", DC + "subject", DC + "description")
 #: the parts that hold them
