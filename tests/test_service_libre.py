@@ -651,7 +651,7 @@ def test_a_translated_file_is_named_with_the_language_tag_it_was_translated_into
         ("/detect", "OPTIONS, POST"),
         ("/translate_file", "OPTIONS, POST"),
         ("/languages", "GET, HEAD, OPTIONS"),
-        ("/frontend/settings", "GET, HEAD, OPTIONS"),
+        ("/frontend/settings", "GET, HEAD, OPTIONS, POST"),
     ],
 )
 def test_options_is_answered_with_the_methods_as_flask_answers_it(server, path, allow):
