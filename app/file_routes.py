@@ -170,13 +170,16 @@ async def file_sources(state: Any, texts: list[str], target: str) -> list[str]:
     """Each text's language for `source: auto`: its own where it has words enough to tell
     (a paragraph of another language in a document is translated from that language), the
     document's as a whole (from its first DETECT_CHARS characters) for the others (a heading
-    or a word alone, "Title", "See", was detected as German in an English document)."""
+    or a word alone, "Title", "See", was detected as German in an English document). A document
+    in a language no model serves is a 400 that names it; a paragraph in one (a quote) within a
+    document in a served language is kept as it is (app/detect.py)."""
     plain = [PLACEHOLDER.sub("", t) for t in texts]
-    ((document, _),) = await detect_sources(state, [" ".join(plain)[:DETECT_CHARS]], target)
-    own = await detect_sources(state, plain, target)
+    whole = [" ".join(plain)[:DETECT_CHARS]]
+    ((document, _),) = await detect_sources(state, whole, target, unserved="the file")
+    own = await detect_sources(state, plain, target, unserved="keep")
     return [
-        lang if len(text.split()) >= DETECT_WORDS else document
-        for text, (lang, _) in zip(plain, own, strict=True)
+        lang if len(text.split()) >= DETECT_WORDS or (lang, conf) == (target, 0.0) else document
+        for text, (lang, conf) in zip(plain, own, strict=True)
     ]
 
 

@@ -25,6 +25,7 @@ from model_core.langcodes import two_letter
 from model_core.translator import Translator
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
+from .detect import named
 from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
 from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder
@@ -564,9 +565,51 @@ def visible_texts(texts: list[str], fmt: str) -> list[str]:
     return [doc.visible_text for doc in documents]
 
 
-async def detect_sources(state: Any, texts: list[str], target: str) -> list[tuple[str, float]]:
+def _ranked_and_unserved(
+    detector: Any, texts: list[str], among: list[str]
+) -> tuple[list[list[tuple[str, float]]], list[tuple[str, float] | None]]:
+    return detector.detect_all(texts, among), [detector.unserved(t) for t in texts]
+
+
+def unserved_message(
+    found: dict[int, tuple[str, float]], candidates: list[str], target: str, what: str | None
+) -> str:
+    """The 400's message for texts in a language no model translates from: `what` names the
+    one text ("the text", "the file"), or None for the indices of a list `q` (the first ten)."""
+    into = f"into {named(target)} this server translates from "
+    into += ", ".join(named(c) for c in candidates)
+    code = f"`source: {candidates[0]}`" if len(candidates) == 1 else "`source`"
+    source = f"the source language ({code})"
+    if what is not None:
+        ((lang, _),) = found.values()
+        return (
+            f"{what} is in {named(lang)}, which no model here translates from; {into}. "
+            f"Give {source} to translate it anyway"
+        )
+    shown = [f"q[{i}] in {named(lang)}" for i, (lang, _) in list(found.items())[:10]]
+    if len(found) > len(shown):
+        shown.append(f"and {len(found) - len(shown)} more")
+    if len(found) == 1:
+        return (
+            f"{shown[0].replace(' in ', ' is in ', 1)}, which no model here translates from; "
+            f"{into}. Leave it out, or give {source} to translate it anyway"
+        )
+    return (
+        f"{len(found)} texts are in languages no model here translates from: "
+        f"{', '.join(shown)}; {into}. Leave them out, or give {source} to translate them anyway"
+    )
+
+
+async def detect_sources(
+    state: Any, texts: list[str], target: str, *, unserved: str | None = "the text"
+) -> list[tuple[str, float]]:
     """(language, confidence) of each text, among the languages that reach `target` (directly or
-    through the pivot language) and `target` itself (a text already in it is returned as it is)."""
+    through the pivot language) and `target` itself (a text already in it is returned as it is).
+
+    A text clearly in a language no model serves (app/detect.py: `Detector.unserved`) is a 400
+    that names its language, `unserved` naming the text ("the text", "the file"), or None for
+    the indices of a list `q`; with `unserved="keep"` it is given as in `target` instead, to be
+    returned as it is (a paragraph quoted in another language, in a file)."""
     check_target(state, target)
     reachable = state.engine.registry.reachable()
     candidates = sorted(s for s, targets in reachable.items() if target in targets)
@@ -577,10 +620,15 @@ async def detect_sources(state: Any, texts: list[str], target: str) -> list[tupl
         )
     among = [*candidates, target]
     detector = state.detector
-    ranked = await asyncio.to_thread(detector.detect_all, texts, among)
+    ranked, foreign = await asyncio.to_thread(_ranked_and_unserved, detector, texts, among)
+    found = {i: lang for i, lang in enumerate(foreign) if lang is not None}
+    if found and unserved != "keep":
+        raise ApiError(400, unserved_message(found, candidates, target, unserved))
     out = []
-    for text_ranked in ranked:
-        if text_ranked:
+    for i, text_ranked in enumerate(ranked):
+        if i in found:  # kept as it is: the target's language, with the confidence it has
+            out.append((target, 0.0))
+        elif text_ranked:
             best = text_ranked[0]
             # a tie (a word or two, no evidence either way) is not a reason to leave the text
             # as it is: a tied language that can be translated goes first
@@ -725,7 +773,8 @@ async def translate(
             visible = await asyncio.to_thread(visible_texts, texts, req.format)
         else:  # (a thread would cost plain text more than its work)
             visible = visible_texts(texts, req.format)
-        detected = await detect_sources(state, visible, req.target)
+        one = "the text" if isinstance(req.q, str) else None
+        detected = await detect_sources(state, visible, req.target, unserved=one)
         sources = [lang for lang, _ in detected]
     else:
         sources = [req.target if same else req.source] * len(texts)

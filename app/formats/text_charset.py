@@ -17,9 +17,9 @@ beside other letters), and its languages are told by letter frequencies, which t
 readings share but for those six (both are "Turkish" in a long text, neither in a short one).
 So where windows-1252 is taken and the file holds one of those bytes, the language of its
 windows-1254 reading decides: Turkish (py3langid, as POST /detect identifies languages, over
-every language it knows: 1 s and about 80 MB once, the first time a file needs it) takes
-windows-1254, the encoding written for Turkish; anything else keeps windows-1252, so an
-Icelandic text's "Það" does not become "Şağ".
+every language it knows: 1 s and about 80 MB once, the first time a file or `source: auto`
+needs it, app/detect.py's `full_identifier`) takes windows-1254, the encoding written for
+Turkish; anything else keeps windows-1252, so an Icelandic text's "Það" does not become "Şağ".
 
 The translation is written back in that encoding, or, where a character of it does not fit
 (German into windows-1251), the whole file in UTF-8 with a byte order mark, which editors and
@@ -29,12 +29,12 @@ subtitle players read as UTF-8; the written bytes carry the charset for the Cont
 from __future__ import annotations
 
 import codecs
-import functools
 import re
 from typing import NamedTuple
 
 from charset_normalizer import from_bytes
 
+from ..detect import full_identifier
 from ..html_charset import Encoding, HtmlCodec, by_codec, known_codecs
 from . import FormatError
 
@@ -120,14 +120,7 @@ def _turkish(data: bytes) -> bool:
         text = data.decode("cp1254")  # (strict: not where windows-1254 has no character)
     except UnicodeDecodeError:
         return False
-    return _identifier().classify(text[:_IDENTIFIED_CHARS])[0] == "tr"
-
-
-@functools.cache
-def _identifier():
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier  # noqa: PLC0415 (1 s, 80 MB)
-
-    return LanguageIdentifier.from_model_file(MODEL_FILE)
+    return full_identifier().classify(text[:_IDENTIFIED_CHARS])[0] == "tr"
 
 
 def _encoding(codec: str) -> Encoding:

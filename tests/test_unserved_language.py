@@ -1,0 +1,120 @@
+"""`source: "auto"` with a text in a language no model serves, against a real
+uvicorn server with the shipped en-de and de-en models: such a text is a 400 that names its
+language (it was "detected" as German or English and translated into nonsense), while German
+and English texts, short ones and ones with foreign names or quotes among them, are translated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service_helpers import serve_in_thread
+
+WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
+
+FOREIGN = {
+    "he": ("Hebrew", "שלום עולם, מה שלומך?"),
+    "fr": ("French", "Je voudrais réserver une table pour deux personnes ce soir."),
+    "ru": ("Russian", "Я хотел бы заказать столик на двоих на сегодняшний вечер."),
+    "zh": ("Chinese", "北京是中国的首都，有很多历史悠久的建筑。"),
+    "ja": ("Japanese", "今晩二人用のテーブルを予約したいです。"),
+    "pl": ("Polish", "Warszawa jest stolicą Polski i największym miastem w kraju."),
+}
+OURS = [
+    "Hi",
+    "OK",
+    "Danke",
+    "Guten Morgen",
+    "Thank you",
+    "Berlin",
+    "2024",
+    "São Paulo",
+    "Déjà vu",
+    "Bon appétit!",
+    "Tom adores me.",
+    "I met François Hollande in Paris.",
+    "Mein Name ist Jan Kowalski.",
+    "Frau Yılmaz wohnt in Köln.",
+    "Der Film heißt «Le fabuleux destin d'Amélie Poulain».",
+    "The word for peace in Hebrew is שלום.",
+    "Auf dem Schild stand: Я хотел бы заказать столик на двоих. Wir verstanden nichts.",
+    "The sign read שלום עולם, מה שלומך? and we smiled.",
+    "Er sagte: «Nous avons visité le musée du Louvre pendant nos vacances à Paris.»",
+    "She wrote 我想预订今晚两个人的桌子 on the card.",
+]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve_in_thread(WEIGHTS) as (url, _):
+        yield url
+
+
+def translate(url: str, q, target: str = "de") -> httpx.Response:
+    body = {"q": q, "source": "auto", "target": target}
+    return httpx.post(f"{url}/translate", json=body, timeout=120)
+
+
+@pytest.mark.parametrize("code", FOREIGN)
+def test_a_text_in_a_language_no_model_serves_is_a_400_naming_it(server, code):
+    name, text = FOREIGN[code]
+    for target in ("de", "en"):
+        r = translate(server, text, target)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error.startswith(f"the text is in {name} ({code}), which no model here translates")
+        other = "German (de)" if target == "en" else "English (en)"
+        assert f"this server translates from {other}" in error
+        assert "`source: " in error
+
+
+def test_german_and_english_texts_short_or_with_foreign_names_are_translated(server):
+    r = translate(server, OURS, "de")
+    assert r.status_code == 200, r.text
+    assert len(r.json()["translatedText"]) == len(OURS)
+    for text in OURS:  # alone as well as in a list
+        assert translate(server, text, "en").status_code == 200, text
+
+
+def test_a_list_names_the_indices_of_its_texts_no_model_serves(server):
+    q = ["Good morning, how are you?", FOREIGN["he"][1], "Wie spät ist es?", FOREIGN["fr"][1]]
+    r = translate(server, q, "de")
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error.startswith(
+        "2 texts are in languages no model here translates from: q[1] in Hebrew (he), "
+        "q[3] in French (fr); into German (de) this server translates from English (en)."
+    )
+    assert "q[0]" not in error and "q[2]" not in error
+    r = translate(server, q[:2], "de")
+    assert r.status_code == 400, r.text
+    assert r.json()["error"].startswith("q[1] is in Hebrew (he), which no model here translates")
+
+
+def upload(url: str, data: bytes) -> httpx.Response:
+    fields = {"source": "auto", "target": "en"}
+    files = {"file": ("notes.txt", data)}
+    return httpx.post(f"{url}/translate_file", files=files, data=fields, timeout=120)
+
+
+def test_a_file_in_a_language_no_model_serves_is_a_400_naming_it(server):
+    text = "\n\n".join(t for _, t in (FOREIGN["ru"], FOREIGN["ru"]))
+    r = upload(server, text.encode())
+    assert r.status_code == 400, r.text
+    assert r.json()["error"].startswith("the file is in Russian (ru)")
+
+
+def test_a_file_with_a_quote_no_model_serves_is_translated_and_keeps_the_quote(server):
+    quote = FOREIGN["fr"][1]
+    text = (
+        "Wir waren gestern Abend in einem kleinen Restaurant in der Altstadt.\n\n"
+        f"{quote}\n\n"
+        "Das sagte mein Freund zum Kellner, aber der verstand kein Französisch.\n"
+    )
+    r = upload(server, text.encode())
+    assert r.status_code == 200, r.text
+    out = httpx.get(r.json()["translatedFileUrl"], timeout=60).text
+    assert quote in out  # as it was, not nonsense from the German model
+    assert "Wir waren" not in out and "Französisch" not in out  # the rest translated
