@@ -170,6 +170,16 @@ class Detector:
                 return None
         return best, round(100.0 * confidence, 1)
 
+    def rank_checked(self, text: str) -> list[tuple[str, float]]:
+        """`rank` over every served language, but for a text in a language none of them is
+        (`unserved`): then each one's confidence is the full model's (near 0), not a share of
+        100 among languages the text is in none of."""
+        ranked = self.rank(text)
+        if self.unserved(text) is None:
+            return ranked
+        full = dict(full_identifier().rank(readable(text)))
+        return [(lang, round(100.0 * full.get(lang, 0.0), 1)) for lang, _ in ranked]
+
     def detect_all(
         self, texts: list[str], among: Iterable[str] | None = None
     ) -> list[list[tuple[str, float]]]:

@@ -58,7 +58,9 @@ async def detect_endpoint(
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer: the languages of the text, best first, each with its confidence
     in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts
-    together (each language's confidence averaged over the texts that are not blank)."""
+    together (each language's confidence averaged over the texts that are not blank). A text
+    in a language no model serves gives each served language the full model's confidence,
+    near 0 (app/detect.py: `Detector.rank_checked`)."""
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
     grant = await access.admit(data, scope)
@@ -67,7 +69,8 @@ async def detect_endpoint(
         charge(text_chars(texts))
         # as POST /translate detects them; a blank text has no language to count
         read = [without_addresses(t) for t in texts if readable(t).strip()]
-        ranked = await asyncio.to_thread(state.detector.detect_all, read)
+        detector = state.detector
+        ranked = await asyncio.to_thread(lambda: [detector.rank_checked(t) for t in read])
     total: dict[str, float] = {}
     for text_ranked in ranked:
         for lang, conf in text_ranked:

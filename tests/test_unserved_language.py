@@ -1,4 +1,4 @@
-"""`source: "auto"` with a text in a language no model serves, against a real
+"""`source: "auto"` and POST /detect with a text in a language no model serves, against a real
 uvicorn server with the shipped en-de and de-en models: such a text is a 400 that names its
 language (it was "detected" as German or English and translated into nonsense), while German
 and English texts, short ones and ones with foreign names or quotes among them, are translated."""
@@ -91,6 +91,18 @@ def test_a_list_names_the_indices_of_its_texts_no_model_serves(server):
     r = translate(server, q[:2], "de")
     assert r.status_code == 400, r.text
     assert r.json()["error"].startswith("q[1] is in Hebrew (he), which no model here translates")
+
+
+def test_detect_gives_a_low_confidence_to_a_text_no_model_serves(server):
+    for _, text in FOREIGN.values():
+        r = httpx.post(f"{server}/detect", json={"q": text}, timeout=60)
+        assert r.status_code == 200, r.text
+        found = r.json()
+        assert {d["language"] for d in found} == {"en", "de"}
+        assert all(d["confidence"] < 1.0 for d in found), (text, found)
+    r = httpx.post(f"{server}/detect", json={"q": "Wie spät ist es heute Abend?"}, timeout=60)
+    best = r.json()[0]
+    assert best["language"] == "de" and best["confidence"] > 90.0, best
 
 
 def upload(url: str, data: bytes) -> httpx.Response:
