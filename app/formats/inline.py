@@ -10,16 +10,31 @@ markup to write back, or the XML nodes that hold a run's text).
 
 Each unit is translated in one of two ways, both asked for in the same batch:
 
-- whole: the unit's text with its markup replaced by placeholders (`<g1>`...`</g1>` for a pair,
-  `<x2/>` for an atom), so the model sees the whole sentence. Its output is used when every
-  placeholder comes back exactly once and the pairs nest properly; the markup then wraps the
-  words the model placed inside the placeholders.
-- by runs: each stretch of text between two pieces of markup, translated on its own. Every
-  piece of markup stays exactly where it was; a sentence cut by inline markup is translated in
-  pieces. This is the fallback when the model loses or garbles placeholders.
+- whole with placeholders: the unit's text with its markup replaced by placeholders (`<g1>`...
+  `</g1>` for a pair, `<x2/>` for an atom), so the model sees the whole sentence. Its output
+  is used when every placeholder comes back exactly once and the pairs nest properly; the
+  markup then wraps the words the model placed inside the placeholders.
+- whole without markup, the markup placed on the translation: the fallback for a model that
+  loses or garbles placeholders (the shipped models never saw any: they turn `<g1>` into
+  bytes and give back a sentence without it). The unit is cut at its atoms only (an atom
+  stays exactly where it was, once); each stretch between them that holds pairs is sent as
+  plain text, and so are the words each pair wraps, alone. Each pair is then put around the
+  words of the stretch's translation that read most like those (app/formats/projection.py:
+  character n-grams against the pair's words translated alone or as written, their position
+  and length in the sentence). So the text is the translation of the plain sentence; no pair
+  is dropped (a link whose words match nothing goes where its position says); only the words
+  a pair wraps may be off. A stretch without pairs, one with a single run of words, and a pair
+  whose markup sits inside a word (`e<noBreakHyphen/>mail` in a .docx) are translated by
+  runs: each stretch of text between two pieces of markup on its own, every piece of markup
+  where it was.
+
+Before this, a sentence cut by inline markup was translated in pieces ("The door is <b>open
+</b>." became "Die Tür ist der Tür. <b>öffnen Sie geöffnet.</b>." with weights/en-de; now "Die
+Tür ist <b>geöffnet</b>."; bench/inline_markup_bench.py measures it).
 
 A unit with at most one stretch of text that holds letters is only translated by runs (that is
-the whole sentence already); units whose pairs do not balance (broken markup) too.
+the whole sentence already); units whose pairs do not balance (broken markup) and units sent
+with `whole=False` too.
 
 URLs (`https://...`, any `scheme://...`, `www....`), IPv4 addresses and e-mail addresses
 (`mailto:` too; a host name without a dot, `user@localhost`: app/formats/addresses.py) in
@@ -38,10 +53,11 @@ import contextlib
 import contextvars
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .addresses import verbatim_spans
+from .projection import Pair, place
 
 #: HTML's inter-element whitespace; U+00A0 (&nbsp;) is not collapsed
 _SPACE = " \t\n\r\f"
@@ -97,18 +113,56 @@ class Token(NamedTuple):
 
 
 @dataclass
+class _Segment:
+    """A stretch of a unit between its atoms that holds pairs and two runs of words or more:
+    translated as one sentence, its pairs placed by app/formats/projection.py."""
+
+    start: int  # its items: self.items[start:end]
+    end: int
+    text: str  # the source text of its items, whitespace as written
+    lead: str  # kept as written before and after what is translated (see Unit._run)
+    trail: str
+    pairs: list[Pair]  # outer pairs before the pairs inside them
+    sent: list[int]  # the pairs whose words are translated alone, in request order
+    filled: set[int | None]  # the pairs (None: the segment) whose words all are in inner pairs
+
+    @property
+    def core(self) -> str:
+        return collapse(self.text[len(self.lead) : len(self.text) - len(self.trail)])
+
+    @property
+    def requests(self) -> list[str]:
+        by_number = {p.number: p for p in self.pairs}
+        return [self.core] + [by_number[n].source for n in self.sent]
+
+
+@dataclass
 class Unit:
     items: list[Item]
     balanced: bool = True
     whole: bool = True  # False: translated by runs only
     _requests: list[str] = field(default_factory=list, init=False)
     _whole: bool = field(default=False, init=False)
+    _segments: dict[int, _Segment] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         runs = [collapse(self._run(k)[1]) for k, i in enumerate(self.items) if i.kind == "text"]
         runs = [r for r in runs if has_letters(r)]
         self._whole = self.whole and self.balanced and len(runs) > 1
-        self._requests = ([self.placeholder_text()] if self._whole else []) + runs
+        if not self._whole:
+            self._requests = runs
+            return
+        self._segments = {s.start: s for s in self._segment_all()}
+        self._requests = [self.placeholder_text()]
+        k = 0
+        while k < len(self.items):
+            if (seg := self._segments.get(k)) is not None:
+                self._requests += seg.requests
+                k = seg.end
+                continue
+            if self.items[k].kind == "text" and has_letters(collapse(self._run(k)[1])):
+                self._requests.append(collapse(self._run(k)[1]))
+            k += 1
 
     @property
     def requests(self) -> list[str]:
@@ -131,24 +185,25 @@ class Unit:
     def tokens(self, translations: list[str]) -> list[Token]:
         """The unit's translation, given the translations of `requests` in order."""
         assert len(translations) == len(self._requests)
-        runs = self._requests[1:] if self._whole else self._requests
-        if self._whole:
-            if translations[0] == self._requests[0]:
+        if not self._whole:
+            if translations == self._requests:
                 return self._as_written()
-            whole = self._parse_whole(translations[0])
-            if whole is not None:
-                return whole
-            translations = translations[1:]
-        if translations == runs:
+            return self._by_runs(iter(translations))
+        if translations[0] == self._requests[0]:
             return self._as_written()
-        return self._by_runs(iter(translations))
+        whole = self._parse_whole(translations[0])
+        if whole is not None:
+            return whole
+        if translations[1:] == self._requests[1:]:
+            return self._as_written()
+        return self._projected(iter(translations[1:]))
 
-    def _as_written(self) -> list[Token]:
-        """The unit as it was, for a translation that came back as it was sent (a text in the
-        target's language already, a name): what the format left out of the text sent (soft
-        hyphens, `<wbr>`) and its spacing stay."""
+    def _as_written(self, start: int = 0, end: int | None = None) -> list[Token]:
+        """The unit (its items[start:end]) as it was, for a translation that came back as it
+        was sent (a text in the target's language already, a name): what the format left out
+        of the text sent (soft hyphens, `<wbr>`) and its spacing stay."""
         out = []
-        for item in self.items:
+        for item in self.items[start:end]:
             if item.kind == "keep":
                 out.append(Token("text", item.text, item.ref, False))
             elif item.kind == "text":
@@ -183,20 +238,128 @@ class Unit:
         return lead, core, trail
 
     def _by_runs(self, translations) -> list[Token]:
-        out = []
-        for k, item in enumerate(self.items):
-            if item.kind == "keep":
-                out.append(Token("text", item.text, item.ref, False))
+        return [t for k in range(len(self.items)) for t in self._item_by_runs(k, translations)]
+
+    def _item_by_runs(self, k: int, translations: Iterator[str]) -> list[Token]:
+        item = self.items[k]
+        if item.kind == "keep":
+            return [Token("text", item.text, item.ref, False)]
+        if item.kind != "text":
+            return [Token(item.kind, "", item.ref, False)]
+        lead, core, trail = self._run(k)
+        if has_letters(collapse(core)):
+            return [Token("text", lead + next(translations) + trail, item.ref, True)]
+        return [Token("text", str(item.value), item.ref, False)]
+
+    def _projected(self, translations: Iterator[str]) -> list[Token]:
+        """The unit with each segment translated whole and its pairs placed on the translation
+        (app/formats/projection.py), the rest by runs: every atom where it was."""
+        out: list[Token] = []
+        k = 0
+        while k < len(self.items):
+            seg = self._segments.get(k)
+            if seg is None:
+                out += self._item_by_runs(k, translations)
+                k += 1
                 continue
-            if item.kind != "text":
-                out.append(Token(item.kind, "", item.ref, False))
+            sent = [next(translations) for _ in seg.requests]
+            k = seg.end
+            if sent == seg.requests:  # given back as sent: as written
+                out += self._as_written(seg.start, seg.end)
                 continue
-            lead, core, trail = self._run(k)
-            if has_letters(collapse(core)):
-                out.append(Token("text", lead + next(translations) + trail, item.ref, True))
-            else:
-                out.append(Token("text", str(item.value), item.ref, False))
+            alone = dict(zip(seg.sent, sent[1:], strict=True))
+            pairs = [replace(p, translation=alone.get(p.number, "")) for p in seg.pairs]
+            target = sent[0]
+            spans = place(target, len(seg.core.split()), pairs, seg.filled)
+            refs = {(i.kind, i.value): i.ref for i in self.items[seg.start : seg.end]}
+            if seg.lead:
+                out.append(Token("text", seg.lead, None, True))
+            out += _emit(target, None, (0, len(target)), pairs, spans, refs)
+            if seg.trail:
+                out.append(Token("text", seg.trail, None, True))
         return out
+
+    def _segment_all(self) -> list[_Segment]:
+        """The unit's segments: the stretches between its atoms (and between the markup of a
+        pair with an atom inside, which stays where it is) with pairs and two runs or more."""
+        close_of = {}
+        opened: dict[int, int] = {}
+        for k, item in enumerate(self.items):
+            if item.kind == "open":
+                opened[int(item.value)] = k
+            elif item.kind == "close":
+                close_of[opened[int(item.value)]] = k
+        cuts = {k for k, i in enumerate(self.items) if i.kind in ("atom", "keep")}
+        while True:  # a pair across a cut is cut too
+            seg_of, n = [], 0
+            for k in range(len(self.items)):
+                n += k in cuts
+                seg_of.append(n)
+            across = {k for o, c in close_of.items() if seg_of[o] != seg_of[c] for k in (o, c)}
+            if across <= cuts:
+                break
+            cuts |= across
+        out, start = [], 0
+        for k in sorted(cuts) + [len(self.items)]:
+            if k > start and (seg := self._segment(start, k)) is not None:
+                out.append(seg)
+            start = k + 1
+        return out
+
+    def _segment(self, start: int, end: int) -> _Segment | None:
+        items = self.items[start:end]
+        runs = [
+            k
+            for k in range(start, end)
+            if self.items[k].kind == "text" and has_letters(collapse(self._run(k)[1]))
+        ]
+        if len(runs) < 2 or not any(i.kind == "open" for i in items):
+            return None
+        text, marks = "", []  # marks: (offset in text, kind, number)
+        for item in items:
+            if item.kind == "text":
+                text += str(item.value)
+            else:
+                marks.append((len(text), item.kind, int(item.value)))
+        if any(0 < at < len(text) and (text[at - 1] + text[at]).isalnum() for at, _, _ in marks):
+            return None  # markup inside a word (a docx no-break hyphen): by runs
+        lead = self._run(start)[0] if items[0].kind == "text" else ""
+        trail = self._run(end - 1)[2] if items[-1].kind == "text" else ""
+        lead = lead[: min(len(lead), marks[0][0])]
+        trail = trail[len(trail) - min(len(trail), len(text) - marks[-1][0]) :]
+        lo, hi = len(lead), len(text) - len(trail)
+        # who holds each character: the innermost pair open there (None: none)
+        owner: list[int | None] = []
+        stack: list[int | None] = [None]
+        at = 0
+        opens: dict[int, int] = {}
+        pairs: dict[int, Pair] = {}
+        for offset, kind, number in marks + [(len(text), "", 0)]:
+            owner += [stack[-1]] * (offset - at)
+            at = offset
+            clipped = min(max(offset, lo), hi)
+            if kind == "open":
+                opens[number] = clipped
+                words = len(collapse(text[lo:clipped]).split())
+                pairs[number] = Pair(number, stack[-1], "", "", words, words)
+                stack.append(number)
+            elif kind == "close":
+                stack.pop()
+                source = collapse(text[opens[number] : clipped])
+                pairs[number].source = source
+                pairs[number].spaced = text[opens[number] : clipped][-1:] in tuple(_SPACE)
+                pairs[number].end = pairs[number].start + len(source.split())
+        filled = {p for p in [None, *pairs] if any(q.parent == p for q in pairs.values())} - {
+            owner[k] for k in range(lo, hi) if text[k].isalpha()
+        }
+        core = collapse(text[lo:hi])
+        sent = [
+            p.number
+            for p in pairs.values()
+            if has_letters(p.source)
+            and p.source != (core if p.parent is None else pairs[p.parent].source)
+        ]
+        return _Segment(start, end, text, lead, trail, list(pairs.values()), sent, filled)
 
     def _parse_whole(self, output: str) -> list[Token] | None:
         """The tokens of a placeholder translation, or None unless every pair and atom comes
@@ -247,6 +410,43 @@ class Unit:
         if self.items[-1].kind == "text" and (trail := last[len(last.rstrip(_SPACE)) :]):
             out.append(Token("text", trail, None, False))
         return out
+
+
+def _emit(
+    target: str,
+    parent: int | None,
+    span: tuple[int, int],
+    pairs: list[Pair],
+    spans: dict[int, tuple[int, int]],
+    refs: dict[tuple[str, Any], Any],
+) -> list[Token]:
+    """The tokens of `target[span]` with the pairs inside `parent` placed at `spans`."""
+    start, end = span
+    children = [p for p in pairs if p.parent == parent]
+    order = sorted(
+        range(len(children)),
+        key=lambda k: (
+            spans[children[k].number][0],
+            spans[children[k].number][1] > spans[children[k].number][0],
+            k,
+        ),
+    )
+    out: list[Token] = []
+    at = start
+    for k in order:
+        child = children[k].number
+        a, b = spans[child]
+        a = min(max(a, at), end)
+        b = min(max(b, a), end)
+        if a > at:
+            out.append(Token("text", target[at:a], None, True))
+        out.append(Token("open", "", refs[("open", child)], False))
+        out += _emit(target, child, (a, b), pairs, spans, refs)
+        out.append(Token("close", "", refs[("close", child)], False))
+        at = b
+    if end > at:
+        out.append(Token("text", target[at:end], None, True))
+    return out
 
 
 class TextBudget:

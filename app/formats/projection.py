@@ -1,0 +1,193 @@
+"""Placing a sentence's inline markup on its translation, free of any model: the markup
+projection app/formats/inline.py uses when the model does not carry placeholders.
+
+Given the translation of a sentence's plain text and, for each pair of markup in it (an
+element's opening and closing tag), the words it wraps in the source and their translation
+alone, each pair is put around the stretch of whole words of the translation that reads most
+like those (character 2- to 4-gram overlap, either with the stretch's translation alone or with
+the source words themselves, as names and numbers are copied), with a light preference for a
+stretch as long as the source's and at the same relative place in the sentence. Pairs are
+placed outer ones first; an inner pair stays inside its outer pair's stretch, and pairs side by
+side never overlap (they may change order, as words do in a translation). The punctuation at a
+stretch's edge stays outside it unless the source words have some there.
+
+No pair is ever dropped: a pair whose words match nothing is put where the position and
+length say; a pair that wraps no words in the source, or finds no word left for it, wraps none
+in the translation either (at the place its position says). Where a pair's words make up all
+of its outer pair's (or the sentence's) words, as a document's runs do (each run a pair), the
+pairs side by side are widened to share out every word between them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+_WORDS = re.compile(r"\S+")
+
+
+@dataclass
+class Pair:
+    """One pair of markup: the source words it wraps, in word positions of the sentence."""
+
+    number: int
+    parent: int | None  # the pair it is inside, None at the top
+    source: str  # the source text it wraps (whitespace collapsed)
+    translation: str  # that text translated alone ("" when not translated)
+    start: float  # source word position where it opens (words before it)
+    end: float  # ... and where it closes
+    spaced: bool = False  # the source text it wraps ends with whitespace
+
+
+def grams(text: str) -> frozenset[str]:
+    padded = f" {text.lower()} "
+    return frozenset(padded[i : i + n] for n in (2, 3, 4) for i in range(len(padded) - n + 1))
+
+
+def similarity(hits: int, size: int, reference: int) -> float:
+    """How much a stretch of `size` n-grams, `hits` of them in a reference of `reference`
+    n-grams, reads like it: an F-score weighted to precision (a stretch of a sentence against a
+    stretch translated alone, which a small model pads with words of its own)."""
+    if not hits or not size or not reference:
+        return 0.0
+    p, r = hits / size, min(1.0, hits / reference)
+    return 1.25 * p * r / (0.25 * p + r)
+
+
+def place(
+    target: str, words_in_source: int, pairs: list[Pair], filled: set[int | None]
+) -> dict[int, tuple[int, int]]:
+    """Each pair's (start, end) character offsets in `target`, properly nested. `filled`: the
+    pairs (None: the sentence) whose words are all inside their inner pairs."""
+    words = [(m.start(), m.end()) for m in _WORDS.finditer(target)]
+    spans: dict[int | None, tuple[int, int]] = {None: (0, len(words))}
+    chars: dict[int | None, tuple[int, int]] = {None: (0, len(target))}
+    source: dict[int | None, tuple[float, float]] = {None: (0.0, float(max(words_in_source, 1)))}
+    for p in pairs:
+        source[p.number] = (p.start, p.end)
+    for parent in [None] + [p.number for p in pairs]:
+        children = [p for p in pairs if p.parent == parent]
+        if children:
+            _place_children(target, words, parent, children, spans, chars, source, filled)
+    return {p.number: chars[p.number] for p in pairs}
+
+
+def _place_children(target, words, parent, children, spans, chars, source, filled) -> None:
+    lo, hi = spans[parent]
+    s_lo, s_hi = source[parent]
+    width, s_width = hi - lo, max(s_hi - s_lo, 1e-9)
+    taken: list[tuple[int, int]] = []
+    placed: dict[int, tuple[int, int]] = {}
+    punctuation = [
+        c for c in children if parent in filled and c.source and not any(map(str.isalnum, c.source))
+    ]
+    ranked: dict[int, list[tuple[float, int, int]]] = {}  # per pair: (score, i, j), best first
+    own = [grams(target[a:b]) for a, b in words[lo:hi]]  # each word's n-grams
+    sizes = _sums([len(g) for g in own])
+    for c in children:
+        if not c.source.strip() or c in punctuation:
+            continue
+        refs = [r for r in (grams(c.translation), grams(c.source)) if r]
+        hits = [(_sums([len(g & r) for g in own]), len(r)) for r in refs]
+        expected = max(1.0, (c.end - c.start) * width / s_width)
+        centre = ((c.start + c.end) / 2 - s_lo) / s_width
+        longest = max(4, int(2 * expected) + 1)
+        ranked[c.number] = []
+        for i in range(lo, hi):
+            for j in range(i + 1, min(hi, i + longest) + 1):
+                size = sizes[j - lo] - sizes[i - lo]
+                sim = max(
+                    (similarity(h[j - lo] - h[i - lo], size, n) for h, n in hits), default=0.0
+                )
+                where = 1 - abs(((i + j) / 2 - lo) / max(width, 1) - centre)
+                score = sim + 0.2 * where - 0.1 * abs(math.log((j - i) / expected))
+                ranked[c.number].append((score, i, j))
+        ranked[c.number].sort(key=lambda t: -t[0])
+    used = [0] * (len(words) + 1)  # used[k]: how many of the words before k are placed
+    at = dict.fromkeys(ranked, 0)  # per pair: its first option that may still be free
+    while ranked:
+        best = None
+        for number, options in ranked.items():
+            k = at[number]
+            while k < len(options) and used[options[k][2]] != used[options[k][1]]:
+                k += 1  # overlaps a placed pair: never free again
+            at[number] = k
+            if k < len(options) and (best is None or options[k][0] > best[1][0]):
+                best = (number, options[k])
+        if best is None:  # no word left: these wrap none
+            break
+        number, (_, i, j) = best
+        placed[number] = (i, j)
+        taken.append((i, j))
+        del ranked[number]
+        for w in range(i + 1, len(used)):
+            used[w] += min(w, j) - i
+    p_start, p_end = chars[parent]
+    fill = parent in filled and placed
+    order = sorted(placed.items(), key=lambda kv: kv[1])
+    for k, (number, (i, j)) in enumerate(order):
+        if fill:  # share out every word: from this pair's first word to the next one's
+            i = lo if k == 0 else i
+            j = hi if k == len(order) - 1 else order[k + 1][1][0]
+            start = p_start if k == 0 else words[i][0]
+            end = p_end if k == len(order) - 1 else words[j][0]
+            if k and not source_of(children, order[k - 1][0]).spaced:
+                start = words[i - 1][1]  # the space before it is its own, as in the source
+            if k < len(order) - 1 and not source_of(children, number).spaced:
+                end = words[j - 1][1]
+        else:
+            source = source_of(children, number).source
+            start, end = _trim(target, words[i][0], words[j - 1][1], source)
+        spans[number], chars[number] = (i, j), (start, end)
+    for c in punctuation:  # a run of its own in the source (the "." after a bold word)
+        k = children.index(c)
+        before = next((p for p in reversed(children[:k]) if p.number in placed), None)
+        after = next((p for p in children[k + 1 :] if p.number in placed), None)
+        if before is not None and target[: chars[before.number][1]].endswith(c.source):
+            a, b = chars[before.number]
+            chars[before.number] = (a, max(a, b - len(c.source)))
+            spans[c.number], chars[c.number] = spans[before.number], (b - len(c.source), b)
+            placed[c.number] = spans[c.number]
+        elif after is not None and target[chars[after.number][0] :].startswith(c.source):
+            a, b = chars[after.number]
+            chars[after.number] = (min(b, a + len(c.source)), b)
+            spans[c.number], chars[c.number] = spans[after.number], (a, a + len(c.source))
+            placed[c.number] = spans[c.number]
+    for c in children:
+        if c.number in placed:
+            continue
+        # wraps no words: at the word boundary its position says, outside the others' stretches
+        at = lo + round(((c.start - s_lo) / s_width) * width)
+        at = min(max(at, lo), hi)
+        for a, b in taken:
+            if a < at < b:
+                at = b if at - a > b - at else a
+        offset = p_start if at == lo else (words[at][0] if at < hi else p_end)
+        if at == hi and hi > lo and not fill:
+            offset = min(p_end, words[hi - 1][1])
+        spans[c.number], chars[c.number] = (at, at), (offset, offset)
+
+
+def _sums(values: list[int]) -> list[int]:
+    """Prefix sums: out[k] = sum(values[:k])."""
+    out = [0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
+
+
+def source_of(children: list[Pair], number: int) -> Pair:
+    return next(c for c in children if c.number == number)
+
+
+def _trim(target: str, start: int, end: int, source: str) -> tuple[int, int]:
+    """The stretch without the punctuation at its edges that the source words do not have."""
+    s, e = start, end
+    if source[:1].isalnum():
+        while s < e and not target[s].isalnum():
+            s += 1
+    if source[-1:].isalnum():
+        while e > s and not target[e - 1].isalnum():
+            e -= 1
+    return (s, e) if s < e else (start, end)

@@ -1,0 +1,195 @@
+"""How well a paragraph with inline markup is translated: text quality and where the tags go.
+
+    python -m bench.inline_markup_bench --weights weights/en-de --source ../shared/data/tatoeba/dev.en
+
+Takes `--sentences` sentences of four words or more from `--source` (seeded), wraps one or two
+words or short phrases of each in `<b>` or `<a href>` (seeded), and translates each paragraph
+through the HTML format (app.html_format.translate_html) with the real model at the service's
+default beam (4). Then it measures:
+
+- text: chrF and BLEU (sacrebleu) of the output with its tags removed against the translation
+  of the same sentence without markup by the same model (the best the markup path can do), and
+  how many come out identical to it;
+- tags: the share of paragraphs whose every tag comes back exactly once, properly nested, and
+  the share of pairs that wrap at least one word;
+- placement (a proxy): each wrapped stretch of the translation is translated back alone with
+  the reverse model (`--back`, a model the markup path never uses) and compared by chrF with the
+  source words it wraps, next to the same score for a stretch of as many words taken at random
+  from the same translation (what placement by chance gives).
+
+Also: how many texts were sent to the model per paragraph. CPU only, one thread: quality, not
+speed, is measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+
+import sacrebleu
+import torch
+
+from app.html_format import translate_html
+from model_core.translator import Translator
+
+_WORD = re.compile(r"[A-Za-zÀ-ÿ0-9'’-]+")
+
+
+def wrap(sentence: str, rng: random.Random, link: int) -> tuple[str, list[str]] | None:
+    """The sentence as an HTML paragraph with one or two stretches of words in <b> or <a>, and
+    those stretches; None when it has too few words."""
+    words = list(_WORD.finditer(sentence))
+    if len(words) < 4:
+        return None
+    spans: list[tuple[int, int]] = []
+    for _ in range(rng.choice((1, 1, 2))):
+        n = rng.choice((1, 1, 2, 3))
+        i = rng.randrange(0, len(words) - n + 1)
+        if any(i <= b and a <= i + n - 1 for a, b in spans):
+            continue
+        spans.append((i, i + n - 1))
+    spans.sort()
+    out, at, wrapped = [], 0, []
+    for a, b in spans:
+        start, end = words[a].start(), words[b].end()
+        out.append(html.escape(sentence[at:start], quote=False))
+        a = rng.random() < 0.5
+        tag = (
+            ("a", f'<a href="https://example.com/{link}">') if a else ("b", f'<b class="w{link}">')
+        )
+        link += 1
+        out.append(f"{tag[1]}{html.escape(sentence[start:end], quote=False)}</{tag[0]}>")
+        wrapped.append((tag[1], sentence[start:end]))
+        at = end
+    out.append(html.escape(sentence[at:], quote=False))
+    return "<p>" + "".join(out) + "</p>", wrapped
+
+
+class Pairs(HTMLParser):
+    """The tags of a translated paragraph, the text without them, and the text each pair wraps."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.text = ""
+        self.open: list[tuple[str, int]] = []
+        self.wrapped: dict[str, str] = {}  # opening tag -> the text it wraps
+        self.nested = True
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(self.get_starttag_text())
+        if tag != "p":
+            self.open.append((tag, len(self.text), self.get_starttag_text()))
+
+    def handle_endtag(self, tag):
+        self.tags.append(f"</{tag}>")
+        if tag == "p":
+            return
+        if not self.open or self.open[-1][0] != tag:
+            self.nested = False
+            return
+        _, at, start = self.open.pop()
+        self.wrapped[start] = self.text[at:]
+
+    def handle_data(self, data):
+        self.text += data
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weights", default="weights/en-de")
+    ap.add_argument("--back", default="weights/de-en", help="the reverse model, for placement")
+    ap.add_argument("--source", default="../shared/data/tatoeba/dev.en")
+    ap.add_argument("--sentences", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--show", type=int, default=0, help="print this many examples")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    rng = random.Random(args.seed)
+    with open(args.source, encoding="utf-8") as f:
+        lines = [s.strip() for s in f if s.strip()]
+    rng.shuffle(lines)
+    cases = []
+    for line in lines:
+        if (w := wrap(line, rng, len(cases) * 2)) is not None:
+            cases.append((line, *w))
+        if len(cases) == args.sentences:
+            break
+    model, back = (
+        Translator.load(args.weights, device="cpu"),
+        Translator.load(args.back, device="cpu"),
+    )
+
+    def translate(t: Translator, texts: list[str]) -> list[str]:
+        return [r.text for r in t.translate_batch(texts, beam_size=4)]
+
+    sent = [0]
+
+    def counted(texts: list[str]) -> list[str]:
+        sent[0] += len(texts)
+        return translate(model, texts)
+
+    plain = translate(model, [line for line, _, _ in cases])
+    start = time.perf_counter()
+    outputs = [translate_html(doc, counted) for _, doc, _ in cases]
+    seconds = time.perf_counter() - start
+    parsed = [Pairs(o) for o in outputs]
+    texts = [" ".join(p.text.split()) for p in parsed]
+    chrf = sacrebleu.corpus_chrf(texts, [plain]).score
+    bleu = sacrebleu.corpus_bleu(texts, [plain]).score
+    same = sum(t == p for t, p in zip(texts, plain, strict=True))
+    kept = sum(
+        sorted(Pairs(doc).tags) == sorted(p.tags) and p.nested
+        for (_, doc, _), p in zip(cases, parsed, strict=True)
+    )
+    pairs = [
+        (src, tgt, " ".join(p.text.split()))
+        for (_, _, wrapped), p in zip(cases, parsed, strict=True)
+        for tag, src in wrapped
+        if p.nested and tag in p.wrapped
+        for tgt in [p.wrapped[tag]]
+    ]
+    nonempty = sum(bool(tgt.strip()) for _, tgt, _ in pairs)
+    spans = [tgt.strip() for _, tgt, _ in pairs]
+    chance = []
+    for _, tgt, text in pairs:
+        words = text.split()
+        n = max(1, min(len(tgt.split()), len(words)))
+        i = rng.randrange(0, len(words) - n + 1) if words else 0
+        chance.append(" ".join(words[i : i + n]))
+    backs = translate(back, [s or "-" for s in spans + chance])
+    score = [
+        sacrebleu.sentence_chrf(b, [src]).score
+        for b, (src, _, _) in zip(backs, pairs * 2, strict=True)
+    ]
+    placed, rand = score[: len(pairs)], score[len(pairs) :]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(f"commit {commit}, {len(cases)} paragraphs, {len(pairs)} pairs, seed {args.seed}")
+    print(f"texts sent per paragraph: {sent[0] / len(cases):.2f}; {seconds:.1f} s in all")
+    print(f"text vs the plain translation: chrF {chrf:.1f}  BLEU {bleu:.1f}  identical {same}")
+    print(f"paragraphs with every tag back, nested: {kept}/{len(cases)}")
+    print(f"pairs wrapping words: {nonempty}/{len(pairs)}")
+    print(
+        f"placement (back-translated wrapped words vs source words, chrF): mean "
+        f"{statistics.mean(placed):.1f}, >= 50: {sum(s >= 50 for s in placed)}/{len(placed)}; "
+        f"random stretch: mean {statistics.mean(rand):.1f}, >= 50: "
+        f"{sum(s >= 50 for s in rand)}/{len(rand)}"
+    )
+    for (_, doc, _), plain_k, out in list(zip(cases, plain, outputs, strict=True))[: args.show]:
+        print(f"\n  {doc}\n  plain: {plain_k}\n  out:   {out}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

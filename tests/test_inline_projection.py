@@ -1,0 +1,233 @@
+"""Inline markup on a model that does not carry placeholders: the sentence is translated whole
+and its tags are placed on that translation (app/formats/projection.py), with the shipped
+model and without one."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import docx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.formats import Limits
+from app.formats.inline import UnitBuilder
+from app.formats.markdown import translate_markdown
+from app.formats.office import translate_office
+from app.formats.projection import Pair, place
+from app.html_format import translate_html
+from model_core.translator import Translator
+
+WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
+TAG = re.compile(r"<[^>]+>")
+
+
+@pytest.fixture(scope="module")
+def en_de():
+    translator = Translator.load(WEIGHTS / "en-de", device="cpu")
+
+    def translate(texts: list[str]) -> list[str]:
+        return [r.text for r in translator.translate_batch(texts, beam_size=4)]
+
+    return translate
+
+
+def lose_placeholders(texts: list[str]) -> list[str]:
+    """A model that drops the placeholders it does not know."""
+    return [re.sub(r"</?[gx]\d+/?>", "", t).upper() for t in texts]
+
+
+def test_a_bold_word_gives_the_plain_sentences_translation_with_the_word_in_bold(en_de):
+    plain = en_de(["The door is open."])[0]
+    out = translate_html("<p>The door is <b>open</b>.</p>", en_de)
+    assert TAG.sub("", out) == plain  # not "Die Tür ist der Tür. öffnen Sie geöffnet.."
+    bold = re.search(r"<b>(.*?)</b>", out).group(1)
+    assert bold in plain.split() or bold + "." in plain.split()
+    assert bold == "geöffnet"  # the translation of "open" in it
+
+
+def test_every_tag_and_atom_comes_back_once_around_the_plain_translation(en_de):
+    doc = (
+        '<p>Tom <a href="/who">and</a> Mary <b>teach</b> at the same school, '
+        "see <code>school.txt</code> and https://example.com/school today.</p>"
+    )
+    out = translate_html(doc, en_de)
+    for markup in ['<a href="/who">', "</a>", "<b>", "</b>", "<code>school.txt</code>"]:
+        assert out.count(markup) == 1, out
+    assert out.count("https://example.com/school") == 1
+    # the words before the inline code are one sentence: its plain translation
+    before = TAG.sub("", out.split("<code>")[0]).strip().rstrip(",")
+    plain = en_de(["Tom and Mary teach at the same school, see"])[0].rstrip(",")
+    assert before == plain
+    assert re.search(r"<a href=\"/who\">\w+</a>", out) and re.search(r"<b>\w+</b>", out)
+
+
+def test_a_docx_paragraph_with_a_bold_word_reads_as_the_plain_translation(en_de):
+    d = docx.Document()
+    p = d.add_paragraph("The door is ")
+    p.add_run("open").bold = True
+    p.add_run(".")
+    buf = io.BytesIO()
+    d.save(buf)
+    out = docx.Document(io.BytesIO(translate_office(buf.getvalue(), en_de, Limits())))
+    paragraph = out.paragraphs[0]
+    assert paragraph.text == en_de(["The door is open."])[0]
+    assert [r.text for r in paragraph.runs if r.bold] == ["geöffnet"]
+
+
+def test_a_markdown_paragraph_with_bold_words_reads_as_the_plain_translation(en_de):
+    out = translate_markdown(b"Tom **and** Mary teach at the same school.\n", en_de, Limits())
+    text = out.decode()
+    assert text.replace("**", "").strip() == en_de(["Tom and Mary teach at the same school."])[0]
+    assert text.count("**") == 2
+
+
+# without a model
+
+
+def test_the_plain_sentence_and_each_pairs_words_are_sent_after_the_placeholders():
+    b = UnitBuilder()
+    b.text("The door is ")
+    b.open("b", "<b>")
+    b.text("open")
+    b.close("b", "</b>")
+    b.text(".")
+    unit = b.build()
+    assert unit.requests == ["The door is <g1>open</g1>.", "The door is open.", "open"]
+    # the placeholders kept: they are used
+    tokens = unit.tokens(["Die Tür ist <g1>offen</g1>.", "x", "y"])
+    assert [(t.kind, t.text) for t in tokens] == [
+        ("text", "Die Tür ist "),
+        ("open", ""),
+        ("text", "offen"),
+        ("close", ""),
+        ("text", "."),
+    ]
+    tokens = unit.tokens(["Die Tür ist offen.", "Die Tür ist geöffnet.", "öffnen Sie geöffnet."])
+    assert [(t.kind, t.text) for t in tokens] == [
+        ("text", "Die Tür ist "),
+        ("open", ""),
+        ("text", "geöffnet"),
+        ("close", ""),
+        ("text", "."),
+    ]
+
+
+def test_pairs_follow_their_words_when_the_translation_reorders_them():
+    target = "Ich möchte mit Tom nach Boston gehen."
+    pairs = [
+        Pair(1, None, "go", "gehen", 3, 4),
+        Pair(2, None, "Boston", "Boston", 5, 6),
+        Pair(3, None, "Tom", "Tom", 7, 8),
+    ]
+    spans = place(target, 8, pairs, set())
+    assert {n: target[a:b] for n, (a, b) in spans.items()} == {1: "gehen", 2: "Boston", 3: "Tom"}
+
+
+def test_an_inner_pair_stays_inside_its_outer_pair():
+    target = "Er hat ein rotes Auto gekauft."
+    pairs = [Pair(1, None, "a red car", "ein rotes Auto", 2, 5), Pair(2, 1, "red", "rot", 3, 4)]
+    spans = place(target, 5, pairs, set())
+    (a1, b1), (a2, b2) = spans[1], spans[2]
+    assert target[a1:b1] == "ein rotes Auto" and target[a2:b2] == "rotes"
+    assert a1 <= a2 <= b2 <= b1
+
+
+def test_runs_that_are_all_pairs_share_out_every_word():
+    """A document's runs, each a pair: the whole translation stays, every word in one."""
+    target = "BITTE LESEN SIE DAS HANDBUCH, BEVOR SIE BEGINNEN."
+    pairs = [
+        Pair(1, None, "Please read", "BITTE LESEN", 0, 2, spaced=True),  # "Please read "
+        Pair(2, None, "the user manual", "DAS BENUTZERHANDBUCH", 2, 5),
+        Pair(3, None, "before you start.", "BEVOR SIE BEGINNEN.", 5, 8),  # " before ..."
+    ]
+    spans = place(target, 8, pairs, {None})
+    pieces = [target[a:b] for a, b in (spans[1], spans[2], spans[3])]
+    assert "".join(pieces) == target
+    # the spaces between them where the source has them
+    assert pieces == ["BITTE LESEN SIE ", "DAS HANDBUCH,", " BEVOR SIE BEGINNEN."]
+
+
+def test_a_pair_that_matches_nothing_or_wraps_nothing_is_kept():
+    b = UnitBuilder()
+    b.text("Read ")
+    b.open("a", '<a href="/x">')
+    b.text("zzz")
+    b.close("a", "</a>")
+    b.text(" and ")
+    b.open("a", '<a name="here">')
+    b.close("a", "</a>")
+    b.text("then stop.")
+    unit = b.build()
+    tokens = unit.tokens(lose_placeholders(unit.requests))
+    kinds = [(t.kind, t.ref) for t in tokens if t.kind != "text"]
+    assert kinds == [
+        ("open", '<a href="/x">'),
+        ("close", "</a>"),
+        ("open", '<a name="here">'),
+        ("close", "</a>"),
+    ]
+    assert "".join(t.text for t in tokens) == "READ ZZZ AND THEN STOP."
+
+
+def test_atoms_are_kept_once_where_they_stand_and_cut_the_sentence():
+    doc = "<p>Run <code>make</code> and <b>then</b> go <i>home</i> now, see www.example.com.</p>"
+    sent: list[str] = []
+
+    def record(texts):
+        sent.extend(texts)
+        return lose_placeholders(texts)
+
+    out = translate_html(doc, record)
+    assert out == (
+        "<p>RUN <code>make</code> AND <b>THEN</b> GO <i>HOME</i> NOW, SEE www.example.com.</p>"
+    )
+    assert "and then go home now, see" in sent  # the words between the atoms, whole
+
+
+_PIECES = st.sampled_from(["open", "close", "atom", "keep", "text"])
+_TEXTS = st.sampled_from(["", " ", "the cat", " sat on ", "mat.", ", then", "x", "(", "e", "7 %"])
+_OUTPUTS = st.sampled_from(["", ".", "Die Katze saß.", "a b c d e f", "the cat", "(", " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_PIECES, _TEXTS), max_size=14), st.data())
+def test_whatever_the_model_returns_every_tag_and_atom_comes_back_once_nested(pieces, data):
+    b = UnitBuilder()
+    depth = 0
+    for kind, text in pieces:
+        if kind == "open":
+            b.open("b", f"<{len(b.items)}>")
+            depth += 1
+        elif kind == "close" and depth:
+            b.close("b", "</b>")
+            depth -= 1
+        elif kind == "atom":
+            b.atom(f"<x{len(b.items)}/>")
+        elif kind == "keep":
+            b.keep("www.example.com")
+        else:
+            b.text(text)
+    for _ in range(depth):
+        b.close("b", "</b>")
+    unit = b.build()
+    if unit is None:
+        return
+    outputs = [data.draw(_OUTPUTS) for _ in unit.requests]
+    tokens = unit.tokens(outputs)
+    markup = [(i.kind, i.ref) for i in unit.items if i.kind in ("open", "close", "atom")]
+    got = [(t.kind, t.ref) for t in tokens if t.kind != "text"]
+    assert sorted(got, key=repr) == sorted(markup, key=repr)
+    stack = []
+    for t in tokens:
+        if t.kind == "open":
+            stack.append(t)
+        elif t.kind == "close":
+            assert stack
+            stack.pop()
+    assert not stack
+    keeps = sum(i.kind == "keep" for i in unit.items)
+    assert "".join(t.text for t in tokens).count("www.example.com") == keeps
