@@ -137,18 +137,26 @@ def test_an_inner_pair_stays_inside_its_outer_pair():
 
 
 def test_runs_that_are_all_pairs_share_out_every_word():
-    """A document's runs, each a pair: the whole translation stays, every word in one."""
+    """A document's runs, each a pair: every word of the translation in one."""
     target = "BITTE LESEN SIE DAS HANDBUCH, BEVOR SIE BEGINNEN."
     pairs = [
         Pair(1, None, "Please read", "BITTE LESEN", 0, 2, spaced=True),  # "Please read "
         Pair(2, None, "the user manual", "DAS BENUTZERHANDBUCH", 2, 5),
-        Pair(3, None, "before you start.", "BEVOR SIE BEGINNEN.", 5, 8),  # " before ..."
+        Pair(3, None, "before you start.", "BEVOR SIE BEGINNEN.", 5, 8, spaced_before=True),
     ]
     spans = place(target, 8, pairs, {None})
     pieces = [target[a:b] for a, b in (spans[1], spans[2], spans[3])]
-    assert "".join(pieces) == target
-    # the spaces between them where the source has them
-    assert pieces == ["BITTE LESEN SIE ", "DAS HANDBUCH,", " BEVOR SIE BEGINNEN."]
+    # every word in one; the spaces between them where the source has them ("Please read ",
+    # " before ..."), a comma the source words do not have outside
+    assert pieces == ["BITTE LESEN SIE ", "DAS HANDBUCH", " BEVOR SIE BEGINNEN."]
+    assert spans[2][1] + 1 == spans[3][0] and target[spans[2][1]] == ","
+    pairs[0].spaced = pairs[2].spaced_before = False  # "<b>A</b> <i>B</i>": outside both
+    spans = place(target, 8, pairs, {None})
+    assert [target[a:b] for a, b in (spans[1], spans[2], spans[3])] == [
+        "BITTE LESEN SIE",
+        "DAS HANDBUCH",
+        "BEVOR SIE BEGINNEN.",
+    ]
 
 
 def test_a_pair_that_matches_nothing_or_wraps_nothing_is_kept():
@@ -231,3 +239,10 @@ def test_whatever_the_model_returns_every_tag_and_atom_comes_back_once_nested(pi
     assert not stack
     keeps = sum(i.kind == "keep" for i in unit.items)
     assert "".join(t.text for t in tokens).count("www.example.com") == keeps
+
+
+def test_the_space_between_two_tags_stays_between_them():
+    out = translate_html(
+        "<p><b>Hello</b> <i>world</i>, <a href=x><b>One</b> <i>two</i></a></p>", lose_placeholders
+    )
+    assert out == "<p><b>HELLO</b> <i>WORLD</i>, <a href=x><b>ONE</b> <i>TWO</i></a></p>"

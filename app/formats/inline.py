@@ -347,7 +347,9 @@ class Unit:
                 stack.pop()
                 source = collapse(text[opens[number] : clipped])
                 pairs[number].source = source
-                pairs[number].spaced = text[opens[number] : clipped][-1:] in tuple(_SPACE)
+                wrapped = text[opens[number] : clipped]
+                pairs[number].spaced = wrapped[-1:] in tuple(_SPACE)
+                pairs[number].spaced_before = wrapped[:1] in tuple(_SPACE)
                 pairs[number].end = pairs[number].start + len(source.split())
         filled = {p for p in [None, *pairs] if any(q.parent == p for q in pairs.values())} - {
             owner[k] for k in range(lo, hi) if text[k].isalpha()

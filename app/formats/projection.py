@@ -15,7 +15,10 @@ No pair is ever dropped: a pair whose words match nothing is put where the posit
 length say; a pair that wraps no words in the source, or finds no word left for it, wraps none
 in the translation either (at the place its position says). Where a pair's words make up all
 of its outer pair's (or the sentence's) words, as a document's runs do (each run a pair), the
-pairs side by side are widened to share out every word between them.
+pairs side by side are widened to share out every word between them: the space between two
+goes with the one whose source has it (or with neither), the punctuation at an edge stays
+outside unless its source words have some there, and a pair of punctuation alone (the "." run
+after a bold word) takes that punctuation where it touches its neighbour's words.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import re
 from dataclasses import dataclass
 
 _WORDS = re.compile(r"\S+")
+#: the weights of a stretch's place in the sentence and of its length against the source's,
+#: beside its n-gram similarity (0 to 1), in a stretch's score
+_WHERE, _LENGTH = 0.2, 0.1
 
 
 @dataclass
@@ -38,6 +44,7 @@ class Pair:
     start: float  # source word position where it opens (words before it)
     end: float  # ... and where it closes
     spaced: bool = False  # the source text it wraps ends with whitespace
+    spaced_before: bool = False  # ... starts with whitespace
 
 
 def grams(text: str) -> frozenset[str]:
@@ -101,18 +108,18 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
                     (similarity(h[j - lo] - h[i - lo], size, n) for h, n in hits), default=0.0
                 )
                 where = 1 - abs(((i + j) / 2 - lo) / max(width, 1) - centre)
-                score = sim + 0.2 * where - 0.1 * abs(math.log((j - i) / expected))
+                score = sim + _WHERE * where - _LENGTH * abs(math.log((j - i) / expected))
                 ranked[c.number].append((score, i, j))
         ranked[c.number].sort(key=lambda t: -t[0])
     used = [0] * (len(words) + 1)  # used[k]: how many of the words before k are placed
-    at = dict.fromkeys(ranked, 0)  # per pair: its first option that may still be free
+    first = dict.fromkeys(ranked, 0)  # per pair: its first option that may still be free
     while ranked:
         best = None
         for number, options in ranked.items():
-            k = at[number]
+            k = first[number]
             while k < len(options) and used[options[k][2]] != used[options[k][1]]:
                 k += 1  # overlaps a placed pair: never free again
-            at[number] = k
+            first[number] = k
             if k < len(options) and (best is None or options[k][0] > best[1][0]):
                 best = (number, options[k])
         if best is None:  # no word left: these wrap none
@@ -132,10 +139,15 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
             j = hi if k == len(order) - 1 else order[k + 1][1][0]
             start = p_start if k == 0 else words[i][0]
             end = p_end if k == len(order) - 1 else words[j][0]
+            # the space between two is the first's, the second's or neither's, as in the source
             if k and not source_of(children, order[k - 1][0]).spaced:
-                start = words[i - 1][1]  # the space before it is its own, as in the source
+                start = words[i - 1][1] if source_of(children, number).spaced_before else start
             if k < len(order) - 1 and not source_of(children, number).spaced:
                 end = words[j - 1][1]
+            # the punctuation at its edges that its source words do not have stays outside
+            core = _trim(target, words[i][0], words[j - 1][1], source_of(children, number).source)
+            start = core[0] if core[0] > words[i][0] else start
+            end = core[1] if core[1] < words[j - 1][1] else end
         else:
             source = source_of(children, number).source
             start, end = _trim(target, words[i][0], words[j - 1][1], source)
@@ -148,6 +160,10 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
             a, b = chars[before.number]
             chars[before.number] = (a, max(a, b - len(c.source)))
             spans[c.number], chars[c.number] = spans[before.number], (b - len(c.source), b)
+            placed[c.number] = spans[c.number]
+        elif before is not None and target[chars[before.number][1] :].startswith(c.source):
+            b = chars[before.number][1]
+            spans[c.number], chars[c.number] = spans[before.number], (b, b + len(c.source))
             placed[c.number] = spans[c.number]
         elif after is not None and target[chars[after.number][0] :].startswith(c.source):
             a, b = chars[after.number]
