@@ -489,3 +489,38 @@ def test_an_html_block_translated_names_the_target_language():
     src = '<p lang="en" align="center">A fast translation service.</p>\n\nSome *text*.\n'
     out = handler_for("a.md", "de")(src.encode(), upper, Limits()).decode()
     assert out == '<p lang="de" align="center">A FAST TRANSLATION SERVICE.</p>\n\nSOME *TEXT*.\n'
+
+
+def test_prose_with_dollars_or_a_directives_marker_is_translated():
+    # `$HOME/$` and `$HOME* and *$` were read as math (a `$` before a word closed it), and a
+    # prose line that starts with `!!!` or `:::` as an admonition's or a fenced div's line:
+    # each was copied as written, its words left untranslated
+    src = (
+        "Your files are in $home/$user, see *$home* and *$user* in the docs.\n\n"
+        "!!! Wow, that is great.\n\n"
+        "::: not a directive, just text\n\n"
+        '=== "Tab" and more text\n\n'
+        "Math stays: $x$ and $n$-th, ($a+b$), $x$. but not a$x$ or $y$b.\n\n"
+        '!!! note "Read this"\n    The body.\n\n'
+        "::: tip A nice title\nTip text.\n:::\n\n"
+        ":::note[My title]\nNote text.\n:::\n\n"
+        "::: {.warning}\nWarning text.\n::: Warning :::\n\n"
+        '???+ "Just a title"\n    Details.\n'
+    )
+    want = (
+        "YOUR FILES ARE IN $HOME/$USER, SEE *$HOME* AND *$USER* IN THE DOCS.\n\n"
+        "!!! WOW, THAT IS GREAT.\n\n"
+        "::: NOT A DIRECTIVE, JUST TEXT\n\n"
+        '=== "TAB" AND MORE TEXT\n\n'
+        "MATH STAYS: $x$ AND $n$-TH, ($a+b$), $x$. BUT NOT A$X$ OR $Y$B.\n\n"
+        '!!! note "Read this"\n    THE BODY.\n\n'
+        "::: tip A nice title\nTIP TEXT.\n:::\n\n"
+        ":::note[My title]\nNOTE TEXT.\n:::\n\n"
+        "::: {.warning}\nWARNING TEXT.\n::: Warning :::\n\n"
+        '???+ "Just a title"\n    DETAILS.\n'
+    )
+    for fn in (upper, drop_placeholders):
+        assert translate(src, fn) == want
+    # a translation that reads as math is escaped, one that does not is not
+    out = translate("Some text.\n", lambda ts: ["$HOME/$USER costs $x$ now"])
+    assert out == "$HOME/$USER costs \\$x$ now\n"

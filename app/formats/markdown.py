@@ -14,7 +14,7 @@ Inside a block, emphasis, strong, strikethrough, links and inline HTML elements 
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
 breaks, and URLs and e-mail addresses in text are atoms (app/formats/inline.py: translated
 whole with placeholders when the model keeps them, else run by run); so are templates' tags
-(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`), emoji shortcodes (`:smile:`), attribute lists
+(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py), emoji shortcodes (`:smile:`), attribute lists
 (`{: .class}`) and footnote references (`[^1]`), copied as written. A hard line break keeps its
 spelling (trailing spaces or a backslash) and the line ending of its block's first line. An
 address is found in the source before markdown-it reads emphasis, code or escapes in it, and
@@ -32,7 +32,7 @@ of GFM and other dialects that CommonMark reads as text stays as written, where 
 task list item's box (`- [ ]`), a footnote's definition (`[^1]:`), a definition list's `: `, an
 alert's type (`> [!NOTE]`), a heading's attributes at its end (`## Title {#anchor}`). A line
 that opens or closes an admonition or a fenced div (`!!! note "Title"`, `::: tip`, `:::`) or a
-content tab (`=== "Tab"`), a line of template tags alone (`{% if x %}`), an MDX `import` or
+content tab (`=== "Tab"`), as its dialect writes one (DIRECTIVE), a line of template tags alone (`{% if x %}`), an MDX `import` or
 `export` line, a footnote's definition, a definition list's term and definitions, and an
 alert's type stay on their own lines, the text after them on the next.
 

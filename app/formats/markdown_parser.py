@@ -32,16 +32,26 @@ _FOOTNOTE = re.compile(r"\[\^[^\]\s]{1,100}\]")
 _TAGS = r"\{%(?:[^%{\n]|%(?!\})){0,500}%\}|\{#(?:[^#{\n]|#(?!\})){0,500}#\}"
 _EXPRESSION = r"\{\{(?:[^{}\n]|\}(?!\})){0,500}\}\}"
 _SHORTCODE = r"\{\{[<%](?:[^{}\n]|\}(?!\})){0,500}\}\}"
+#: math between single dollars where the dialects that read it agree that it is math: the
+#: opening `$` not followed by a space (Pandoc, markdown-it-texmath, GitHub) nor preceded by a
+#: letter or a digit (texmath: a digit, GitHub: either), the closing one not preceded by a space
+#: (all) nor followed by a letter or a digit (Pandoc and texmath: a digit, GitHub: either);
+#: `$5 and $10` is none, and neither is prose's `$HOME/$USER` or `*$HOME* and *$USER*` (it
+#: was copied as written, its words left untranslated). The math may go on over the block's
+#: next line, not past a blank one (Pandoc)
+_MATH = r"(?<![^\W_])\$(?![\s$])(?:[^$\n\\]|\\.|\n(?![ \t]*\n)){0,1000}?(?<![\s\\])\$(?![^\W_])"
 #: what the text of a block holds that is no words, copied as written (markdown-it read
 #: emphasis and escapes inside, and the model translated it): a template's tag (Jinja,
-#: Liquid, Nunjucks, Hugo's shortcodes: `{{ x }}`, `{% if %}`, `{# note #}`), math between
-#: dollars as GitHub and Pandoc read it (`$x$`: no space inside either dollar, no digit after
-#: the second: `$5 and $10` is none; `$$x$$`), an emoji's shortcode (`:smile:`), an
-#: attribute list (`{: .class}`, `{ #id }`: kramdown, MkDocs' attr_list, Pandoc)
+#: Liquid, Nunjucks, Hugo's shortcodes: `{{ x }}`, `{% if %}`, `{# note #}`), math (`$x$`:
+#: _MATH; `$$x$$`), an emoji's shortcode (`:smile:`), an attribute list (`{: .class}`,
+#: `{ #id }`: kramdown, MkDocs' attr_list, Pandoc)
 AS_WRITTEN = re.compile(
-    _EXPRESSION + "|" + _TAGS + r"|\$\$(?:[^$]|\$(?!\$)){1,5000}?\$\$"
-    r"|\$(?![\s$])(?:[^$\n\\]|\\.|\n(?![ \t]*\n)){0,1000}?(?<![\s\\])\$(?!\d)"
-    r"|(?<![\w:]):[a-z0-9_+-]{1,50}:(?![\w:])"
+    _EXPRESSION
+    + "|"
+    + _TAGS
+    + r"|\$\$(?:[^$]|\$(?!\$)){1,5000}?\$\$|"
+    + _MATH
+    + r"|(?<![\w:]):[a-z0-9_+-]{1,50}:(?![\w:])"
     r"|\{:?[ \t]*[#.][\w-][^{}\n]{0,500}\}",
     re.DOTALL,
 )
@@ -59,12 +69,21 @@ _DEFINITION = re.compile(r":[ \t]+(?=[^ \t\n])")
 ALERT = re.compile(r"\[![A-Za-z]+\][ \t]*(?=\n|$)")
 #: the type of such a start's token
 PREFIX = "verbatim_prefix"
+#: the types of Docusaurus' and VitePress' containers, after which a title may follow
+_CONTAINERS = "note|tip|info|warning|danger|caution|important|details|success|secondary"
 #: a line that opens or closes a block of a Markdown dialect, copied as written on its own
-#: line: MkDocs' admonitions and details (`!!! note "Title"`, `???+ tip`), the fenced divs of
-#: Pandoc, Docusaurus, VitePress and MyST (`::: warning`, `:::`), MkDocs' content tabs
-#: (`=== "Tab"`), a template's tags, MDX's `import` and `export` statements
+#: line, as each dialect writes it (a prose line that starts with `!!!` or `:::` is text):
+#: MkDocs' admonitions and details (`!!! note "Title"`, `???+ tip`: one or more class names,
+#: then a title in quotes, if any), the fenced divs of Pandoc, Docusaurus, VitePress and MyST
+#: (`:::` alone, `::: warning`, `::: {.note}`, `:::{note}`, `::: tip A title`, `:::note[A
+#: title]`: a title only after a container's type), MkDocs' content tabs (`=== "Tab"`), a
+#: template's tags, MDX's `import` and `export` statements
+_CLASSES = r"[\w-]+(?:[ \t]+[\w-]+)*"
 DIRECTIVE = re.compile(
-    r"(?:(?:!!!|\?\?\?\+?)[ \t]+\w|:::|===\+?[ \t]+\")[^\n]*"
+    r"(?:!!![ \t]?" + _CLASSES + r'(?:[ \t]+"[^\n]*")?'
+    r"|\?\?\?\+?[ \t]?(?:" + _CLASSES + r'(?:[ \t]+"[^\n]*")?|"[^\n]*")'
+    r"|:{3,}[ \t]*(?:\{[^\n]*|[\w-]+[ \t]*:*|(?:" + _CONTAINERS + r")(?:[ \t]|(?=[\[{]))[^\n]*)?"
+    r'|===!?\+?[ \t]+"[^\n]*")[ \t]*(?=\n|\Z)'
     # a line of a template's tags alone (`{% if x %}`, Hugo's `{{< hint >}}`)
     r"|(?:(?:" + _TAGS + "|" + _SHORTCODE + r")[ \t]*)+(?=\n|\Z)"
     # MDX's import and export statements (Docusaurus reads .md files as MDX)
