@@ -303,7 +303,7 @@ def test_the_text_of_an_html_block_is_translated_as_html():
         " <b>TOOL</b>.\n</p>\n\n"
         "<details>\n<summary>CLICK TO EXPAND</summary>\n\nTHE *DETAILS*.\n\n</details>\n\n"
         "<!-- a comment -->\n\n<script>\nvar a = 'text';\n</script>\n\n"
-        "> <div>quoted html</div>\n"
+        "> <div>QUOTED HTML</div>\n"
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want
@@ -524,3 +524,26 @@ def test_prose_with_dollars_or_a_directives_marker_is_translated():
     # a translation that reads as math is escaped, one that does not is not
     out = translate("Some text.\n", lambda ts: ["$HOME/$USER costs $x$ now"])
     assert out == "$HOME/$USER costs \\$x$ now\n"
+
+
+def test_an_html_block_inside_a_list_or_a_quote_is_translated_as_html():
+    # it was copied untranslated (only a top-level one was translated); each line keeps its
+    # `>` markers or its indentation, so the block stays inside the quote or the item
+    src = (
+        "- An item\n\n  <div>HTML in an item\n  on two lines</div>\n\n  <details>\n"
+        "  <summary>Click to expand</summary>\n\n  The *details*.\n\n  </details>\n\n"
+        '> <p align="center">A quoted\n> <b>tagline</b></p>\n>\n> <!-- a comment -->\n\n'
+        "> - <div>In a list\n>   in a quote</div>\n"
+    )
+    want = (
+        "- AN ITEM\n\n  <div>HTML IN AN ITEM ON TWO LINES</div>\n\n  <details>\n"
+        "  <summary>CLICK TO EXPAND</summary>\n\n  THE *DETAILS*.\n\n  </details>\n\n"
+        '> <p align="center">A QUOTED <b>TAGLINE</b></p>\n>\n> <!-- a comment -->\n\n'
+        "> - <div>IN A LIST IN A QUOTE</div>\n"
+    )
+    assert translate(src) == want
+    assert translate(src.replace("\n", "\r\n")) == want.replace("\n", "\r\n")
+    out = translate(src, drop_placeholders)  # by runs: the line break before <b> stays
+    assert out == want.replace("QUOTED <b>", "QUOTED\n> <b>")
+    assert blocks(out) == blocks(src)
+    assert translate(src, lambda ts: ts) == src

@@ -3,12 +3,13 @@ rules of app/formats/markdown_parser.py), the translation written back by
 app/formats/markdown_render.py.
 
 Only the text of inline content is translated: paragraphs, headings, list items, block quotes,
-table cells, and the text of an HTML block that is not inside a list or a quote and holds no
-`{` (a template's tags, MDX's expressions), as app/html_format.py translates HTML (a README's
-`<p align="center">` tagline, a `<summary>`), its `lang` attributes too. Everything else is copied as written, line by
-line: a YAML or TOML front matter at the start of the file, code blocks (fenced and indented),
-HTML blocks inside lists and quotes, thematic breaks, link reference definitions, blank lines,
-and each block's own syntax (`#`, `>`, list markers, table pipes, indentation).
+table cells, and the text of an HTML block that holds no `{` (a template's tags, MDX's
+expressions), as app/html_format.py translates HTML (a README's `<p align="center">` tagline,
+a `<summary>`), its `lang` attributes too; inside a list or a quote, each of its lines keeps
+its indentation or `>` markers. Everything else is copied as written, line by line: a YAML or
+TOML front matter at the start of the file, code blocks (fenced and indented), thematic
+breaks, link reference definitions, blank lines, and each block's own syntax (`#`, `>`, list
+markers, table pipes, indentation).
 
 Inside a block, emphasis, strong, strikethrough, links and inline HTML elements are pairs, and
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
@@ -251,6 +252,39 @@ def translate_markdown(
         cursor[last_index] = end_col + len(last)
         return start_off + col, last_off + end_col + len(last)
 
+    def html_lines(block) -> tuple[int, int, str, Callable[[str], str]] | None:
+        """(start, end) in `text` of an HTML block, its HTML, and what writes its translated
+        HTML back there: inside a list or a quote, with each line's indentation or `>`
+        markers (None where its lines are not found as written)."""
+        first, stop = block.map
+        if block.level == 0:
+            start, end = starts[first], ends[stop - 1]
+            return start, end, text[start:end], lambda html: html
+        lines = block.content.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        prefixes, endings = [], []
+        for k, content in enumerate(lines):
+            off, written = line(first + k)
+            if first + k >= stop or not written.endswith(content):
+                return None
+            prefixes.append(written[: len(written) - len(content)])
+            endings.append(text[off + len(written) : ends[first + k]])
+
+        def write(html: str) -> str:
+            out = html.split("\n")
+            if out[-1] == "":
+                out.pop()
+            last = len(out) - 1
+            return "".join(
+                (prefixes[min(k, len(prefixes) - 1)] if k else "")
+                + written
+                + (endings[-1] if k == last else endings[0] or "\n")
+                for k, written in enumerate(out)
+            )
+
+        return starts[first] + len(prefixes[0]), ends[stop - 1], "\n".join(lines) + "\n", write
+
     front = _FRONT_MATTER.match(text)
     # the front matter's lines are parsed as blank lines (the others keep their numbers)
     parsed = re.sub(r"[^\r\n]", "", front.group()) + text[front.end() :] if front else text
@@ -258,16 +292,20 @@ def translate_markdown(
     for index, block in enumerate(blocks):
         before = [b.type for b in blocks[max(index - 3, 0) : index]]
         cell = before[-1:] in (["th_open"], ["td_open"])
-        if block.type == "html_block" and block.level == 0 and block.map:
-            html_start, html_end = starts[block.map[0]], ends[block.map[1] - 1]
-            if "{" in text[html_start:html_end]:
+        if block.type == "html_block" and block.map:
+            found = html_lines(block)
+            if found is None or "{" in found[2]:
                 continue  # a template's tags or MDX's expressions: no words to translate
+            html_start, html_end, html, write = found
             try:
-                doc = HtmlDocument(text[html_start:html_end], limit=limits.max_request_chars)
+                doc = HtmlDocument(html, limit=limits.max_request_chars)
             except HtmlError:
                 continue  # left as it is
             if doc.units:
-                render = functools.partial(doc.render_tokens, language=target)
+
+                def render(tokens, doc=doc, write=write) -> str:
+                    return write(doc.render_tokens(tokens, language=target))
+
                 pieces.append((html_start, html_end, len(doc.units), render))
                 units.extend(doc.units)
             continue
