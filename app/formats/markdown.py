@@ -17,7 +17,7 @@ breaks, and URLs and e-mail addresses in text are atoms (app/formats/inline.py: 
 whole with placeholders when the model keeps them, else run by run); so are templates' tags
 (`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py), emoji shortcodes (`:smile:`), attribute lists
 (`{: .class}`) and footnote references (`[^1]`), copied as written. A hard line break keeps its
-spelling (trailing spaces or a backslash) and the line ending of its block's first line. An
+spelling (trailing spaces or a backslash), its line ending and the next line's indentation. An
 address is found in the source before markdown-it reads emphasis, code or escapes in it, and
 written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link's destination
 and title (`](destination "title")`, `][label]`) and an image are written back as written (its
@@ -27,8 +27,12 @@ a reference link whose label is its text (`[text][]`, `[text]`) gets that label 
 
 A block whose text does not fit in one request (`Limits.max_request_chars`) is translated by
 runs, each text cut into pieces that fit. A block is found in its source lines by its text; a
-block written over several lines comes back on its first line (Markdown joins the lines of a
-paragraph anyway); one whose text cannot be found in its lines is left untranslated. The syntax
+block written over several lines and translated whole comes back on its first line (Markdown
+joins the lines of a paragraph anyway); translated by runs, the line breaks between runs stay.
+A line break kept, hard or soft, is written as the source wrote it: its spaces or backslash,
+the line ending, the next line's indentation or `>` markers. A block none of whose text was
+translated (the model gave it back as it was) is copied as written, byte for byte; one whose
+text cannot be found in its lines is left untranslated. The syntax
 of GFM and other dialects that CommonMark reads as text stays as written, where it stands: a
 task list item's box (`- [ ]`), a footnote's definition (`[^1]:`), a definition list's `: `, an
 alert's type (`> [!NOTE]`), a heading's attributes at its end (`## Title {#anchor}`). A line
@@ -57,7 +61,7 @@ from ..html_format import HtmlDocument, HtmlError
 from . import Limits, Translate
 from .inline import Token, Unit, UnitBuilder, translate_units
 from .markdown_parser import ADDRESS, ALERT, DIRECTIVE, PREFIX, TASK, parser
-from .markdown_render import RAW, code_span, link_close, link_end, render_block
+from .markdown_render import RAW, LineBreak, code_span, link_close, link_end, render_block
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
@@ -84,11 +88,16 @@ _FRONT_MATTER = re.compile(
 _ATTRIBUTES = re.compile(r"\{:?[ \t]*[#.][^{}\n]*\}\Z")
 
 
-def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
-    """The unit of a block's inline tokens; `newline`: the line ending a hard line break, and
-    markup written over several lines (markdown-it reads every line ending as `\\n`), are
-    written with; `cell`: a table cell's (markdown-it took the backslash off each `\\|` in
-    it, and a `|` written back bare would end the cell: each is escaped again)."""
+def _unit(
+    children, newline: str = "\n", cell: bool = False, breaks: dict[int, str] | None = None
+) -> UnitBuilder:
+    """The unit of a block's inline tokens; `newline`: the line ending markup written over
+    several lines (markdown-it reads every line ending as `\\n`) is written with; `cell`: a
+    table cell's (markdown-it took the backslash off each `\\|` in it, and a `|` written back
+    bare would end the cell: each is escaped again); `breaks`: per line of the block, what
+    follows its text up to the next line's (its line ending, that line's indentation or `>`
+    markers), for the line break there."""
+    breaks = breaks or {}
 
     def raw(markup: str) -> str:
         if newline != "\n":
@@ -108,10 +117,13 @@ def _unit(children, newline: str = "\n", cell: bool = False) -> UnitBuilder:
             b.text(tok.content)
         elif kind in (ADDRESS, PREFIX):  # a PREFIX not at its place: as written
             b.keep(raw(tok.content), RAW)
-        elif kind == "softbreak":
-            b.text("\n")
-        elif kind == "hardbreak":
-            b.atom((tok.markup or "\\") + newline)  # trailing spaces, or a backslash
+        elif kind in ("softbreak", "hardbreak"):
+            after = breaks.get(tok.meta.get("line", -1))
+            if kind == "softbreak":  # a space before it is the break's (markdown-it drops it)
+                b.text("\n", None if after is None else LineBreak(after))
+            else:  # trailing spaces, or a backslash
+                markup = tok.markup or "\\"
+                b.atom(markup + newline if after is None else LineBreak(markup + after.lstrip(" ")))
         elif kind == "code_inline":
             b.atom(raw(code_span(tok.content, tok.markup)))
         elif kind == "html_inline":
@@ -285,6 +297,20 @@ def translate_markdown(
 
         return starts[first] + len(prefixes[0]), ends[stop - 1], "\n".join(lines) + "\n", write
 
+    def line_breaks(first_line: int, lines: list[str]) -> dict[int, str]:
+        """What follows each line of a block's `lines` of content from `first_line`, up to the
+        next line's text (a space markdown-it dropped, the line ending, the next line's
+        indentation or `>` markers): see _unit."""
+        out = {}
+        for k in range(len(lines) - 1):
+            off, written = line(first_line + k)
+            next_off, next_written = line(first_line + k + 1)
+            col = next_written.find(lines[k + 1].lstrip(" \t"))
+            if col >= 0 and lines[k + 1].strip(" \t"):
+                space = " " if written.endswith(" ") else ""
+                out[k] = space + text[off + len(written) : next_off + col]
+        return out
+
     front = _FRONT_MATTER.match(text)
     # the front matter's lines are parsed as blank lines (the others keep their numbers)
     parsed = re.sub(r"[^\r\n]", "", front.group()) + text[front.end() :] if front else text
@@ -314,6 +340,7 @@ def translate_markdown(
         # a table cell's `\|` is a bare `|` in its content
         content = block.content.replace("|", "\\|") if cell else block.content
         content_lines = content.split("\n")
+        breaks = {} if cell else line_breaks(block.map[0], content_lines)
         for first, stop, segment, tail in _segments(block.children, len(content_lines)):
             lines = content_lines[first:stop]
             lines[-1] = lines[-1][: len(lines[-1]) - tail]
@@ -329,7 +356,9 @@ def translate_markdown(
                 span = (span[0], span[1] - cut)
             # a hard line break keeps the line ending of the block's first line (a CRLF file's)
             newline = text[starts[first_line] + len(line(first_line)[1]) : ends[first_line]]
-            unit = _unit(children, newline or "\n", cell).build(limit=limits.max_request_chars)
+            unit = _unit(children, newline or "\n", cell, breaks).build(
+                limit=limits.max_request_chars
+            )
             if unit is not None:
                 heading = before[-1:] == ["heading_open"]
                 render = functools.partial(render_block, cell=cell, heading=heading)
@@ -339,7 +368,11 @@ def translate_markdown(
     out, at, done = [], 0, 0
     for start, end, count, render in pieces:
         out.append(text[at:start])
-        out.append(render(translated[done : done + count]))
+        tokens = translated[done : done + count]
+        if any(t.translated for unit in tokens for t in unit):
+            out.append(render(tokens))
+        else:  # nothing translated (text in the target's language already): as written
+            out.append(text[start:end])
         at, done = end, done + count
     out.append(text[at:])
     return codec.encode_text("".join(out))

@@ -2,13 +2,14 @@
 inline rules that take, as written, what must not be translated or escaped (app/formats/markdown.py
 uses it).
 
-markdown-it's own `text`, `newline`, `autolink`, `link` and `image` rules are wrapped: an address
+markdown-it's own `text`, `newline`, `escape`, `autolink`, `link` and `image` rules are wrapped: an address
 in text, a template's tag, math, an emoji's shortcode, an attribute list and a footnote
 reference become one token of their source (ADDRESS) before markdown-it reads emphasis, code or
 escapes in them; the syntax of GFM and other dialects that CommonMark reads as text at the
 start of a block or a line (a task list box, a footnote or list definition, an alert's type, a
 directive line: DIRECTIVE) a token of its own (PREFIX); a hard line break keeps the spaces it
-was written with, and autolinks, links and images their source (`meta`).
+was written with, a line break the number of the line it ends, and autolinks, links and images
+their source (`meta`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def parser() -> MarkdownIt:
     rules = dict(zip(md.inline.ruler.get_active_rules(), md.inline.ruler.getRules(""), strict=True))
     md.inline.ruler.at("text", _address_rule(rules["text"]))
     md.inline.ruler.at("newline", _newline_rule(rules["newline"]))
+    md.inline.ruler.at("escape", _escape_rule(rules["escape"]))
     md.inline.ruler.at("autolink", _autolink_rule(rules["autolink"]))
     md.inline.ruler.at("link", _link_rule(rules["link"]))
     md.inline.ruler.at("image", _image_rule(rules["image"]))
@@ -200,9 +202,40 @@ def _newline_rule(newline_rule):
             while start > 0 and state.src[start - 1] == " ":
                 start -= 1
             state.tokens[-1].markup = state.src[start:pos]
+        _number_breaks(state, count, silent)
         return True
 
     return rule
+
+
+def _escape_rule(escape_rule):
+    """markdown-it's `escape` rule, which numbers the hard line break a backslash makes as
+    the newline rule's are (_number_breaks)."""
+
+    def rule(state, silent: bool) -> bool:
+        count = len(state.tokens)
+        if not escape_rule(state, silent):
+            return False
+        _number_breaks(state, count, silent)
+        return True
+
+    return rule
+
+
+def _number_breaks(state, count: int, silent: bool) -> None:
+    """Gives the line break a rule just pushed (after state.tokens[count]) the number of the
+    line of the block it ends (`meta["line"]`, from 0), so that it is written back with the
+    source's line ending and the next line's indentation or `>` markers."""
+    if silent:
+        return
+    for tok in state.tokens[count:]:
+        if tok.type in ("softbreak", "hardbreak"):
+            at, lines = state.__dict__.get("_mt_lines", (0, 0))
+            if state.pos < at:
+                at, lines = 0, 0
+            lines += state.src.count("\n", at, state.pos)
+            state.__dict__["_mt_lines"] = (state.pos, lines)
+            tok.meta = {"line": lines - 1}
 
 
 def _next_address(state, pos: int, end: int) -> tuple[int, int] | None:

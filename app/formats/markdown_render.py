@@ -12,6 +12,14 @@ from .markdown_parser import AS_WRITTEN
 
 #: the ref of an address's item: written back as it stood in the source, not escaped
 RAW = object()
+
+
+class LineBreak(str):
+    """A line break as the source wrote it: a hard one's spaces or backslash, the line ending
+    and the next line's indentation or `>` markers (a soft one's: the ref of its text, written
+    where the break was not translated away)."""
+
+
 _ESCAPED = set("\\`*_[]<")
 #: what starts a block at the start of a line (`*`, `_`, `` ` `` are always escaped)
 _BLOCK_STARTS = set("#>-+=~")
@@ -164,19 +172,22 @@ def _asterisks_inside_words(pieces: list[tuple[str, str]]) -> list[tuple[str, st
     return out
 
 
+def _piece(tok: Token, cell: bool) -> tuple[str, str]:
+    """(kind, Markdown) of a token: a soft line break not translated away as the source wrote
+    it, other text escaped (its line breaks joined: Markdown joins them anyway)."""
+    if tok.kind != "text":
+        return tok.kind, tok.ref
+    if tok.ref is RAW:
+        return "text", tok.text
+    if isinstance(tok.ref, LineBreak) and not tok.translated and tok.text == "\n":
+        return "atom", tok.ref
+    return "text", _escape(tok.text.replace("\n", " "), cell)
+
+
 def _render(tokens: list[Token], cell: bool = False) -> str:
-    pieces = [
-        (
-            tok.kind,
-            tok.ref
-            if tok.kind != "text"
-            else tok.text
-            if tok.ref is RAW
-            else _escape(tok.text.replace("\n", " "), cell),
-        )
-        for tok in tokens
-    ]
+    pieces = [_piece(tok, cell) for tok in tokens]
     out: list[str] = []
+    kinds: list[str] = []  # the kind of each piece of `out`
     line_start = True  # at the start of a line: the unit's, or after a hard line break
     pieces = _asterisks_inside_words(_outside_pairs(pieces))
     for k, (kind, piece) in enumerate(pieces):
@@ -187,12 +198,22 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
         ):
             piece = piece[:-1] + "\\!"  # not an image
         if kind != "text":
+            i = len(out) - 1
+            while isinstance(piece, LineBreak) and i >= 0 and kinds[i] == "text":
+                out[i] = out[i].rstrip(" \t")  # a translation's spaces: no hard line break
+                i = i - 1 if not out[i] else -1
             out.append(piece)
-            line_start = piece.endswith(("\n", "\r")) or (line_start and not piece)
+            kinds.append(kind)
+            line_start = (
+                isinstance(piece, LineBreak)
+                or piece.endswith(("\n", "\r"))
+                or (line_start and not piece)
+            )
             continue
         if line_start:
             piece = _line_start(piece, first=not any(out))
         out.append(piece)
+        kinds.append(kind)
         line_start = line_start and not piece
     return "".join(out).rstrip(" \t")
 
