@@ -279,10 +279,10 @@ def test_link_destinations_and_images_are_copied_as_written():
         '[logo]: /img/logo.png "Logo"\n'
     )
     want = (
-        "SEE [THE APPLES](https://de.wikipedia.org/wiki/Äpfel 'Äpfel'), [MUNICH](<https://münchen.de/a b>),"
-        " [THE GUIDE][guide], [GUIDE][Guide] AND [GUIDE][guide], ![a logo][logo] AND ![Ä](Ä.png).\n\n"
+        "SEE [THE APPLES](https://de.wikipedia.org/wiki/Äpfel 'ÄPFEL'), [MUNICH](<https://münchen.de/a b>),"
+        " [THE GUIDE][guide], [GUIDE][Guide] AND [GUIDE][guide], ![A LOGO][logo] AND ![Ä](Ä.png).\n\n"
         "[guide]: https://example.com/guide\n"
-        '[logo]: /img/logo.png "Logo"\n'
+        '[logo]: /img/logo.png "LOGO"\n'
     )
     for fn in (upper, drop_placeholders):
         out = translate(src, fn)
@@ -591,3 +591,52 @@ def test_a_paragraph_not_translated_is_written_as_it_was_and_hard_breaks_keep_th
     for text in (src, "One\nand **two.**\nThree.\n"):
         out = translate(text, lambda ts: [t + "  " for t in drop_placeholders(ts)])
         assert breaks(out) == breaks(text) == ["softbreak"] * len(breaks(text)), out
+
+
+def links_and_images(markdown: str) -> list[tuple[str, str, str, str | None]]:
+    """(kind, text or alternative text, destination, title) of every link and image, as
+    markdown-it reads them (a reference's destination and title resolved)."""
+    out = []
+    for block in GFM.parse(markdown):
+        children = block.children or []
+        for i, tok in enumerate(children):
+            if tok.type == "link_open":
+                words = []
+                for t in children[i + 1 :]:
+                    if t.type == "link_close":
+                        break
+                    words.append(t.content)
+                out.append(("link", "".join(words), tok.attrs["href"], tok.attrs.get("title")))
+            elif tok.type == "image":
+                alt = "".join(t.content for t in tok.children or [])
+                out.append(("image", alt, tok.attrs["src"], tok.attrs.get("title")))
+    return out
+
+
+def test_an_images_alternative_text_and_a_links_title_are_translated():
+    # both were copied untranslated (a screen reader reads the one, a browser shows the
+    # other), and so was a reference definition's title; a `]`, a quote or a parenthesis in
+    # a translation is escaped, so that the image or the title still ends where it did
+    src = (
+        'A ![red "logo"](logo.png "The [project] logo") and [the guide](https://x.y/g "Read'
+        ' it"),\n[a reference][r], ![an icon][i] and [`code`](c (A title)).\n\n'
+        '[r]: https://x.y/r "A reference title"\n'
+        "[i]: /i.png 'An icon'\n\n"
+        "> [q]: /q (A quoted title)\n>\n> See [q] and ![](empty.png).\n\n"
+        '| Picture |\n|---|\n| ![a cell\\|picture](c.png "its \\| title") |\n'
+    )
+
+    def marked(texts: list[str]) -> list[str]:
+        return [t.upper() + ' ]")(|' for t in texts]
+
+    out = translate(src, marked)
+    assert blocks(out) == blocks(src)
+    source, translated = links_and_images(src), links_and_images(out)
+    assert [(k, d) for k, _, d, _ in translated] == [(k, d) for k, _, d, _ in source]
+    for (kind, text, _, title), (_, text_out, _, title_out) in zip(source, translated, strict=True):
+        assert title_out == (title and title.upper() + ' ]")(|'), out
+        if kind == "image":
+            assert text_out == (text and text.upper() + ' ]")(|'), out
+    assert "![](empty.png)" in out
+    assert translate(src, lambda ts: ts) == src
+    assert links_and_images(translate(src, drop_placeholders)) == links_and_images(translate(src))

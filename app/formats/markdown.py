@@ -20,10 +20,12 @@ whole with placeholders when the model keeps them, else run by run); so are temp
 spelling (trailing spaces or a backslash), its line ending and the next line's indentation. An
 address is found in the source before markdown-it reads emphasis, code or escapes in it, and
 written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link's destination
-and title (`](destination "title")`, `][label]`) and an image are written back as written (its
-alternative text and a link's title are not translated, as an HTML page's attributes are not);
-a reference link whose label is its text (`[text][]`, `[text]`) gets that label written out
-(`[translated][text]`).
+(`](destination "title")`, `][label]`) and an image's are written back as written; an image's
+alternative text (what a screen reader reads) and a link's, an image's or a link reference
+definition's title are translated, each as a unit of its own (Inner in markdown_render.py),
+their `]`, delimiters and backslashes escaped (a reference definition's title written over
+several lines is not); a reference link whose label is its text (`[text][]`, `[text]`) gets
+that label written out (`[translated][text]`).
 
 A block whose text does not fit in one request (`Limits.max_request_chars`) is translated by
 runs, each text cut into pieces that fit. A block is found in its source lines by its text; a
@@ -57,11 +59,23 @@ import functools
 import re
 from collections.abc import Callable
 
+from markdown_it.helpers import parseLinkTitle
+
 from ..html_format import HtmlDocument, HtmlError
 from . import Limits, Translate
-from .inline import Token, Unit, UnitBuilder, translate_units
+from .inline import Item, Token, Unit, UnitBuilder, translate_units
 from .markdown_parser import ADDRESS, ALERT, DIRECTIVE, PREFIX, TASK, parser
-from .markdown_render import RAW, LineBreak, code_span, link_close, link_end, render_block
+from .markdown_render import (
+    RAW,
+    Inner,
+    LineBreak,
+    code_span,
+    link_close,
+    link_end,
+    render_block,
+    split_title,
+    title_text,
+)
 from .plain import decode
 
 _PAIRS = {"em", "strong", "s"}
@@ -89,23 +103,40 @@ _ATTRIBUTES = re.compile(r"\{:?[ \t]*[#.][^{}\n]*\}\Z")
 
 
 def _unit(
-    children, newline: str = "\n", cell: bool = False, breaks: dict[int, str] | None = None
+    children,
+    newline: str = "\n",
+    cell: bool = False,
+    breaks: dict[int, str] | None = None,
+    inner: list[UnitBuilder] | None = None,
 ) -> UnitBuilder:
     """The unit of a block's inline tokens; `newline`: the line ending markup written over
     several lines (markdown-it reads every line ending as `\\n`) is written with; `cell`: a
     table cell's (markdown-it took the backslash off each `\\|` in it, and a `|` written back
     bare would end the cell: each is escaped again); `breaks`: per line of the block, what
     follows its text up to the next line's (its line ending, that line's indentation or `>`
-    markers), for the line break there."""
+    markers), for the line break there; `inner`: where the units of the text inside its
+    markup (an image's alternative text, a link's title: Inner) are added."""
     breaks = breaks or {}
+    inner = [] if inner is None else inner
 
     def raw(markup: str) -> str:
         if newline != "\n":
             markup = markup.replace("\n", newline)
         return markup.replace("|", "\\|") if cell else markup
 
+    def titled(markup: str, title: str | None) -> tuple[str | Inner, ...]:
+        """The parts of what follows a link's text or an image's alternative text, its title
+        (`title`, as markdown-it read it) a unit of its own."""
+        found = split_title(markup) if title else None
+        if found is None:
+            return (markup,)
+        before, quote, written, after = found
+        inner.append(UnitBuilder())
+        inner[-1].text(title)
+        return (before + quote, Inner(len(inner), written, quote), after)
+
     b = UnitBuilder()
-    links: list[str] = []  # the closing markup of each open link
+    links: list[tuple[str | Inner, ...]] = []  # the closing markup of each open link
     autolink: str | None = None  # the source of the autolink open
     for tok in children:
         kind = tok.type
@@ -134,14 +165,20 @@ def _unit(
             else:  # a void element, a comment, ...
                 b.atom(raw(tok.content))
         elif kind == "image":
-            source = tok.meta.get("source")
-            if not source or "\n" in source:
-                source = f"![{tok.content}" + link_end({"href": tok.attrs.get("src"), **tok.attrs})
-            b.atom(raw(source))
+            inner.append(_unit(tok.children or [], newline, cell, None, inner))
+            alt = len(inner)
+            source, alt_end = tok.meta.get("source") or "", tok.meta.get("alt_end", -1)
+            if "\n" not in source and 2 <= alt_end < len(source):
+                alt_source, after = source[2:alt_end], source[alt_end:]
+            else:  # over several lines: on one
+                alt_source = tok.content.replace("\n", " ")
+                after = link_end({"href": tok.attrs.get("src"), **tok.attrs})
+            alt_part = Inner(alt, raw(alt_source), "")
+            b.atom(("![", alt_part, *titled(raw(after), tok.attrs.get("title"))))
         elif kind == "link_open" and tok.markup == "autolink":
             autolink = tok.meta.get("source") or f"<{tok.attrs.get('href', '')}>"
         elif kind == "link_open":
-            links.append(raw(link_close(tok)))
+            links.append(titled(raw(link_close(tok)), tok.attrs.get("title")))
             b.open("link", "[")
         elif kind == "link_close":
             b.close("link", links.pop() if links else "]")
@@ -152,6 +189,28 @@ def _unit(
         else:  # anything else markdown-it may add: its text, as text
             b.text(tok.content)
     return b
+
+
+def _render_units(
+    tokens: list[list[Token]],
+    built: list[Unit | None],
+    items: list[Item],
+    cell: bool,
+    heading: bool,
+) -> str:
+    """A block's text from the tokens of those of its units (`built`: its text's, then those
+    of the text inside its markup) that were translated: its text as it was (`items`) where
+    it had none to translate."""
+    it = iter(tokens)
+    mine = [next(it) if unit is not None else None for unit in built]
+    if mine[0] is None:
+        mine[0] = [
+            Token("text", i.text if i.kind == "keep" else str(i.value), i.ref, False)
+            if i.kind in ("text", "keep")
+            else Token(i.kind, "", i.ref, False)
+            for i in items
+        ]
+    return render_block(mine, cell, heading)
 
 
 def _segments(children: list, count: int) -> list[tuple[int, int, list, int]]:
@@ -311,6 +370,19 @@ def translate_markdown(
                 out[k] = space + text[off + len(written) : next_off + col]
         return out
 
+    def definition_title(last: int, title: str) -> tuple[int, int, str] | None:
+        """(start, end) in `text` of a link reference definition's title (`title`, as
+        markdown-it read it) inside its delimiters, and its opening delimiter: at the end of
+        the definition's `last` line (None for a title written over several lines)."""
+        off, written = line(last)
+        written = written.rstrip(" \t")
+        for i, c in enumerate(written):
+            if c in "\"'(" and (i == 0 or written[i - 1] in " \t"):
+                found = parseLinkTitle(written, i, len(written))
+                if found.ok and found.pos == len(written) and found.str == title:
+                    return off + i + 1, off + found.pos - 1, c
+        return None
+
     front = _FRONT_MATTER.match(text)
     # the front matter's lines are parsed as blank lines (the others keep their numbers)
     parsed = re.sub(r"[^\r\n]", "", front.group()) + text[front.end() :] if front else text
@@ -335,6 +407,20 @@ def translate_markdown(
                 pieces.append((html_start, html_end, len(doc.units), render))
                 units.extend(doc.units)
             continue
+        if block.type == "definition" and block.map and block.meta.get("title"):
+            found = definition_title(block.map[1] - 1, block.meta["title"])
+            unit = UnitBuilder()
+            unit.text(block.meta["title"])
+            built_title = unit.build(limit=limits.max_request_chars)
+            if found is not None and built_title is not None:
+                title_start, title_end, quote = found
+
+                def write_title(tokens, quote=quote) -> str:
+                    return title_text("".join(t.text for t in tokens[0] if t.kind == "text"), quote)
+
+                pieces.append((title_start, title_end, 1, write_title))
+                units.append(built_title)
+            continue
         if block.type != "inline" or not block.map or not block.children:
             continue
         # a table cell's `\|` is a bare `|` in its content
@@ -356,14 +442,16 @@ def translate_markdown(
                 span = (span[0], span[1] - cut)
             # a hard line break keeps the line ending of the block's first line (a CRLF file's)
             newline = text[starts[first_line] + len(line(first_line)[1]) : ends[first_line]]
-            unit = _unit(children, newline or "\n", cell, breaks).build(
-                limit=limits.max_request_chars
-            )
-            if unit is not None:
+            inner: list[UnitBuilder] = []
+            builder = _unit(children, newline or "\n", cell, breaks, inner)
+            built = [b.build(limit=limits.max_request_chars) for b in (builder, *inner)]
+            if any(u is not None for u in built):
                 heading = before[-1:] == ["heading_open"]
-                render = functools.partial(render_block, cell=cell, heading=heading)
-                pieces.append((span[0] + skip, span[1], 1, render))
-                units.append(unit)
+                render = functools.partial(
+                    _render_units, built=built, items=builder.items, cell=cell, heading=heading
+                )
+                pieces.append((span[0] + skip, span[1], sum(u is not None for u in built), render))
+                units.extend(u for u in built if u is not None)
     translated = translate_units(units, translate)
     out, at, done = [], 0, 0
     for start, end, count, render in pieces:

@@ -102,7 +102,8 @@ _STARTS = (
 
 
 def parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    # inline_definitions: a `definition` token for each link reference definition (its title)
+    md = MarkdownIt("commonmark", {"inline_definitions": True}).enable(["table", "strikethrough"])
     rules = dict(zip(md.inline.ruler.get_active_rules(), md.inline.ruler.getRules(""), strict=True))
     md.inline.ruler.at("text", _address_rule(rules["text"]))
     md.inline.ruler.at("newline", _newline_rule(rules["newline"]))
@@ -156,15 +157,18 @@ def _link_rule(link_rule):
 
 def _image_rule(image_rule):
     """markdown-it's `image` rule, which keeps the image's source on its token
-    (`meta["source"]`): an image is an atom, written back as written."""
+    (`meta["source"]`) and where in it its alternative text ends (`meta["alt_end"]`, the
+    `]`): an image is written back as written, its alternative text and title translated."""
 
     def rule(state, silent: bool) -> bool:
         pos, count = state.pos, len(state.tokens)
         if not image_rule(state, silent):
             return False
-        for tok in state.tokens[count:]:
-            if tok.type == "image":
-                tok.meta = {"source": state.src[pos : state.pos]}
+        if not silent:
+            alt_end = parseLinkLabel(state, pos + 1, False) - pos
+            for tok in state.tokens[count:]:
+                if tok.type == "image":
+                    tok.meta = {"source": state.src[pos : state.pos], "alt_end": alt_end}
         return True
 
     return rule

@@ -6,12 +6,69 @@ mended.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from markdown_it.helpers import parseLinkDestination, parseLinkTitle
 
 from .inline import Token
 from .markdown_parser import AS_WRITTEN
 
 #: the ref of an address's item: written back as it stood in the source, not escaped
 RAW = object()
+
+
+class Inner(NamedTuple):
+    """Text inside a piece of markup, translated as a unit of its own: an image's alternative
+    text, a link's title (a screen reader reads one, a browser shows the other)."""
+
+    index: int  # its unit among its block's (0: the block's text)
+    source: str  # as written, for where it is not translated
+    quote: str  # a title's opening delimiter (`"`, `'`, `(`); "" for alternative text
+
+
+#: a piece of markup: as written, or its parts, some of them text of their own (Inner)
+Markup = str | tuple[str | Inner, ...]
+
+
+def split_title(markup: str) -> tuple[str, str, str, str] | None:
+    """(what comes before it, its opening delimiter, as written, what comes after it) of the
+    title in what follows a link's text or an image's alternative text (`](destination
+    "title")`); None without one."""
+    if not markup.startswith("]("):
+        return None
+    pos, end = 2, len(markup)
+    while pos < end and markup[pos] in " \t\r\n":
+        pos += 1
+    destination = parseLinkDestination(markup, pos, end)
+    if not destination.ok:
+        return None
+    pos = start = destination.pos
+    while pos < end and markup[pos] in " \t\r\n":
+        pos += 1
+    title = parseLinkTitle(markup, pos, end)
+    if pos == start or not title.ok:
+        return None
+    return markup[:pos], markup[pos], markup[pos + 1 : title.pos - 1], markup[title.pos - 1 :]
+
+
+def title_text(text: str, quote: str, cell: bool = False) -> str:
+    """A title's translated text as Markdown between `quote` and its closing delimiter: that
+    delimiter, a backslash, a `&` that would start a character reference (and in a table
+    cell, a `|`) escaped."""
+    text = " ".join(text.split())
+    closing = {"(": "()"}.get(quote, quote)
+    out = []
+    for i, c in enumerate(text):
+        if (
+            c == "\\"
+            or c in closing
+            or (cell and c == "|")
+            or (c == "&" and _ENTITY.match(text, i))
+        ):
+            out.append("\\")
+        out.append(c)
+    return "".join(out)
 
 
 class LineBreak(str):
@@ -172,11 +229,11 @@ def _asterisks_inside_words(pieces: list[tuple[str, str]]) -> list[tuple[str, st
     return out
 
 
-def _piece(tok: Token, cell: bool) -> tuple[str, str]:
+def _piece(tok: Token, cell: bool, markup: Callable[[Markup], str]) -> tuple[str, str]:
     """(kind, Markdown) of a token: a soft line break not translated away as the source wrote
     it, other text escaped (its line breaks joined: Markdown joins them anyway)."""
     if tok.kind != "text":
-        return tok.kind, tok.ref
+        return tok.kind, markup(tok.ref)
     if tok.ref is RAW:
         return "text", tok.text
     if isinstance(tok.ref, LineBreak) and not tok.translated and tok.text == "\n":
@@ -184,8 +241,15 @@ def _piece(tok: Token, cell: bool) -> tuple[str, str]:
     return "text", _escape(tok.text.replace("\n", " "), cell)
 
 
-def _render(tokens: list[Token], cell: bool = False) -> str:
-    pieces = [_piece(tok, cell) for tok in tokens]
+def _render(
+    tokens: list[Token],
+    cell: bool,
+    markup: Callable[[Markup], str],
+    inside: bool = False,
+) -> str:
+    """`markup`: writes a piece of markup; `inside`: the text is inside markup (an image's
+    alternative text), not at the start of a line."""
+    pieces = [_piece(tok, cell, markup) for tok in tokens]
     out: list[str] = []
     kinds: list[str] = []  # the kind of each piece of `out`
     line_start = True  # at the start of a line: the unit's, or after a hard line break
@@ -210,7 +274,7 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
                 or (line_start and not piece)
             )
             continue
-        if line_start:
+        if line_start and not inside:
             piece = _line_start(piece, first=not any(out))
         out.append(piece)
         kinds.append(kind)
@@ -218,9 +282,24 @@ def _render(tokens: list[Token], cell: bool = False) -> str:
     return "".join(out).rstrip(" \t")
 
 
-def render_block(tokens: list[list[Token]], cell: bool, heading: bool) -> str:
-    """A block's text, from its one unit's tokens."""
-    rendered = _render(tokens[0], cell)
+def render_block(tokens: Sequence[list[Token] | None], cell: bool, heading: bool) -> str:
+    """A block's text, from its units' tokens: its text's, then those of the Inner text in its
+    markup (None: not translated)."""
+
+    def inner(part: Inner) -> str:
+        own = tokens[part.index]
+        if own is None or not any(t.translated for t in own):
+            return part.source
+        if not part.quote:
+            return _render(own, cell, markup, inside=True)
+        return title_text("".join(t.text for t in own if t.kind == "text"), part.quote, cell)
+
+    def markup(ref: Markup) -> str:
+        if isinstance(ref, tuple):
+            return "".join(p if isinstance(p, str) else inner(p) for p in ref)
+        return ref
+
+    rendered = _render(tokens[0] or [], cell, markup)
     if heading and (m := _CLOSING_HASHES.search(rendered)):  # not a closing sequence
         rendered = f"{rendered[: m.start(1)]}\\{rendered[m.start(1) :]}"
     return rendered
