@@ -640,3 +640,12 @@ def test_an_images_alternative_text_and_a_links_title_are_translated():
     assert "![](empty.png)" in out
     assert translate(src, lambda ts: ts) == src
     assert links_and_images(translate(src, drop_placeholders)) == links_and_images(translate(src))
+
+
+def test_a_table_cell_whose_translation_ends_with_a_backslash_keeps_its_columns():
+    # its backslash, escaped, was written just before the cell's `|`: GFM reads a `|` after
+    # any backslash as text, and the row lost a column
+    src = "| Path | Kind |\n|---|---|\n| C:|Folder|\n"
+    out = translate(src, lambda ts: [t.upper() + "\\" for t in ts])
+    want = [["PATH", "KIND"], ["C:", "FOLDER"]]
+    assert cells(out) == [[c + "\\\\" for c in row] for row in want], out  # an escaped backslash

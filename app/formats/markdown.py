@@ -46,7 +46,8 @@ alert's type stay on their own lines, the text after them on the next.
 Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
 would start a character reference too, `#`s that would close a heading, `~~`, and the first
 `$` or `:` of what would read as math or an emoji's shortcode, a `!` before a link): in a table
-cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one); at the start
+cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one), and a
+space follows a backslash that ends one (GFM reads a `|` after any backslash as text); at the start
 of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
 indentation that would make code is dropped. The spaces a translation puts at the start or
 end of emphasis or a link's text are moved out of it (`** bold **` is no emphasis), and

@@ -302,4 +302,6 @@ def render_block(tokens: Sequence[list[Token] | None], cell: bool, heading: bool
     rendered = _render(tokens[0] or [], cell, markup)
     if heading and (m := _CLOSING_HASHES.search(rendered)):  # not a closing sequence
         rendered = f"{rendered[: m.start(1)]}\\{rendered[m.start(1) :]}"
+    if cell and rendered.endswith("\\"):  # GFM reads a `|` after any backslash as text
+        rendered += " "
     return rendered
