@@ -15,17 +15,18 @@ Inside a block, emphasis, strong, strikethrough, links and inline HTML elements 
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
 breaks, and URLs and e-mail addresses in text are atoms (app/formats/inline.py: translated
 whole with placeholders when the model keeps them, else run by run); so are templates' tags
-(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py), emoji shortcodes (`:smile:`), attribute lists
-(`{: .class}`) and footnote references (`[^1]`), copied as written. A hard line break keeps its
-spelling (trailing spaces or a backslash), its line ending and the next line's indentation. An
-address is found in the source before markdown-it reads emphasis, code or escapes in it, and
-written back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link's destination
-(`](destination "title")`, `][label]`) and an image's are written back as written; an image's
-alternative text (what a screen reader reads) and a link's, an image's or a link reference
-definition's title are translated, each as a unit of its own (Inner in markdown_render.py),
-their `]`, delimiters and backslashes escaped (a reference definition's title written over
-several lines is not); a reference link whose label is its text (`[text][]`, `[text]`) gets
-that label written out (`[translated][text]`).
+(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py), emoji
+shortcodes (`:smile:`), attribute lists (`{: .class}`) and footnote references (`[^1]`), copied
+as written. A hard line break keeps its spelling (trailing spaces or a backslash), its line
+ending and the next line's indentation. An address is found in the source before markdown-it
+reads emphasis, code or escapes in it, and written back byte for byte
+(`https://example.com/*a*/_b_` is no emphasis). A link's destination (`](destination "title")`,
+`][label]`) and an image's are written back as written; an image's alternative text (what a
+screen reader reads) and a link's, an image's or a link reference definition's title are
+translated, each as a unit of its own (Inner in markdown_render.py), their `]`, delimiters and
+backslashes escaped (a reference definition's title written over several lines is not); a
+reference link whose label is its text (`[text][]`, `[text]`) gets that label written out
+(`[translated][text]`).
 
 A block whose text does not fit in one request (`Limits.max_request_chars`) is translated by
 runs, each text cut into pieces that fit. A block is found in its source lines by its text; a
@@ -34,24 +35,25 @@ joins the lines of a paragraph anyway); translated by runs, the line breaks betw
 A line break kept, hard or soft, is written as the source wrote it: its spaces or backslash,
 the line ending, the next line's indentation or `>` markers. A block none of whose text was
 translated (the model gave it back as it was) is copied as written, byte for byte; one whose
-text cannot be found in its lines is left untranslated. The syntax
-of GFM and other dialects that CommonMark reads as text stays as written, where it stands: a
-task list item's box (`- [ ]`), a footnote's definition (`[^1]:`), a definition list's `: `, an
-alert's type (`> [!NOTE]`), a heading's attributes at its end (`## Title {#anchor}`). A line
-that opens or closes an admonition or a fenced div (`!!! note "Title"`, `::: tip`, `:::`) or a
-content tab (`=== "Tab"`), as its dialect writes one (DIRECTIVE), a line of template tags alone (`{% if x %}`), an MDX `import` or
-`export` line, a footnote's definition, a definition list's term and definitions, and an
-alert's type stay on their own lines, the text after them on the next.
+text cannot be found in its lines is left untranslated. The syntax of GFM and other dialects
+that CommonMark reads as text stays as written, where it stands: a task list item's box
+(`- [ ]`), a footnote's definition (`[^1]:`), a definition list's `: `, an alert's type
+(`> [!NOTE]`), a heading's attributes at its end (`## Title {#anchor}`). A line that opens or
+closes an admonition or a fenced div (`!!! note "Title"`, `::: tip`, `:::`) or a content tab
+(`=== "Tab"`), as its dialect writes one (DIRECTIVE), a line of template tags alone
+(`{% if x %}`), an MDX `import` or `export` line, a footnote's definition, a definition list's
+term and definitions, and an alert's type stay on their own lines, the text after them on the
+next.
 
-Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that
-would start a character reference too, `#`s that would close a heading, `~~`, and the first
-`$` or `:` of what would read as math or an emoji's shortcode, a `!` before a link): in a table
-cell, a `|` too, in text, code and links alike (GFM ends a cell at any bare one), and a
-space follows a backslash that ends one (GFM reads a `|` after any backslash as text); at the start
-of a line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the
-indentation that would make code is dropped. The spaces a translation puts at the start or
-end of emphasis or a link's text are moved out of it (`** bold **` is no emphasis), and
-`_` emphasis that ends up inside a word is written with `*`.
+Characters of Markdown syntax in translated text are escaped with a backslash (a `&` that would
+start a character reference too, `#`s that would close a heading, `~~`, and the first `$` or
+`:` of what would read as math or an emoji's shortcode, a `!` before a link): in a table cell,
+a `|` too, in text, code and links alike (GFM ends a cell at any bare one), and a space follows
+a backslash that ends one (GFM reads a `|` after any backslash as text); at the start of a
+line, what would start a block (`#`, `>`, `-`, `+`, `=`, `~`, `1.`, `1)`), and the indentation
+that would make code is dropped. The spaces a translation puts at the start or end of emphasis
+or a link's text are moved out of it (`** bold **` is no emphasis), and `_` emphasis that ends
+up inside a word is written with `*`.
 """
 
 from __future__ import annotations

@@ -2,14 +2,14 @@
 inline rules that take, as written, what must not be translated or escaped (app/formats/markdown.py
 uses it).
 
-markdown-it's own `text`, `newline`, `escape`, `autolink`, `link` and `image` rules are wrapped: an address
-in text, a template's tag, math, an emoji's shortcode, an attribute list and a footnote
-reference become one token of their source (ADDRESS) before markdown-it reads emphasis, code or
-escapes in them; the syntax of GFM and other dialects that CommonMark reads as text at the
-start of a block or a line (a task list box, a footnote or list definition, an alert's type, a
-directive line: DIRECTIVE) a token of its own (PREFIX); a hard line break keeps the spaces it
-was written with, a line break the number of the line it ends, and autolinks, links and images
-their source (`meta`).
+markdown-it's own `text`, `newline`, `escape`, `autolink`, `link` and `image` rules are
+wrapped: an address in text, a template's tag, math, an emoji's shortcode, an attribute list
+and a footnote reference become one token of their source (ADDRESS) before markdown-it reads
+emphasis, code or escapes in them; the syntax of GFM and other dialects that CommonMark reads
+as text at the start of a block or a line (a task list box, a footnote or list definition, an
+alert's type, a directive line: DIRECTIVE) a token of its own (PREFIX); a hard line break keeps
+the spaces it was written with, a line break the number of the line it ends, and autolinks,
+links and images their source (`meta`).
 """
 
 from __future__ import annotations
