@@ -8,8 +8,8 @@ expressions), as app/html_format.py translates HTML (a README's `<p align="cente
 a `<summary>`), its `lang` attributes too; inside a list or a quote, each of its lines keeps
 its indentation or `>` markers. Everything else is copied as written, line by line: a YAML or
 TOML front matter at the start of the file, code blocks (fenced and indented), thematic
-breaks, link reference definitions, blank lines, and each block's own syntax (`#`, `>`, list
-markers, table pipes, indentation).
+breaks, link reference definitions (but for their titles), blank lines, and each block's own
+syntax (`#`, `>`, list markers, table pipes, indentation).
 
 Inside a block, emphasis, strong, strikethrough, links and inline HTML elements are pairs, and
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
