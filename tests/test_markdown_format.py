@@ -649,3 +649,18 @@ def test_a_table_cell_whose_translation_ends_with_a_backslash_keeps_its_columns(
     out = translate(src, lambda ts: [t.upper() + "\\" for t in ts])
     want = [["PATH", "KIND"], ["C:", "FOLDER"]]
     assert cells(out) == [[c + "\\\\" for c in row] for row in want], out  # an escaped backslash
+
+
+def test_environment_variables_in_prose_are_copied_as_written():
+    # `$HOME` and `$USER` were words to the model: they came back translated (`$BENUTZER`)
+    src = "Set $HOME/$USER before you start, or ${JAVA_HOME} and $PATH:$HOME/bin.\n"
+
+    def german(texts: list[str]) -> list[str]:
+        words = {"HOME": "HAUS", "USER": "BENUTZER", "PATH": "PFAD"}
+        return [re.sub(r"HOME|USER|PATH", lambda m: words[m.group()], t.upper()) for t in texts]
+
+    want = "SET $HOME/$USER BEFORE YOU START, OR ${JAVA_HOME} AND $PATH:$HOME/BIN.\n"
+    for fn in (german, lambda ts: german(drop_placeholders(ts))):
+        assert translate(src, fn) == want
+    # in a translation, such a name is no syntax: not escaped
+    assert translate("Some text.\n", lambda ts: ["Set $HOME now"]) == "Set $HOME now\n"

@@ -15,18 +15,18 @@ Inside a block, emphasis, strong, strikethrough, links and inline HTML elements 
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
 breaks, and URLs and e-mail addresses in text are atoms (app/formats/inline.py: translated
 whole with placeholders when the model keeps them, else run by run); so are templates' tags
-(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py), emoji
-shortcodes (`:smile:`), attribute lists (`{: .class}`) and footnote references (`[^1]`), copied
-as written. A hard line break keeps its spelling (trailing spaces or a backslash), its line
-ending and the next line's indentation. An address is found in the source before markdown-it
-reads emphasis, code or escapes in it, and written back byte for byte
-(`https://example.com/*a*/_b_` is no emphasis). A link's destination (`](destination "title")`,
-`][label]`) and an image's are written back as written; an image's alternative text (what a
-screen reader reads) and a link's, an image's or a link reference definition's title are
-translated, each as a unit of its own (Inner in markdown_render.py), their `]`, delimiters and
-backslashes escaped (a reference definition's title written over several lines is not); a
-reference link whose label is its text (`[text][]`, `[text]`) gets that label written out
-(`[translated][text]`).
+(`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py),
+environment variables (`$HOME`), emoji shortcodes (`:smile:`), attribute lists (`{: .class}`)
+and footnote references (`[^1]`), copied as written. A hard line break keeps its spelling
+(trailing spaces or a backslash), its line ending and the next line's indentation. An address
+is found in the source before markdown-it reads emphasis, code or escapes in it, and written
+back byte for byte (`https://example.com/*a*/_b_` is no emphasis). A link's destination
+(`](destination "title")`, `][label]`) and an image's are written back as written; an image's
+alternative text (what a screen reader reads) and a link's, an image's or a link reference
+definition's title are translated, each as a unit of its own (Inner in markdown_render.py),
+their `]`, delimiters and backslashes escaped (a reference definition's title written over
+several lines is not); a reference link whose label is its text (`[text][]`, `[text]`) gets
+that label written out (`[translated][text]`).
 
 A block whose text does not fit in one request (`Limits.max_request_chars`) is translated by
 runs, each text cut into pieces that fit. A block is found in its source lines by its text; a

@@ -41,17 +41,24 @@ _SHORTCODE = r"\{\{[<%](?:[^{}\n]|\}(?!\})){0,500}\}\}"
 #: was copied as written, its words left untranslated). The math may go on over the block's
 #: next line, not past a blank one (Pandoc)
 _MATH = r"(?<![^\W_])\$(?![\s$])(?:[^$\n\\]|\\.|\n(?![ \t]*\n)){0,1000}?(?<![\s\\])\$(?![^\W_])"
+#: an environment variable named in prose (`$HOME`, `$USER`, `${JAVA_HOME}`: upper case, at
+#: least two characters): a name, not words (`$USER` came back as `$BENUTZER`)
+VARIABLE = re.compile(
+    r"(?<![\w$\\])\$(?:[A-Z_][A-Z0-9_]{1,100}|\{[A-Za-z_][A-Za-z0-9_]{0,100}\})(?!\w)"
+)
 #: what the text of a block holds that is no words, copied as written (markdown-it read
 #: emphasis and escapes inside, and the model translated it): a template's tag (Jinja,
 #: Liquid, Nunjucks, Hugo's shortcodes: `{{ x }}`, `{% if %}`, `{# note #}`), math (`$x$`:
-#: _MATH; `$$x$$`), an emoji's shortcode (`:smile:`), an attribute list (`{: .class}`,
-#: `{ #id }`: kramdown, MkDocs' attr_list, Pandoc)
+#: _MATH; `$$x$$`), an environment variable (VARIABLE), an emoji's shortcode (`:smile:`), an
+#: attribute list (`{: .class}`, `{ #id }`: kramdown, MkDocs' attr_list, Pandoc)
 AS_WRITTEN = re.compile(
     _EXPRESSION
     + "|"
     + _TAGS
     + r"|\$\$(?:[^$]|\$(?!\$)){1,5000}?\$\$|"
     + _MATH
+    + "|"
+    + VARIABLE.pattern
     + r"|(?<![\w:]):[a-z0-9_+-]{1,50}:(?![\w:])"
     r"|\{:?[ \t]*[#.][\w-][^{}\n]{0,500}\}",
     re.DOTALL,

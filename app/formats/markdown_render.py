@@ -12,7 +12,7 @@ from typing import NamedTuple
 from markdown_it.helpers import parseLinkDestination, parseLinkTitle
 
 from .inline import Token
-from .markdown_parser import AS_WRITTEN
+from .markdown_parser import AS_WRITTEN, VARIABLE
 
 #: the ref of an address's item: written back as it stood in the source, not escaped
 RAW = object()
@@ -143,7 +143,7 @@ def _escape(text: str, cell: bool = False) -> str:
     out = []
     syntax = set()  # each `$` that opens math, the `:` that opens a shortcode
     for m in AS_WRITTEN.finditer(text):
-        if text[m.start()] in "$:":
+        if text[m.start()] in "$:" and not VARIABLE.fullmatch(m.group()):
             opening = len(m.group()) - len(m.group().lstrip("$")) or 1
             syntax.update(range(m.start(), m.start() + opening))
     for i, c in enumerate(text):
