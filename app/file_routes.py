@@ -113,7 +113,8 @@ async def translate_texts(
     total: int,
 ) -> list[str]:
     """`total`: the file's characters of text (what is charged), which may be fewer than the
-    texts sent hold (a formatted paragraph is sent whole with placeholders and in runs)."""
+    texts sent hold (a formatted paragraph is sent whole with placeholders, and as plain text with the words of
+    each tag pair alone)."""
     s = state.settings
     if total > s.max_file_chars:
         raise ApiError(

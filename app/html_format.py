@@ -22,7 +22,8 @@ two pieces of a sentence), a comment before any is not in a unit. Inside a unit,
 elements (`<b>`, `<a href>`, `<em>`, `<span>`, ...) are pairs and inline elements that are not
 translated (`<code>`, `<img>`, `<span translate="no">`) are atoms, and so are URLs and e-mail
 addresses in the text (copied as written); app/formats/inline.py translates the unit whole
-with placeholders when the model keeps them, else text run by text run (see there). Whitespace
+with placeholders when the model keeps them, else as plain text with each pair placed on the
+translation (see there). Whitespace
 inside a unit is collapsed to one space for the model (HTML displays it so); whitespace before
 and after a unit or a run is kept as written. Soft hyphens (`&shy;`, U+00AD) and `<wbr>` are
 left out of the text the model sees: they mark where a word of the document's language may

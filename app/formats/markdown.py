@@ -5,7 +5,8 @@ app/formats/markdown_units.py, the translation written back by app/formats/markd
 Only the text of inline content is translated: paragraphs, headings, list items, block quotes,
 table cells, and the text of an HTML block that holds no `{` (a template's tags, MDX's
 expressions), as app/html_format.py translates HTML (a README's `<p align="center">` tagline,
-a `<summary>`), its `lang` attributes too; inside a list or a quote, each of its lines keeps
+a `<summary>`), its `lang` attributes and the attributes that are text for people (`alt`,
+`title`, ...: app/html_attrs.py) too; inside a list or a quote, each of its lines keeps
 its indentation or `>` markers. Everything else is copied as written, line by line: a YAML or
 TOML front matter at the start of the file, code blocks (fenced and indented), thematic
 breaks, link reference definitions (but for their titles), blank lines, and each block's own
@@ -14,7 +15,8 @@ syntax (`#`, `>`, list markers, table pipes, indentation).
 Inside a block, emphasis, strong, strikethrough, links and inline HTML elements are pairs, and
 inline code, images, autolinks, other inline HTML (a void element, a comment), hard line
 breaks, and URLs and e-mail addresses in text are atoms (app/formats/inline.py: translated
-whole with placeholders when the model keeps them, else run by run); so are templates' tags
+whole with placeholders when the model keeps them, else as plain text with each pair placed
+on the translation); so are templates' tags
 (`{{ x }}`, `{% if %}`), math (`$x$`, `$$x$$`; not `$HOME/$USER`: markdown_parser.py),
 environment variables (`$HOME`), emoji shortcodes (`:smile:`), attribute lists (`{: .class}`)
 and footnote references (`[^1]`), copied as written. A hard line break keeps its spelling
@@ -212,7 +214,7 @@ def translate_markdown(
                 continue  # a template's tags or MDX's expressions: no words to translate
             html_start, html_end, html, write = found
             try:
-                doc = HtmlDocument(html, limit=limits.max_request_chars)
+                doc = HtmlDocument(html, limit=limits.max_request_chars, attributes=True)
             except HtmlError:
                 continue  # left as it is
             if doc.units:
