@@ -197,8 +197,13 @@ def test_atoms_are_kept_once_where_they_stand_and_cut_the_sentence():
 
 
 _PIECES = st.sampled_from(["open", "close", "atom", "keep", "text"])
-_TEXTS = st.sampled_from(["", " ", "the cat", " sat on ", "mat.", ", then", "x", "(", "e", "7 %"])
-_OUTPUTS = st.sampled_from(["", ".", "Die Katze saß.", "a b c d e f", "the cat", "(", " "])
+_TEXTS = st.sampled_from(
+    ["", " ", "the cat", " sat on ", "mat.", ", then", "x", "(", "e", "7 %", "猫が", "座った。"]
+)
+_OUTPUTS = st.sampled_from(
+    ["", ".", "Die Katze saß.", "a b c d e f", "the cat", "(", " ", "猫がマットに座った。"]
+    + ["القطة جلست.", "😀 🐈‍⬛!", "。"]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -246,3 +251,30 @@ def test_the_space_between_two_tags_stays_between_them():
         "<p><b>Hello</b> <i>world</i>, <a href=x><b>One</b> <i>two</i></a></p>", lose_placeholders
     )
     assert out == "<p><b>HELLO</b> <i>WORLD</i>, <a href=x><b>ONE</b> <i>TWO</i></a></p>"
+
+
+def test_a_pair_on_a_chinese_translation_wraps_its_words_not_the_whole_sentence():
+    chinese = {
+        "The red car and the blue car.": "红色的车和蓝色的车。",
+        "red": "红色",
+        "blue": "蓝色",
+    }
+
+    def into_chinese(texts):
+        return [chinese.get(t, "") for t in texts]
+
+    out = translate_html("<p>The <b>red</b> car and the <i>blue</i> car.</p>", into_chinese)
+    assert out == "<p><b>红色</b>的车和<i>蓝色</i>的车。</p>"  # not <b>红色的车和蓝色的车</b>
+
+
+def test_a_japanese_sentence_with_a_bold_word_is_translated_whole():
+    english = {"ドアは開いています。": "The door is open.", "開いて": "open"}
+    sent: list[str] = []
+
+    def from_japanese(texts):
+        sent.extend(texts)
+        return [english.get(t, lose_placeholders([t])[0]) for t in texts]
+
+    out = translate_html("<p>ドアは<b>開いて</b>います。</p>", from_japanese)
+    assert out == "<p>The door is <b>open</b>.</p>"  # not ドアは<b>open</b>います。
+    assert "ドアは" not in sent  # the words around the bold one are not sent in pieces

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .addresses import verbatim_spans
-from .projection import Pair, place
+from .projection import Pair, count_words, inside_word, place
 
 #: HTML's inter-element whitespace; U+00A0 (&nbsp;) is not collapsed
 _SPACE = " \t\n\r\f"
@@ -270,7 +270,7 @@ class Unit:
             alone = dict(zip(seg.sent, sent[1:], strict=True))
             pairs = [replace(p, translation=alone.get(p.number, "")) for p in seg.pairs]
             target = sent[0]
-            spans = place(target, len(seg.core.split()), pairs, seg.filled)
+            spans = place(target, count_words(seg.core), pairs, seg.filled)
             refs = {(i.kind, i.value): i.ref for i in self.items[seg.start : seg.end]}
             if seg.lead:
                 out.append(Token("text", seg.lead, None, True))
@@ -321,7 +321,7 @@ class Unit:
                 text += str(item.value)
             else:
                 marks.append((len(text), item.kind, int(item.value)))
-        if any(0 < at < len(text) and (text[at - 1] + text[at]).isalnum() for at, _, _ in marks):
+        if any(0 < at < len(text) and inside_word(text[at - 1], text[at]) for at, _, _ in marks):
             return None  # markup inside a word (a docx no-break hyphen): by runs
         lead = self._run(start)[0] if items[0].kind == "text" else ""
         trail = self._run(end - 1)[2] if items[-1].kind == "text" else ""
@@ -340,7 +340,7 @@ class Unit:
             clipped = min(max(offset, lo), hi)
             if kind == "open":
                 opens[number] = clipped
-                words = len(collapse(text[lo:clipped]).split())
+                words = count_words(text[lo:clipped])
                 pairs[number] = Pair(number, stack[-1], "", "", words, words)
                 stack.append(number)
             elif kind == "close":
@@ -350,7 +350,7 @@ class Unit:
                 wrapped = text[opens[number] : clipped]
                 pairs[number].spaced = wrapped[-1:] in tuple(_SPACE)
                 pairs[number].spaced_before = wrapped[:1] in tuple(_SPACE)
-                pairs[number].end = pairs[number].start + len(source.split())
+                pairs[number].end = pairs[number].start + count_words(source)
         filled = {p for p in [None, *pairs] if any(q.parent == p for q in pairs.values())} - {
             owner[k] for k in range(lo, hi) if text[k].isalpha()
         }

@@ -9,7 +9,9 @@ the source words themselves, as names and numbers are copied), with a light pref
 stretch as long as the source's and at the same relative place in the sentence. Pairs are
 placed outer ones first; an inner pair stays inside its outer pair's stretch, and pairs side by
 side never overlap (they may change order, as words do in a translation). The punctuation at a
-stretch's edge stays outside it unless the source words have some there.
+stretch's edge stays outside it unless the source words have some there. A word is a run
+between whitespace, or one character of Chinese or Japanese (Han, kana: written without spaces),
+in the translation and in the source alike.
 
 No pair is ever dropped: a pair whose words match nothing is put where the position and
 length say; a pair that wraps no words in the source, or finds no word left for it, wraps none
@@ -27,7 +29,15 @@ import math
 import re
 from dataclasses import dataclass
 
-_WORDS = re.compile(r"\S+")
+#: the scripts written without spaces between words whose every character can stand alone
+#: (Han, kana, half-width kana): each of their characters is a word of its own here, so
+#: a pair wraps a few characters of a Chinese or Japanese sentence, not the whole of it
+_UNSPACED = (
+    "\u3005\u3006\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f"
+)
+_WORDS = re.compile(rf"[{_UNSPACED}]|[^\s{_UNSPACED}]+")
+_UNSPACED_CHAR = re.compile(rf"[{_UNSPACED}]")
 #: the weights of a stretch's place in the sentence and of its length against the source's,
 #: beside its n-gram similarity (0 to 1), in a stretch's score
 _WHERE, _LENGTH = 0.2, 0.1
@@ -45,6 +55,18 @@ class Pair:
     end: float  # ... and where it closes
     spaced: bool = False  # the source text it wraps ends with whitespace
     spaced_before: bool = False  # ... starts with whitespace
+
+
+def count_words(text: str) -> int:
+    """The words of `text` as placement counts them (app/formats/inline.py counts the source's
+    alike): runs between whitespace, and each character of a script without spaces."""
+    return sum(1 for _ in _WORDS.finditer(text))
+
+
+def inside_word(before: str, after: str) -> bool:
+    """Whether a place between the characters `before` and `after` is inside a word: both are
+    letters or digits, neither one of a script without spaces (whose characters are words)."""
+    return (before + after).isalnum() and not _UNSPACED_CHAR.search(before + after)
 
 
 def grams(text: str) -> frozenset[str]:
