@@ -5,6 +5,7 @@ model and without one."""
 from __future__ import annotations
 
 import io
+import math
 import re
 from pathlib import Path
 
@@ -13,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.formats import Limits
+from app.formats import Limits, projection
 from app.formats.inline import UnitBuilder
 from app.formats.markdown import translate_markdown
 from app.formats.office import translate_office
-from app.formats.projection import Pair, place
+from app.formats.projection import _LENGTH, _WHERE, Pair, place, similarity
 from app.html_format import translate_html
 from model_core.translator import Translator
 
@@ -278,3 +279,87 @@ def test_a_japanese_sentence_with_a_bold_word_is_translated_whole():
     out = translate_html("<p>ドアは<b>開いて</b>います。</p>", from_japanese)
     assert out == "<p>The door is <b>open</b>.</p>"  # not ドアは<b>open</b>います。
     assert "ドアは" not in sent  # the words around the bold one are not sent in pieces
+
+
+def brute_options(lo, width, sizes, hits, expected, centre, longest):
+    """Every stretch's score one by one, best first: what `_options` gives as arrays."""
+    out = []
+    for i in range(lo, lo + width):
+        for j in range(i + 1, min(lo + width, i + longest) + 1):
+            size = sizes[j - lo] - sizes[i - lo]
+            sim = max(
+                (similarity(int(h[j - lo] - h[i - lo]), size, n) for h, n in hits), default=0.0
+            )
+            where = 1 - abs(((i + j) / 2 - lo) / max(width, 1) - centre)
+            score = sim + _WHERE * where - _LENGTH * abs(math.log((j - i) / expected))
+            out.append((score, i, j))
+    out.sort(key=lambda t: -t[0])
+    return out
+
+
+def brute_choose(ranked, words):
+    """The pairs' stretches chosen by looking at every pair's every stretch at each turn."""
+    used = [0] * (words + 1)  # placed words before each word
+    first = dict.fromkeys(ranked, 0)
+    placed = {}
+    while len(placed) < len(ranked):
+        best = None
+        for number, options in ranked.items():
+            if number in placed:
+                continue
+            k = first[number]
+            while k < len(options) and used[options[k][2]] != used[options[k][1]]:
+                k += 1
+            first[number] = k
+            if k < len(options) and (best is None or options[k][0] > best[1][0]):
+                best = (number, options[k])
+        if best is None:
+            break
+        number, (_, i, j) = best
+        placed[number] = (i, j)
+        for w in range(i + 1, len(used)):
+            used[w] += min(w, j) - i
+    return placed
+
+
+_WORD_LIST = ["the", "cat", "sat", "Katze", "saß", "auf", ".", ",", "猫", "7", "Tom", "und"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from(_WORD_LIST), max_size=30),
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_WORD_LIST), max_size=3),
+            st.lists(st.sampled_from(_WORD_LIST), max_size=3),
+            st.floats(0, 1),
+            st.integers(0, 4),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_the_stretches_scored_at_once_are_those_scored_one_by_one(words, pairs):
+    """Many pairs on a long sentence are placed with arrays (each pair against each stretch:
+    a paragraph of 400 tags took seconds one by one): the same scores, order and choices."""
+    target = " ".join(words)
+    spans = [(m.start(), m.end()) for m in projection._WORDS.finditer(target)]
+    width = len(spans)
+    own = [projection.grams(target[a:b]) for a, b in spans]
+    sizes = projection._sums([len(g) for g in own])
+    holders: dict[str, list[int]] = {}
+    for k, g in enumerate(own):
+        for gram in g:
+            holders.setdefault(gram, []).append(k)
+    ranked, brute = {}, {}
+    for number, (source, translation, where, length) in enumerate(pairs):
+        refs = [r for r in map(projection.grams, (" ".join(translation), " ".join(source))) if r]
+        hits = [(projection._shared(holders, r, width), len(r)) for r in refs]
+        brute_hits = [(projection._sums([len(g & r) for g in own]), len(r)) for r in refs]
+        expected = max(1.0, float(length))
+        args = (where, max(4, int(2 * expected) + 1))
+        got = projection._options(0, width, sizes, hits, expected, *args)
+        ranked[number] = got
+        brute[number] = brute_options(0, width, sizes, brute_hits, expected, *args)
+        assert [got[k] for k in range(len(got))] == brute[number]
+    assert projection._choose(ranked, width) == brute_choose(brute, width)

@@ -25,9 +25,12 @@ after a bold word) takes that punctuation where it touches its neighbour's words
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass
+
+import numpy as np
 
 #: the scripts written without spaces between words whose every character can stand alone
 #: (Han, kana, half-width kana): each of their characters is a word of its own here, so
@@ -106,52 +109,27 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
     lo, hi = spans[parent]
     s_lo, s_hi = source[parent]
     width, s_width = hi - lo, max(s_hi - s_lo, 1e-9)
-    taken: list[tuple[int, int]] = []
-    placed: dict[int, tuple[int, int]] = {}
     punctuation = [
         c for c in children if parent in filled and c.source and not any(map(str.isalnum, c.source))
     ]
-    ranked: dict[int, list[tuple[float, int, int]]] = {}  # per pair: (score, i, j), best first
+    ranked: dict[int, _Options] = {}  # per pair: (score, i, j), best first
     own = [grams(target[a:b]) for a, b in words[lo:hi]]  # each word's n-grams
     sizes = _sums([len(g) for g in own])
+    holders: dict[str, list[int]] = {}  # an n-gram -> the words (from lo) that have it
+    for k, g in enumerate(own):
+        for gram in g:
+            holders.setdefault(gram, []).append(k)
     for c in children:
         if not c.source.strip() or c in punctuation:
             continue
         refs = [r for r in (grams(c.translation), grams(c.source)) if r]
-        hits = [(_sums([len(g & r) for g in own]), len(r)) for r in refs]
+        hits = [(_shared(holders, r, width), len(r)) for r in refs]
         expected = max(1.0, (c.end - c.start) * width / s_width)
         centre = ((c.start + c.end) / 2 - s_lo) / s_width
         longest = max(4, int(2 * expected) + 1)
-        ranked[c.number] = []
-        for i in range(lo, hi):
-            for j in range(i + 1, min(hi, i + longest) + 1):
-                size = sizes[j - lo] - sizes[i - lo]
-                sim = max(
-                    (similarity(h[j - lo] - h[i - lo], size, n) for h, n in hits), default=0.0
-                )
-                where = 1 - abs(((i + j) / 2 - lo) / max(width, 1) - centre)
-                score = sim + _WHERE * where - _LENGTH * abs(math.log((j - i) / expected))
-                ranked[c.number].append((score, i, j))
-        ranked[c.number].sort(key=lambda t: -t[0])
-    used = [0] * (len(words) + 1)  # used[k]: how many of the words before k are placed
-    first = dict.fromkeys(ranked, 0)  # per pair: its first option that may still be free
-    while ranked:
-        best = None
-        for number, options in ranked.items():
-            k = first[number]
-            while k < len(options) and used[options[k][2]] != used[options[k][1]]:
-                k += 1  # overlaps a placed pair: never free again
-            first[number] = k
-            if k < len(options) and (best is None or options[k][0] > best[1][0]):
-                best = (number, options[k])
-        if best is None:  # no word left: these wrap none
-            break
-        number, (_, i, j) = best
-        placed[number] = (i, j)
-        taken.append((i, j))
-        del ranked[number]
-        for w in range(i + 1, len(used)):
-            used[w] += min(w, j) - i
+        ranked[c.number] = _options(lo, width, sizes, hits, expected, centre, longest)
+    placed = _choose(ranked, len(words))
+    taken = list(placed.values())
     p_start, p_end = chars[parent]
     fill = parent in filled and placed
     order = sorted(placed.items(), key=lambda kv: kv[1])
@@ -205,6 +183,89 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
         if at == hi and hi > lo and not fill:
             offset = min(p_end, words[hi - 1][1])
         spans[c.number], chars[c.number] = (at, at), (offset, offset)
+
+
+def _options(lo, width, sizes, hits, expected, centre, longest) -> _Options:
+    """(score, i, j) of every stretch of words i..j (j - i at most `longest`) among the
+    `width` words from `lo` on, best first (in order of i, then j, where scores tie). The
+    stretches of a long sentence are many (its words times `longest`) for each of its pairs:
+    scored as arrays, the same numbers as one by one (the same operations on each)."""
+    if width <= 0:
+        return _Options(np.zeros(0), np.zeros(0, int), np.zeros(0, int))
+    longest = min(longest, width)  # (a stretch ends within the words)
+    start, length = np.meshgrid(np.arange(width), np.arange(1, longest + 1), indexing="ij")
+    start, length = start.ravel(), length.ravel()
+    keep = start + length <= width
+    start, length = start[keep], length[keep]
+    end = start + length
+    sums = np.asarray(sizes)
+    size = sums[end] - sums[start]
+    sim = np.zeros(len(start))
+    for h, n in hits:
+        got = np.asarray(h)
+        got = got[end] - got[start]
+        some = (got > 0) & (size > 0) & (n > 0)
+        p = np.divide(got, size, out=np.zeros(len(start)), where=some)
+        r = np.minimum(1.0, got / n) if n else np.zeros(len(start))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f = 1.25 * p * r / (0.25 * p + r)
+        sim = np.maximum(sim, np.where(some, f, 0.0))
+    i, j = start + lo, end + lo
+    where = 1 - np.abs(((i + j) / 2 - lo) / max(width, 1) - centre)
+    off = np.array([0.0] + [abs(math.log(d / expected)) for d in range(1, longest + 1)])
+    score = sim + _WHERE * where - _LENGTH * off[length]
+    order = np.argsort(-score, kind="stable")
+    return _Options(score[order], i[order], j[order])
+
+
+def _choose(ranked: dict[int, _Options], words: int) -> dict[int, tuple[int, int]]:
+    """The stretch (i, j) each pair takes: in turn, the best stretch of all first (of two as
+    good, the first pair's), each pair's from those that hold no word of a pair placed before;
+    a pair with none left takes none."""
+    placed: dict[int, tuple[int, int]] = {}
+    occupied = [False] * words
+    heap = [(-o.scores[0], n, number, 0) for n, (number, o) in enumerate(ranked.items()) if len(o)]
+    heapq.heapify(heap)
+    while heap:
+        _, n, number, k = heapq.heappop(heap)
+        options = ranked[number]
+        _, i, j = options[k]
+        if any(occupied[i:j]):  # overlaps a placed pair: its next stretch that does not
+            k += 1
+            while k < len(options) and any(occupied[options.starts[k] : options.ends[k]]):
+                k += 1
+            if k < len(options):
+                heapq.heappush(heap, (-options.scores[k], n, number, k))
+            continue
+        placed[number] = (i, j)
+        occupied[i:j] = [True] * (j - i)
+    return placed
+
+
+class _Options:
+    """A pair's stretches best first, as a list of (score, i, j) reads (kept as three arrays:
+    most are never read)."""
+
+    __slots__ = ("scores", "starts", "ends")
+
+    def __init__(self, scores: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+        self.scores, self.starts, self.ends = scores, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def __getitem__(self, k: int) -> tuple[float, int, int]:
+        return float(self.scores[k]), int(self.starts[k]), int(self.ends[k])
+
+
+def _shared(holders: dict[str, list[int]], reference: frozenset[str], width: int) -> np.ndarray:
+    """Prefix sums of the n-grams each of `width` words shares with `reference` (`holders`:
+    the words that have each n-gram): out[k] is the sum over the words before k."""
+    counts = [0] * width
+    for gram in reference:
+        for k in holders.get(gram, ()):
+            counts[k] += 1
+    return np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
 
 
 def _sums(values: list[int]) -> list[int]:
