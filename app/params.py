@@ -153,5 +153,8 @@ async def request_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     if ctype in FORM_TYPES:
         data.update(await form_params(scope, raw, limit))
     elif raw.strip() or not data:  # an empty body is fine when the query string has it all
-        data.update(parse_json(raw, "q" if scope["path"] == "/detect" else "q, source and target"))
+        if scope["path"] == "/detect":
+            data.update(parse_json(raw, "q", numbers=""))
+        else:
+            data.update(parse_json(raw))
     return data

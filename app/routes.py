@@ -143,7 +143,7 @@ async def frontend_settings_for_key(request: Request):
     if content_type(scope["headers"]) in FORM_TYPES:
         params = await form_params(scope, raw, field_limit(state.settings))
     else:
-        params = parse_json(raw, "api_key") if raw.strip() else {}
+        params = parse_json(raw, "api_key", numbers="") if raw.strip() else {}
     return settings_for(state, await state.access.key_info(params))
 
 

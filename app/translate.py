@@ -154,18 +154,24 @@ def describe_validation(exc: ValidationError) -> str:
     return "invalid request: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def parse_json(raw: bytes, fields: str = "q, source and target") -> dict[str, Any]:
+def parse_json(
+    raw: bytes,
+    fields: str = "q, source and target",
+    numbers: str = "alternatives, beam_size and max_length",
+) -> dict[str, Any]:
+    """The JSON object of a request's body; `fields`: what the endpoint takes, and `numbers`:
+    those of its fields that are numbers, for the messages of a body it cannot take."""
     try:
         data = json.loads(raw) if raw else None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({exc}); send JSON or form data") from None
     except RecursionError:  # the parser's nesting limit: still the client's body, not a bug
-        raise ApiError(400, "the body's JSON nests too deeply; send q, source and target") from None
+        raise ApiError(400, f"the body's JSON nests too deeply; send {fields}") from None
     except ValueError:  # Python's limit on the digits of an integer it converts
         raise ApiError(
             400,
             f"a number in the body has more than {sys.get_int_max_str_digits()} digits; "
-            "alternatives, beam_size and max_length are small whole numbers",
+            + (f"{numbers} are small whole numbers" if numbers else f"send {fields}"),
         ) from None
     if not isinstance(data, dict):
         raise ApiError(400, f"the body must be a JSON object with {fields}")

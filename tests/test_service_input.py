@@ -50,6 +50,23 @@ def assert_400(r: httpx.Response, *needles: str) -> None:
         assert needle in error, error
 
 
+@pytest.mark.parametrize(
+    ("path", "fields"), [("/detect", "send q"), ("/frontend/settings", "send api_key")]
+)
+def test_a_body_an_endpoint_cannot_read_is_told_what_that_endpoint_takes(url, path, fields):
+    # /detect and POST /frontend/settings were told to "send q, source and target", and
+    # /detect that alternatives, beam_size and max_length are small whole numbers
+    json = {"content-type": "application/json"}
+    for body, why in (
+        (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
+        (b'{"q": ' + b"9" * 5000 + b"}", "more than 4300 digits"),
+    ):
+        r = httpx.post(f"{url}{path}", content=body, headers=json)
+        assert_400(r, why, fields)
+        assert "source and target" not in r.json()["error"]
+        assert "beam_size" not in r.json()["error"]
+
+
 @pytest.mark.parametrize("field", COUNTS)
 @pytest.mark.parametrize("sign", ["", "-"], ids=["positive", "negative"])
 def test_a_json_number_of_5000_digits_is_a_400(url, field, sign):
