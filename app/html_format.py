@@ -339,7 +339,7 @@ class HtmlDocument:
                 # follows other rules, nor in a <textarea> or <title>)
                 stack.truncate(implied_end(stack, name))
                 if atom is not None and len(stack) < atom_depth:
-                    self._item("atom", self._whole(atom))  # it ended before this tag
+                    self._item("atom", self._whole(atom), word=True)  # it ended before this tag
                     atom = None
             self._scope = stack[-1][3] if stack else 0
             tag: str | _Ref = raw  # as it is written back where it is markup of the unit's
@@ -350,7 +350,7 @@ class HtmlDocument:
                 # (`<p>A <span translate="no">B</p>C`): a browser ends it there, so the atom
                 # ends before this tag, which then ends the unit as it would have (it was
                 # taken into the atom, and the text after it joined the paragraph's unit)
-                self._item("atom", self._whole(atom))
+                self._item("atom", self._whole(atom), word=True)
                 atom, translating = None, stack[closed][1]
             # the attribute values to translate: where the element's text would be, and on an
             # element whose content is never translated, but not inside one
@@ -382,7 +382,7 @@ class HtmlDocument:
             if atom is not None:  # inside an inline element kept whole
                 atom.append(raw)
                 if len(stack) < atom_depth:
-                    self._item("atom", self._whole(atom))
+                    self._item("atom", self._whole(atom), word=True)
                     atom = None
                 continue
             if not translating:
@@ -422,7 +422,7 @@ class HtmlDocument:
             else:  # block tags, <br>, comments before any text, doctype: unit boundaries
                 self._raw(tag)
         if atom is not None:  # an inline element kept whole that the document never closed
-            self._item("atom", self._whole(atom))
+            self._item("atom", self._whole(atom), word=True)
 
     def _attributes(
         self, wanted: bool, raw: str, name: str, attrs: list, scope: int
@@ -444,13 +444,13 @@ class HtmlDocument:
         first = atom[0]
         return _Ref(raw, self._scope, (), first.attrs) if isinstance(first, _Ref) else raw
 
-    def _item(self, kind: str, raw: str | _Ref, name: str = "") -> None:
+    def _item(self, kind: str, raw: str | _Ref, name: str = "", word: bool = False) -> None:
         self._end_run()
         if self._builder.empty():
             self._unit_scope = self._scope
         ref = raw if isinstance(raw, _Ref) else _Ref(raw, self._scope)
         if kind == "atom":
-            self._builder.atom(ref)
+            self._builder.atom(ref, word=word)
         else:
             getattr(self._builder, kind)(name, ref)
         self._raw_items.append(ref if ref.attrs else ref.raw)

@@ -25,6 +25,17 @@ service: the model's own cross-attention (a forced pass of the plain sentence an
 translation, the heads of one decoder layer averaged; each target word goes with the source
 word its pieces attend to most, and a pair wraps the target words from the first to the last
 that go with its source words), for each decoder layer.
+
+`--atoms`: instead, markup that stays as written (an atom) inside the sentence. In each
+sentence, one of a few URLs (`URLS`) or an inline `<code>word</code>` (`CODES`) is inserted at
+a random word boundary (seeded), in three forms: an HTML paragraph with the `<code>`, one with
+the URL, and the URL in plain text (a unit built as the service's /translate builds one for a
+sentence with an address). Each is translated as the service does; then: chrF of the output
+without the atom against the translation of the sentence without it, how many are identical
+to that, how many give the atom back exactly once, and in how many the sentence went to the
+model whole with a name standing in for the atom (app/formats/inline.py, STAND_INS) and came
+back with it. `--no-stand-in`: the same with the atoms cutting the sentence (what the
+service did before).
 """
 
 from __future__ import annotations
@@ -42,6 +53,8 @@ from html.parser import HTMLParser
 import sacrebleu
 import torch
 
+from app.formats import inline
+from app.formats.inline import UnitBuilder, translate_units
 from app.html_format import translate_html
 from model_core.masks import target_mask
 from model_core.model import MultiHeadAttention
@@ -121,8 +134,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=0, help="print this many examples")
     ap.add_argument("--attention", action="store_true", help="also place by cross-attention")
+    ap.add_argument("--atoms", action="store_true", help="measure atoms instead (see above)")
+    ap.add_argument("--no-stand-in", action="store_true", help="--atoms: cut at atoms")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.atoms:
+        atoms(args)
+        return
     rng = random.Random(args.seed)
     with open(args.source, encoding="utf-8") as f:
         lines = [s.strip() for s in f if s.strip()]
@@ -215,6 +233,85 @@ def main() -> None:
     for (_, doc, _), plain_k, out in list(zip(cases, plain, outputs, strict=True))[: args.show]:
         print(f"\n  {doc}\n  plain: {plain_k}\n  out:   {out}")
     sys.stdout.flush()
+
+
+URLS = ["https://example.com/docs", "www.python.org", "http://10.0.0.1:8080/status"]
+CODES = ["make", "config.yaml", "git pull", "ls -l"]
+
+
+def atoms(args: argparse.Namespace) -> None:
+    if args.no_stand_in:
+        inline.STAND_INS = ()
+    rng = random.Random(args.seed)
+    with open(args.source, encoding="utf-8") as f:
+        lines = [s.strip() for s in f if len(s.split()) >= 4]
+    rng.shuffle(lines)
+    cases = []  # (sentence, HTML with <code>, HTML with a URL, text with a URL, code, URL)
+    for line in lines[: args.sentences]:
+        words = list(re.finditer(r"\S+", line))
+        at = words[rng.randrange(1, len(words))].start()  # before a word, never the first
+        code, url = rng.choice(CODES), rng.choice(URLS)
+        before, after = html.escape(line[:at], quote=False), html.escape(line[at:], quote=False)
+        cases.append(
+            (
+                line,
+                f"<p>{before}<code>{code}</code> {after}</p>",
+                f"<p>{before}{url} {after}</p>",
+                f"{line[:at]}{url} {line[at:]}",
+                code,
+                url,
+            )
+        )
+    model = Translator.load(args.weights, device="cpu")
+
+    def translate(texts: list[str]) -> list[str]:
+        return [r.text for r in model.translate_batch(texts, beam_size=4)]
+
+    plain = translate([c[0] for c in cases])
+    whole = [0]
+    parse = inline.Unit._parse_stand_ins
+
+    def counted(self, output):
+        tokens = parse(self, output)
+        whole[0] += tokens is not None
+        return tokens
+
+    inline.Unit._parse_stand_ins = counted
+    results = {}
+    for name, k in (("HTML <code>", 1), ("HTML URL", 2), ("text URL", 3)):
+        whole[0] = 0
+        start = time.perf_counter()
+        outs = []
+        for case in cases:
+            if k < 3:
+                outs.append(Pairs(translate_html(case[k], translate)).text)
+            else:
+                b = UnitBuilder()
+                b.text(case[k])
+                unit = b.build(whole=False)
+                outs.append("".join(t.text for t in translate_units([unit], translate)[0]))
+        seconds = time.perf_counter() - start
+        atom = [c[4] if k == 1 else c[5] for c in cases]
+        once = sum(o.count(a) == 1 for o, a in zip(outs, atom, strict=True))
+        texts = [" ".join(o.replace(a, " ").split()) for o, a in zip(outs, atom, strict=True)]
+        texts = [re.sub(r" ([.,!?])", r"\1", t) for t in texts]
+        chrf = sacrebleu.corpus_chrf(texts, [plain]).score
+        same = sum(t == p for t, p in zip(texts, plain, strict=True))
+        results[name] = (chrf, same, once, whole[0], seconds)
+        for case, o in list(zip(cases, outs, strict=True))[: args.show]:
+            print(f"  {case[k]}\n    {o}")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"commit {commit}, {len(cases)} sentences, seed {args.seed}, "
+        f"{'cut at atoms' if args.no_stand_in else 'stand-ins'}"
+    )
+    for name, (chrf, same, once, used, seconds) in results.items():
+        print(
+            f"{name}: chrF {chrf:.1f} vs the plain translation, identical {same}, atom back once "
+            f"{once}/{len(cases)}, whole with a stand-in {used}; {seconds:.1f} s"
+        )
 
 
 def attention_spans(

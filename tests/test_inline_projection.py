@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.formats import Limits, projection
-from app.formats.inline import UnitBuilder
+from app.formats.inline import UnitBuilder, translate_units
 from app.formats.markdown import translate_markdown
 from app.formats.office import translate_office
 from app.formats.projection import _LENGTH, _WHERE, Pair, place, similarity
@@ -197,13 +197,51 @@ def test_atoms_are_kept_once_where_they_stand_and_cut_the_sentence():
     assert "and then go home now, see" in sent  # the words between the atoms, whole
 
 
+def test_a_sentence_with_an_address_or_code_is_translated_whole_around_it(en_de):
+    """An atom stood in the sentence as a name the model copies ("Tom"); the sentence was cut
+    there and its pieces translated apart ("Ich habe gelesen, gelesen zu lesen.
+    https://example.com/news jeden Tag.")."""
+    out = translate_html("<p>The answer is on www.python.org, I think.</p>", en_de)
+    assert out == "<p>Die Antwort ist auf www.python.org, denke ich.</p>"
+    out = translate_html("<p>I read <code>man ls</code> every day.</p>", en_de)
+    assert out == "<p>Ich habe <code>man ls</code> jeden Tag gelesen.</p>"
+    # a sentence of plain text with an address, as /translate builds it
+    b = UnitBuilder()
+    b.text("I read https://example.com/news every day.")
+    tokens = translate_units([b.build(whole=False)], en_de)[0]
+    assert "".join(t.text for t in tokens) == "Ich habe https://example.com/news jeden Tag gelesen."
+
+
+def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
+    b = UnitBuilder()
+    b.text("Tom said: see ")
+    b.atom("<code>make</code>", word=True)
+    b.text(" and www.example.com today.")
+    unit = b.build()
+    assert unit.requests[1] == "Tom said: see Boston and Paris today."  # names not in it
+
+    def model(copies: str):
+        return lambda texts: [
+            copies if "Boston" in t else re.sub(r"</?[gx]\d+/?>", "", t).upper() for t in texts
+        ]
+
+    def text(tokens):
+        return "".join(t.text or t.ref for t in tokens)
+
+    whole = translate_units([unit], model("Tom sagte: Paris und Boston heute."))[0]
+    assert text(whole) == "Tom sagte: www.example.com und <code>make</code> heute."
+    for lost in ["Tom sagte: Paris und heute.", "Tom sagte: Boston, Boston und Paris."]:
+        cut = translate_units([unit], model(lost))[0]
+        assert text(cut) == "TOM SAID: SEE <code>make</code> AND www.example.com TODAY."
+
+
 _PIECES = st.sampled_from(["open", "close", "atom", "keep", "text"])
 _TEXTS = st.sampled_from(
     ["", " ", "the cat", " sat on ", "mat.", ", then", "x", "(", "e", "7 %", "猫が", "座った。"]
 )
 _OUTPUTS = st.sampled_from(
     ["", ".", "Die Katze saß.", "a b c d e f", "the cat", "(", " ", "猫がマットに座った。"]
-    + ["القطة جلست.", "😀 🐈‍⬛!", "。"]
+    + ["القطة جلست.", "😀 🐈‍⬛!", "。", "Tom ging.", "Tom Tom", "Tom, Boston und Paris"]
 )
 
 
@@ -220,7 +258,7 @@ def test_whatever_the_model_returns_every_tag_and_atom_comes_back_once_nested(pi
             b.close("b", "</b>")
             depth -= 1
         elif kind == "atom":
-            b.atom(f"<x{len(b.items)}/>")
+            b.atom(f"<x{len(b.items)}/>", word=len(b.items) % 2 == 0)
         elif kind == "keep":
             b.keep("www.example.com")
         else:

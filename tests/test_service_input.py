@@ -181,8 +181,9 @@ def test_urls_and_e_mail_addresses_in_plain_text_come_back_as_written(url):
 
 
 def test_the_words_between_addresses_are_sent_once_each(url):
-    """Only the runs between addresses are decoded, not also the sentence with a placeholder
-    per address, which a model that never gives placeholders back decoded for nothing."""
+    """The sentence with a name in place of each address, and the runs between addresses for
+    when the name does not come back; not also the sentence with a placeholder per address,
+    which a model that never gives placeholders back decoded for nothing."""
     before = metric(url, "mt_sentences_total")
     r = httpx.post(
         f"{url}/translate",
@@ -190,7 +191,8 @@ def test_the_words_between_addresses_are_sent_once_each(url):
         timeout=60,
     )
     assert r.status_code == 200, r.text
-    assert metric(url, "mt_sentences_total") - before == 3  # "Write to", "or", "today."
+    # "Write to Tom or Boston today.", "Write to", "or", "today."
+    assert metric(url, "mt_sentences_total") - before == 4
 
 
 def test_a_sentence_repeated_in_a_request_is_decoded_once(url):
@@ -212,7 +214,8 @@ def test_a_sentence_repeated_in_a_request_is_decoded_once(url):
     assert alts[1] == [f"{d} {c}" for d, c in zip(dog_alts, cat_alts, strict=True)]
     before = metric(url, "mt_sentences_total")
     assert ask("Write to a@b.de or c@d.de or e@f.de today.")[0].count("@") == 3
-    assert metric(url, "mt_sentences_total") - before == 3  # "Write to", "or", "today."
+    # "Write to Tom or Boston or Paris today.", "Write to", "or", "today."
+    assert metric(url, "mt_sentences_total") - before == 4
 
 
 def test_a_sentence_of_many_addresses_over_the_share_is_told_in_pieces(random_checkpoint, tmp_path):

@@ -28,6 +28,13 @@ Each unit is translated in one of two ways, both asked for in the same batch:
   runs: each stretch of text between two pieces of markup on its own, every piece of markup
   where it was.
 
+A unit with atoms and no pairs is also sent whole as plain text with each atom replaced by a
+name the model copies as written (STAND_INS: "Run Tom now."), and each atom is written where
+its name is in that translation if every name comes back exactly once; otherwise by runs as
+above. (Cut at an atom, "Click here to see <code>make</code> now." was "Der Markt hier, um zu
+sehen. <code>make</code> Das ist jetzt." with weights/en-de; the stand-in keeps the sentence
+together: bench/inline_markup_bench.py --atoms.)
+
 Before this, a sentence cut by inline markup was translated in pieces ("The door is <b>open
 </b>." became "Die Tür ist der Tür. <b>öffnen Sie geöffnet.</b>." with weights/en-de; now "Die
 Tür ist <b>geöffnet</b>."; bench/inline_markup_bench.py measures it).
@@ -39,8 +46,9 @@ with `whole=False` too.
 URLs (`https://...`, any `scheme://...`, `www....`), IPv4 addresses and e-mail addresses
 (`mailto:` too; a host name without a dot, `user@localhost`: app/formats/addresses.py) in
 text are copied as written, never translated: each is an atom in the unit (a placeholder when
-translated whole, a cut between runs otherwise) that comes back as text (a "keep" item),
-written where the atom stands; by runs, the punctuation and spacing that touch it too.
+translated whole, a name standing in for it or a cut between runs otherwise) that comes back
+as text (a "keep" item), written where the atom stands; by runs, the punctuation and spacing
+that touch it too.
 
 A unit whose translation comes back as it was sent (text in the target's language already, a
 name) is written as it was: its spacing and what the format left out of the text sent (soft
@@ -72,6 +80,11 @@ _MARKER = re.compile(r"<\s*(/?)\s*([gx])\s*(\d+)\s*(/?)\s*>", re.IGNORECASE)
 #: ("http://example.com/a.pdfDie Katze", "</b>und wir").
 _RUN_LEAD = re.compile(r"[^\w\s]+\s*")
 _RUN_TRAIL = re.compile(r"\s+[(\[{\"'\u201c\u201e\u00ab\u2018\u201a\u2013\u2014-]+$")
+#: the words an atom stands in for when its sentence is sent whole without markup, the first
+#: ones not in the sentence already: names the shipped models give back as written (in 100
+#: Tatoeba sentences with one inserted at a random word boundary, en-de / de-en: "Tom" 84 / 79,
+#: "Boston" 63 / 59, "Paris" 66 / 53; "1234", "X7", a made-up name, the URL itself: none)
+STAND_INS = ("Tom", "Boston", "Paris")
 
 #: the soft hyphen (U+00AD, `&shy;`): where the source word may break, nowhere in its
 #: translation; the model gets the words without it (sent, it cut a word into letters and
@@ -101,6 +114,7 @@ class Item(NamedTuple):
     value: str | int  # the text, or the pair's / atom's number
     ref: Any  # the format's handle: raw markup, or the nodes to write back into
     text: str = ""  # for "keep": the text
+    word: bool = False  # for "atom": it stands where a word would (see Unit._stand_in_text)
 
 
 class Token(NamedTuple):
@@ -143,17 +157,20 @@ class Unit:
     whole: bool = True  # False: translated by runs only
     _requests: list[str] = field(default_factory=list, init=False)
     _whole: bool = field(default=False, init=False)
+    stand_in: bool = True  # False: its atoms never stand in words (see _stand_in_text)
     _segments: dict[int, _Segment] = field(default_factory=dict, init=False)
+    _stand_ins: dict[str, Item] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         runs = [collapse(self._run(k)[1]) for k, i in enumerate(self.items) if i.kind == "text"]
         runs = [r for r in runs if has_letters(r)]
         self._whole = self.whole and self.balanced and len(runs) > 1
+        stand_in = self._stand_in_text() if self.stand_in else None
         if not self._whole:
-            self._requests = runs
+            self._requests = ([stand_in] if stand_in else []) + runs
             return
         self._segments = {s.start: s for s in self._segment_all()}
-        self._requests = [self.placeholder_text()]
+        self._requests = [self.placeholder_text()] + ([stand_in] if stand_in else [])
         k = 0
         while k < len(self.items):
             if (seg := self._segments.get(k)) is not None:
@@ -182,21 +199,97 @@ class Unit:
                 parts.append(f"<x{item.value}/>")
         return collapse("".join(parts))
 
+    def _stand_in_text(self) -> str | None:
+        """The unit's text with each atom replaced by a name (STAND_INS) that the model copies
+        as written, so that the sentence is translated whole with a word where each atom
+        stands; None for a unit with pairs, without atoms or broken (an atom then is a closing
+        tag), with an atom that is not a word's (a line break, a comment: see
+        UnitBuilder.atom), with more atoms than names, with an atom inside a word, or with
+        fewer than two runs of words (not cut by its atoms). Each atom goes where its name is
+        in the translation if every name comes back exactly once; else the sentence is cut
+        at the atoms (see `tokens`). Sets `_stand_ins`."""
+        atoms = [i for i in self.items if i.kind in ("atom", "keep")]
+        if (
+            not atoms
+            or not self.balanced
+            or any(
+                i.kind in ("open", "close") or (i.kind == "atom" and not i.word) for i in self.items
+            )
+            or sum(
+                i.kind == "text" and has_letters(collapse(self._run(k)[1]))
+                for k, i in enumerate(self.items)
+            )
+            < 2
+        ):
+            return None
+        plain = " ".join(str(i.value) for i in self.items if i.kind == "text")
+        names = [n for n in STAND_INS if not re.search(rf"(?i)(?<!\w){n}(?!\w)", plain)]
+        if len(names) < len(atoms):
+            return None
+        parts, stand_ins = [], {}
+        for k, item in enumerate(self.items):
+            if item.kind == "text":
+                parts.append(str(item.value))
+                continue
+            after = self.items[k + 1] if k + 1 < len(self.items) else None
+            if "".join(parts)[-1:].isalnum() or (
+                after is not None and after.kind == "text" and str(after.value)[:1].isalnum()
+            ):
+                return None  # inside a word: cut there
+            name = names[len(stand_ins)]
+            stand_ins[name] = item
+            parts.append(name)
+        text = collapse("".join(parts))
+        if any(len(re.findall(rf"(?<!\w){n}(?!\w)", text)) != 1 for n in stand_ins):
+            return None  # two atoms side by side ran into one word
+        self._stand_ins = stand_ins
+        return text
+
     def tokens(self, translations: list[str]) -> list[Token]:
         """The unit's translation, given the translations of `requests` in order."""
         assert len(translations) == len(self._requests)
+        if translations == self._requests or (self._whole and translations[0] == self._requests[0]):
+            return self._as_written()
+        if self._whole:
+            whole = self._parse_whole(translations[0])
+            if whole is not None:
+                return whole
+            translations = translations[1:]
+        if self._stand_ins:
+            if translations[0] == self._requests[len(self._requests) - len(translations)]:
+                return self._as_written()  # in the target's language already, or a name
+            whole = self._parse_stand_ins(translations[0])
+            if whole is not None:
+                return whole
+            translations = translations[1:]
         if not self._whole:
-            if translations == self._requests:
-                return self._as_written()
             return self._by_runs(iter(translations))
-        if translations[0] == self._requests[0]:
+        if translations == self._requests[len(self._requests) - len(translations) :]:
             return self._as_written()
-        whole = self._parse_whole(translations[0])
-        if whole is not None:
-            return whole
-        if translations[1:] == self._requests[1:]:
-            return self._as_written()
-        return self._projected(iter(translations[1:]))
+        return self._projected(iter(translations))
+
+    def _parse_stand_ins(self, output: str) -> list[Token] | None:
+        """The tokens of the translation of `_stand_in_text`, each atom where its name is; None
+        unless every name comes back exactly once (the model translated or repeated one)."""
+        found = []
+        for name, item in self._stand_ins.items():
+            hits = [m.span() for m in re.finditer(rf"(?<!\w){name}(?!\w)", output)]
+            if len(hits) != 1:
+                return None
+            found.append((*hits[0], item))
+        out: list[Token] = []
+        at = 0
+        for start, end, item in sorted(found, key=lambda f: f[0]):
+            if start > at:
+                out.append(Token("text", output[at:start], None, True))
+            if item.kind == "keep":
+                out.append(Token("text", item.text, item.ref, False))
+            else:
+                out.append(Token("atom", "", item.ref, False))
+            at = end
+        if at < len(output):
+            out.append(Token("text", output[at:], None, True))
+        return self._spaced(out)
 
     def _as_written(self, start: int = 0, end: int | None = None) -> list[Token]:
         """The unit (its items[start:end]) as it was, for a translation that came back as it
@@ -403,7 +496,11 @@ class Unit:
             return None
         if at < len(output):
             out.append(Token("text", output[at:], None, True))
-        # the whitespace around the unit, as written (the model saw it collapsed)
+        return self._spaced(out)
+
+    def _spaced(self, out: list[Token]) -> list[Token]:
+        """`out` (the unit translated whole) with the whitespace around the unit as written
+        (the model saw it collapsed)."""
         first, last = str(self.items[0].value), str(self.items[-1].value)
         if self.items[0].kind == "text" and (
             lead := first[: len(first) - len(first.lstrip(_SPACE))]
@@ -532,9 +629,12 @@ class UnitBuilder:
             self.balanced = False
             self.atom(ref)
 
-    def atom(self, ref: Any) -> None:
+    def atom(self, ref: Any, word: bool = False) -> None:
+        """Markup kept as written; `word`: it stands where a word would (an inline <code>, an
+        image), so that the sentence may be sent whole with a name in its place; not a line
+        break or a comment."""
         self._count += 1
-        self.items.append(Item("atom", self._count, ref))
+        self.items.append(Item("atom", self._count, ref, word=word))
 
     def keep(self, text: str, ref: Any = None) -> None:
         """Text copied as written (an address the format found itself): a "keep" item."""
@@ -563,7 +663,7 @@ class UnitBuilder:
             for i in self.items
             for piece in (_cut(str(i.value), limit) if i.kind == "text" else [None])
         ]
-        return Unit(items, balanced=balanced, whole=False)
+        return Unit(items, balanced=balanced, whole=False, stand_in=False)
 
 
 def _cut(text: str, limit: int) -> list[str]:

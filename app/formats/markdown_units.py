@@ -75,7 +75,7 @@ def block_unit(
         kind = tok.type
         if autolink is not None:
             if kind == "link_close":
-                b.atom(raw(autolink))
+                b.atom(raw(autolink), word=True)
                 autolink = None
         elif kind == "text":
             b.text(tok.content)
@@ -89,7 +89,7 @@ def block_unit(
                 markup = tok.markup or "\\"
                 b.atom(markup + newline if after is None else LineBreak(markup + after.lstrip(" ")))
         elif kind == "code_inline":
-            b.atom(raw(code_span(tok.content, tok.markup)))
+            b.atom(raw(code_span(tok.content, tok.markup)), word=True)
         elif kind == "html_inline":
             if (m := _HTML_OPEN.match(tok.content)) and m.group(1).lower() not in _VOID:
                 b.open("html:" + m.group(1).lower(), raw(tok.content))
@@ -107,7 +107,7 @@ def block_unit(
                 alt_source = tok.content.replace("\n", " ")
                 after = link_end({"href": tok.attrs.get("src"), **tok.attrs})
             alt_part = Inner(alt, raw(alt_source), "")
-            b.atom(("![", alt_part, *titled(raw(after), tok.attrs.get("title"))))
+            b.atom(("![", alt_part, *titled(raw(after), tok.attrs.get("title"))), word=True)
         elif kind == "link_open" and tok.markup == "autolink":
             autolink = tok.meta.get("source") or f"<{tok.attrs.get('href', '')}>"
         elif kind == "link_open":
