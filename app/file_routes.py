@@ -35,7 +35,7 @@ from .formats import (
     handler_for,
     supported,
 )
-from .formats.inline import text_budget, text_budget_in_force
+from .formats.inline import placeholder_use, text_budget, text_budget_in_force
 from .formats.office_language import tag
 from .params import field_limit, fields_of, query_params
 from .schemas import ErrorResponse
@@ -44,6 +44,8 @@ from .translate import (
     TooManySentences,
     check_accepting,
     detect_sources,
+    placeholder_use_of,
+    route_of,
     served_code,
     unavailable,
 )
@@ -317,8 +319,11 @@ async def translate_file(request: Request):
                     if loop.is_closed():
                         raise FormatError("the server stopped", 503) from None
 
+        # whether the route gives placeholders back (unknown for `auto`: sent)
+        use = placeholder_use_of(state, route_of(state, source, target))
+
         def run_handler() -> bytes:  # its units' text is counted while they are built
-            with text_budget(s.max_file_chars):
+            with text_budget(s.max_file_chars), placeholder_use(use):
                 limits = Limits(
                     max_unpacked_bytes=s.max_unpacked_bytes,
                     max_chars=s.max_file_chars,

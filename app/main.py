@@ -438,6 +438,7 @@ def create_app(settings: Settings | None = None) -> Service:
     app.state.draining_since, app.state.shutdown_untranslated = 0.0, 0
     app.state.engine, app.state.batcher, app.state.startup_error = None, None, None
     app.state.detector = None
+    app.state.placeholder_uses = {}  # per route: app.translate.placeholder_use_of
     app.state.cors_headers = None  # JsonCors.answer_headers, with MT_CORS_ORIGINS
     # the keys database and the usage counts
     app.state.access = Access(settings, app.state.metrics)

@@ -28,7 +28,7 @@ from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .detect import named
 from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
-from .formats.inline import SOFT_HYPHEN, Unit, UnitBuilder
+from .formats.inline import SOFT_HYPHEN, PlaceholderUse, Unit, UnitBuilder, placeholder_use
 from .html_format import HtmlError, extract_all, render_all
 from .registry import ModelLoadError, ModelOutOfMemory
 from .schemas import TranslateRequest
@@ -207,6 +207,33 @@ def resolve_route(state: Any, source: str, target: str) -> list[str]:
             + f"; available pairs: {available_pairs(state)}",
         )
     return models
+
+
+def placeholder_use_of(state: Any, models: list[str] | None) -> PlaceholderUse | None:
+    """Whether the route through `models` gives inline markup's placeholders back, as seen so
+    far (app/formats/inline.py: after 32 placeholder texts and none usable, units are sent
+    without them, one in 64 still with them); None for no route (`models` None)."""
+    uses = getattr(state, "placeholder_uses", None)
+    if uses is None or not models:
+        return None
+    key = tuple(models)
+    if key not in uses:
+        uses[key] = PlaceholderUse(" -> ".join(key))
+    return uses[key]
+
+
+def route_of(state: Any, source: str, target: str) -> list[str] | None:
+    """The models from `source` to `target` as a client names them; None for `auto` or a pair
+    not served (refused later, with its message)."""
+    if state.engine is None:
+        return None
+    try:
+        source = served_code(state, source, target=False)
+        if source == "auto":
+            return None
+        return resolve_route(state, source, served_code(state, target, target=True))
+    except ApiError:
+        return None
 
 
 def _code_key(code: str) -> str:
@@ -683,7 +710,8 @@ async def run_route(
             # in a thread: html.parser takes time quadratic in some markup ("<a" repeated
             # 10,000 times, within the default request limit, took 0.4 s), during which
             # every other request waited on the event loop
-            documents, texts = await asyncio.to_thread(extract_all, texts)
+            with placeholder_use(placeholder_use_of(state, models)):
+                documents, texts = await asyncio.to_thread(extract_all, texts)
         except HtmlError as exc:
             raise ApiError(400, str(exc)) from None
     queued, compute_s = time.perf_counter(), 0.0

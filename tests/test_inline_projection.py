@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.formats import Limits, projection
-from app.formats.inline import UnitBuilder, translate_units
+from app.formats.inline import PlaceholderUse, UnitBuilder, placeholder_use, translate_units
 from app.formats.markdown import translate_markdown
 from app.formats.office import translate_office
 from app.formats.projection import _LENGTH, _WHERE, Pair, place, similarity
@@ -233,6 +233,42 @@ def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
     for lost in ["Tom sagte: Paris und heute.", "Tom sagte: Boston, Boston und Paris."]:
         cut = translate_units([unit], model(lost))[0]
         assert text(cut) == "TOM SAID: SEE <code>make</code> AND www.example.com TODAY."
+
+
+def test_placeholders_are_no_longer_sent_to_a_model_that_never_gives_them_back(caplog):
+    """Every unit with markup was also sent with placeholders, decoded for nothing by a model
+    that never gives them back; after 32 such units, one in 64 still is."""
+    docs = [f"<p>Paragraph {k} has <b>bold</b> words and <i>more</i>.</p>" for k in range(200)]
+
+    def run(model, use):
+        sent: list[str] = []
+
+        def record(texts):
+            sent.extend(texts)
+            return model(texts)
+
+        with placeholder_use(use):
+            outs = [translate_html(doc, record) for doc in docs]
+        return outs, sum("<g1>" in t for t in sent)
+
+    def keep(texts):
+        return [t.upper().replace("<G", "<g").replace("</G", "</g") for t in texts]
+
+    plain, sent = run(lose_placeholders, None)
+    assert sent == 200
+    caplog.set_level("INFO", logger="app.formats.inline")
+    use = PlaceholderUse("en-de")
+    adaptive, sent = run(lose_placeholders, use)
+    assert adaptive == plain  # the same output
+    assert sent == 32 + (200 - 32) // 64  # 32, then one in 64
+    assert [r.getMessage() for r in caplog.records] == [
+        "en-de gave none of 32 placeholder texts back usable: units with markup are now sent "
+        "without them (one in 64 still is)"
+    ]
+    use = PlaceholderUse("en-fr")
+    outs, sent = run(keep, use)
+    assert sent == 200 and outs == run(keep, None)[0]
+    assert outs[0] == "<p>PARAGRAPH 0 HAS <b>BOLD</b> WORDS AND <i>MORE</i>.</p>"
 
 
 _PIECES = st.sampled_from(["open", "close", "atom", "keep", "text"])

@@ -382,3 +382,23 @@ def test_a_zero_width_space_or_word_joiner_does_not_cut_a_word_for_the_model(url
         return r.json()["translatedText"]
 
     assert ask(f"The trans{mark}la{mark}tion is good.") == ask("The translation is good.")
+
+
+def test_an_html_text_is_sent_without_placeholders_once_the_model_never_gave_them_back(url):
+    """Each text with inline markup was also decoded with placeholders (`<g1>`), which a model
+    that never gives them back decoded for nothing; after 32 of them, only one in 64 is."""
+    counts = []
+    for k in range(40):
+        before = metric(url, "mt_sentences_total")
+        body = {
+            "q": f"<p>Paragraph {k} has <b>bold</b> words in it.</p>",
+            "source": "en",
+            "target": "de",
+            "format": "html",
+        }
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"].count("<b>") == 1
+        counts.append(metric(url, "mt_sentences_total") - before)
+    # with placeholders, the plain sentence, "bold" alone; then without placeholders
+    assert counts == [3] * 32 + [2] * 8

@@ -8,7 +8,8 @@ markup (a pair), and atoms (markup that stays as it is: an inline <code> element
 element marked translate="no"). Each item's `ref` is the format's own handle on it (the raw
 markup to write back, or the XML nodes that hold a run's text).
 
-Each unit is translated in one of two ways, both asked for in the same batch:
+Each unit is translated in one of two ways, both asked for in the same batch (the first one
+only while the model is not known to lose placeholders: see PlaceholderUse):
 
 - whole with placeholders: the unit's text with its markup replaced by placeholders (`<g1>`...
   `</g1>` for a pair, `<x2/>` for an atom), so the model sees the whole sentence. Its output
@@ -59,13 +60,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .addresses import verbatim_spans
 from .projection import Pair, count_words, inside_word, place
+
+log = logging.getLogger(__name__)
 
 #: HTML's inter-element whitespace; U+00A0 (&nbsp;) is not collapsed
 _SPACE = " \t\n\r\f"
@@ -159,6 +164,8 @@ class Unit:
     _whole: bool = field(default=False, init=False)
     stand_in: bool = True  # False: its atoms never stand in words (see _stand_in_text)
     _segments: dict[int, _Segment] = field(default_factory=dict, init=False)
+    _use: PlaceholderUse | None = field(default=None, init=False)
+    _placeholders: bool = field(default=True, init=False)  # the placeholder text is sent
     _stand_ins: dict[str, Item] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -170,7 +177,11 @@ class Unit:
             self._requests = ([stand_in] if stand_in else []) + runs
             return
         self._segments = {s.start: s for s in self._segment_all()}
-        self._requests = [self.placeholder_text()] + ([stand_in] if stand_in else [])
+        self._use = _placeholder_use.get()
+        self._placeholders = self._use is None or self._use.wanted()
+        self._requests = ([self.placeholder_text()] if self._placeholders else []) + (
+            [stand_in] if stand_in else []
+        )
         k = 0
         while k < len(self.items):
             if (seg := self._segments.get(k)) is not None:
@@ -248,10 +259,15 @@ class Unit:
     def tokens(self, translations: list[str]) -> list[Token]:
         """The unit's translation, given the translations of `requests` in order."""
         assert len(translations) == len(self._requests)
-        if translations == self._requests or (self._whole and translations[0] == self._requests[0]):
+        placeholders = self._whole and self._placeholders
+        if translations == self._requests or (
+            placeholders and translations[0] == self._requests[0]
+        ):
             return self._as_written()
-        if self._whole:
+        if placeholders:
             whole = self._parse_whole(translations[0])
+            if self._use is not None:
+                self._use.record(whole is not None)
             if whole is not None:
                 return whole
             translations = translations[1:]
@@ -546,6 +562,56 @@ def _emit(
     if end > at:
         out.append(Token("text", target[at:end], None, True))
     return out
+
+
+class PlaceholderUse:
+    """Whether the model (or the models of a route) a unit is translated with gives its
+    placeholders back: a unit built in `placeholder_use(this)` sends its placeholder text only
+    while `wanted` says so, and tells `record` whether the translation of it was usable. After
+    `tries` placeholder texts sent and none usable, one unit in `retry` sends it (so that a
+    model that keeps them is found again); the others are sent without it (a model that never
+    gives placeholders back decoded it for nothing: one decode more for every unit with
+    markup). Model-free: the service keeps one per route."""
+
+    def __init__(self, name: str = "", tries: int = 32, retry: int = 64):
+        self.name, self.tries, self.retry = name, tries, retry
+        self.attempts = self.successes = self.skipped = 0
+        self._lock = threading.Lock()
+
+    def wanted(self) -> bool:
+        with self._lock:
+            if self.successes or self.attempts < self.tries:
+                return True
+            self.skipped += 1
+            return self.skipped % self.retry == 0
+
+    def record(self, usable: bool) -> None:
+        with self._lock:
+            self.attempts += 1
+            self.successes += usable
+            if self.attempts == self.tries and not self.successes:
+                log.info(
+                    "%s gave none of %d placeholder texts back usable: units with markup are "
+                    "now sent without them (one in %d still is)",
+                    self.name or "the model",
+                    self.tries,
+                    self.retry,
+                )
+
+
+_placeholder_use: contextvars.ContextVar[PlaceholderUse | None] = contextvars.ContextVar(
+    "placeholder_use", default=None
+)
+
+
+@contextlib.contextmanager
+def placeholder_use(use: PlaceholderUse | None) -> Iterator[None]:
+    """Units built in this context (this thread) send their placeholder text as `use` says."""
+    token = _placeholder_use.set(use)
+    try:
+        yield
+    finally:
+        _placeholder_use.reset(token)
 
 
 class TextBudget:
