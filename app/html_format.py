@@ -411,7 +411,8 @@ class HtmlDocument:
                 # of an address to the model); in a <title>, text a browser shows as it is
                 self._text("", raw)
             elif kind in ("start", "startend") and name in INLINE_VOID | INLINE:
-                self._item("atom", tag)
+                # an image or a form field stands where a word would (see Unit._stand_in_text)
+                self._item("atom", tag, word=name in INLINE_VOID)
             elif kind == "end" and name in INLINE:
                 self._item("close", raw, name)
             elif kind == "comment" and (self._run or not self._builder.empty()):

@@ -212,6 +212,15 @@ def test_a_sentence_with_an_address_or_code_is_translated_whole_around_it(en_de)
     assert "".join(t.text for t in tokens) == "Ich habe https://example.com/news jeden Tag gelesen."
 
 
+def test_a_sentence_with_an_image_is_translated_whole_around_it(en_de):
+    """An <img> stood in the sentence as a name, as an inline <code> does; it cut the sentence,
+    its pieces translated apart ("Blücktisch. <img src="x.png"> Die Datei zu retten.")."""
+    code = translate_html("<p>Click <code>save</code> to save the file.</p>", en_de)
+    for image in ['<img src="x.png">', '<img src="x.png" alt="">', "<input>"]:
+        out = translate_html(f"<p>Click {image} to save the file.</p>", en_de)
+        assert out == code.replace("<code>save</code>", image)
+
+
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
     b = UnitBuilder()
     b.text("Tom said: see ")
