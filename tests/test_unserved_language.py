@@ -130,3 +130,31 @@ def test_a_file_with_a_quote_no_model_serves_is_translated_and_keeps_the_quote(s
     out = httpx.get(r.json()["translatedFileUrl"], timeout=60).text
     assert quote in out  # as it was, not nonsense from the German model
     assert "Wir waren" not in out and "Französisch" not in out  # the rest translated
+
+
+SHORT_FRENCH = [
+    "Je pense, donc je suis, disait le philosophe français.",
+    "Le chat dort sur le canapé.",
+    "Je suis très content aujourd hui, mon ami.",
+]
+
+
+def test_a_short_sentence_in_a_language_no_model_serves_is_refused_and_kept_in_a_file(server):
+    """Short French sentences, 95% to 98% French, were translated as English into nonsense
+    ("Plötzlich nückt, ..."): the full model gave English and German together 7e-4 to 9e-4."""
+    for text in SHORT_FRENCH:
+        r = translate(server, text, "de")
+        assert r.status_code == 400, r.text
+        assert r.json()["error"].startswith("the text is in French (fr)"), r.text
+    quote = f'"{SHORT_FRENCH[0]}"'
+    text = f"The cat is on the table and it is sleeping.\n\n{quote}\n\nWe all liked it very much.\n"
+    r = httpx.post(
+        f"{server}/translate_file",
+        files={"file": ("notes.txt", text.encode())},
+        data={"source": "auto", "target": "de"},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    out = httpx.get(r.json()["translatedFileUrl"], timeout=60).text
+    assert quote in out  # as it was, not nonsense from the English model
+    assert "The cat" not in out and "liked" not in out  # the rest translated
