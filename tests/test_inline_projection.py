@@ -221,6 +221,25 @@ def test_a_sentence_with_an_image_is_translated_whole_around_it(en_de):
         assert out == code.replace("<code>save</code>", image)
 
 
+def test_a_sentence_all_in_one_run_or_pair_with_addresses_is_translated_whole(en_de):
+    """A pair around the whole sentence (an office file's run, a sentence all in bold) kept
+    its addresses from standing in as names: the sentence was cut at each ("Ich mag mag
+    gerne. https://example.com/a und und und ... https://example.com/b Hier ist viel.")."""
+    sentence = "I like https://example.com/a and https://example.com/b a lot."
+    b = UnitBuilder()
+    b.text(sentence)
+    tokens = translate_units([b.build(whole=False)], en_de)[0]
+    plain = "".join(t.text for t in tokens)
+    assert plain == "Ich mag https://example.com/a und https://example.com/b sehr."
+    assert translate_html(f"<p><b>{sentence}</b></p>", en_de) == f"<p><b>{plain}</b></p>"
+    doc = docx.Document()
+    doc.add_paragraph(sentence)
+    buf = io.BytesIO()
+    doc.save(buf)
+    out = docx.Document(io.BytesIO(translate_office(buf.getvalue(), en_de, Limits())))
+    assert [r.text for r in out.paragraphs[0].runs] == [plain]
+
+
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
     b = UnitBuilder()
     b.text("Tom said: see ")

@@ -29,8 +29,9 @@ only while the model is not known to lose placeholders: see PlaceholderUse):
   runs: each stretch of text between two pieces of markup on its own, every piece of markup
   where it was.
 
-A unit with atoms and no pairs is also sent whole as plain text with each atom replaced by a
-name the model copies as written (STAND_INS: "Run Tom now."), and each atom is written where
+A unit with atoms and no pairs (or one pair around all of it) is also sent whole as plain
+text with each atom replaced by a name the model copies as written (STAND_INS: "Run Tom
+now."), and each atom is written where
 its name is in that translation if every name comes back exactly once; otherwise by runs as
 above. (Cut at an atom, "Click here to see <code>make</code> now." was "Der Markt hier, um zu
 sehen. <code>make</code> Das ist jetzt." with weights/en-de; the stand-in keeps the sentence
@@ -213,19 +214,19 @@ class Unit:
     def _stand_in_text(self) -> str | None:
         """The unit's text with each atom replaced by a name (STAND_INS) that the model copies
         as written, so that the sentence is translated whole with a word where each atom
-        stands; None for a unit with pairs, without atoms or broken (an atom then is a closing
-        tag), with an atom that is not a word's (a line break, a comment: see
-        UnitBuilder.atom), with more atoms than names, with an atom inside a word, or with
-        fewer than two runs of words (not cut by its atoms). Each atom goes where its name is
-        in the translation if every name comes back exactly once; else the sentence is cut
-        at the atoms (see `tokens`). Sets `_stand_ins`."""
+        stands; None for a unit with pairs (but one around all of it: an office file's run, a
+        sentence all in bold), without atoms or broken (an atom then is a closing tag), with
+        an atom that is not a word's (a line break, a comment: see UnitBuilder.atom), with
+        more atoms than names, with an atom inside a word, or with fewer than two runs of
+        words (not cut by its atoms). Each atom goes where its name is in the translation if
+        every name comes back exactly once; else the sentence is cut at the atoms (see
+        `tokens`). Sets `_stand_ins`."""
         atoms = [i for i in self.items if i.kind in ("atom", "keep")]
+        inner = self.items[1:-1] if self._outer_pair() else self.items
         if (
             not atoms
             or not self.balanced
-            or any(
-                i.kind in ("open", "close") or (i.kind == "atom" and not i.word) for i in self.items
-            )
+            or any(i.kind in ("open", "close") or (i.kind == "atom" and not i.word) for i in inner)
             or sum(
                 i.kind == "text" and has_letters(collapse(self._run(k)[1]))
                 for k, i in enumerate(self.items)
@@ -239,6 +240,8 @@ class Unit:
             return None
         parts, stand_ins = [], {}
         for k, item in enumerate(self.items):
+            if item.kind in ("open", "close"):  # the pair around the unit
+                continue
             if item.kind == "text":
                 parts.append(str(item.value))
                 continue
@@ -305,7 +308,21 @@ class Unit:
             at = end
         if at < len(output):
             out.append(Token("text", output[at:], None, True))
-        return self._spaced(out)
+        if not self._outer_pair():
+            return self._spaced(out)
+        first, last = self.items[0], self.items[-1]
+        out = self._spaced(out, self.items[1:-1])
+        return [Token("open", "", first.ref, False), *out, Token("close", "", last.ref, False)]
+
+    def _outer_pair(self) -> bool:
+        """Whether the unit's first item opens a pair that its last item closes."""
+        items = self.items
+        return (
+            len(items) > 2
+            and items[0].kind == "open"
+            and items[-1].kind == "close"
+            and items[0].value == items[-1].value
+        )
 
     def _as_written(self, start: int = 0, end: int | None = None) -> list[Token]:
         """The unit (its items[start:end]) as it was, for a translation that came back as it
@@ -514,15 +531,14 @@ class Unit:
             out.append(Token("text", output[at:], None, True))
         return self._spaced(out)
 
-    def _spaced(self, out: list[Token]) -> list[Token]:
-        """`out` (the unit translated whole) with the whitespace around the unit as written
-        (the model saw it collapsed)."""
-        first, last = str(self.items[0].value), str(self.items[-1].value)
-        if self.items[0].kind == "text" and (
-            lead := first[: len(first) - len(first.lstrip(_SPACE))]
-        ):
+    def _spaced(self, out: list[Token], items: list[Item] | None = None) -> list[Token]:
+        """`out` (the unit, or its `items`, translated whole) with the whitespace around it as
+        written (the model saw it collapsed)."""
+        items = self.items if items is None else items
+        first, last = str(items[0].value), str(items[-1].value)
+        if items[0].kind == "text" and (lead := first[: len(first) - len(first.lstrip(_SPACE))]):
             out.insert(0, Token("text", lead, None, False))
-        if self.items[-1].kind == "text" and (trail := last[len(last.rstrip(_SPACE)) :]):
+        if items[-1].kind == "text" and (trail := last[len(last.rstrip(_SPACE)) :]):
             out.append(Token("text", trail, None, False))
         return out
 
