@@ -252,12 +252,12 @@ def test_translate_no_ends_where_html_implies_an_end_tag(doc, out):
     [
         (
             '<p>Hello <span translate="no">Acme</p>Good morning to you.',
-            ["Hello", "Good morning to you."],
+            ["Hello Tom", "Hello", "Good morning to you."],
             '<p>Hello <span translate="no">Acme</p>you. to morning Good',
         ),
         (
             "<div>Hello <code>x = 1</div>Good morning to you.",
-            ["Hello", "Good morning to you."],
+            ["Hello Tom", "Hello", "Good morning to you."],
             "<div>Hello <code>x = 1</div>you. to morning Good",
         ),
         # an inline element around it that it ends with stays a pair in the sentence

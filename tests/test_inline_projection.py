@@ -240,6 +240,25 @@ def test_a_sentence_all_in_one_run_or_pair_with_addresses_is_translated_whole(en
     assert [r.text for r in out.paragraphs[0].runs] == [plain]
 
 
+def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en_de):
+    """An address at a sentence's end or start did not cut it, so it stood in for nothing: the
+    rest was translated alone as a sentence ("Schicken Sie Ihre Fragen? bob@example.com.")."""
+
+    def translated(text: str) -> str:
+        b = UnitBuilder()
+        b.text(text)
+        return "".join(t.text for t in translate_units([b.build(whole=False)], en_de)[0])
+
+    assert translated("Send your questions to bob@example.com.") == (
+        "Schicken Sie Ihre Fragen bob@example.com."
+    )
+    assert translated("https://example.com has the new version.") == (
+        "https://example.com hat die neue Familie."
+    )
+    html = translate_html("<p>Send your questions to <code>bob</code>.</p>", en_de)
+    assert html == "<p>Schicken Sie Ihre Fragen <code>bob</code>.</p>"
+
+
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
     b = UnitBuilder()
     b.text("Tom said: see ")

@@ -217,8 +217,9 @@ class Unit:
         stands; None for a unit with pairs (but one around all of it: an office file's run, a
         sentence all in bold), without atoms or broken (an atom then is a closing tag), with
         an atom that is not a word's (a line break, a comment: see UnitBuilder.atom), with
-        more atoms than names, with an atom inside a word, or with fewer than two runs of
-        words (not cut by its atoms). Each atom goes where its name is in the translation if
+        more atoms than names, with an atom inside a word, or without words (an atom at the
+        start or the end stands in too: "Send your questions to" alone came back "Schicken
+        Sie Ihre Fragen?"). Each atom goes where its name is in the translation if
         every name comes back exactly once; else the sentence is cut at the atoms (see
         `tokens`). Sets `_stand_ins`."""
         atoms = [i for i in self.items if i.kind in ("atom", "keep")]
@@ -227,11 +228,10 @@ class Unit:
             not atoms
             or not self.balanced
             or any(i.kind in ("open", "close") or (i.kind == "atom" and not i.word) for i in inner)
-            or sum(
+            or not any(
                 i.kind == "text" and has_letters(collapse(self._run(k)[1]))
                 for k, i in enumerate(self.items)
             )
-            < 2
         ):
             return None
         plain = " ".join(str(i.value) for i in self.items if i.kind == "text")
@@ -289,16 +289,26 @@ class Unit:
 
     def _parse_stand_ins(self, output: str) -> list[Token] | None:
         """The tokens of the translation of `_stand_in_text`, each atom where its name is; None
-        unless every name comes back exactly once (the model translated or repeated one)."""
+        unless every name comes back exactly once (the model translated or repeated one), or
+        markup that ends the unit does not come back last."""
         found = []
         for name, item in self._stand_ins.items():
             hits = [m.span() for m in re.finditer(rf"(?<!\w){name}(?!\w)", output)]
             if len(hits) != 1:
                 return None
             found.append((*hits[0], item))
+        found.sort(key=lambda f: f[0])
+        inner = self.items[1:-1] if self._outer_pair() else self.items
+        ends = [i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)]
+        if ends[-1].kind == "atom" and (
+            found[-1][2] is not ends[-1] or output[found[-1][1] :].strip()
+        ):
+            # markup that ends the unit stays last: it may be an element the block's end
+            # closes (`<p>Hello <span translate="no">Acme</p>`), which words after it would join
+            return None
         out: list[Token] = []
         at = 0
-        for start, end, item in sorted(found, key=lambda f: f[0]):
+        for start, end, item in found:
             if start > at:
                 out.append(Token("text", output[at:start], None, True))
             if item.kind == "keep":
