@@ -238,6 +238,11 @@ def test_a_sentence_all_in_one_run_or_pair_with_addresses_is_translated_whole(en
     doc.save(buf)
     out = docx.Document(io.BytesIO(translate_office(buf.getvalue(), en_de, Limits())))
     assert [r.text for r in out.paragraphs[0].runs] == [plain]
+    # with blank text around the pair (a Markdown list item's, spaces in HTML)
+    html = translate_html(f"<p> <b> {sentence} </b> </p>", en_de)
+    assert html == f"<p> <b> {plain} </b> </p>"
+    md = translate_markdown(f"- **{sentence}**\n".encode(), en_de, Limits())
+    assert md.decode() == f"- **{plain}**\n"
 
 
 def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en_de):
@@ -257,6 +262,9 @@ def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en
     )
     html = translate_html("<p>Send your questions to <code>bob</code>.</p>", en_de)
     assert html == "<p>Schicken Sie Ihre Fragen <code>bob</code>.</p>"
+    # markup that ends the block stays last, punctuation the model adds after it too
+    md = translate_markdown(b"- Run `make test`\n", en_de, Limits())
+    assert md.decode() == "- Machen Sie `make test`!\n"
 
 
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():

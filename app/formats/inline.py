@@ -223,7 +223,8 @@ class Unit:
         every name comes back exactly once; else the sentence is cut at the atoms (see
         `tokens`). Sets `_stand_ins`."""
         atoms = [i for i in self.items if i.kind in ("atom", "keep")]
-        inner = self.items[1:-1] if self._outer_pair() else self.items
+        outer = self._outer_pair()
+        inner = self.items[outer[0] + 1 : outer[1]] if outer else self.items
         if (
             not atoms
             or not self.balanced
@@ -298,13 +299,15 @@ class Unit:
                 return None
             found.append((*hits[0], item))
         found.sort(key=lambda f: f[0])
-        inner = self.items[1:-1] if self._outer_pair() else self.items
+        outer = self._outer_pair()
+        inner = self.items[outer[0] + 1 : outer[1]] if outer else self.items
         ends = [i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)]
         if ends[-1].kind == "atom" and (
-            found[-1][2] is not ends[-1] or output[found[-1][1] :].strip()
+            found[-1][2] is not ends[-1] or has_letters(output[found[-1][1] :])
         ):
-            # markup that ends the unit stays last: it may be an element the block's end
-            # closes (`<p>Hello <span translate="no">Acme</p>`), which words after it would join
+            # markup that ends the unit stays last, but for punctuation: it may be an element
+            # the block's end closes (`<p>Hello <span translate="no">Acme</p>`), which words
+            # after it would join
             return None
         out: list[Token] = []
         at = 0
@@ -318,21 +321,31 @@ class Unit:
             at = end
         if at < len(output):
             out.append(Token("text", output[at:], None, True))
-        if not self._outer_pair():
+        if not outer:
             return self._spaced(out)
-        first, last = self.items[0], self.items[-1]
-        out = self._spaced(out, self.items[1:-1])
-        return [Token("open", "", first.ref, False), *out, Token("close", "", last.ref, False)]
+        start, end = outer
+        first, last = self.items[start], self.items[end]
+        return [
+            *(Token("text", str(i.value), i.ref, False) for i in self.items[:start]),
+            Token("open", "", first.ref, False),
+            *self._spaced(out, inner),
+            Token("close", "", last.ref, False),
+            *(Token("text", str(i.value), i.ref, False) for i in self.items[end + 1 :]),
+        ]
 
-    def _outer_pair(self) -> bool:
-        """Whether the unit's first item opens a pair that its last item closes."""
-        items = self.items
-        return (
-            len(items) > 2
-            and items[0].kind == "open"
-            and items[-1].kind == "close"
-            and items[0].value == items[-1].value
-        )
+    def _outer_pair(self) -> tuple[int, int] | None:
+        """The places of the pair around all of the unit's words, if there is one: its first
+        item but for blank text opens it, and its last but for blank text closes it."""
+        marks = [
+            k for k, i in enumerate(self.items) if i.kind != "text" or str(i.value).strip(_SPACE)
+        ]
+        if len(marks) < 3:
+            return None
+        start, end = marks[0], marks[-1]
+        first, last = self.items[start], self.items[end]
+        if first.kind == "open" and last.kind == "close" and first.value == last.value:
+            return start, end
+        return None
 
     def _as_written(self, start: int = 0, end: int | None = None) -> list[Token]:
         """The unit (its items[start:end]) as it was, for a translation that came back as it
