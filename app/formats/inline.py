@@ -217,9 +217,10 @@ class Unit:
         stands; None for a unit with pairs (but one around all of it: an office file's run, a
         sentence all in bold), without atoms or broken (an atom then is a closing tag), with
         an atom that is not a word's (a line break, a comment: see UnitBuilder.atom), with
-        more atoms than names, with an atom inside a word, or without words (an atom at the
-        start or the end stands in too: "Send your questions to" alone came back "Schicken
-        Sie Ihre Fragen?"). Each atom goes where its name is in the translation if
+        more atoms than names, with an atom inside a word, with an atom (not an address)
+        before its words, or without words (an atom at the end stands in too, and an address
+        at the start: "Send your questions to" alone came back "Schicken Sie Ihre
+        Fragen?"). Each atom goes where its name is in the translation if
         every name comes back exactly once; else the sentence is cut at the atoms (see
         `tokens`). Sets `_stand_ins`."""
         atoms = [i for i in self.items if i.kind in ("atom", "keep")]
@@ -238,6 +239,11 @@ class Unit:
         plain = " ".join(str(i.value) for i in self.items if i.kind == "text")
         names = [n for n in STAND_INS if not re.search(rf"(?i)(?<!\w){n}(?!\w)", plain)]
         if len(names) < len(atoms):
+            return None
+        if next(i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)).kind == "atom":
+            # markup before the words (an icon before a paragraph) is rarely one of them: the
+            # name became the sentence's subject ("Tom The door is open." gave "Tom schloss die
+            # Tür."); an address there is (`https://example.com is a good site.`)
             return None
         parts, stand_ins = [], {}
         for k, item in enumerate(self.items):
