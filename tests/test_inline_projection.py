@@ -266,6 +266,10 @@ def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en
     # ("Tom schloss die Tür." for "Tom The door is open.")
     html = translate_html('<p><img src="i.png"> The door is open.</p>', en_de)
     assert html == '<p><img src="i.png"> Die Tür ist geöffnet.</p>'
+    # nor markup after the sentence's end ("Ich liebe dich <code>x</code>.")
+    assert translate_html("<p>I love you. <code>x</code></p>", en_de) == (
+        "<p>Ich liebe dich. <code>x</code></p>"
+    )
     # markup that ends the block stays last, punctuation the model adds after it too
     md = translate_markdown(b"- Run `make test`\n", en_de, Limits())
     assert md.decode() == "- Machen Sie `make test`!\n"

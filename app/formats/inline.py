@@ -91,6 +91,8 @@ _RUN_TRAIL = re.compile(r"\s+[(\[{\"'\u201c\u201e\u00ab\u2018\u201a\u2013\u2014-
 #: Tatoeba sentences with one inserted at a random word boundary, en-de / de-en: "Tom" 84 / 79,
 #: "Boston" 63 / 59, "Paris" 66 / 53; "1234", "X7", a made-up name, the URL itself: none)
 STAND_INS = ("Tom", "Boston", "Paris")
+#: what ends a sentence: markup or an address after it is not in it
+_ENDS = frozenset(".!?…。！？")
 
 #: the soft hyphen (U+00AD, `&shy;`): where the source word may break, nowhere in its
 #: translation; the model gets the words without it (sent, it cut a word into letters and
@@ -240,7 +242,15 @@ class Unit:
         names = [n for n in STAND_INS if not re.search(rf"(?i)(?<!\w){n}(?!\w)", plain)]
         if len(names) < len(atoms):
             return None
-        if next(i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)).kind == "atom":
+        marks = [i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)]
+        trailing = len(marks)
+        while trailing and marks[trailing - 1].kind != "text":
+            trailing -= 1
+        if trailing < len(marks) and str(marks[trailing - 1].value).rstrip(_SPACE)[-1:] in _ENDS:
+            # after the sentence's end, not in it ("I love you. Tom" came back "Ich liebe
+            # dich Tom.")
+            return None
+        if marks[0].kind == "atom":
             # markup before the words (an icon before a paragraph) is rarely one of them: the
             # name became the sentence's subject ("Tom The door is open." gave "Tom schloss die
             # Tür."); an address there is (`https://example.com is a good site.`)
