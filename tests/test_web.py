@@ -197,6 +197,15 @@ def browser(server):
         driver.quit()
 
 
+def open_without_languages(driver, server: str) -> None:
+    """The page opened with its language list failing to load (blocked until the test lets
+    it through with `Network.setBlockedURLs` and no URLs), once it has said it retries."""
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
+    driver.get(f"{server}/")
+    wait(driver, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+
+
 def wait(driver, condition, what: str):
     try:
         return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d))
@@ -613,10 +622,7 @@ def test_text_typed_before_the_languages_arrive_is_translated_when_they_do(serve
     translated once the list arrives, not left untranslated with no message."""
     d = chromium_driver()
     try:
-        d.execute_cdp_cmd("Network.enable", {})
-        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
-        d.get(f"{server}/")
-        wait(d, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+        open_without_languages(d, server)
         d.find_element(By.ID, "q").send_keys("Good morning.")
         d.find_element(By.ID, "q").send_keys(Keys.CONTROL, Keys.ENTER)
         wait(d, lambda d: "No target language" in d.find_element(By.ID, "error").text, "no target")
@@ -647,10 +653,7 @@ def test_swap_waits_for_the_language_list(server):
     translates from ."); once the list is there and a source is chosen, it works."""
     d = chromium_driver()
     try:
-        d.execute_cdp_cmd("Network.enable", {})
-        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
-        d.get(f"{server}/")
-        wait(d, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+        open_without_languages(d, server)
         swap = d.find_element(By.ID, "swap")
         assert not swap.is_enabled()
         d.execute_script("arguments[0].click()", swap)
@@ -1163,10 +1166,7 @@ def test_a_file_sent_before_the_languages_arrive_is_told_why(server, tmp_path):
     code" was shown, which the page's user cannot act on)."""
     d = chromium_driver()
     try:
-        d.execute_cdp_cmd("Network.enable", {})
-        d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/languages"]})
-        d.get(f"{server}/")
-        wait(d, lambda d: d.find_element(By.ID, "status").text == "Retrying…", "a failed load")
+        open_without_languages(d, server)
         upload = tmp_path / "notes.txt"
         upload.write_text("Good morning.\n", encoding="utf-8")
         d.find_element(By.ID, "file").send_keys(str(upload))
