@@ -17,14 +17,20 @@ gather mode. A newcomer gets all K beam rows at once, the K - 1 extra rows with 
 first step then selects from its one real row, as decoding.beam_search does, and in the slot
 layout computes only that row.
 
-With `fixed=True` the gather layout keeps buffers of a fixed size: rows, sources and positions
-in powers of two, at least what the sentences need, grown (to the next powers) only when a
-newcomer does not fit, and kept while the batch is empty. Every step then has the same shapes
-and addresses until the buffers grow, so on a GPU the decoder's step (its layers and output
-projection) is captured once in a CUDA graph and replayed: one launch instead of one per
-operation, the host's share of a step being most of it there (docs/BENCHMARKS.md section 7).
-A step computes every row of the buffers; the rows beyond the live ones are padding that
-nobody reads. Elsewhere the same fixed layout runs eagerly (the tests' way to check it).
+With `fixed=True` the gather layout keeps buffers of a fixed size: places (sentences), sources
+and positions in powers of two, at least what the sentences need, grown (to the next powers)
+only when a newcomer does not fit, and kept while the batch is empty. A sentence keeps its
+place from its first step to its last, as in the slot layout: one that finishes or leaves
+frees it, and a newcomer takes the lowest free place; nothing moves. Every step then runs the
+same operations on the same shapes and addresses until the buffers grow: the decoder's layers
+and output projection, the beam selection, and the rows' new tokens, scores, sequences and
+steps, all for every place (a free place computes padding that nobody reads), with no value
+read back to the host. On a GPU that step is captured once in a CUDA graph and replayed: one
+launch instead of one per operation, the host's share of a step being most of it there
+(docs/BENCHMARKS.md section 7). Around it the host reorders the written positions of the
+self-attention buffer by the beams' parents and reads one small report back (which hypotheses
+end); the prefixes of those that end in a second read, only when some end. Elsewhere the same
+step runs eagerly (the tests' way to check it).
 
 Memory: the self-attention buffer holds rows x the largest output limit among the sentences
 (positions a row never reaches are allocated, not written); the cross-attention state holds
@@ -38,6 +44,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +55,8 @@ from .fused import beam_select, topk_logsumexp
 from .model import DecoderCache, Transformer, identity_history
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+Report = tuple[torch.Tensor, torch.Tensor]  # the fixed layout's step: see RunningBatch._fixed_step
 
 
 @dataclass
@@ -89,10 +98,13 @@ class RunningBatch:
         self.free: list[int] = []  # slot layout: places of finished sentences, for newcomers
         self.fixed = fixed  # the gather layout in buffers of a fixed size (module docstring)
         self._idle: DecoderCache | None = None  # fixed: the buffers kept while no sentence runs
-        self._inputs: tuple[torch.Tensor, torch.Tensor] | None = None  # fixed: tokens, row steps
-        # fixed: the step, set up at the buffers' first (a CUDA graph and its output, or the
+        # fixed: the buffers' tokens, scores and sequences by row (every place's), and the
+        # sequences before the last step; each place's output limit and whether it is taken
+        self._inputs: tuple[torch.Tensor, ...] | None = None
+        self._limits = self._active = torch.empty(0)
+        # fixed: the step, set up at the buffers' first (a CUDA graph and its outputs, or the
         # function run each step elsewhere)
-        self._graph: tuple[torch.cuda.CUDAGraph, torch.Tensor] | Callable | None = None
+        self._graph: tuple[torch.cuda.CUDAGraph, Report] | Callable[[], Report] | None = None
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -102,6 +114,7 @@ class RunningBatch:
         is as new (its next join allocates)."""
         self.sentences, self.places, self.free = [], [], []
         self.cache = self._idle = self._inputs = self._graph = None
+        self._limits = self._active = torch.empty(0)
         self.tokens = self.tokens.new_empty(0)
         self.scores = self.scores.new_empty((0, self.k))
         self.seqs = self.seqs.new_empty((0, 0))
@@ -109,8 +122,13 @@ class RunningBatch:
     @property
     def rows(self) -> int:
         """Decoder rows (sentences x beam size; in the slot layout a newcomer's first step
-        computes one of its K)."""
-        return self.tokens.numel()
+        computes one of its K; in the fixed layout a step computes every place's)."""
+        return len(self.sentences) * self.k if self._in_place else self.tokens.numel()
+
+    @property
+    def _in_place(self) -> bool:
+        """The fixed gather layout: sentences keep their places from first step to last."""
+        return self.fixed and not self.slots
 
     @property
     def partial_steps(self) -> bool:
@@ -185,9 +203,9 @@ class RunningBatch:
         else:
             fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=True)
             if self.fixed:
-                self._join_fixed(fresh, b, capacity)
-            else:
-                self._join_gather(fresh, b, capacity)
+                self._join_fixed(new, fresh, capacity)
+                return
+            self._join_gather(fresh, b, capacity)
         start = torch.full((b, k), float("-inf"), device=device)
         start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
         self.scores = torch.cat([self.scores.to(device), start])
@@ -229,36 +247,51 @@ class RunningBatch:
             kv[:rows_old, :t] = old_kv[:, :t]
         cache.kv, cache.spare, cache.group = kv, None, k
 
-    def _join_fixed(self, fresh: DecoderCache, b: int, capacity: int) -> None:
-        """Fixed gather layout: the newcomers take the sentence places after the live ones
-        (rows n*K...), in buffers grown first if they do not fit."""
-        n, width = len(self.sentences), fresh.src_bias.shape[-1]
+    def _join_fixed(self, new: list[_Sentence], fresh: DecoderCache, capacity: int) -> None:
+        """Fixed gather layout: each newcomer takes a free place (the lowest), in buffers grown
+        first if they do not fit; its rows start as a newcomer's (BOS, one real beam)."""
+        b, width = len(new), fresh.src_bias.shape[-1]
         cache = self.cache or self._idle
         if (
             cache is None
-            or n + b > cache.steps.numel()
+            or len(self.free) < b
             or width > cache.src_bias.shape[-1]
             or capacity > cache.kv.shape[1]
         ):
-            cache = self._fixed_buffers(fresh, n + b, width, capacity)
-        elif self.cache is None:  # the kept buffers of an empty batch
-            cache.length = 0
+            cache = self._fixed_buffers(fresh, len(self.sentences) + b, width, capacity)
         self.cache, self._idle = cache, None
-        _put_state(cache, slice(n, n + b), fresh)
-        cache.steps[n : n + b] = 0
+        self.free.sort()
+        places, self.free = self.free[:b], self.free[b:]
+        device, k = cache.kv.device, self.k
+        index = torch.tensor(places, dtype=torch.long, device=device)
+        _put_state(cache, index, fresh)
+        cache.steps.index_fill_(0, index, 0)
+        rows = (index[:, None] * k + torch.arange(k, device=device)).flatten()
+        self.tokens.index_fill_(0, rows, self.cfg.bos_id)
+        start = torch.full((b, k), float("-inf"), device=device)
+        start[:, 0] = 0.0  # one real row per newcomer until its first step picks K beams
+        self.scores.index_copy_(0, index, start)
+        limits = torch.tensor([s.limit for s in new], dtype=torch.long, device=device)
+        self._limits.index_copy_(0, index, limits)
+        self._active.index_fill_(0, index, True)
+        self.sentences.extend(new)
+        self.places += places
+        cache.length = max(s.step for s in self.sentences)
 
     def _fixed_buffers(
         self, fresh: DecoderCache, sentences: int, width: int, capacity: int
     ) -> DecoderCache:
         """New fixed buffers with room for `sentences` sentences, sources of `width` tokens and
         `capacity` positions (each the next power of two, and never less than the buffers
-        before), the live sentences' state copied over; the step is captured anew."""
-        old, held, k = self.cache, self.cache or self._idle, self.k
+        before), the live sentences' state copied over in the same places; the step is set up
+        anew."""
+        held, k = self.cache or self._idle, self.k
         if held is not None:
             sentences = max(sentences, held.steps.numel())
             width, capacity = max(width, held.src_bias.shape[-1]), max(capacity, held.kv.shape[1])
         places, width, positions = (fixed_size(x) for x in (sentences, width, capacity))
         kv = fresh.kv.new_zeros((places * k, positions, *fresh.kv.shape[2:]))
+        device = kv.device
         cache = DecoderCache(
             kv=kv,
             cross_k=[x.new_zeros((places, *x.shape[1:3], width)) for x in fresh.cross_k],
@@ -266,50 +299,178 @@ class RunningBatch:
             # 0 for the padding places: they attend to zeros (no row of -inf, no NaN)
             src_bias=fresh.src_bias.new_zeros((places, 1, 1, width)),
             group=k,
-            steps=torch.zeros(places, dtype=torch.long, device=kv.device),
+            steps=torch.zeros(places, dtype=torch.long, device=device),
             fixed=True,
         )
-        if old is not None:  # the live sentences, in their places
-            n, t = len(self.sentences), old.length
-            cache.length = t
-            cache.kv[: n * k, :t] = old.kv[: n * k, :t]
-            cache.steps[:n] = old.steps[:n]
+        tokens = torch.zeros(places * k, dtype=torch.long, device=device)
+        scores = torch.zeros((places, k), device=device)
+        seqs = torch.zeros((places * k, positions), dtype=torch.long, device=device)
+        limits = torch.full((places,), positions, dtype=torch.long, device=device)
+        active = torch.zeros(places, dtype=torch.bool, device=device)
+        if self.cache is not None:  # the live sentences, in their places
+            old, n = self.cache, self.cache.steps.numel()
+            t = cache.length = old.length
+            cache.kv[: n * k, :t] = old.kv[:, :t]
+            cache.steps[:n] = old.steps
             _put_state(cache, slice(0, n), old)
-        rows = torch.zeros(places * k, dtype=torch.long, device=kv.device)
-        self._inputs, self._graph = (rows, rows.clone()), None
+            tokens[: n * k] = self.tokens
+            scores[:n] = self.scores
+            seqs[: n * k, : self.seqs.shape[1]] = self.seqs
+            limits[:n], active[:n] = self._limits, self._active
+            self.free += range(n, places)
+        else:
+            self.free = list(range(places))
+        self.tokens, self.scores, self.seqs = tokens, scores, seqs
+        self._limits, self._active = limits, active
+        self._inputs, self._graph = (tokens, scores, seqs, torch.zeros_like(seqs)), None
         return cache
 
-    def _decode_fixed(self) -> torch.Tensor:
-        """The fixed layout's decoder step over every row of the buffers: the live rows'
-        logits (N, V). The step is set up once per buffers: on a GPU a CUDA graph, captured at
-        their first step and replayed; elsewhere the same function run again, reading the
-        same tensors as a replay would."""
-        cache, (tokens, row_steps) = self.cache, self._inputs
+    def _fixed_step(self) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+        """The fixed layout's step over every row of the buffers, with no value read back to
+        the host: the decoder's layers and output projection, the beam selection, and the
+        rows' new tokens, scores, sequences and steps written in place. Returns (report,
+        parents): per place (P, 4K' + 1) float64, K' = min(K, 2K candidates): which of the
+        K' best candidates end this step, their scores, parent rows and words, then the best
+        running beam's score; and each row's parent row (P * K,), by which the caller
+        reorders the self-attention buffer (its written positions only). A place's step
+        advances only while it holds a sentence; the other places compute padding that
+        nobody reads."""
+        cache, model, k, cfg = self.cache, self.model, self.k, self.cfg
+        assert cache is not None and self._inputs is not None
+        tokens, scores, seqs, before = self._inputs
+        limits, active, steps = self._limits, self._active, cache.steps
+        top, places = cache.kv.shape[1] - 1, steps.numel()
+        per_row = min(2 * k, cfg.tgt_vocab_size)
+        width = min(2 * k, k * per_row)
+        kept = min(k, width)
+        base = torch.arange(places, device=steps.device)[:, None] * k  # each place's first row
+        every = torch.arange(places * k, device=steps.device)
+        force = cfg.force_eos_at_limit
+        eos = cfg.eos_id
+
+        def run() -> tuple[torch.Tensor, torch.Tensor]:
+            now = steps * active  # padding places at step 0 (a free place's last step may be
+            row_steps = now[:, None].expand(places, k).reshape(-1).clamp(max=top)  # the end)
+            cache.length, cache.row_steps = top, row_steps  # every position; masks stop rows
+            logits = model._decode_rows(tokens, cache)  # (P * K, V)
+            at_limit = now + 1 >= limits  # (P,)
+            if force:  # the rows at their limit may only end (decoding.force_eos)
+                limit_rows = at_limit[:, None].expand(places, k).reshape(-1, 1)
+                logits.masked_fill_(limit_rows, float("-inf"))
+                logits[:, eos].masked_fill_(limit_rows[:, 0], 0.0)
+            values, words, lse = fused.topk_logsumexp_torch(logits, per_row)
+            cand = (scores[:, :, None] + (values - lse).view(places, k, per_row)).view(places, -1)
+            top_s, top_j = cand.topk(width, dim=1)  # (P, 2K) best first
+            parents = base + top_j // per_row
+            top_w = words.view(places, -1).gather(1, top_j)
+            live = top_s > float("-inf")
+            ending = live & ((top_w == eos) | at_limit[:, None])
+            alive = top_s.masked_fill(ending | ~live, float("-inf"))
+            next_s, pick = alive.topk(kept, dim=1)  # the K best that do not end
+            rows = parents.gather(1, pick).flatten()
+            next_w = top_w.gather(1, pick).flatten()
+            report = torch.cat(
+                [ending[:, :kept], top_s[:, :kept], parents[:, :kept], top_w[:, :kept]], 1
+            )
+            report = torch.cat([report.double(), next_s[:, :1].double()], 1)
+            before.copy_(seqs)  # the parents' prefixes, for the hypotheses that end
+            seqs.copy_(before.index_select(0, rows))
+            seqs[every, row_steps] = next_w
+            tokens.copy_(next_w)
+            scores.copy_(next_s)
+            steps.add_(active)
+            return report, rows
+
+        return run
+
+    def _step_fixed(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """`step` in the fixed layout: the step set up once per buffers (on a GPU captured in a
+        CUDA graph and replayed: one launch), the self-attention buffer reordered, and one
+        read back of the report; the prefixes of ending hypotheses in a second, only when
+        some end."""
+        cache, k, cfg = self.cache, self.k, self.cfg
         assert cache is not None
-        n_rows, length = self.tokens.numel(), cache.length
-        tokens[:n_rows] = self.tokens
-        row_steps.copy_(cache.steps.repeat_interleave(self.k))
-        row_steps[n_rows:] = 0  # padding: a place's last step may be past the buffer's end
+        written = max(s.step for s in self.sentences) + 1  # positions written after this step
         if self._graph is None:
-            top, model = cache.kv.shape[1] - 1, self.model  # (not `self`: no reference cycle)
-
-            def decode() -> torch.Tensor:  # every position; each row's mask stops at its step
-                cache.length, cache.row_steps = top, row_steps
-                return model._decode_rows(tokens, cache)
-
-            self._graph = decode
-            if tokens.device.type == "cuda":
+            run = self._fixed_step()
+            self._graph = run
+            if cache.kv.device.type == "cuda":
                 try:
-                    self._graph = capture(decode, tokens.device)
+                    self._graph = capture(run, cache.kv.device, keep=self._inputs + (cache.steps,))
                 except RuntimeError as exc:  # the step still runs, eagerly
                     log.warning("no CUDA graph of the decoder step (%s): it runs eagerly", exc)
         if isinstance(self._graph, tuple):
-            graph, logits = self._graph
+            graph, (report, rows) = self._graph
             graph.replay()
         else:
-            logits = self._graph()
-        cache.length, cache.row_steps = length + 1, row_steps[:n_rows]
-        return logits[:n_rows]
+            report, rows = self._graph()
+        if k > 1:  # beams follow their parents (positions not yet written do not matter)
+            kv = cache.kv[:, :written]
+            kv.copy_(kv.index_select(0, rows))
+        kept = (report.shape[1] - 1) // 4
+        table = report.cpu().numpy()
+        sents, places = self.sentences, self.places
+        mine = table[places]  # (n, 4K' + 1) the live sentences' rows, in their order
+        ends = mine[:, :kept] > 0
+        ending = ends.any(1).tolist()
+        best = mine[:, -1].tolist()
+        generated = [s.step + 1 for s in sents]
+        done = [g >= s.limit for g, s in zip(generated, sents, strict=True)]
+        if any(ending):
+            found = [
+                (j, r) for j in range(len(sents)) if ending[j] for r in range(kept) if ends[j, r]
+            ]
+            parents = [int(mine[j, 2 * kept + r]) for j, r in found]
+            prefixes = self._inputs[3][parents, : written - 1].tolist()
+            for (j, r), prefix in zip(found, prefixes, strict=True):
+                sent = sents[j]
+                if len(sent.finished) >= k and not self.keep_best:
+                    continue
+                total, w = float(mine[j, kept + r]), int(mine[j, 3 * kept + r])
+                is_eos = w == cfg.eos_id
+                tokens = prefix[: sent.step] + ([] if is_eos else [w])
+                sent.finished.append(
+                    (length_normalise(total, generated[j], self.alpha), tokens, is_eos)
+                )
+                if self.keep_best:  # the K best so far, as Hugging Face's beam search keeps them
+                    sent.finished.sort(key=lambda h: h[0], reverse=True)
+                    del sent.finished[k:]
+                    done[j] = done[j] or (self.early and len(sent.finished) >= k)
+                elif len(sent.finished) >= k:
+                    done[j] = True
+        for j, sent in enumerate(sents):
+            if self.keep_best and len(sent.finished) >= k:  # no running beam can beat them
+                run = length_normalise(best[j], generated[j], self.alpha)
+                done[j] = done[j] or run <= sent.finished[-1][0]
+            done[j] = done[j] or best[j] == float("-inf")  # no beam left to extend
+            sent.step += 1
+        cache.length = written
+        out = [
+            (s.id, [Hypothesis(t, sc, finished=e) for sc, t, e in _best(s)])
+            for s, d in zip(sents, done, strict=True)
+            if d
+        ]
+        if out:
+            self._free_places([j for j, d in enumerate(done) if d])
+        return out
+
+    def _free_places(self, gone: Sequence[int]) -> None:
+        """Fixed layout: the sentences at these positions (of `sentences`) leave; their places
+        are padding until newcomers take them. Nothing moves."""
+        cache = self.cache
+        assert cache is not None
+        lost = set(gone)
+        freed = [self.places[j] for j in gone]
+        index = torch.tensor(freed, dtype=torch.long, device=cache.kv.device)
+        self._active.index_fill_(0, index, False)
+        self.free += freed
+        self.sentences = [s for j, s in enumerate(self.sentences) if j not in lost]
+        self.places = [p for j, p in enumerate(self.places) if j not in lost]
+        if not self.sentences:
+            self._idle, self.cache = cache, None  # kept, with its step, for the next newcomers
+            cache.length = 0
+        else:
+            cache.length = max(s.step for s in self.sentences)
 
     def _start_slots(self, fresh: DecoderCache, b: int, capacity: int) -> None:
         """Slot layout, the first sentences: the cache is theirs, sentence i in place i."""
@@ -385,7 +546,9 @@ class RunningBatch:
         gone = set(ids)
         keep = [i for i, s in enumerate(self.sentences) if s.id not in gone]
         dropped = len(self.sentences) - len(keep)
-        if dropped:
+        if dropped and self._in_place:
+            self._free_places([i for i, s in enumerate(self.sentences) if s.id in gone])
+        elif dropped:
             device = self.tokens.device
             kept = torch.tensor(keep, dtype=torch.long, device=device)
             rows = (kept[:, None] * self.k + torch.arange(self.k, device=device)).flatten()
@@ -405,6 +568,8 @@ class RunningBatch:
         been no pause (a sentence's result does not depend on which steps it sat out)."""
         if not self.sentences:
             return []
+        if self._in_place:
+            return self._step_fixed()
         cfg, k, cache = self.cfg, self.k, self.cache
         assert cache is not None
         sents = self.sentences
@@ -434,10 +599,7 @@ class RunningBatch:
             ]
             live = torch.tensor([g for g, _ in pairs], dtype=torch.long, device=device)
             local = torch.tensor([loc for _, loc in pairs], dtype=torch.long, device=device)
-        if cache.fixed:
-            logits = self._decode_fixed()
-        else:
-            logits = self.model.decode_step(self.tokens, cache, rows=live)  # (live rows, V)
+        logits = self.model.decode_step(self.tokens, cache, rows=live)  # (live rows, V)
         if cfg.force_eos_at_limit:
             limit_rows = at_limit.repeat_interleave(k)
             force_eos(logits, limit_rows if local is None else limit_rows[local], cfg.eos_id)
@@ -542,8 +704,6 @@ class RunningBatch:
         if kept is not None:
             self.sentences = [self.sentences[i] for i in kept.tolist()]
             if not self.sentences:
-                if self.cache is not None and self.cache.fixed:
-                    self._idle = self.cache  # kept, with its graph, for the next newcomers
                 self.cache = None
                 self.places, self.free = [], []
                 self.tokens, self.scores, self.seqs = tokens, scores, self.seqs[:0]
@@ -602,22 +762,31 @@ def _pad_to(x: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:
 
 
 def capture(
-    call: Callable[[], torch.Tensor], device: torch.device
-) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    call: Callable[[], T], device: torch.device, keep: Sequence[torch.Tensor] = ()
+) -> tuple[torch.cuda.CUDAGraph, T]:
     """(graph, output): `call()` captured in a CUDA graph on `device`, after three runs on a
     side stream (as CUDA graphs need: the libraries' own set-up runs outside the capture).
     `graph.replay()` runs the captured kernels on what the tensors `call` read hold then, into
-    the same output."""
+    the same output. `keep`: tensors `call` writes, holding afterwards what they held before
+    (those runs are not steps)."""
     with torch.cuda.device(device):
+        saved = [t.clone() for t in keep]
+
+        def restore() -> None:
+            for t, was in zip(keep, saved, strict=True):
+                t.copy_(was)
+
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(3):
                 call()
+                restore()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = call()
+        restore()
     return graph, out
 
 
@@ -627,15 +796,23 @@ def fixed_size(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def _put_state(cache: DecoderCache, places: slice, state: DecoderCache) -> None:
+def _put_state(cache: DecoderCache, places: slice | torch.Tensor, state: DecoderCache) -> None:
     """Fixed layout: the cross-attention keys, values and bias of `state` (its first sentences,
-    as many as `places` holds) written into those places of `cache`, the positions beyond
-    their width padding (zeros; bias -inf)."""
-    count, width = places.stop - places.start, state.src_bias.shape[-1]
+    as many as `places` holds: a slice, or the places' indices) written into those places of
+    `cache`, the positions beyond their width padding (zeros; bias -inf)."""
+    width = state.src_bias.shape[-1]
     # keys (n, h, hd, S), values (n, h, S, hd): the source along dims 3 and 2
-    for xs, ys, dim in ((cache.cross_k, state.cross_k, 3), (cache.cross_v, state.cross_v, 2)):
-        for x, y in zip(xs, ys, strict=True):
+    pairs = [(x, y, 3) for x, y in zip(cache.cross_k, state.cross_k, strict=True)]
+    pairs += [(x, y, 2) for x, y in zip(cache.cross_v, state.cross_v, strict=True)]
+    pairs.append((cache.src_bias, state.src_bias, 3))
+    for x, y, dim in pairs:
+        pad = 0.0 if x is not cache.src_bias else float("-inf")
+        if isinstance(places, slice):
+            count = places.stop - places.start
             x[places].narrow(dim, 0, width).copy_(y[:count])
-            x[places].narrow(dim, width, x.shape[dim] - width).zero_()
-    cache.src_bias[places, ..., :width] = state.src_bias[:count]
-    cache.src_bias[places, ..., width:] = float("-inf")
+            x[places].narrow(dim, width, x.shape[dim] - width).fill_(pad)
+        else:
+            count = places.numel()
+            rows = x.new_full((count, *x.shape[1:]), pad)
+            rows.narrow(dim, 0, width).copy_(y[:count])
+            x.index_copy_(0, places, rows)

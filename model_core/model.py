@@ -251,9 +251,9 @@ class DecoderCache:
     - gather mode (torch operations, any device): row i owns kv[i]; `select` gathers the
       prefixes into the new row order, and drops finished sentences' cross-attention state.
       With `fixed` (continuous decoding replayed from CUDA graphs, model_core/continuous.py)
-      the buffers keep their size and addresses: `select` moves the rows kept and their
-      sentences' state to the front of the same buffers, and what lies beyond the live rows
-      and sentences is padding, which a step computes and nobody reads.
+      the buffers keep their size and addresses and each sentence its place (rows place*K...)
+      from its first step to its last; that module reorders the beams' prefixes itself, and
+      the places no sentence holds are padding, which a step computes and nobody reads.
     """
 
     # gather mode (N, capacity, layers, 2, h, hd); slot mode (layers, slots, capacity, 2, h, hd)
@@ -331,9 +331,6 @@ class DecoderCache:
         if self.slots is not None:
             self._select_slots(rows, sentences)
             return
-        if self.fixed:
-            self._select_fixed(rows, sentences)
-            return
         t, kv = self.length, self.kv
         if rows.numel() == kv.shape[0]:  # same rows, new order: gather into the spare buffer
             target = self.spare if self.spare is not None else self._new_kv(kv.shape)
@@ -351,18 +348,6 @@ class DecoderCache:
             for i, cross in enumerate(tensors):
                 tensors[i] = cross.index_select(0, sentences)
         self.src_bias = self.src_bias.index_select(0, sentences)
-
-    def _select_fixed(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> None:
-        """Fixed gather mode: the rows kept, and their sentences' steps and cross-attention
-        state, written to the front of the same buffers (positions >= length: see _new_kv)."""
-        t = self.length
-        if t:
-            self.kv[: rows.numel(), :t] = self.kv[:, :t].index_select(0, rows)
-        if sentences is None:
-            return
-        n = sentences.numel()
-        for x in (self.steps, self.src_bias, *self.cross_k, *self.cross_v):
-            x[:n] = x.index_select(0, sentences)
 
     def _select_slots(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> None:
         """Slot mode: row r of sentence s, beam j = r % group, moves to slot s * beams + j and

@@ -80,17 +80,29 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose
         ("seeds", 3, "heuristic"),
         ("marian-like", 4, "heuristic"),
         ("marian-like", 4, "early"),
+        ("separate-embeddings", 2, "first_k"),
+        ("forced-eos", 4, "heuristic"),
+        ("forced-eos", 1, "first_k"),
     ],
 )
-def test_a_sentence_joining_at_any_step_decodes_as_alone(variant, beam_size, stop):
-    model = random_model(tiny_config(VOCAB, **VARIANTS[variant]), seed=11)
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_sentence_joining_at_any_step_decodes_as_alone(
+    variant, beam_size, stop, fixed, monkeypatch
+):
+    """`fixed`: the layout a GPU replays from a CUDA graph (every step over all places, the
+    beam selection included, sentences keeping their places), eagerly here."""
+    if fixed:
+        monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    forced = {**VARIANTS["marian-like"], "force_eos_at_limit": True}  # as OPUS-MT's configs
+    model = random_model(tiny_config(VOCAB, **VARIANTS.get(variant, forced)), seed=11)
     srcs = sources(21, 8)
     limits = [20, 5, 14, 20, 9, 3, 17, 12]
     n_bests = [min(beam_size, 1 + i % 3) for i in range(8)]
     joins_at = [0, 0, 1, 3, 3, 4, 7, 12]
     alpha = 0.8
-    running = RunningBatch(model, beam_size=beam_size, length_penalty=alpha, stop=stop)
+    running = RunningBatch(model, beam_size=beam_size, length_penalty=alpha, stop=stop, fixed=fixed)
     got = run_staggered(running, srcs, limits, n_bests, joins_at)
+    assert (running.buffers() != (0, 0, 0)) == fixed
     for i, src in enumerate(srcs):
         want = alone(model, src, limits[i], beam_size, n_bests[i], stop, alpha)
         assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"
@@ -339,7 +351,36 @@ def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(mon
     assert all(t == traces[0] for t in traces[1:])
     host = ("_local_scalar_dense", "nonzero", "masked_select", "lift_fresh", "is_nonzero")
     assert not [op for op, _, _ in traces[0] if any(h in op for h in host)]
+    assert any("topk" in op for op, _, _ in traces[0])  # the beam selection is in it too
     assert any("index_fill_" in op for op, _, _ in traces[0])  # the suppressed id, in place
+
+
+def test_in_fixed_buffers_sentences_keep_their_places_and_newcomers_take_free_ones(monkeypatch):
+    """The fixed layout moves no sentence: one that finishes or leaves frees its place (its
+    neighbours' state stays where it is, bit for bit), and the next newcomer takes the lowest
+    free place; everyone still gets what it gets decoded alone."""
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    model = random_model(tiny_config(VOCAB), seed=24)
+    srcs = sources(34, 5)
+    running = RunningBatch(model, beam_size=2, fixed=True)
+    src = padded(srcs[:4])
+    running.join([0, 1, 2, 3], src, pad_mask(src, 0), [30, 4, 30, 30], [1] * 4)
+    assert running.places == [0, 1, 2, 3]
+    results = dict(running.step())
+    cross = [x[2:4].clone() for x in running.cache.cross_k]
+    assert running.leave([0]) == 1
+    while 1 not in results:  # sentence 1 stops at its limit of 4
+        results.update(running.step())
+    assert sorted(running.free) == [0, 1] and running.places == [2, 3]
+    assert all(torch.equal(x[2:4], c) for x, c in zip(running.cache.cross_k, cross, strict=True))
+    running.join([4], srcs[4], pad_mask(srcs[4], 0), [30], [1])
+    assert running.places == [2, 3, 0] and running.free == [1]
+    while len(running):
+        results.update(running.step())
+    assert 0 not in results
+    for i, limit in ((1, 4), (2, 30), (3, 30), (4, 30)):
+        want = alone(model, srcs[i], limit, 2, 1, "first_k", 1.0)
+        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
 def test_a_fixed_decode_is_freed_when_let_go_and_reset_starts_it_afresh(monkeypatch):
