@@ -45,6 +45,11 @@ Admission:
   one round of those with none running, never for them to finish; a long request whose
   sentences have finished is back at the front (it is not starved by a stream of short
   ones): each request gets an equal share of the running places, as far as it can use them;
+- a running group takes newcomers at most every `join_every` steps (MT_JOIN_EVERY_STEPS; a
+  group with no sentence running takes them at once): each join runs the newcomers' encoder
+  and writes their state in one call, whose cost on a GPU is mostly the host's, whatever the
+  number of newcomers, so joining them together costs less than one at a time, for a wait of
+  at most that many steps;
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
 
 Stepping: a step computes every sentence of its group, unless they are more than
@@ -145,6 +150,7 @@ class _Running:
     leaving: set[int] = field(default_factory=set)
     footprint: int = 0
     steps: int = 0  # steps taken
+    joined_at: int = 0  # `steps` when newcomers last joined
     joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
     # the engine's joins and leaves since its last step (seconds), reported with its next
     # step; where none follows (its leaves emptied it), in a report of their own (size 0)
@@ -163,6 +169,7 @@ class ContinuousBatcher(Tickets):
         places: Callable[[Hashable], int] | None = None,
         step_places: Callable[[Hashable], int] | None = None,
         step_wait: float = 0.0,
+        join_every: int = 1,
         max_queue_size: int = 1024,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_depth: Callable[[int], None] | None = None,
@@ -182,6 +189,11 @@ class ContinuousBatcher(Tickets):
         )
         self.places = places or (lambda group: max_batch_size)
         self.step_places, self.step_wait = step_places, step_wait
+        if join_every < 1:
+            raise ValueError(
+                f"join_every={join_every}: a running decode takes newcomers every 1 step or more"
+            )
+        self.join_every = join_every
         self.on_batch, self.on_depth, self.on_running = on_batch, on_depth, on_running
         self._worker = worker
         self._lock = threading.Lock()  # everything below is shared by the loop and the worker
@@ -449,8 +461,14 @@ class ContinuousBatcher(Tickets):
                 key=lambda item: min(r.sentences[0].enqueued for r in item[1]),
             )
             for group, requests in by_age:
-                heapq.heapify(requests)  # sentences have finished since: the turns moved
                 running = self._running.get(group)
+                if (
+                    running
+                    and running.members
+                    and running.steps - running.joined_at < self.join_every
+                ):
+                    continue  # newcomers join a running decode together, every join_every steps
+                heapq.heapify(requests)  # sentences have finished since: the turns moved
                 members = [(s.key, s.cost) for s in running.members.values()] if running else []
                 before = running.footprint if running else idle.get(group, 0)
                 entries, admitted = [], []
@@ -496,7 +514,7 @@ class ContinuousBatcher(Tickets):
                 if running is None:
                     running = self._running[group] = _Running(group, self.open_group(group))
                     self._turns.append(group)
-                running.footprint = before
+                running.footprint, running.joined_at = before, running.steps
                 for s in admitted:
                     running.members[s.id] = s
                     s.stepped = running.steps  # it sits out no step before it joined

@@ -103,6 +103,7 @@ async def load_models(app: FastAPI) -> None:
             places=engine.places_for(s.max_running_rows),
             step_places=engine.places_for(s.max_step_rows) if s.max_step_rows else None,
             step_wait=s.step_bound_wait_ms / 1000,
+            join_every=s.join_every_steps,
             on_running=metrics.running.set,
             kept=engine.kept_footprints if engine.fixed else None,
             release=engine.release_kept if engine.fixed else None,

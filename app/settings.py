@@ -115,6 +115,15 @@ class Settings(BaseSettings):
         "steps finish fewer sentences per second: under overload the queue would only grow) "
         "(0: the bound always applies)",
     )
+    join_every_steps: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="continuous scheduler: a running decode takes newcomers at most every this "
+        "many steps, all of those waiting together (a decode with no sentence running takes "
+        "them at once); a join costs the host about as much for one newcomer as for many, on a "
+        "GPU more than a step (1: at every step)",
+    )
     cuda_graphs: bool = Field(
         False,
         description="continuous scheduler on a GPU: each running decode keeps buffers of a "

@@ -143,6 +143,33 @@ async def test_a_short_request_joins_a_running_decode_and_is_answered_first():
     await b.stop(5)
 
 
+async def test_newcomers_join_a_running_decode_together_every_join_every_steps():
+    """MT_JOIN_EVERY_STEPS: sentences that arrive while a decode runs join it together, at
+    most every N steps (a join costs about as much for one as for many); a decode with no
+    sentence running takes a newcomer at once."""
+    engine = FakeEngine()
+    b = await started(engine, join_every=3)
+    long = b.submit(("m", 1), [("long", 10)], [1])
+    await asyncio.to_thread(engine.wait_started, 1)  # at once: step 0 is under way
+    first = b.submit(("m", 1), [("a", 1)], [1])
+    engine.allow(1)
+    await asyncio.to_thread(engine.wait_started, 2)  # step 1 under way
+    second = b.submit(("m", 1), [("c", 1)], [1])
+    await step_until(engine, lambda: first.future.done() and second.future.done())
+    assert await b.wait(first) == ["a"] and await b.wait(second) == ["c"]
+    assert [engine.names_in(i) for i in range(4)] == [["long"]] * 3 + [["a", "c", "long"]]
+    late = b.submit(("m", 1), [("late", 1)], [1])
+    await step_until(engine, late.future.done)
+    # step 4 had started: it and step 5 go without, and the third step after a joined has it
+    assert [engine.names_in(i) for i in (4, 5, 6)] == [["long"], ["long"], ["late", "long"]]
+    await step_until(engine, long.future.done)
+    assert await b.wait(long) == ["gnol"]
+    with pytest.raises(ValueError, match="join_every"):
+        ContinuousBatcher(
+            engine.open, lambda key: key[0], envelope=envelope, budget=1, join_every=0
+        )
+
+
 async def test_the_event_loop_is_woken_when_a_request_completes_not_per_sentence():
     """A finished sentence whose request has more to come waits on the worker thread; the
     answers go to the event loop, all held ones together, in the step a request completes."""
