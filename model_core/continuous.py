@@ -799,7 +799,8 @@ def fixed_size(n: int) -> int:
 def _put_state(cache: DecoderCache, places: slice | torch.Tensor, state: DecoderCache) -> None:
     """Fixed layout: the cross-attention keys, values and bias of `state` (its first sentences,
     as many as `places` holds: a slice, or the places' indices) written into those places of
-    `cache`, the positions beyond their width padding (zeros; bias -inf)."""
+    `cache`, the positions beyond their width padding: bias -inf; keys and values zeros for a
+    slice, as they were for indices (what a place held before: finite, and weighted 0)."""
     width = state.src_bias.shape[-1]
     # keys (n, h, hd, S), values (n, h, S, hd): the source along dims 3 and 2
     pairs = [(x, y, 3) for x, y in zip(cache.cross_k, state.cross_k, strict=True)]
@@ -811,8 +812,8 @@ def _put_state(cache: DecoderCache, places: slice | torch.Tensor, state: Decoder
             count = places.stop - places.start
             x[places].narrow(dim, 0, width).copy_(y[:count])
             x[places].narrow(dim, width, x.shape[dim] - width).fill_(pad)
-        else:
+        else:  # beyond the width only the bias: a key or value there is weighted 0
             count = places.numel()
-            rows = x.new_full((count, *x.shape[1:]), pad)
-            rows.narrow(dim, 0, width).copy_(y[:count])
-            x.index_copy_(0, places, rows)
+            x.narrow(dim, 0, width).index_copy_(0, places, y[:count])
+            if x is cache.src_bias and width < x.shape[dim]:
+                x.narrow(dim, width, x.shape[dim] - width).index_fill_(0, places, pad)

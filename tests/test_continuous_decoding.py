@@ -362,6 +362,8 @@ def test_in_fixed_buffers_sentences_keep_their_places_and_newcomers_take_free_on
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
     model = random_model(tiny_config(VOCAB), seed=24)
     srcs = sources(34, 5)
+    srcs[0], srcs[1], srcs[2], srcs[4] = srcs[1], srcs[0], srcs[4], srcs[2]
+    assert srcs[4].shape[1] < srcs[0].shape[1]  # the newcomer's source is the shorter
     running = RunningBatch(model, beam_size=2, fixed=True)
     src = padded(srcs[:4])
     running.join([0, 1, 2, 3], src, pad_mask(src, 0), [30, 4, 30, 30], [1] * 4)
