@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -71,6 +71,11 @@ class _Sentence:
 
 class RunningBatch:
     """Sentences decoded together, one step at a time; see the module docstring."""
+
+    # fixed layout on a GPU: the CUDA graph holds the beam selection and the rows' bookkeeping
+    # too, not only the decoder's layers (False until that is measured sound on a GPU: the
+    # selection then runs eagerly after the graph, reading nothing back either)
+    capture_selection = False
 
     def __init__(
         self,
@@ -104,7 +109,10 @@ class RunningBatch:
         self._limits = self._active = torch.empty(0)
         # fixed: the step, set up at the buffers' first (a CUDA graph and its outputs, or the
         # function run each step elsewhere)
-        self._graph: tuple[torch.cuda.CUDAGraph, Report] | Callable[[], Report] | None = None
+        self._graph: tuple[torch.cuda.CUDAGraph, Any] | Callable[[], Any] | None = None
+        # fixed: the beam selection and bookkeeping, where the graph holds only the decoder
+        self._select: Callable[[torch.Tensor], Report] | None = None
+        self._set_rows: Callable[[], Any] | None = None
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -325,16 +333,21 @@ class RunningBatch:
         self._inputs, self._graph = (tokens, scores, seqs, torch.zeros_like(seqs)), None
         return cache
 
-    def _fixed_step(self) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    def _fixed_step(
+        self,
+    ) -> tuple[Callable[[], Any], Callable[[torch.Tensor], Report] | None, Callable[[], Any]]:
         """The fixed layout's step over every row of the buffers, with no value read back to
-        the host: the decoder's layers and output projection, the beam selection, and the
-        rows' new tokens, scores, sequences and steps written in place. Returns (report,
-        parents): per place (P, 4K' + 1) float64, K' = min(K, 2K candidates): which of the
-        K' best candidates end this step, their scores, parent rows and words, then the best
-        running beam's score; and each row's parent row (P * K,), by which the caller
-        reorders the self-attention buffer (its written positions only). A place's step
-        advances only while it holds a sentence; the other places compute padding that
-        nobody reads."""
+        the host: the rows' steps set (each place's while it holds a sentence, else 0), the
+        decoder's layers and output projection, the beam selection, and the rows' new tokens,
+        scores, sequences and steps written in place. Its result: (report, parents): per
+        place (P, 4K' + 1) float64, K' = min(K, 2K candidates): which of the K' best
+        candidates end this step, their scores, parent rows and words, then the best running
+        beam's score; and each row's parent row (P * K,), by which the caller reorders the
+        self-attention buffer (its written positions only). A place's step advances only
+        while it holds a sentence; the other places compute padding that nobody reads.
+
+        Returns the step in three parts, (set the rows' steps, decode, select), the graph to
+        capture being the decode alone; with `capture_selection`, (everything, None, None)."""
         cache, model, k, cfg = self.cache, self.model, self.k, self.cfg
         assert cache is not None and self._inputs is not None
         tokens, scores, seqs, before = self._inputs
@@ -348,11 +361,17 @@ class RunningBatch:
         force = cfg.force_eos_at_limit
         eos = cfg.eos_id
 
-        def run() -> tuple[torch.Tensor, torch.Tensor]:
-            now = steps * active  # padding places at step 0 (a free place's last step may be
-            row_steps = now[:, None].expand(places, k).reshape(-1).clamp(max=top)  # the end)
+        row_steps = torch.zeros(places * k, dtype=torch.long, device=steps.device)
+
+        def set_rows() -> None:  # padding places at step 0 (a free place's may be the end)
+            row_steps.copy_((steps * active)[:, None].expand(places, k).reshape(-1))
+
+        def decode() -> torch.Tensor:
             cache.length, cache.row_steps = top, row_steps  # every position; masks stop rows
-            logits = model._decode_rows(tokens, cache)  # (P * K, V)
+            return model._decode_rows(tokens, cache)  # (P * K, V)
+
+        def select(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            now = steps * active
             at_limit = now + 1 >= limits  # (P,)
             if force:  # the rows at their limit may only end (decoding.force_eos)
                 limit_rows = at_limit[:, None].expand(places, k).reshape(-1, 1)
@@ -381,7 +400,14 @@ class RunningBatch:
             steps.add_(active)
             return report, rows
 
-        return run
+        if self.capture_selection:
+
+            def whole() -> Report:
+                set_rows()
+                return select(decode())
+
+            return whole, None, None
+        return decode, select, set_rows
 
     def _step_fixed(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """`step` in the fixed layout: the step set up once per buffers (on a GPU captured in a
@@ -392,18 +418,24 @@ class RunningBatch:
         assert cache is not None
         written = max(s.step for s in self.sentences) + 1  # positions written after this step
         if self._graph is None:
-            run = self._fixed_step()
+            run, self._select, self._set_rows = self._fixed_step()
+            if self._set_rows is not None:
+                self._set_rows()  # the decode's inputs, before its capture's runs
             self._graph = run
             if cache.kv.device.type == "cuda":
+                keep = self._inputs + (cache.steps,) if self._select is None else ()
                 try:
-                    self._graph = capture(run, cache.kv.device, keep=self._inputs + (cache.steps,))
+                    self._graph = capture(run, cache.kv.device, keep=keep)
                 except RuntimeError as exc:  # the step still runs, eagerly
                     log.warning("no CUDA graph of the decoder step (%s): it runs eagerly", exc)
+        elif self._set_rows is not None:
+            self._set_rows()
         if isinstance(self._graph, tuple):
-            graph, (report, rows) = self._graph
+            graph, out = self._graph
             graph.replay()
         else:
-            report, rows = self._graph()
+            out = self._graph()
+        report, rows = out if self._select is None else self._select(out)
         if k > 1:  # beams follow their parents (positions not yet written do not matter)
             kv = cache.kv[:, :written]
             kv.copy_(kv.index_select(0, rows))

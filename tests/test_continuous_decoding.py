@@ -295,7 +295,10 @@ def test_kept_buffers_whose_places_ended_at_their_last_position_serve_newcomers(
         assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
-def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(monkeypatch):
+@pytest.mark.parametrize("selection", [False, True])
+def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(
+    selection, monkeypatch
+):
     """What a CUDA graph bakes in: the operations of the decoder step, their shapes and their
     non-tensor arguments. Recorded for every step of the same buffers, as sentences join (and
     fit), step at different positions and leave, they are the same each time; and none reads a
@@ -319,6 +322,7 @@ def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(mon
             return func(*args, **(kwargs or {}))
 
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    monkeypatch.setattr(RunningBatch, "capture_selection", selection)  # in the graph or after
     marian_like = {**VARIANTS["marian-like"], "suppress_ids": (5,)}
     model = random_model(tiny_config(VOCAB, **marian_like), seed=23)
     srcs = sources(33, 6)
@@ -351,7 +355,7 @@ def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(mon
     assert all(t == traces[0] for t in traces[1:])
     host = ("_local_scalar_dense", "nonzero", "masked_select", "lift_fresh", "is_nonzero")
     assert not [op for op, _, _ in traces[0] if any(h in op for h in host)]
-    assert any("topk" in op for op, _, _ in traces[0])  # the beam selection is in it too
+    assert any("topk" in op for op, _, _ in traces[0]) == selection  # the beam selection
     assert any("index_fill_" in op for op, _, _ in traces[0])  # the suppressed id, in place
 
 
