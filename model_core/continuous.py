@@ -25,12 +25,14 @@ frees it, and a newcomer takes the lowest free place; nothing moves. Every step 
 same operations on the same shapes and addresses until the buffers grow: the decoder's layers
 and output projection, the beam selection, and the rows' new tokens, scores, sequences and
 steps, all for every place (a free place computes padding that nobody reads), with no value
-read back to the host. On a GPU that step is captured once in a CUDA graph and replayed: one
-launch instead of one per operation, the host's share of a step being most of it there
-(docs/BENCHMARKS.md section 7). Around it the host reorders the written positions of the
-self-attention buffer by the beams' parents and reads one small report back (which hypotheses
-end); the prefixes of those that end in a second read, only when some end. Elsewhere the same
-step runs eagerly (the tests' way to check it).
+read back to the host but one small report (which hypotheses end; the prefixes of those that
+end in a second read, only when some end), and the written positions of the self-attention
+buffer reordered by the beams' parents. On a GPU the decoder's part is captured once in a
+CUDA graph and replayed: one launch instead of one per operation, the host's share of a step
+being most of it there (docs/BENCHMARKS.md section 7); the selection and bookkeeping run
+eagerly after it (`capture_selection` puts them in the graph too: on an H200 a replay of that
+graph failed with an index out of bounds in a gather, not yet explained, so it is off).
+Elsewhere the same step runs eagerly (the tests' way to check it).
 
 Memory: the self-attention buffer holds rows x the largest output limit among the sentences
 (positions a row never reaches are allocated, not written); the cross-attention state holds
@@ -73,8 +75,10 @@ class RunningBatch:
     """Sentences decoded together, one step at a time; see the module docstring."""
 
     # fixed layout on a GPU: the CUDA graph holds the beam selection and the rows' bookkeeping
-    # too, not only the decoder's layers (False until that is measured sound on a GPU: the
-    # selection then runs eagerly after the graph, reading nothing back either)
+    # too, not only the decoder's layers. Off: on an H200 (torch 2.11) a replay of that graph
+    # raised a device-side assert (a gather's index out of bounds) where the same step run
+    # eagerly on the same GPU decoded every sentence as alone; the selection then runs eagerly
+    # after the decoder's graph, reading nothing back either
     capture_selection = False
 
     def __init__(
