@@ -9,6 +9,13 @@ then exits.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # `python -m app.main` runs as the console script does: mt_serve imports this
+    # module itself, so that a Ctrl-C while torch imports is one line (status 130)
+    from app.launch import mt_serve
+
+    raise SystemExit(mt_serve())
+
 import asyncio
 import contextlib
 import copy
@@ -658,7 +665,3 @@ def main(argv: list[str] | None = None) -> int:
     config = server_config(app, settings)
     Server(config, app).run()
     return 1 if app.state.startup_error else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,6 +8,13 @@ Prints BLEU and chrF (detokenized, cased) with sacreBLEU's signature, sentences/
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # `python -m model_core.evaluate` runs as the console script does: mt_evaluate imports this
+    # module itself, so that a Ctrl-C while torch imports is one line (status 130)
+    from model_core.cli import mt_evaluate
+
+    raise SystemExit(mt_evaluate())
+
 import argparse
 import json
 import os
@@ -146,7 +153,3 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in report.items():
             print(f"{key:>24}: {value}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,6 +13,13 @@ Needs the `ctranslate2` package (the `bench` extra).
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # `python -m model_core.export_ct2` runs as the console script does: mt_export_ct2 imports this
+    # module itself, so that a Ctrl-C while torch imports is one line (status 130)
+    from model_core.cli import mt_export_ct2
+
+    raise SystemExit(mt_export_ct2())
+
 import argparse
 import sys
 from pathlib import Path
@@ -181,7 +188,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"wrote {out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

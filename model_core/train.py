@@ -15,6 +15,13 @@ command picks up there; a second Ctrl-C quits at once, keeping the state saved l
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # `python -m model_core.train` runs as the console script does: mt_train imports this
+    # module itself, so that a Ctrl-C while torch imports is one line (status 130)
+    from model_core.cli import mt_train
+
+    raise SystemExit(mt_train())
+
 import argparse
 import copy
 import json
@@ -694,7 +701,3 @@ def run_or_export(run: Run, args: argparse.Namespace) -> int:
     if args.export:
         run.export(args.export)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
