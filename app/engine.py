@@ -257,6 +257,14 @@ def start_engine(
             continue
         try:
             engine.load(name, "MT_PRELOAD")
+        except OutOfMemoryLoad as exc:
+            if not s.skip_bad_checkpoints:
+                raise
+            # not the files' fault: the model stays served, loaded by its first request (which
+            # gets 503 with Retry-After if memory is still short), as one past the budget is
+            log.warning("MT_PRELOAD: %s; %s left to load on first use", exc, name)
+            let_go(exc)  # the frames hold what was allocated so far
+            continue
         except ModelLoadError as exc:
             if not s.skip_bad_checkpoints:
                 raise StartupError(f"bad checkpoint {exc}") from exc
@@ -317,11 +325,21 @@ class Engine:
         return self.registry.pairs
 
     def load(self, name: str, reason: str) -> Translator:
-        """Load a model (unloading others beyond the budget) and warm it up."""
+        """Load a model (unloading others beyond the budget) and warm it up; a warm-up that
+        ran out of memory unloads the model and is an OutOfMemoryLoad, as such a load is."""
         assert threading.get_ident() == self.loaded_on, "torch work belongs to the worker thread"
         translator = self.registry.load(name, reason)
         if self.warmup:
-            warm_up(translator, self.warmup_beams, fixed=self.fixed)
+            try:
+                warm_up(translator, self.warmup_beams, fixed=self.fixed)
+            except (RuntimeError, MemoryError) as exc:
+                if not out_of_memory(exc):
+                    raise
+                error = f"{name}: out of memory while warming up after its load: {exc}"
+                let_go(exc)  # the traceback's frames hold the model (warm_up's locals)
+                del translator, exc
+                self.registry.unload(name, "its warm-up failed", label="warm_up_failed")
+                raise OutOfMemoryLoad(error) from None
         self._freeze()
         return translator
 

@@ -748,3 +748,73 @@ def test_a_model_loaded_on_first_use_is_warmed_up_like_one_preloaded(weights_dir
         assert warmed == ["en-de"]
         assert translate(url, "de", "en").status_code == 200
         assert warmed == ["en-de", "de-en"]  # (it was not warmed up)
+
+
+def fail_first(monkeypatch, stage: str) -> None:
+    """The first model's load (its weights allocated) or warm-up runs out of memory, mocked:
+    a model's parameters cannot be made to run out of memory here."""
+    import app.engine
+    import model_core.checkpoint
+
+    failures = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")]
+    if stage == "load":
+        real = model_core.checkpoint.Transformer
+
+        def transformer(cfg):
+            if failures:
+                raise failures.pop()
+            return real(cfg)
+
+        monkeypatch.setattr(model_core.checkpoint, "Transformer", transformer)
+    else:
+        real_warm_up = app.engine.warm_up
+
+        def warm_up(translator, *args, **kwargs):
+            if failures:
+                raise failures.pop()
+            return real_warm_up(translator, *args, **kwargs)
+
+        monkeypatch.setattr(app.engine, "warm_up", warm_up)
+
+
+@pytest.mark.parametrize("stage", ["load", "warm-up"])
+def test_out_of_memory_at_start_up_leaves_the_model_to_its_first_use_when_skipping(
+    weights_dir, monkeypatch, caplog, stage
+):
+    """MT_PRELOAD with MT_SKIP_BAD_CHECKPOINTS: a model that runs out of memory while it loads
+    or warms up at start-up is logged, listed in /health as not loaded and loaded by its first
+    request, and the others are served (it stopped the server, the setting notwithstanding)."""
+    fail_first(monkeypatch, stage)
+    with (
+        caplog.at_level("WARNING"),
+        serve_in_thread(weights_dir, preload="all", skip_bad_checkpoints=True) as (url, _),
+    ):
+        health = httpx.get(f"{url}/health", timeout=30).json()
+        assert health["models"] == ["de-en", "en-de", "en-fr", "fr-en"]
+        assert health["loaded_models"] == ["en-de", "en-fr", "fr-en"]
+        logged = [r for r in caplog.records if r.message.startswith("MT_PRELOAD: de-en: ")]
+        assert [(r.levelname, r.exc_info) for r in logged] == [("WARNING", None)]
+        stage_words = "loading" if stage == "load" else "warming up after its load"
+        assert f"de-en: out of memory while {stage_words}: CUDA out of memory" in logged[0].message
+        assert logged[0].message.endswith("; de-en left to load on first use")
+        assert translate(url, "en", "de").status_code == 200
+        assert translate(url, "de", "en").status_code == 200
+        assert loaded(url)["de-en"] is True
+
+
+@pytest.mark.parametrize("stage", ["load", "warm-up"])
+def test_out_of_memory_at_start_up_stops_it_in_one_line_without_skipping(
+    weights_dir, monkeypatch, stage
+):
+    """Without MT_SKIP_BAD_CHECKPOINTS, out of memory at start-up stops it with the model and
+    the failure named (a warm-up's was an unforeseen error, logged with its traceback)."""
+    from app.engine import StartupError, start_engine
+    from app.settings import Settings
+
+    fail_first(monkeypatch, stage)
+    with pytest.raises(StartupError) as caught:
+        start_engine(Settings(weights_dir=weights_dir, preload="all"), None)
+    stage_words = "loading" if stage == "load" else "warming up after its load"
+    assert str(caught.value) == (
+        f"de-en: out of memory while {stage_words}: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
