@@ -14,7 +14,9 @@ them: raw bytes and %-escapes alike (`curl -d 'q=Grüße'` sends the raw bytes);
 valid UTF-8 is a 400, not text with replacement characters. A line break in a form's or a query
 string's `q` is read as LF: HTML forms send a text area's lines with CRLF, as multipart (RFC
 2046) writes them, and LibreTranslate reads them as LF ("\n".join(q.splitlines())), so that a
-line break counts one character against the limits, as it does in the text area.
+line break counts one character against the limits, as it does in the text area. Every line
+break `str.splitlines` knows is read so (a lone CR, U+2028, ...), as there; a final one is kept,
+where LibreTranslate drops it, so that the text comes back with it, as a JSON text does.
 
 A request may repeat `q` as often as a JSON list may hold texts (`max_texts`): the cap on fields
 is that plus FIELD_MARGIN.
@@ -22,6 +24,7 @@ is that plus FIELD_MARGIN.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -35,6 +38,8 @@ from .translate import FORM_TYPES, ApiError, parse_json
 LIST_FIELDS = ("q",)
 #: fields whose line breaks a form writes as CRLF, read as LF (as LibreTranslate reads `q`)
 TEXT_FIELDS = ("q",)
+#: the line breaks of `str.splitlines` (CRLF, LF, CR, VT, FF, FS, GS, RS, NEL, U+2028, U+2029)
+LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 URLENCODED = "application/x-www-form-urlencoded"
 FIELD_MARGIN = 64  # fields besides the texts of `q`: form fields and query parameters at most
 # are max_texts + FIELD_MARGIN (a repeated `q` counts once each)
@@ -63,8 +68,8 @@ def fields_of(pairs: list[tuple[str, Any]], limit: int) -> dict[str, Any]:
     data: dict[str, Any] = {}
     lists: dict[str, list[Any]] = {}
     for name, value in pairs:
-        if name in TEXT_FIELDS and isinstance(value, str):  # a form's line breaks: CRLF
-            value = value.replace("\r\n", "\n")
+        if name in TEXT_FIELDS and isinstance(value, str):  # a form's line breaks: CRLF, ...
+            value = LINE_BREAK.sub("\n", value)
         data.setdefault(name, value)
         if name in LIST_FIELDS:
             lists.setdefault(name, []).append(value)

@@ -721,3 +721,29 @@ def test_a_line_break_in_a_form_counts_one_character_as_in_libretranslate(two_mo
         r = post(url, json=fields)
         assert r.status_code == 413, r.text
         assert f"{len(sent)} characters" in r.json()["error"]
+
+
+def test_every_line_break_in_a_form_is_read_as_lf_as_in_libretranslate(two_models):
+    """LibreTranslate reads a form's `q` by `str.splitlines`: a lone CR (an old Mac file's line
+    break), a vertical tab, U+0085, U+2028 and U+2029 are line breaks, read as LF, one
+    character each (they stayed as sent: a CR was no line break at all). A final line break is
+    kept (LibreTranslate drops it), and JSON's texts are read as sent."""
+    lines = ["Erste Zeile.", "Zweite Zeile.", "Dritte Zeile.", "Vierte.", "Fünfte.", "Ende."]
+    sent = "\r".join(lines[:2]) + "\v" + "\x85".join(lines[2:4]) + "\u2028" + lines[4]
+    sent += "\u2029" + lines[5] + "\r"
+    read = "\n".join(lines) + "\n"
+    fields = {"q": sent, "source": "de", "target": "de"}
+    with serve_in_thread(two_models, max_request_chars=len(read)) as (url, _):
+        for kwargs in (
+            {"data": fields},
+            {"files": {k: (None, v) for k, v in fields.items()}},
+            {"params": fields},
+            {"data": {**fields, "q": ["A.\rB.", "C.\u2028"]}},
+        ):
+            r = post(url, **kwargs)
+            assert r.status_code == 200, r.text
+            got = r.json()["translatedText"]
+            assert got == (read if isinstance(got, str) else ["A.\nB.", "C.\n"])
+        r = post(url, json={**fields, "q": "Erste Zeile.\rZweite Zeile."})
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == "Erste Zeile.\rZweite Zeile."
