@@ -15,7 +15,7 @@ from typing import Any
 from .access import text_chars
 from .detect import readable
 from .params import field_limit, request_params
-from .translate import _SURROGATE, ApiError, without_addresses
+from .translate import _SURROGATE, ApiError, too_many_chars, without_addresses
 from .translate import translate as translate_data
 
 Receive = Callable[[], Awaitable[dict]]
@@ -47,7 +47,7 @@ def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
         raise ApiError(413, f"{len(texts)} texts in `q`; at most {s.max_texts} per request")
     chars = sum(len(t) for t in texts)
     if chars > s.max_request_chars:
-        raise ApiError(413, f"{chars} characters in `q`; at most {s.max_request_chars} per request")
+        raise too_many_chars(chars, None if isinstance(q, str) else texts, s.max_request_chars)
     if any(_SURROGATE.search(t) for t in texts):
         raise ApiError(400, "`q` holds an unpaired UTF-16 surrogate; send valid Unicode")
     return texts

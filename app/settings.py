@@ -154,7 +154,9 @@ class Settings(BaseSettings):
         30.0, ge=0, description="time to finish accepted work on SIGTERM"
     )
     max_request_chars: int = Field(
-        20_000, ge=1, description="characters per request at most; beyond: 413"
+        20_000,
+        ge=1,
+        description="characters per request at most, a list `q`'s texts together; beyond: 413",
     )
     max_texts: int = Field(128, ge=1, description="texts in a list `q` at most; beyond: 413")
     max_body_bytes: int = Field(

@@ -297,6 +297,13 @@ def shown(name: str, number: int) -> str:
     return f"{name} has {len(str(abs(number)))} digits"
 
 
+def too_many_chars(chars: int, texts: list[str] | None, limit: int) -> ApiError:
+    """413 for `q` over MT_MAX_REQUEST_CHARS; `texts`: a list `q`'s, which count together
+    (LibreTranslate's current release checks each alone against its --char-limit)."""
+    together = f" (its {len(texts)} texts together)" if texts is not None else ""
+    return ApiError(413, f"{chars} characters in `q`{together}; at most {limit} per request")
+
+
 def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, int, int]:
     s = state.settings
     texts = [req.q] if isinstance(req.q, str) else list(req.q)
@@ -308,7 +315,7 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
         raise ApiError(413, f"{len(texts)} texts in `q`; at most {s.max_texts} per request")
     chars = sum(len(t) for t in texts)
     if chars > s.max_request_chars:
-        raise ApiError(413, f"{chars} characters in `q`; at most {s.max_request_chars} per request")
+        raise too_many_chars(chars, None if isinstance(req.q, str) else texts, s.max_request_chars)
     for i, text in enumerate(texts):
         if _SURROGATE.search(text):  # JSON can escape one (\ud800); no tokenizer can take it
             where = "`q`" if isinstance(req.q, str) else f"`q[{i}]`"

@@ -747,3 +747,24 @@ def test_every_line_break_in_a_form_is_read_as_lf_as_in_libretranslate(two_model
         r = post(url, json={**fields, "q": "Erste Zeile.\rZweite Zeile."})
         assert r.status_code == 200, r.text
         assert r.json()["translatedText"] == "Erste Zeile.\rZweite Zeile."
+
+
+def test_a_list_qs_texts_count_together_against_the_character_limit(two_models):
+    """MT_MAX_REQUEST_CHARS bounds a list `q`'s texts together, where LibreTranslate's current
+    release checks each alone against --char-limit: the 413 says they were counted together
+    (it read as if one text were over the limit), on /translate and /detect alike."""
+    texts = ["Erste Zeile.", "Zweite Zeile."]
+    with serve_in_thread(two_models, max_request_chars=20) as (url, _):
+        for path in ("/translate", "/detect"):
+            body = {"q": texts, "source": "de", "target": "de"}
+            for kwargs in ({"json": body}, {"data": body}):
+                r = post(url, path, **kwargs)
+                assert r.status_code == 413, r.text
+                assert r.json()["error"] == (
+                    "25 characters in `q` (its 2 texts together); at most 20 per request"
+                )
+            r = post(url, path, json={**body, "q": "Eine viel zu lange Zeile."})
+            assert r.status_code == 413, r.text
+            assert r.json()["error"] == "25 characters in `q`; at most 20 per request"
+        r = post(url, json={"q": texts[:1], "source": "de", "target": "de"})
+        assert r.status_code == 200, r.text
