@@ -11,6 +11,15 @@ identifier is restricted to the languages the models serve (as sources or target
 probabilities are renormalised over them; a request can restrict it further (the sources that
 have a model to its target, and the target itself).
 
+A tie (confidences equal once rounded to 0.1, as they are answered: a name, a number, a word
+of both languages, with no evidence either way) is broken by one rule, `Detector.order`, for
+POST /detect and `source: "auto"` alike: the request's target language last (`source: auto`
+only: a tie is no reason to return a text untranslated, as if it were already in the target),
+then the preferred language (the server's pivot language, MT_PIVOT_LANGUAGE) first, then by
+code. "Tom", 50% each, is [en, de] to /detect and English to `source: auto` into German; into
+English it is German, the one tied language that can be translated. (/detect named German
+first, py3langid's order of its labels, while `source: auto` into German took English.)
+
 A text is read without its invisible format characters (Unicode category Cf: the soft hyphen,
 zero-width spaces and joiners, word joiners, direction marks, a byte order mark): py3langid reads
 bytes, and a soft hyphen or a zero-width space inside a word cut it into pieces that read as
@@ -129,19 +138,39 @@ def readable(text: str) -> str:
 
 
 class Detector:
-    def __init__(self, languages: Iterable[str]):
+    def __init__(self, languages: Iterable[str], prefer: str | None = None):
+        """`prefer`: the language a tie goes to first where it is among the tied (`order`)."""
         self.identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         _format_characters()  # built once, at start-up
         known = set(self.identifier.labels)
         wanted = set(languages)
         self.languages = sorted(wanted & known)
         self.unknown = sorted(wanted - known)  # served, but py3langid cannot name them
+        self.prefer = prefer
         if self.languages:
             self.identifier.set_languages(self.languages)
 
-    def rank(self, text: str, among: Iterable[str] | None = None) -> list[tuple[str, float]]:
-        """(language, confidence in percent) best first, over `among` (default: every language
-        the detector knows), of the text as `readable` gives it. Confidences sum to 100."""
+    def order(
+        self, scores: Iterable[tuple[str, float]], target: str | None = None
+    ) -> list[tuple[str, float]]:
+        """(language, confidence in percent) best first, confidences rounded to 0.1 as they are
+        answered. Equal ones (a tie: a name, a number, a word of both languages, with no
+        evidence either way) follow one rule, the same for POST /detect and `source: auto`:
+        `target` last (a tie is no reason to take a text as already in the language it is to
+        be translated into, and return it untranslated), then `prefer` first, then by code."""
+
+        def key(item: tuple[str, float]) -> tuple[float, bool, bool, str]:
+            lang, conf = item
+            return -conf, lang == target, lang != self.prefer, lang
+
+        return sorted(((lang, round(conf, 1)) for lang, conf in scores), key=key)
+
+    def rank(
+        self, text: str, among: Iterable[str] | None = None, target: str | None = None
+    ) -> list[tuple[str, float]]:
+        """(language, confidence in percent) best first (`order`, with `target`), over `among`
+        (default: every language the detector knows), of the text as `readable` gives it.
+        Confidences sum to 100."""
         text = readable(text)
         allowed = set(self.languages if among is None else among) & set(self.languages)
         if not allowed:
@@ -152,9 +181,8 @@ class Detector:
             scores = [(lang, p) for lang, p in self.identifier.rank(text) if lang in allowed]
         total = sum(p for _, p in scores)
         if total <= 0:  # no feature in the text: every language as likely
-            return [(lang, round(100.0 / len(scores), 1)) for lang, _ in scores]
-        ranked = sorted(((lang, 100.0 * p / total) for lang, p in scores), key=lambda x: -x[1])
-        return [(lang, round(conf, 1)) for lang, conf in ranked]
+            return self.order(((lang, 100.0 / len(scores)) for lang, _ in scores), target)
+        return self.order(((lang, 100.0 * p / total) for lang, p in scores), target)
 
     def unserved(self, text: str) -> tuple[str, float] | None:
         """(language, confidence in percent) of a text clearly in a language that is not among
@@ -183,10 +211,11 @@ class Detector:
         if self.unserved(text) is None:
             return ranked
         full = dict(full_identifier().rank(readable(text)))
-        return [(lang, round(100.0 * full.get(lang, 0.0), 1)) for lang, _ in ranked]
+        return self.order((lang, 100.0 * full.get(lang, 0.0)) for lang, _ in ranked)
 
     def detect_all(
-        self, texts: list[str], among: Iterable[str] | None = None
+        self, texts: list[str], among: Iterable[str] | None = None, target: str | None = None
     ) -> list[list[tuple[str, float]]]:
+        """`rank` of each text; the first of each is the language `source: auto` takes."""
         among = None if among is None else list(among)
-        return [self.rank(t, among) for t in texts]
+        return [self.rank(t, among, target) for t in texts]

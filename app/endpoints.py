@@ -58,7 +58,8 @@ async def detect_endpoint(
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer: the languages of the text, best first, each with its confidence
     in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts
-    together (each language's confidence averaged over the texts that are not blank). A text
+    together (each language's confidence averaged over the texts that are not blank). A tie
+    is ordered as `source: auto` breaks it (app/detect.py: `Detector.order`). A text
     in a language no model serves gives each served language the full model's confidence,
     near 0 (app/detect.py: `Detector.rank_checked`)."""
     data = await request_params(scope, raw, field_limit(state.settings))
@@ -75,8 +76,8 @@ async def detect_endpoint(
     for text_ranked in ranked:
         for lang, conf in text_ranked:
             total[lang] = total.get(lang, 0.0) + conf / len(ranked)
-    best = sorted(total.items(), key=lambda x: -x[1])
-    return [{"language": lang, "confidence": round(conf, 1)} for lang, conf in best]
+    best = state.detector.order(total.items())  # a tie as `source: auto` breaks it
+    return [{"language": lang, "confidence": conf} for lang, conf in best]
 
 
 HANDLERS = {"/translate": translate_endpoint, "/detect": detect_endpoint}

@@ -123,7 +123,7 @@ async def load_models(app: FastAPI) -> None:
     await batcher.start()
     engine.registry.worker_run = worker.run  # later loads run on the same thread
     languages = {lang for pair in engine.pairs for lang in pair}
-    state.detector = await asyncio.to_thread(Detector, languages)
+    state.detector = await asyncio.to_thread(Detector, languages, s.pivot_language or None)
     if state.detector.unknown:
         log.warning(
             "language detection cannot name %s: source 'auto' never picks them",

@@ -606,9 +606,9 @@ def visible_texts(texts: list[str], fmt: str) -> list[str]:
 
 
 def _ranked_and_unserved(
-    detector: Any, texts: list[str], among: list[str]
+    detector: Any, texts: list[str], among: list[str], target: str
 ) -> tuple[list[list[tuple[str, float]]], list[tuple[str, float] | None]]:
-    return detector.detect_all(texts, among), [detector.unserved(t) for t in texts]
+    return detector.detect_all(texts, among, target), [detector.unserved(t) for t in texts]
 
 
 def unserved_message(
@@ -660,7 +660,7 @@ async def detect_sources(
         )
     among = [*candidates, target]
     detector = state.detector
-    ranked, foreign = await asyncio.to_thread(_ranked_and_unserved, detector, texts, among)
+    ranked, foreign = await asyncio.to_thread(_ranked_and_unserved, detector, texts, among, target)
     found = {i: lang for i, lang in enumerate(foreign) if lang is not None}
     if found and unserved != "keep":
         raise ApiError(400, unserved_message(found, candidates, target, unserved))
@@ -668,13 +668,8 @@ async def detect_sources(
     for i, text_ranked in enumerate(ranked):
         if i in found:  # kept as it is: the target's language, with the confidence it has
             out.append((target, 0.0))
-        elif text_ranked:
-            best = text_ranked[0]
-            # a tie (a word or two, no evidence either way) is not a reason to leave the text
-            # as it is: a tied language that can be translated goes first
-            if best[0] == target:
-                best = next((r for r in text_ranked if r[1] == best[1] and r[0] != target), best)
-            out.append(best)
+        elif text_ranked:  # its best language; a tie as app/detect.py `Detector.order` breaks it
+            out.append(text_ranked[0])
         else:  # the detector knows none of the candidates: the only choice, if there is one
             if len(candidates) != 1:
                 raise ApiError(

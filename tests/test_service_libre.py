@@ -449,6 +449,23 @@ def test_auto_on_a_tie_translates_rather_than_returning_the_text(server):
         assert body["translatedText"] == [explicit(server, t, other, target) for t in tied]
 
 
+def test_detect_and_auto_break_a_tie_by_one_rule(server):
+    """ "Tom" (50% each): /detect named German first while `source: auto` into German took it
+    as English. Both follow app/detect.py `Detector.order`: the pivot language (en) first,
+    and for `source: auto` the target last among the tied."""
+    for q in ("Tom", ["Tom", "ok"]):
+        r = post(server, "/detect", json={"q": q})
+        assert r.status_code == 200, r.text
+        assert r.json() == [
+            {"language": "en", "confidence": 50.0},
+            {"language": "de", "confidence": 50.0},
+        ]
+    into_de = post(server, json={"q": "Tom", "source": "auto", "target": "de"})
+    assert into_de.json()["detectedLanguage"] == {"language": "en", "confidence": 50.0}
+    into_en = post(server, json={"q": "Tom", "source": "auto", "target": "en"})
+    assert into_en.json()["detectedLanguage"] == {"language": "de", "confidence": 50.0}
+
+
 def test_auto_on_one_text_reports_the_detected_language(server):
     r = post(server, data={"q": DE, "source": "auto", "target": "en"})
     assert r.status_code == 200, r.text
