@@ -27,13 +27,14 @@ another language ("Kranken\u00adver\u00adsiche\u00adrung" was 48% German, 98% wi
 
 Restricted to the served languages, the identifier names one of them for any text: a Hebrew or
 French text was "detected" as German or English and translated into nonsense. So a text is also
-read by py3langid's full model (`full_identifier`: all its 140 languages, loaded once, the first
-time it is needed: 1 s and about 80 MB; the Turkish check of app/formats/text_charset.py reads
-with the same one), and `Detector.unserved` names its language when it is clearly none of the
-served ones: the full model gives the served languages together less than UNSERVED_MASS, its best
-language at least NAMED_CONFIDENCE, and no part of the text (between sentence ends, quotes,
-brackets, or where the script changes) of two words or more gives them SERVED_PART or more. On
-397,654 en/de sentences (tatoeba and multi30k, all their splits, 2026-11-27) the least mass
+read by py3langid's full model (`full_identifier`: all its 140 languages, loaded once, at
+start-up: 1 s and about 80 MB; the Turkish check of app/formats/text_charset.py reads with the
+same one; the identifier of the served languages is a copy of it restricted to their columns,
+sharing its other arrays: a second load of the model file took another 80 MB), and
+`Detector.unserved` names its language when it is clearly none of the served ones: the full
+model gives the served languages together less than UNSERVED_MASS, its best language at least
+NAMED_CONFIDENCE, and no part of the text (between sentence ends, quotes, brackets, or where
+the script changes) of two words or more gives them SERVED_PART or more. On 397,654 en/de sentences (tatoeba and multi30k, all their splits, 2026-11-27) the least mass
 given to en and de together was 3.3e-5, for a line that is Spanish ("Te acabo de enviar un
 correo electrónico.", the one sentence these rules refuse), then 0.0065 ("Tom adores me."),
 every other one more than 0.009 (2026-11-27); of 48 sentences of 11 other languages (fr, es,
@@ -52,6 +53,7 @@ more than 0.09.
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 import sys
@@ -140,7 +142,10 @@ def readable(text: str) -> str:
 class Detector:
     def __init__(self, languages: Iterable[str], prefer: str | None = None):
         """`prefer`: the language a tie goes to first where it is among the tied (`order`)."""
-        self.identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        # the full model's arrays, restricted below to the served languages: `set_languages`
+        # rebinds the copy's own attributes to the served columns and leaves the full
+        # identifier as it is, so the model is read and held once, not twice
+        self.identifier = copy.copy(full_identifier())
         _format_characters()  # built once, at start-up
         known = set(self.identifier.labels)
         wanted = set(languages)

@@ -1,10 +1,12 @@
-"""Language detection (app/detect.py) with py3langid's shipped model: how a tie is broken."""
+"""Language detection (app/detect.py) with py3langid's shipped model: how a tie is broken, and
+the one loaded model both identifiers read with."""
 
 from __future__ import annotations
 
 import pytest
+from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from app.detect import Detector
+from app.detect import Detector, full_identifier
 
 TIED = ["Tom", "ok", "Hi", "2024"]  # no evidence either way: 50% each
 
@@ -29,3 +31,36 @@ def test_confidences_equal_as_answered_are_a_tie(detector):
     assert detector.order([("de", 50.04), ("en", 49.96)]) == [("en", 50.0), ("de", 50.0)]
     assert detector.order([("de", 50.04), ("en", 49.96)], target="en")[0] == ("de", 50.0)
     assert detector.order([("de", 60.0), ("en", 40.0)], target="de")[0] == ("de", 60.0)
+
+
+TEXTS = [
+    "Tom",
+    "",
+    "2024",
+    "Wie spät ist es heute Abend?",
+    "The weather is very nice today and we are going to the park.",
+    "Kranken\u00adver\u00adsiche\u00adrung",
+    "Je voudrais réserver une table pour deux personnes ce soir.",
+    "שלום עולם, מה שלומך?",
+    "北京是中国的首都，有很多历史悠久的建筑。",
+    "Auf dem Schild stand: Я хотел бы заказать столик на двоих. Wir verstanden nichts.",
+    "Merci beaucoup",
+    "I met François Hollande in Paris.",
+]
+
+
+def test_the_served_languages_identifier_is_the_full_model_restricted(detector):
+    """The identifier of the served languages shares the full model's loaded arrays (the model
+    file was loaded twice, about 80 MB each) and ranks every text exactly as one loaded from
+    the model file on its own and restricted to the same languages; the full identifier still
+    ranks over all its languages."""
+    full = full_identifier()
+    assert detector.identifier.tk_nextmove is full.tk_nextmove
+    assert detector.identifier.tk_output is full.tk_output
+    loaded = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    before = [full.rank(t) for t in TEXTS]
+    loaded.set_languages(["de", "en"])
+    for text in TEXTS:
+        assert detector.identifier.rank(text) == loaded.rank(text), text
+    assert [full.rank(t) for t in TEXTS] == before
+    assert len(before[0]) > 100 and before[6][0][0] == "fr"
