@@ -105,6 +105,22 @@ def test_detect_gives_a_low_confidence_to_a_text_no_model_serves(server):
     assert best["language"] == "de" and best["confidence"] > 90.0, best
 
 
+def test_detect_on_a_list_counts_a_text_no_model_serves_near_0_as_alone(server):
+    """One ranking for a list, as LibreTranslate answers: each language's confidence averaged
+    over the texts; a Hebrew text counts near 0 for English and German, as it does alone."""
+    hebrew = FOREIGN["he"][1]
+    r = httpx.post(f"{server}/detect", json={"q": ["Wie spät ist es?", hebrew]}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json() == [
+        {"language": "de", "confidence": 50.0},
+        {"language": "en", "confidence": 0.0},
+    ]
+    alone = httpx.post(f"{server}/detect", json={"q": hebrew}, timeout=60).json()
+    assert sum(d["confidence"] for d in alone) < 1.0
+    r = httpx.post(f"{server}/detect", json={"q": [hebrew, hebrew]}, timeout=60)
+    assert r.json() == alone
+
+
 def upload(url: str, data: bytes) -> httpx.Response:
     fields = {"source": "auto", "target": "en"}
     files = {"file": ("notes.txt", data)}
