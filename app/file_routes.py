@@ -44,6 +44,7 @@ from .translate import (
     TooManySentences,
     check_accepting,
     detect_sources,
+    own_or_document,
     placeholder_use_of,
     route_of,
     served_code,
@@ -55,7 +56,6 @@ router = APIRouter()
 FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
 DETECT_CHARS = 10_000  # of a file's text, from its start, to detect its language with
 PLACEHOLDER = re.compile(r"</?[gx]\d+/?>")  # a formatted paragraph's markup, sent to the model
-DETECT_WORDS = 4  # a text of fewer words takes its document's language (source: auto)
 
 
 def store(state: Any) -> FileStore:
@@ -181,8 +181,7 @@ async def file_sources(state: Any, texts: list[str], target: str) -> list[str]:
     ((document, _),) = await detect_sources(state, whole, target, unserved="the file")
     own = await detect_sources(state, plain, target, unserved="keep")
     return [
-        lang if len(text.split()) >= DETECT_WORDS or (lang, conf) == (target, 0.0) else document
-        for text, (lang, conf) in zip(plain, own, strict=True)
+        own_or_document(t, found, document, target) for t, found in zip(plain, own, strict=True)
     ]
 
 

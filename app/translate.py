@@ -28,8 +28,15 @@ from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .detect import named
 from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
-from .formats.inline import SOFT_HYPHEN, PlaceholderUse, Unit, UnitBuilder, placeholder_use
-from .html_format import HtmlError, extract_all, render_all
+from .formats.inline import (
+    SOFT_HYPHEN,
+    PlaceholderUse,
+    Unit,
+    UnitBuilder,
+    collapse,
+    placeholder_use,
+)
+from .html_format import HtmlDocument, HtmlError, extract_all, render_all
 from .registry import ModelLoadError, ModelOutOfMemory
 from .schemas import TranslateRequest
 from .share import RequestShare
@@ -598,11 +605,16 @@ def visible_texts(texts: list[str], fmt: str) -> list[str]:
     its words."""
     if fmt != "html":
         return [without_addresses(t) for t in texts]
+    return [doc.visible_text for doc in html_documents(texts)]
+
+
+def html_documents(texts: list[str]) -> list[HtmlDocument]:
+    """The HTML documents, cut into text units (app/html_format.py); a 400 for bad markup."""
     try:
         documents, _ = extract_all(texts)
     except HtmlError as exc:
         raise ApiError(400, str(exc)) from None
-    return [doc.visible_text for doc in documents]
+    return documents
 
 
 def _ranked_and_unserved(
@@ -678,6 +690,60 @@ async def detect_sources(
                     "give `source` explicitly",
                 )
             out.append((candidates[0], 0.0))
+    return out
+
+
+#: a text of fewer words takes its document's language (`source: auto`): a heading or a word
+#: alone ("Title", "See") reads as either language by chance
+DETECT_WORDS = 4
+
+
+def own_or_document(text: str, own: tuple[str, float], document: str, target: str) -> str:
+    """The language `source: auto` takes for a text of a document: its own (`own`, from
+    `detect_sources` with `unserved="keep"`) where it has DETECT_WORDS words or more or is in
+    a language no model serves (kept as it is), else the document's (`document`)."""
+    return own[0] if len(text.split()) >= DETECT_WORDS or own == (target, 0.0) else document
+
+
+async def unit_sources(
+    state: Any, documents: list[HtmlDocument], languages: list[str], target: str
+) -> list[str]:
+    """The language of each text the HTML `documents` send (their units' requests, in order),
+    for `source: auto`: each unit's own, as `own_or_document` takes it, the document's being
+    `languages`' (a French paragraph or title attribute of an English page is not translated
+    as English; one in the target language, or in a language no model serves, is kept)."""
+    units = [
+        (unit, lang) for doc, lang in zip(documents, languages, strict=True) for unit in doc.units
+    ]
+    plain = [
+        " ".join(r for r in (collapse(str(i.value)) for i in unit.items if i.kind == "text") if r)
+        for unit, _ in units
+    ]
+    own = await detect_sources(state, plain, target, unserved="keep")
+    out = []
+    for (unit, document), text, found in zip(units, plain, own, strict=True):
+        out += [own_or_document(text, found, document, target)] * len(unit.requests)
+    return out
+
+
+def rendered(
+    documents: list[HtmlDocument],
+    texts: list[str],
+    sent: set[int],
+    outputs: list[list[str]],
+    target: str,
+) -> list[list[str]]:
+    """Per alternative, each HTML document (`texts`) rendered from its units' translations
+    (`outputs`: per alternative, per text the documents send, in order); a document none of
+    whose texts was `sent` for translation is returned as it is."""
+    out: list[list[str]] = [[] for _ in outputs]
+    at = 0
+    for doc, text in zip(documents, texts, strict=True):
+        n = len(doc.texts)
+        touched = any(i in sent for i in range(at, at + n))
+        for k, translations in enumerate(outputs):
+            out[k].append(doc.render(translations[at : at + n], target) if touched else text)
+        at += n
     return out
 
 
@@ -784,8 +850,8 @@ async def translate(
     called with the texts once the request is found valid, before any work (it may raise).
 
     With `source: "auto"` each text's language is detected (app/detect.py) and each text goes
-    to the models from its language; a text already in the target language is returned as it
-    is."""
+    to the models from its language (an HTML document's units each from their own:
+    `unit_sources`); a text already in the target language is returned as it is."""
     q, limit = data.get("q"), state.settings.max_texts
     if isinstance(q, list) and len(q) > limit:  # before checking each of them
         raise ApiError(413, f"{len(q)} texts in `q`; at most {limit} per request")
@@ -804,14 +870,23 @@ async def translate(
     if on_valid is not None:
         on_valid(texts)
     detected: list[tuple[str, float]] | None = None
+    # HTML with `source: auto`: the documents' units, each routed from its own language (cut
+    # before any route is known: with inline markup's placeholders, as a file's with `auto`)
+    documents: list[HtmlDocument] | None = None
+    sent, fmt = texts, req.format  # what goes to the models, and as what
     if req.source == "auto":  # from the text a reader sees: for HTML, not its markup
         if req.format == "html":  # parsed in a thread, as run_route parses it
-            visible = await asyncio.to_thread(visible_texts, texts, req.format)
+            documents = await asyncio.to_thread(html_documents, texts)
+            visible = [doc.visible_text for doc in documents]
         else:  # (a thread would cost plain text more than its work)
             visible = visible_texts(texts, req.format)
         one = "the text" if isinstance(req.q, str) else None
         detected = await detect_sources(state, visible, req.target, unserved=one)
         sources = [lang for lang, _ in detected]
+        if documents is not None:
+            sources = await unit_sources(state, documents, sources, req.target)
+            # the units' texts, sent as run_route sends a document's after cutting it
+            sent, fmt = [r for doc in documents for r in doc.texts], "text"
     else:
         sources = [req.target if same else req.source] * len(texts)
     groups: dict[tuple[str, ...], list[int]] = {}  # route -> indices of its texts
@@ -832,8 +907,8 @@ async def translate(
             state,
             list(route),
             req.target,
-            [texts[i] for i in idx],
-            req.format,
+            [sent[i] for i in idx],
+            fmt,
             options,
             receive,
             share,
@@ -850,11 +925,14 @@ async def translate(
         raise
     if any(r is None for r in results):
         return None
-    outputs: list[list[str]] = [list(texts) for _ in range(n_best)]  # untouched: in the target
+    outputs: list[list[str]] = [list(sent) for _ in range(n_best)]  # untouched: in the target
     for idx, result in zip(groups.values(), results, strict=True):
         for k in range(n_best):
             for j, i in enumerate(idx):
                 outputs[k][i] = result.texts[k][j]
+    if documents is not None:
+        routed = {i for idx in groups.values() for i in idx}
+        outputs = await asyncio.to_thread(rendered, documents, texts, routed, outputs, req.target)
     now = time.perf_counter()
     queued = min((r.queued for r in results), default=now)
     single = isinstance(req.q, str)

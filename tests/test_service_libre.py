@@ -212,6 +212,25 @@ def test_auto_detects_an_html_text_by_its_words_not_its_markup(server):
     assert r.json()["model"] == "de-en"
 
 
+def test_auto_routes_each_unit_of_an_html_page_from_its_own_language(server):
+    """An HTML page was detected as a whole: into German, the German paragraph and title of an
+    English page went through the English model; into English, the page, detected as English,
+    came back untranslated, its German paragraph and title too. A unit of a few words
+    ("Urlaub") takes the page's language, as a file's does."""
+    page = f'<h1>Urlaub</h1><p>{EN}</p><p title="{DE}">{DE}</p><p>I like tea.</p>'
+    for target, kept, translated in (("de", DE, EN), ("en", EN, DE)):
+        body = {"q": page, "source": "auto", "target": target, "format": "html"}
+        r = post(server, json=body)
+        assert r.status_code == 200, r.text
+        out = r.json()["translatedText"]
+        assert r.json()["detectedLanguage"]["language"] == "en"  # the page's, as a whole
+        assert r.json()["model"] == ("en-de" if target == "de" else "de-en")
+        assert out.count(kept) == (2 if target == "de" else 1), out
+        assert translated not in out, out
+        assert ("I like tea." in out) == (target == "en"), out
+        assert ("Urlaub" in out) == (target == "en"), out  # the page's language: English
+
+
 @pytest.mark.parametrize(
     "style", ["json", "form", "multipart", "query", "query+json", "query+form", "query+multipart"]
 )
