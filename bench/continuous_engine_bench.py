@@ -51,6 +51,7 @@ from statistics import median
 import torch
 
 from model_core import fused
+from model_core.continuous import RunningBatch
 from model_core.translator import Translator
 
 from .common import DEFAULT_SRC, machine, read_sentences, sync, table
@@ -323,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also a continuous decode in fixed buffers (MT_CUDA_GRAPHS: replayed from CUDA "
         "graphs on a GPU); with --step-sizes, every decode in them",
     )
+    p.add_argument(
+        "--capture-selection",
+        action="store_true",
+        help="with --fixed: also the fixed decode whose CUDA graph holds the beam selection "
+        "(RunningBatch.capture_selection, off in the service: on an H200 its replay failed)",
+    )
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--step-sizes", default="", help="comma list: time steps at these in flight")
@@ -429,6 +436,18 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
         decoders["fixed"] = lambda: continuous_rate(
             tr, ids, args.inflight, args.beam_size, args.join_every, fixed=True
         )
+    if args.fixed and args.capture_selection:
+
+        def with_selection():
+            RunningBatch.capture_selection = True
+            try:
+                return continuous_rate(
+                    tr, ids, args.inflight, args.beam_size, args.join_every, fixed=True
+                )
+            finally:
+                RunningBatch.capture_selection = False
+
+        decoders["selection"] = with_selection
     rates = {name: [] for name in decoders}
     beside = {name: [] for name in decoders}  # with the neighbour: (rate, its core share)
     steps = {}
@@ -462,9 +481,10 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
     for name in decoders:
         if name == "static":
             label = "static batches"
-        elif name == "fixed":
+        elif name in ("fixed", "selection"):
             label = f"continuous (joins every {args.join_every} steps), fixed buffers"
             label += " replayed from CUDA graphs" if tr.device.type == "cuda" else ", eager"
+            label += ", the selection in the graph" if name == "selection" else ""
         else:
             label = f"continuous (joins every {args.join_every} steps)"
             if name:

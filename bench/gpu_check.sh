@@ -8,9 +8,10 @@
 #     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]
 #     STEPS="tests first_call" bash bench/gpu_check.sh OUTDIR    # only these steps
 #
-# The steps: cuda_graph steps fixed_steps continuous_engine open_loop load_continuous load_static
-# load_graphs tests first_call (fixed_steps and load_graphs: the continuous decode in fixed
-# buffers replayed from CUDA graphs, MT_CUDA_GRAPHS)
+# The steps: cuda_graph steps fixed_steps continuous_engine selection open_loop load_continuous
+# load_static load_graphs load_joins tests first_call (fixed_steps, selection, load_graphs and
+# load_joins: the continuous decode in fixed buffers replayed from CUDA graphs, MT_CUDA_GRAPHS;
+# load_joins with MT_JOIN_EVERY_STEPS=4)
 # (all by default). The machine block (the machine, the C kernels' build, the linear backends'
 # batch invariance) runs first unless MACHINE=skip: a second run in the same tree can skip it.
 # With 10 s per level the whole run took 542 s on an H200 (docs/TESTING.md), without the
@@ -28,8 +29,8 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 
-all_steps="cuda_graph steps fixed_steps continuous_engine open_loop load_continuous load_static"
-all_steps+=" load_graphs tests first_call"
+all_steps="cuda_graph steps fixed_steps continuous_engine selection open_loop load_continuous"
+all_steps+=" load_static load_graphs load_joins tests first_call"
 wanted=" ${STEPS:-$all_steps} "
 
 step() {  # step NAME LIMIT_S COMMAND...: the command's output to OUTDIR/NAME.log
@@ -66,13 +67,22 @@ TAIL=18 step fixed_steps 120 "$py" -m bench.continuous_engine_bench --device cud
     --fixed
 TAIL=7 step continuous_engine 120 "$py" -m bench.continuous_engine_bench --device cuda \
     --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3 --fixed
+# the fixed decode with the beam selection in its CUDA graph (RunningBatch.capture_selection,
+# off in the service): its replay failed on an H200 with an index out of bounds in a gather
+TAIL=7 CUDA_LAUNCH_BLOCKING=1 step selection 60 "$py" -m bench.continuous_engine_bench \
+    --device cuda --dtype bfloat16 "${src[@]}" --sentences 128 --inflight 64 --repeats 1 --fixed \
+    --capture-selection
 step open_loop 300 "$py" -m bench.open_loop_bench "${src[@]}" --loads 0.5,0.8,1.0 \
     --seconds "$seconds" --capacity-seconds 10 --capacity-rounds 2 --capacity-clients 64 \
     --warm-seconds 20 --warm-clients 64
-for scheduler in continuous static graphs; do  # graphs: continuous with MT_CUDA_GRAPHS
-    graphs=false
+# graphs: continuous with MT_CUDA_GRAPHS; joins: that with MT_JOIN_EVERY_STEPS=4
+for scheduler in continuous static graphs joins; do
+    graphs=false joins=1 sched=continuous
+    [ "$scheduler" = static ] && sched=static
     [ "$scheduler" = graphs ] && graphs=true
-    TAIL=12 MT_SCHEDULER=${scheduler/graphs/continuous} MT_CUDA_GRAPHS=$graphs \
+    [ "$scheduler" = joins ] && graphs=true joins=4
+    TAIL=12 MT_SCHEDULER=$sched MT_CUDA_GRAPHS=$graphs \
+        MT_JOIN_EVERY_STEPS=$joins \
         step "load_$scheduler" 100 "$py" -m bench.load_bench \
         "${src[@]}" --device cuda --dtype bfloat16 --concurrency 1,64 --sentences 256 \
         --max-requests 400 --max-seconds 8 --warm-requests 512 --warm-concurrency 64 --warm-engine
