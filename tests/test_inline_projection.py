@@ -418,6 +418,26 @@ def test_a_japanese_sentence_with_a_bold_word_is_translated_whole():
     assert "ドアは" not in sent  # the words around the bold one are not sent in pieces
 
 
+def test_a_stand_in_name_between_chinese_or_japanese_characters_is_found():
+    """A name written between Han or kana characters (each a word of its own) was not found
+    (a `\\w` boundary), nor an atom between two of them taken as beside its words: the
+    sentence was cut at the atom."""
+    tom = projection.as_word("Tom")
+    assert [m.span() for m in tom.finditer("我很喜欢Tom。")] == [(4, 7)]
+    assert tom.findall("ドアはTomを開いて") == ["Tom"]
+    assert not tom.search("Tomas and xTom, Tom_1, Tom7")
+    chinese = {"I like Tom a lot.": "我很喜欢Tom。", "I like": "我喜欢", "a lot.": "很多。"}
+    english = {"ドアはTomを開いてください。": "Please open Tom."}
+
+    def model(texts):
+        return [chinese.get(t) or english.get(t) or lose_placeholders([t])[0] for t in texts]
+
+    out = translate_html("<p>I like <code>x</code> a lot.</p>", model)
+    assert out == "<p>我很喜欢<code>x</code>。</p>"  # not 我喜欢 <code>x</code> 很多。
+    out = translate_html("<p>ドアは<code>x</code>を開いてください。</p>", model)
+    assert out == "<p>Please open <code>x</code>.</p>"
+
+
 def brute_options(lo, width, sizes, hits, expected, centre, longest):
     """Every stretch's score one by one, best first: what `_options` gives as arrays."""
     out = []

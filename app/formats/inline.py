@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .addresses import verbatim_spans
-from .projection import Pair, count_words, inside_word, place
+from .projection import Pair, as_word, count_words, inside_word, joins, place
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class Unit:
         ):
             return None
         plain = " ".join(str(i.value) for i in self.items if i.kind == "text")
-        names = [n for n in STAND_INS if not re.search(rf"(?i)(?<!\w){n}(?!\w)", plain)]
+        names = [n for n in STAND_INS if not as_word(n, re.IGNORECASE).search(plain)]
         if len(names) < len(atoms):
             return None
         marks = [i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)]
@@ -263,15 +263,15 @@ class Unit:
                 parts.append(str(item.value))
                 continue
             after = self.items[k + 1] if k + 1 < len(self.items) else None
-            if "".join(parts)[-1:].isalnum() or (
-                after is not None and after.kind == "text" and str(after.value)[:1].isalnum()
+            if joins("".join(parts)[-1:]) or (
+                after is not None and after.kind == "text" and joins(str(after.value)[:1])
             ):
                 return None  # inside a word: cut there
             name = names[len(stand_ins)]
             stand_ins[name] = item
             parts.append(name)
         text = collapse("".join(parts))
-        if any(len(re.findall(rf"(?<!\w){n}(?!\w)", text)) != 1 for n in stand_ins):
+        if any(len(as_word(n).findall(text)) != 1 for n in stand_ins):
             return None  # two atoms side by side ran into one word
         self._stand_ins = stand_ins
         return text
@@ -310,7 +310,7 @@ class Unit:
         markup that ends the unit does not come back last."""
         found = []
         for name, item in self._stand_ins.items():
-            hits = [m.span() for m in re.finditer(rf"(?<!\w){name}(?!\w)", output)]
+            hits = [m.span() for m in as_word(name).finditer(output)]
             if len(hits) != 1:
                 return None
             found.append((*hits[0], item))

@@ -69,7 +69,20 @@ def count_words(text: str) -> int:
 def inside_word(before: str, after: str) -> bool:
     """Whether a place between the characters `before` and `after` is inside a word: both are
     letters or digits, neither one of a script without spaces (whose characters are words)."""
-    return (before + after).isalnum() and not _UNSPACED_CHAR.search(before + after)
+    return joins(before) and joins(after)
+
+
+def joins(char: str) -> bool:
+    """Whether `char` is a letter or digit that makes one word with a letter it touches: not
+    one of a script without spaces, nor punctuation or a space."""
+    return char.isalnum() and not _UNSPACED_CHAR.search(char)
+
+
+def as_word(word: str, flags: int = 0) -> re.Pattern[str]:
+    """Where `word` stands as a word of its own: not beside a letter or digit of a script
+    written with spaces (beside a Han or kana character it is: "我和Tom去了" holds "Tom")."""
+    edge = rf"[^\W{_UNSPACED}]"
+    return re.compile(rf"(?<!{edge}){re.escape(word)}(?!{edge})", flags)
 
 
 def grams(text: str) -> frozenset[str]:
