@@ -271,8 +271,8 @@ def atoms(args: argparse.Namespace) -> None:
     whole = [0]
     parse = inline.Unit._parse_stand_ins
 
-    def counted(self, output):
-        tokens = parse(self, output)
+    def counted(self, translations):
+        tokens = parse(self, translations)
         whole[0] += tokens is not None
         return tokens
 

@@ -263,7 +263,8 @@ def test_translate_no_ends_where_html_implies_an_end_tag(doc, out):
         # an inline element around it that it ends with stays a pair in the sentence
         (
             '<p><b>Hello <span translate="no">Acme</b> my dear friend.</p>',
-            ["<g1>Hello <x2/></g1> my dear friend.", "Hello", "my dear friend."],
+            ["<g1>Hello <x2/></g1> my dear friend.", "Hello Tom my dear friend.", "Hello Tom"]
+            + ["Hello", "my dear friend."],
             '<p><b>Hello <span translate="no">Acme</b> friend. dear my</p>',
         ),
     ],

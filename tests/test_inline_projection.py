@@ -59,10 +59,10 @@ def test_every_tag_and_atom_comes_back_once_around_the_plain_translation(en_de):
     for markup in ['<a href="/who">', "</a>", "<b>", "</b>", "<code>school.txt</code>"]:
         assert out.count(markup) == 1, out
     assert out.count("https://example.com/school") == 1
-    # the words before the inline code are one sentence: its plain translation
-    before = TAG.sub("", out.split("<code>")[0]).strip().rstrip(",")
-    plain = en_de(["Tom and Mary teach at the same school, see"])[0].rstrip(",")
-    assert before == plain
+    # one sentence: the translation of its text with a name for each atom
+    named = en_de(["Tom and Mary teach at the same school, see Boston and Paris today."])[0]
+    plain = named.replace("Boston", "school.txt").replace("Paris", "https://example.com/school")
+    assert TAG.sub("", out) == plain
     assert re.search(r"<a href=\"/who\">\w+</a>", out) and re.search(r"<b>\w+</b>", out)
 
 
@@ -243,6 +243,111 @@ def test_a_sentence_all_in_one_run_or_pair_with_addresses_is_translated_whole(en
     assert html == f"<p> <b> {plain} </b> </p>"
     md = translate_markdown(f"- **{sentence}**\n".encode(), en_de, Limits())
     assert md.decode() == f"- **{plain}**\n"
+
+
+def docx_runs(runs: list[tuple[str, bool | None]], translate) -> list[tuple[str, bool | None]]:
+    """The (text, bold) runs of a .docx paragraph of `runs`, translated."""
+    doc = docx.Document()
+    paragraph = doc.add_paragraph()
+    for text, bold in runs:
+        paragraph.add_run(text).bold = bold
+    buf = io.BytesIO()
+    doc.save(buf)
+    out = docx.Document(io.BytesIO(translate_office(buf.getvalue(), translate, Limits())))
+    return [(r.text, r.bold) for r in out.paragraphs[0].runs]
+
+
+def test_an_address_or_code_that_a_pair_wraps_stands_in_as_a_name(en_de):
+    """An atom inside a pair (an address in bold, a link around an e-mail address, a .docx run
+    of its own) cut its sentence, translated in pieces: "Read <b>https://example.com/docs</b>
+    first." gave "Lies Lies gelesen, gelesen zu lesen gelesen gelesen zu lesen!
+    <b>https://example.com/docs</b> ersten Mal."."""
+    assert en_de(["Read Tom first."]) == ["Lies Tom zuerst."]
+    out = translate_html("<p>Read <b>https://example.com/docs</b> first.</p>", en_de)
+    assert out == "<p>Lies <b>https://example.com/docs</b> zuerst.</p>"
+    out = translate_html("<p>I read <b><code>man ls</code></b> every day.</p>", en_de)
+    assert out == "<p>Ich habe <b><code>man ls</code></b> jeden Tag gelesen.</p>"
+    link = '<a href="mailto:bob@example.com">bob@example.com</a>'
+    out = translate_html(f"<p>Write to {link} today.</p>", en_de)
+    assert out == f"<p>Schreibt {link} heute.</p>"
+    runs = [("Read ", None), ("https://example.com/docs", True), (" first.", None)]
+    assert docx_runs(runs, en_de) == [
+        ("Lies ", None),
+        ("https://example.com/docs", True),
+        (" zuerst.", None),
+    ]
+
+
+def test_a_block_with_pairs_and_atoms_is_translated_whole(en_de):
+    """Atoms stood in as names in blocks without pairs only: beside a bold word, an address cut
+    its sentence ("The <b>door</b> is at https://example.com now." gave "Die <b>Tür</b> ist in
+    der Tür. https://example.com Das ist jetzt.")."""
+    assert en_de(["The door is at Tom now."]) == ["Die Tür ist jetzt bei Tom."]
+    out = translate_html("<p>The <b>door</b> is at https://example.com now.</p>", en_de)
+    assert out == "<p>Die <b>Tür</b> ist jetzt bei https://example.com.</p>"
+    out = translate_html("<p>The <i>cat</i> sat on <code>mat.txt</code> all day.</p>", en_de)
+    assert out == "<p>Die <i>Katze</i> saß am ganzen Tag auf <code>mat.txt</code>.</p>"
+    md = translate_markdown(b"The **door** is at https://example.com now.\n", en_de, Limits())
+    assert md.decode() == "Die **Tür** ist jetzt bei https://example.com.\n"
+    runs = [("The ", None), ("door", True), (" is at https://example.com now.", None)]
+    assert docx_runs(runs, en_de) == [
+        ("Die ", None),
+        ("Tür", True),
+        (" ist jetzt bei https://example.com.", None),
+    ]
+
+
+def test_a_run_of_an_address_alone_keeps_the_address_only():
+    """In an office paragraph (each run a pair, every word in one), the run of an address alone
+    goes around the address: the punctuation and space after it go with the next run, as in
+    the source."""
+    german = {"Visit Tom, then go home.": "Besuche Tom, dann geh nach Hause."}
+
+    def model(texts):
+        return [german.get(t) or lose_placeholders([t])[0] for t in texts]
+
+    runs = [("Visit ", None), ("https://x.example", True), (", then go home.", None)]
+    assert docx_runs(runs, model) == [
+        ("Besuche ", None),
+        ("https://x.example", True),
+        (", dann geh nach Hause.", None),
+    ]
+
+
+def test_an_atom_stays_in_the_pairs_it_is_in_or_its_sentence_is_cut():
+    """With pairs and atoms in a sentence sent whole, each pair goes around the names of the
+    atoms inside it, and no other; where none can, the sentence is cut at its atoms."""
+    doc = '<p>Read <a href="/d">the docs at https://example.com</a> today.</p>'
+    three = (
+        '<p>See <a href="/d">https://a.example and https://b.example</a> or https://c.example'
+        " today.</p>"
+    )
+
+    def model(translations: dict[str, str]):
+        return lambda texts: [
+            translations.get(t) or re.sub(r"</?[gx]\d+/?>", "", t).upper() for t in texts
+        ]
+
+    alone = {"Read the docs at Tom today.": "Lies heute die Doku bei Tom."}
+    out = translate_html(doc, model(alone | {"the docs at Tom": "die Doku bei Tom"}))
+    assert out == '<p>Lies heute <a href="/d">die Doku bei https://example.com</a>.</p>'
+    # the words of the link translated alone match the words before the name only
+    out = translate_html(doc, model(alone | {"the docs at Tom": "die Doku bei"}))
+    assert out == '<p>Lies heute <a href="/d">die Doku bei https://example.com</a>.</p>'
+    # the name away from the words the link matches: the link goes around it still
+    whole = {
+        "Read the docs at Tom today.": "Tom: lies heute die Doku.",
+        "the docs at Tom": "die Doku",
+    }
+    out = translate_html(doc, model(whole))
+    assert out == '<p><a href="/d">https://example.com: lies heute die Doku</a>.</p>'
+    # the link's two addresses on either side of the other one: cut
+    whole = {"See Tom and Boston or Paris today.": "Siehe Tom oder Paris und Boston heute."}
+    out = translate_html(three, model(whole))
+    assert out == (
+        '<p>SEE <a href="/d">https://a.example AND https://b.example</a> OR https://c.example'
+        " TODAY.</p>"
+    )
 
 
 def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en_de):

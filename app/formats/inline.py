@@ -29,13 +29,18 @@ only while the model is not known to lose placeholders: see PlaceholderUse):
   runs: each stretch of text between two pieces of markup on its own, every piece of markup
   where it was.
 
-A unit with atoms and no pairs (or one pair around all of it) is also sent whole as plain
-text with each atom replaced by a name the model copies as written (STAND_INS: "Run Tom
-now."), and each atom is written where
-its name is in that translation if every name comes back exactly once; otherwise by runs as
-above. (Cut at an atom, "Click here to see <code>make</code> now." was "Der Markt hier, um zu
+A unit with atoms is also sent whole as plain text with each atom replaced by a name the
+model copies as written (STAND_INS: "Run Tom now."), and each atom is written where its name
+is in that translation if every name comes back exactly once; otherwise by runs as above.
+(Cut at an atom, "Click here to see <code>make</code> now." was "Der Markt hier, um zu
 sehen. <code>make</code> Das ist jetzt." with weights/en-de; the stand-in keeps the sentence
-together: bench/inline_markup_bench.py --atoms.)
+together: bench/inline_markup_bench.py --atoms.) In a unit with pairs (but one around all of
+it), the pairs are placed on that translation as a segment's are, with their words sent alone
+too, each around the names of the atoms inside it and no other; a pair that wraps an atom
+alone goes around its name exactly, and every atom must come back inside the pairs it was in.
+(Cut at the atom, "Read <b>https://example.com/docs</b> first." was "Lies Lies gelesen,
+gelesen zu lesen gelesen gelesen zu lesen! <b>https://example.com/docs</b> ersten Mal."; now
+"Lies <b>https://example.com/docs</b> zuerst.")
 
 Before this, a sentence cut by inline markup was translated in pieces ("The door is <b>open
 </b>." became "Die Tür ist der Tür. <b>öffnen Sie geöffnet.</b>." with weights/en-de; now "Die
@@ -69,7 +74,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .addresses import verbatim_spans
-from .projection import Pair, as_word, count_words, inside_word, joins, place
+from .projection import Anchor, Pair, as_word, count_words, inside_word, joins, place
 
 log = logging.getLogger(__name__)
 
@@ -165,26 +170,27 @@ class Unit:
     whole: bool = True  # False: translated by runs only
     _requests: list[str] = field(default_factory=list, init=False)
     _whole: bool = field(default=False, init=False)
-    stand_in: bool = True  # False: its atoms never stand in words (see _stand_in_text)
+    stand_in: bool = True  # False: its atoms never stand in words (see _stand_in)
     _segments: dict[int, _Segment] = field(default_factory=dict, init=False)
     _use: PlaceholderUse | None = field(default=None, init=False)
     _placeholders: bool = field(default=True, init=False)  # the placeholder text is sent
     _stand_ins: dict[str, Item] = field(default_factory=dict, init=False)
+    _stand_in_requests: list[str] = field(default_factory=list, init=False)
+    #: the unit with its atoms' names, as one segment, when it has pairs (see _stand_in)
+    _stand_in_segment: _Segment | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         runs = [collapse(self._run(k)[1]) for k, i in enumerate(self.items) if i.kind == "text"]
         runs = [r for r in runs if has_letters(r)]
         self._whole = self.whole and self.balanced and len(runs) > 1
-        stand_in = self._stand_in_text() if self.stand_in else None
+        stand_in = self._stand_in_requests = self._stand_in() if self.stand_in else []
         if not self._whole:
-            self._requests = ([stand_in] if stand_in else []) + runs
+            self._requests = stand_in + runs
             return
         self._segments = {s.start: s for s in self._segment_all()}
         self._use = _placeholder_use.get()
         self._placeholders = self._use is None or self._use.wanted()
-        self._requests = ([self.placeholder_text()] if self._placeholders else []) + (
-            [stand_in] if stand_in else []
-        )
+        self._requests = ([self.placeholder_text()] if self._placeholders else []) + stand_in
         k = 0
         while k < len(self.items):
             if (seg := self._segments.get(k)) is not None:
@@ -213,68 +219,88 @@ class Unit:
                 parts.append(f"<x{item.value}/>")
         return collapse("".join(parts))
 
-    def _stand_in_text(self) -> str | None:
-        """The unit's text with each atom replaced by a name (STAND_INS) that the model copies
-        as written, so that the sentence is translated whole with a word where each atom
-        stands; None for a unit with pairs (but one around all of it: an office file's run, a
-        sentence all in bold), without atoms or broken (an atom then is a closing tag), with
-        an atom that is not a word's (a line break, a comment: see UnitBuilder.atom), with
-        more atoms than names, with an atom inside a word, with an atom (not an address)
-        before its words, or without words (an atom at the end stands in too, and an address
-        at the start: "Send your questions to" alone came back "Schicken Sie Ihre
-        Fragen?"). Each atom goes where its name is in the translation if
-        every name comes back exactly once; else the sentence is cut at the atoms (see
-        `tokens`). Sets `_stand_ins`."""
+    def _stand_in(self) -> list[str]:
+        """The requests of the unit's text with each atom replaced by a name (STAND_INS) that
+        the model copies as written, so that the sentence is translated whole with a word
+        where each atom stands: that text, and for a unit with pairs (but one around all of
+        it: an office file's run, a sentence all in bold) the words of each pair as its
+        segment sends them (a pair that wraps an atom alone goes around its name). Empty for a
+        unit without atoms or broken (an atom then is a closing tag), with an atom that is not
+        a word's (a line break, a comment: see UnitBuilder.atom), with more atoms than names,
+        with an atom inside a word, with an atom (not an address) before its words, or without
+        words (an atom at the end stands in too, and an address at the start: "Send your
+        questions to" alone came back "Schicken Sie Ihre Fragen?"). Each atom goes where its
+        name is in the translation if every name comes back exactly once (and inside the
+        pairs it is in); else the sentence is cut at the atoms (see `tokens`). Sets
+        `_stand_ins`, and `_stand_in_segment` for a unit with pairs."""
         atoms = [i for i in self.items if i.kind in ("atom", "keep")]
-        outer = self._outer_pair()
-        inner = self.items[outer[0] + 1 : outer[1]] if outer else self.items
         if (
             not atoms
             or not self.balanced
-            or any(i.kind in ("open", "close") or (i.kind == "atom" and not i.word) for i in inner)
+            or any(i.kind == "atom" and not i.word for i in self.items)
             or not any(
                 i.kind == "text" and has_letters(collapse(self._run(k)[1]))
                 for k, i in enumerate(self.items)
             )
         ):
-            return None
+            return []
         plain = " ".join(str(i.value) for i in self.items if i.kind == "text")
         names = [n for n in STAND_INS if not as_word(n, re.IGNORECASE).search(plain)]
         if len(names) < len(atoms):
-            return None
-        marks = [i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)]
+            return []
+        marks = self._marks()
         trailing = len(marks)
         while trailing and marks[trailing - 1].kind != "text":
             trailing -= 1
         if trailing < len(marks) and str(marks[trailing - 1].value).rstrip(_SPACE)[-1:] in _ENDS:
             # after the sentence's end, not in it ("I love you. Tom" came back "Ich liebe
             # dich Tom.")
-            return None
+            return []
         if marks[0].kind == "atom":
             # markup before the words (an icon before a paragraph) is rarely one of them: the
             # name became the sentence's subject ("Tom The door is open." gave "Tom schloss die
             # Tür."); an address there is (`https://example.com is a good site.`)
-            return None
-        parts, stand_ins = [], {}
+            return []
+        parts, named, stand_ins = [], [], {}  # named: the items with a name for each atom
         for k, item in enumerate(self.items):
-            if item.kind in ("open", "close"):  # the pair around the unit
+            if item.kind in ("open", "close"):
+                named.append(item)
                 continue
             if item.kind == "text":
                 parts.append(str(item.value))
+                named.append(item)
                 continue
-            after = self.items[k + 1] if k + 1 < len(self.items) else None
+            after = next((i for i in self.items[k + 1 :] if i.kind not in ("open", "close")), None)
             if joins("".join(parts)[-1:]) or (
                 after is not None and after.kind == "text" and joins(str(after.value)[:1])
             ):
-                return None  # inside a word: cut there
+                return []  # inside a word: cut there
             name = names[len(stand_ins)]
             stand_ins[name] = item
             parts.append(name)
+            named.append(Item("text", name, None))
         text = collapse("".join(parts))
         if any(len(as_word(n).findall(text)) != 1 for n in stand_ins):
-            return None  # two atoms side by side ran into one word
-        self._stand_ins = stand_ins
-        return text
+            return []  # two atoms side by side ran into one word
+        outer = self._outer_pair()
+        inner = self.items[outer[0] + 1 : outer[1]] if outer else self.items
+        if not any(i.kind == "open" for i in inner):
+            self._stand_ins = stand_ins
+            return [text]
+        seg = self._segment(0, len(named), named)
+        if seg is None:  # markup inside a word
+            return []
+        seg.sent = [p.number for p in seg.pairs if p.number in seg.sent and p.source not in names]
+        self._stand_ins, self._stand_in_segment = stand_ins, seg
+        return seg.requests
+
+    def _marks(self) -> list[Item]:
+        """The unit's items but its pairs and blank text."""
+        return [
+            i
+            for i in self.items
+            if i.kind not in ("open", "close") and (i.kind != "text" or str(i.value).strip(_SPACE))
+        ]
 
     def tokens(self, translations: list[str]) -> list[Token]:
         """The unit's translation, given the translations of `requests` in order."""
@@ -294,20 +320,22 @@ class Unit:
         if self._stand_ins:
             if translations[0] == self._requests[len(self._requests) - len(translations)]:
                 return self._as_written()  # in the target's language already, or a name
-            whole = self._parse_stand_ins(translations[0])
+            n = len(self._stand_in_requests)
+            whole = self._parse_stand_ins(translations[:n])
             if whole is not None:
                 return whole
-            translations = translations[1:]
+            translations = translations[n:]
         if not self._whole:
             return self._by_runs(iter(translations))
         if translations == self._requests[len(self._requests) - len(translations) :]:
             return self._as_written()
         return self._projected(iter(translations))
 
-    def _parse_stand_ins(self, output: str) -> list[Token] | None:
-        """The tokens of the translation of `_stand_in_text`, each atom where its name is; None
-        unless every name comes back exactly once (the model translated or repeated one), or
-        markup that ends the unit does not come back last."""
+    def _parse_stand_ins(self, translations: list[str]) -> list[Token] | None:
+        """The tokens of the translation of `_stand_in_requests`, each atom where its name is;
+        None unless every name comes back exactly once (the model translated or repeated one),
+        or markup that ends the unit does not come back last."""
+        output = translations[0]
         found = []
         for name, item in self._stand_ins.items():
             hits = [m.span() for m in as_word(name).finditer(output)]
@@ -315,9 +343,7 @@ class Unit:
                 return None
             found.append((*hits[0], item))
         found.sort(key=lambda f: f[0])
-        outer = self._outer_pair()
-        inner = self.items[outer[0] + 1 : outer[1]] if outer else self.items
-        ends = [i for i in inner if i.kind != "text" or str(i.value).strip(_SPACE)]
+        ends = self._marks()
         if ends[-1].kind == "atom" and (
             found[-1][2] is not ends[-1] or has_letters(output[found[-1][1] :])
         ):
@@ -325,6 +351,10 @@ class Unit:
             # the block's end closes (`<p>Hello <span translate="no">Acme</p>`), which words
             # after it would join
             return None
+        if self._stand_in_segment is not None:
+            return self._placed_stand_ins(translations, found)
+        outer = self._outer_pair()
+        inner = self.items[outer[0] + 1 : outer[1]] if outer else self.items
         out: list[Token] = []
         at = 0
         for start, end, item in found:
@@ -348,6 +378,82 @@ class Unit:
             Token("close", "", last.ref, False),
             *(Token("text", str(i.value), i.ref, False) for i in self.items[end + 1 :]),
         ]
+
+    def _placed_stand_ins(
+        self, translations: list[str], found: list[tuple[int, int, Item]]
+    ) -> list[Token] | None:
+        """The tokens of the translation of `_stand_in_segment` (its text and the words of its
+        pairs): each pair placed on it as a segment's are, but one that wraps an atom alone
+        around its name (`found`: each name's offsets, in order); each atom where its name is.
+        None unless every atom comes back inside the pairs it was inside, and no other (the
+        link around an address kept around it, a word's bold not over it), and markup that
+        ends a pair ends it still (but for punctuation: as at the unit's end, it may be an
+        element the pair's end closes, `<b>Hello <span translate="no">Acme</b>`)."""
+        seg = self._stand_in_segment
+        assert seg is not None
+        target = translations[0]
+        alone = dict(zip(seg.sent, translations[1:], strict=True))
+        pairs = [replace(p, translation=alone.get(p.number, "")) for p in seg.pairs]
+        inside: dict[int, list[int]] = {}  # each atom's pairs, outermost first
+        ends: dict[int, int] = {}  # the pairs whose last item is markup (kept as written)
+        stack: list[int] = []
+        last = None
+        for item in self.items:
+            if item.kind == "open":
+                stack.append(int(item.value))
+            elif item.kind == "close":
+                if last is not None and last.kind == "atom":
+                    ends[int(item.value)] = int(last.value)
+                stack.pop()
+            elif item.kind in ("atom", "keep"):
+                inside[int(item.value)] = list(stack)
+            if item.kind != "text" or has_letters(str(item.value)):
+                last = item
+        anchors = []
+        for start, end, item in found:
+            name = next(name for name, i in self._stand_ins.items() if i is item)
+            wraps = frozenset(p.number for p in pairs if p.source == name)
+            anchors.append(Anchor(start, end, frozenset(inside[int(item.value)]), wraps))
+        spans = place(target, count_words(seg.core), pairs, seg.filled, anchors)
+        numbers = {(kind, p.number): p.number for p in pairs for kind in ("open", "close")}
+        refs = {(i.kind, i.value): i.ref for i in self.items if i.kind in ("open", "close")}
+        out = [Token("text", seg.lead, None, False)] if seg.lead else []
+        stack, offset, placed = [], 0, 0
+        last_atom = None  # the atom the output holds last, if nothing with letters is after it
+        for tok in _emit(target, None, (0, len(target)), pairs, spans, numbers):
+            if tok.kind != "text":
+                if tok.kind == "open":
+                    stack.append(tok.ref)
+                else:
+                    if tok.ref in ends and last_atom != ends[tok.ref]:
+                        return None
+                    stack.pop()
+                last_atom = None
+                out.append(Token(tok.kind, "", refs[(tok.kind, tok.ref)], False))
+                continue
+            end, cut = offset + len(tok.text), offset
+            for start, stop, item in found:
+                if stop <= offset or start >= end:
+                    continue
+                if start < offset or stop > end or inside[int(item.value)] != stack:
+                    return None  # across a pair's edge, or not in the pairs it was in
+                if start > cut:
+                    out.append(Token("text", target[cut:start], None, True))
+                if item.kind == "keep":
+                    out.append(Token("text", item.text, item.ref, False))
+                else:
+                    out.append(Token("atom", "", item.ref, False))
+                cut, placed, last_atom = stop, placed + 1, int(item.value)
+            if end > cut:
+                out.append(Token("text", target[cut:end], None, True))
+                if has_letters(target[cut:end]):
+                    last_atom = None
+            offset = end
+        if placed != len(found):
+            return None
+        if seg.trail:
+            out.append(Token("text", seg.trail, None, False))
+        return out
 
     def _outer_pair(self) -> tuple[int, int] | None:
         """The places of the pair around all of the unit's words, if there is one: its first
@@ -377,27 +483,26 @@ class Unit:
                 out.append(Token(item.kind, "", item.ref, False))
         return out
 
-    def _run(self, k: int) -> tuple[str, str, str]:
-        """(kept before, the words to translate, kept after) of the text item at `k` when
-        translated by runs: its whitespace, and the punctuation beside markup (see _RUN_LEAD)
-        or an address (everything up to the first and from the last letter or digit: a
-        colon, brackets, quotes, a no-break space)."""
-        lead, core, trail = split_space(str(self.items[k].value))
+    def _run(self, k: int, items: list[Item] | None = None) -> tuple[str, str, str]:
+        """(kept before, the words to translate, kept after) of the text item at `k` (of
+        `items`, else the unit's) when translated by runs: its whitespace, and the punctuation
+        beside markup (see _RUN_LEAD) or an address (everything up to the first and from the
+        last letter or digit: a colon, brackets, quotes, a no-break space)."""
+        items = self.items if items is None else items
+        lead, core, trail = split_space(str(items[k].value))
         if not has_letters(core):
             return lead, core, trail
-        if k > 0 and self.items[k - 1].kind == "keep":
+        if k > 0 and items[k - 1].kind == "keep":
             cut = next(i for i, c in enumerate(core) if c.isalnum())
             lead, core = lead + core[:cut], core[cut:]
         elif k > 0 and (m := _RUN_LEAD.match(core)) and has_letters(core[m.end() :]):
             lead, core = lead + m.group(), core[m.end() :]
-        if k + 1 < len(self.items) and self.items[k + 1].kind == "keep":
+        if k + 1 < len(items) and items[k + 1].kind == "keep":
             cut = next(i for i, c in enumerate(reversed(core)) if c.isalnum())
             if cut:
                 core, trail = core[:-cut], core[-cut:] + trail
         elif (
-            k + 1 < len(self.items)
-            and (m := _RUN_TRAIL.search(core))
-            and has_letters(core[: m.start()])
+            k + 1 < len(items) and (m := _RUN_TRAIL.search(core)) and has_letters(core[: m.start()])
         ):
             core, trail = core[: m.start()], m.group() + trail
         return lead, core, trail
@@ -471,12 +576,14 @@ class Unit:
             start = k + 1
         return out
 
-    def _segment(self, start: int, end: int) -> _Segment | None:
-        items = self.items[start:end]
+    def _segment(self, start: int, end: int, source: list[Item] | None = None) -> _Segment | None:
+        """The segment of items[start:end] (of `source`, else the unit's), or None."""
+        source = self.items if source is None else source
+        items = source[start:end]
         runs = [
             k
             for k in range(start, end)
-            if self.items[k].kind == "text" and has_letters(collapse(self._run(k)[1]))
+            if source[k].kind == "text" and has_letters(collapse(self._run(k, source)[1]))
         ]
         if len(runs) < 2 or not any(i.kind == "open" for i in items):
             return None
@@ -488,8 +595,8 @@ class Unit:
                 marks.append((len(text), item.kind, int(item.value)))
         if any(0 < at < len(text) and inside_word(text[at - 1], text[at]) for at, _, _ in marks):
             return None  # markup inside a word (a docx no-break hyphen): by runs
-        lead = self._run(start)[0] if items[0].kind == "text" else ""
-        trail = self._run(end - 1)[2] if items[-1].kind == "text" else ""
+        lead = self._run(start, source)[0] if items[0].kind == "text" else ""
+        trail = self._run(end - 1, source)[2] if items[-1].kind == "text" else ""
         lead = lead[: min(len(lead), marks[0][0])]
         trail = trail[len(trail) - min(len(trail), len(text) - marks[-1][0]) :]
         lo, hi = len(lead), len(text) - len(trail)

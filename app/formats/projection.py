@@ -60,6 +60,18 @@ class Pair:
     spaced_before: bool = False  # ... starts with whitespace
 
 
+@dataclass
+class Anchor:
+    """Markup the translation holds as a word (a name that stands in for it: see
+    app/formats/inline.py) at target[start:end]: the pairs it is inside in the source go
+    around it, the others not; those that wrap it alone go around exactly those characters."""
+
+    start: int
+    end: int
+    inside: frozenset[int]
+    alone: frozenset[int]
+
+
 def count_words(text: str) -> int:
     """The words of `text` as placement counts them (app/formats/inline.py counts the source's
     alike): runs between whitespace, and each character of a script without spaces."""
@@ -101,11 +113,26 @@ def similarity(hits: int, size: int, reference: int) -> float:
 
 
 def place(
-    target: str, words_in_source: int, pairs: list[Pair], filled: set[int | None]
+    target: str,
+    words_in_source: int,
+    pairs: list[Pair],
+    filled: set[int | None],
+    anchors: tuple[Anchor, ...] | list[Anchor] = (),
 ) -> dict[int, tuple[int, int]]:
     """Each pair's (start, end) character offsets in `target`, properly nested. `filled`: the
-    pairs (None: the sentence) whose words are all inside their inner pairs."""
+    pairs (None: the sentence) whose words are all inside their inner pairs. `anchors`: each
+    pair's stretch holds the word of every anchor inside it and of no other, where one does
+    (a pair finds none where the anchors leave it none); a pair that wraps an anchor alone
+    goes around it first."""
     words = [(m.start(), m.end()) for m in _WORDS.finditer(target)]
+    pinned: dict[int, tuple[int, int, int, int]] = {}  # pair: (word i, word j, start, end)
+    held: list[tuple[int, frozenset[int]]] = []  # (the word of an anchor, the pairs around it)
+    for anchor in anchors:
+        a, b = anchor.start, anchor.end
+        k = next((k for k, (s, e) in enumerate(words) if s <= a and b <= e), None)
+        if k is not None:
+            held.append((k, anchor.inside))
+            pinned.update({number: (k, k + 1, a, b) for number in anchor.alone})
     spans: dict[int | None, tuple[int, int]] = {None: (0, len(words))}
     chars: dict[int | None, tuple[int, int]] = {None: (0, len(target))}
     source: dict[int | None, tuple[float, float]] = {None: (0.0, float(max(words_in_source, 1)))}
@@ -114,11 +141,13 @@ def place(
     for parent in [None] + [p.number for p in pairs]:
         children = [p for p in pairs if p.parent == parent]
         if children:
-            _place_children(target, words, parent, children, spans, chars, source, filled)
+            _place_children(
+                target, words, parent, children, spans, chars, source, filled, pinned, held
+            )
     return {p.number: chars[p.number] for p in pairs}
 
 
-def _place_children(target, words, parent, children, spans, chars, source, filled) -> None:
+def _place_children(target, words, parent, children, spans, chars, source, filled, pinned, held):
     lo, hi = spans[parent]
     s_lo, s_hi = source[parent]
     width, s_width = hi - lo, max(s_hi - s_lo, 1e-9)
@@ -133,6 +162,11 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
         for gram in g:
             holders.setdefault(gram, []).append(k)
     for c in children:
+        if c.number in pinned:
+            i, j = pinned[c.number][:2]
+            if lo <= i and j <= hi:  # else it finds no word: see below
+                ranked[c.number] = _Options(np.array([np.inf]), np.array([i]), np.array([j]))
+            continue
         if not c.source.strip() or c in punctuation:
             continue
         refs = [r for r in (grams(c.translation), grams(c.source)) if r]
@@ -140,22 +174,43 @@ def _place_children(target, words, parent, children, spans, chars, source, fille
         expected = max(1.0, (c.end - c.start) * width / s_width)
         centre = ((c.start + c.end) / 2 - s_lo) / s_width
         longest = max(4, int(2 * expected) + 1)
-        ranked[c.number] = _options(lo, width, sizes, hits, expected, centre, longest)
+        options = _options(lo, width, sizes, hits, expected, centre, longest)
+        if held:  # the stretches that hold the anchors inside it, and no other
+            keep = np.ones(len(options), dtype=bool)
+            for k, inside in held:
+                holds = (options.starts <= k) & (k < options.ends)
+                keep &= holds if c.number in inside else ~holds
+            options = _Options(options.scores[keep], options.starts[keep], options.ends[keep])
+        ranked[c.number] = options
     placed = _choose(ranked, len(words))
     taken = list(placed.values())
     p_start, p_end = chars[parent]
     fill = parent in filled and placed
     order = sorted(placed.items(), key=lambda kv: kv[1])
     for k, (number, (i, j)) in enumerate(order):
-        if fill:  # share out every word: from this pair's first word to the next one's
+        before = order[k - 1][0] if k else None
+        after = order[k + 1][0] if k < len(order) - 1 else None
+        if number in pinned:
+            start, end = pinned[number][2:]
+        elif fill:  # share out every word: from this pair's first word to the next one's
             i = lo if k == 0 else i
             j = hi if k == len(order) - 1 else order[k + 1][1][0]
             start = p_start if k == 0 else words[i][0]
             end = p_end if k == len(order) - 1 else words[j][0]
             # the space between two is the first's, the second's or neither's, as in the source
-            if k and not source_of(children, order[k - 1][0]).spaced:
+            if before in pinned:  # what follows the pinned word's name up to here
+                gap = target[pinned[before][3] : start]
+                start -= (
+                    len(gap) if source_of(children, number).spaced_before else len(gap.lstrip())
+                )
+            elif k and not source_of(children, before).spaced:
                 start = words[i - 1][1] if source_of(children, number).spaced_before else start
-            if k < len(order) - 1 and not source_of(children, number).spaced:
+            if after in pinned:  # what precedes the pinned word's name
+                gap = target[words[j - 1][1] : pinned[after][2]]
+                end = words[j - 1][1] + (
+                    len(gap) if source_of(children, number).spaced else len(gap.rstrip())
+                )
+            elif k < len(order) - 1 and not source_of(children, number).spaced:
                 end = words[j - 1][1]
             # the punctuation at its edges that its source words do not have stays outside
             core = _trim(target, words[i][0], words[j - 1][1], source_of(children, number).source)
