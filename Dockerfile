@@ -15,6 +15,9 @@
 # image gets only its virtual environment (/opt/venv), the weights and a non-root user.
 # Every Python package comes at the version requirements.lock pins (torch included: the build,
 # CPU or CUDA, comes from the wheel or the index, the version from the lock).
+# torch has layers of its own, keyed on the lock's torch line alone: a change to any other
+# line of the lock installs the other packages again, not torch, and the final image shares
+# its torch layer with the previous build.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS python
@@ -30,6 +33,11 @@ RUN if ! command -v python3 >/dev/null 2>&1; then \
         apt-get update && apt-get install -y --no-install-recommends python3 \
         && rm -rf /var/lib/apt/lists/*; \
     fi
+
+# The lock's torch line alone: the build stage's torch layer is keyed on it.
+FROM python AS torch-pin
+COPY requirements.lock /tmp/
+RUN grep -E '^torch==' /tmp/requirements.lock > /tmp/torch-pin.txt
 
 FROM python AS build
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -50,31 +58,44 @@ RUN deps=""; \
     fi; \
     python3 -m venv "$VIRTUAL_ENV"
 
-WORKDIR /src
-COPY requirements.lock ./
+# From /: `cp --parents` below copies absolute paths only from there (GNU cp 9).
+WORKDIR /
+COPY --from=torch-pin /tmp/torch-pin.txt /tmp/
 COPY docker/wheels/ /tmp/wheels/
 COPY docker/certs/ /tmp/certs/
-# torch first, in its own layer: it is most of the image and changes least.
+# torch first, in its own layer: it is most of the image and changes least. torch alone (its
+# dependencies come with the other packages, at their locked versions); its files are also
+# hard-linked into /opt/torch-layer, which the final stage copies as a layer of its own.
 RUN if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; then \
-        pip install -c requirements.lock /tmp/wheels/torch-*.whl; \
+        pip install --no-deps -c /tmp/torch-pin.txt /tmp/wheels/torch-*.whl; \
     else \
-        pip install -c requirements.lock --index-url "$TORCH_INDEX_URL" \
-            --extra-index-url https://pypi.org/simple torch; \
-    fi
+        pip install --no-deps -c /tmp/torch-pin.txt --index-url "$TORCH_INDEX_URL" torch; \
+    fi; \
+    python -I -c "import os; from importlib.metadata import distribution; t = distribution('torch'); print(*sorted({os.path.normpath(t.locate_file(f if f.parts[0] == '..' else f.parts[0])) for f in t.files}), sep='\n')" > /tmp/torch-paths.txt; \
+    mkdir /opt/torch-layer; \
+    xargs cp -al --parents -t /opt/torch-layer < /tmp/torch-paths.txt
 
+WORKDIR /src
+COPY requirements.lock ./
 COPY pyproject.toml setup.py README.md ./
 COPY model_core/ model_core/
 COPY app/ app/
-# Built with the locked setuptools (no isolated build environment fetching another).
-RUN pip install -c requirements.lock setuptools; \
+# Built with the locked setuptools (no isolated build environment fetching another), which
+# comes with torch's dependencies (torch itself is installed: kept). torch's files then leave
+# the venv (the final stage takes them from /opt/torch-layer).
+RUN pip install -c requirements.lock setuptools torch; \
     pip install -c requirements.lock --no-build-isolation .; \
-    python -I -c "from model_core import fused; assert fused.kernel_available()"
+    pip check; \
+    python -I -c "from model_core import fused; assert fused.kernel_available()"; \
+    xargs rm -r < /tmp/torch-paths.txt
 
 FROM python
 ENV MT_HOST=0.0.0.0 \
     MT_PORT=8000 \
     MT_WEIGHTS_DIR=/app/weights
 WORKDIR /app
+# torch, then the rest of the venv: two layers, the first unchanged while the torch line is.
+COPY --from=build /opt/torch-layer/ /
 COPY --from=build /opt/venv /opt/venv
 # The kernels run here without a compiler, on the OpenMP runtime torch ships: checked.
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin mt; \

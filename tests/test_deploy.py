@@ -58,11 +58,31 @@ def test_dockerfile_keeps_build_inputs_out_of_the_final_image():
     assert "fused.kernel_available()" in final
 
 
+def dockerfile_instructions(stage: str) -> list[str]:
+    """A stage's instructions, each on one line (continuations joined, comments left out)."""
+    lines = [line for line in stage.splitlines() if not line.lstrip().startswith("#")]
+    return [i.strip() for i in re.split(r"\n(?=\S)", "\n".join(lines).replace("\\\n", " "))]
+
+
+def torch_pin(lock: str) -> str:
+    """What the Dockerfile's torch-pin stage keeps of the lock (its `grep -E` pattern)."""
+    (stage,) = [s for s in dockerfile_stages() if s.startswith("FROM python AS torch-pin")]
+    (pattern,) = re.findall(r"grep -E '([^']+)' /tmp/requirements.lock", stage)
+    return "".join(line + "\n" for line in lock.splitlines() if re.search(pattern, line))
+
+
 def test_every_install_reads_the_lock():
+    """Every package at its locked version: torch at the lock's torch line (torch-pin.txt:
+    that line alone), every other package at the lock's."""
     docker_installs = re.findall(r"pip install[^;\n]*", (ROOT / "Dockerfile").read_text())
     assert len(docker_installs) >= 3
     for line in docker_installs:
-        assert "-c requirements.lock" in line, line
+        if "torch" in line and "--no-deps" in line:
+            assert "-c /tmp/torch-pin.txt" in line, line
+        else:
+            assert "-c requirements.lock" in line, line
+    lock = (ROOT / "requirements.lock").read_text()
+    assert re.fullmatch(r"torch==\S+\n", torch_pin(lock)) and torch_pin(lock) in lock
     makefile = (ROOT / "Makefile").read_text()
     assert "LOCK   := requirements.lock" in makefile
     make_installs = re.findall(r"\$\(PIP\) install.*", makefile)
@@ -72,6 +92,41 @@ def test_every_install_reads_the_lock():
         assert "-c $(LOCK)" in line, line
     stamp = re.search(r"^\$\(VENV\)/\.installed:(.*)$", makefile, re.M)
     assert stamp and "$(LOCK)" in stamp.group(1).split()
+
+
+def test_a_change_to_the_lock_beside_torch_leaves_the_torch_layers_as_they_were():
+    """Docker reuses a layer while the instruction and what it copies are unchanged: the build
+    stage's torch install may depend on the lock's torch line only (it was keyed on the whole
+    lock, so a change to any package installed torch again, and the final image's venv layer
+    held torch), and the final image has torch in a layer of its own, before the venv's."""
+    stages = {
+        s.split("\n", 1)[0].split()[-1]: dockerfile_instructions(s) for s in dockerfile_stages()
+    }
+    build = stages["build"]
+    torch_install = next(n for n, i in enumerate(build) if re.search(r"pip install.*torch", i))
+    before = build[:torch_install]
+    assert not any("requirements.lock" in i for i in before)
+    copied = [i.split()[1:-1] for i in before if i.startswith("COPY")]
+    assert ["--from=torch-pin", "/tmp/torch-pin.txt"] in copied
+    assert all(c[0].startswith("docker/") for c in copied if not c[0].startswith("--from="))
+    assert "--no-deps" in build[torch_install]
+    assert any(i.startswith("COPY requirements.lock") for i in build[torch_install:])
+    # a change beside torch's line leaves the pin as it was; a new torch version changes it
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = [line for line in lock.splitlines() if re.match(r"[a-z].*==", line)]
+    torch, other = next(p for p in pins if p.startswith("torch==")), pins[0]
+    changed = lock.replace(other, other + ".post1")
+    assert changed != lock and torch_pin(changed) == torch_pin(lock) == torch + "\n"
+    assert torch_pin(lock.replace(torch, torch + ".post1")) == torch + ".post1\n"
+    # the final image: torch's files, then the venv without them
+    final = dockerfile_instructions(dockerfile_stages()[-1])
+    copies = [i for i in final if i.startswith("COPY --from=build")]
+    assert copies[:2] == [
+        "COPY --from=build /opt/torch-layer/ /",
+        "COPY --from=build /opt/venv /opt/venv",
+    ]
+    assert "/opt/torch-layer" in build[torch_install]
+    assert "xargs rm -r < /tmp/torch-paths.txt" in build[-1]
 
 
 def left_out_of_the_build_context(path: str) -> bool:
