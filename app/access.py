@@ -13,6 +13,14 @@ replica counts its own requests, and a restart starts every count afresh. The cl
 the connection's peer (an X-Forwarded-For header is not believed); behind a proxy every client
 shares the proxy's address unless keys tell them apart.
 
+A request counts against the requests per minute by its cost, as LibreTranslate charges it
+(app/request_cost.py: N for a list of N texts, a file by its characters): one when it arrives
+(a request then refused as invalid too), the rest once it is found valid, before any work,
+never given back when the server then fails it (the limit bounds the work clients ask for). A
+request whose cost does not fit in the window now is a 429 and is not counted; one that costs
+more than the whole limit is a 413 naming its cost (no wait would let it through; LibreTranslate
+takes it, and counts nothing for it, as its cost cannot fit in its window).
+
 A request's characters are charged once it is found valid, and given back when the server then
 answers it with an error (a full queue, a deadline, a model that could not be loaded, ...): a
 client pays only for translations it got, or that it went away from. Keys are looked up on
@@ -31,14 +39,15 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from limits import RateLimitItemPerDay, RateLimitItemPerMinute
+from limits import RateLimitItemPerDay
 from limits.storage import MemoryStorage
-from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+from limits.strategies import FixedWindowRateLimiter
 
 from .keys import KeyInfo, KeyStore
+from .request_cost import Cost, RequestWindow
 from .translate import ApiError
 
 log = logging.getLogger(__name__)
@@ -56,6 +65,7 @@ class Grant:
     req_per_minute: int
     chars_per_request: int
     chars_per_day: int
+    counted: object = field(default=None, compare=False, repr=False)  # its request's entry
 
 
 def keys_unavailable() -> ApiError:
@@ -86,7 +96,7 @@ class Access:
         self.lookups = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="mt-keys")
         self.keys_down_until = 0.0
         storage = MemoryStorage()
-        self.requests = MovingWindowRateLimiter(storage)
+        self.requests = RequestWindow(storage)
         self.chars = FixedWindowRateLimiter(storage)
 
     def _lookup(self, key: str) -> KeyInfo | None:
@@ -150,22 +160,26 @@ class Access:
             client = scope.get("client") or ("unknown", 0)
             grant = Grant(f"addr:{client[0]}", s.req_limit_per_minute, 0, s.char_limit_per_day)
         if grant.req_per_minute:
-            item = RateLimitItemPerMinute(grant.req_per_minute)
-            if not self.requests.hit(item, grant.who):
-                stats = self.requests.get_window_stats(item, grant.who)
-                raise slow_down(f"{grant.req_per_minute} requests per minute", stats.reset_time)
+            counted = self.requests.hit(grant.req_per_minute, grant.who)
+            if counted is None:
+                raise slow_down(
+                    f"{grant.req_per_minute} requests per minute",
+                    self.requests.room_at(grant.req_per_minute, grant.who),
+                )
+            grant = replace(grant, counted=counted)
         return grant
 
     @contextlib.contextmanager
-    def charging(self, grant: Grant) -> Iterator[Callable[[int], None]]:
-        """Yields `charge(chars)`, which counts characters against the grant's limits (429 or
-        413 over them); what it charged is given back when the block raises, unless the
-        client went away (499): the server refused or failed the request."""
+    def charging(self, grant: Grant) -> Iterator[Callable[..., None]]:
+        """Yields `charge(chars, cost=None)`, which counts characters against the grant's
+        limits, and a request's `cost` (a `Cost`) against its requests per minute (429 or 413
+        over them); the characters it charged are given back when the block raises, unless
+        the client went away (499): the server refused or failed the request."""
         charged = 0
 
-        def charge(chars: int) -> None:
+        def charge(chars: int, cost: Cost | None = None) -> None:
             nonlocal charged
-            self.charge(grant, chars)
+            self.charge(grant, chars, cost)
             charged += chars
 
         try:
@@ -176,9 +190,38 @@ class Access:
                 self.chars.storage.decr(item.key_for(grant.who), charged)
             raise
 
-    def charge(self, grant: Grant, chars: int) -> None:
+    def charge(self, grant: Grant, chars: int, cost: Cost | None = None) -> None:
         """Counts a request's characters against the grant's limits (`charging` gives them
-        back if the request then fails)."""
+        back if the request then fails), and the rest of its cost against its requests per
+        minute (`admit` counted one); nothing is counted when either is refused."""
+        extra = self.check_cost(grant, cost) if cost is not None else 0
+        self.check_chars(grant, chars)
+        if extra:
+            self.requests.hit(grant.req_per_minute, grant.who, extra)
+        if grant.chars_per_day:
+            self.chars.hit(RateLimitItemPerDay(grant.chars_per_day), grant.who, cost=chars)
+
+    def check_cost(self, grant: Grant, cost: Cost) -> int:
+        """The requests beyond the one `admit` counted that `cost` still takes from the
+        grant's requests per minute: 413 when it is more than the whole limit, 429 when the
+        window has no room for it now (and the one `admit` counted is given back)."""
+        limit = grant.req_per_minute
+        if not limit or cost.requests <= 1:
+            return 0
+        if cost.requests > limit:
+            raise ApiError(413, cost.too_much(limit))
+        extra = cost.requests - 1
+        if not self.requests.fits(limit, grant.who, extra):
+            self.requests.give_back(limit, grant.who, grant.counted)
+            raise slow_down(
+                f"{limit} requests per minute; this request counts as {cost.requests} and "
+                f"{self.requests.left(limit, grant.who)} fit now",
+                self.requests.room_at(limit, grant.who, cost.requests),
+            )
+        return extra
+
+    def check_chars(self, grant: Grant, chars: int) -> None:
+        """413 or 429 when `chars` are over the grant's characters per request or per day."""
         if grant.chars_per_request and chars > grant.chars_per_request:
             raise ApiError(
                 413,
@@ -198,7 +241,6 @@ class Access:
                     f"{grant.chars_per_day} characters per day ({stats.remaining} left)",
                     stats.reset_time,
                 )
-            self.chars.hit(item, grant.who, cost=chars)
 
 
 def text_chars(q: Any) -> int:

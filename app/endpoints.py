@@ -15,6 +15,7 @@ from typing import Any
 from .access import text_chars
 from .detect import readable
 from .params import field_limit, request_params
+from .request_cost import texts_cost
 from .translate import _SURROGATE, ApiError, too_many_chars, without_addresses
 from .translate import translate as translate_data
 
@@ -27,10 +28,10 @@ async def translate_endpoint(
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
     grant = await access.admit(data, scope)  # the key, and the request counted against its rate
-    with access.charging(grant) as charge:  # a valid request's characters count
+    with access.charging(grant) as charge:  # a valid request's characters count, and its cost
 
         def on_valid(texts: list[str]) -> None:
-            charge(text_chars(texts))
+            charge(text_chars(texts), texts_cost(data.get("q")))
 
         return await translate_data(state, data, receive, started, on_valid)
 

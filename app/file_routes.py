@@ -38,6 +38,7 @@ from .formats import (
 from .formats.inline import placeholder_use, text_budget, text_budget_in_force
 from .formats.office_language import tag
 from .params import field_limit, fields_of, query_params
+from .request_cost import file_cost
 from .schemas import ErrorResponse
 from .translate import (
     ApiError,
@@ -304,12 +305,18 @@ async def translate_file(request: Request):
     loop = asyncio.get_running_loop()
     # the file's characters are given back if it then fails (not if the client went away)
     with state.access.charging(grant) as charge:
+        # the characters one request may hold (the key's own where fewer): what a file
+        # counts as requests is its text's characters divided by them
+        per_request = min(s.max_request_chars, grant.chars_per_request or s.max_request_chars)
+
+        def charge_file(chars: int) -> None:  # its characters, and its cost in requests
+            charge(chars, file_cost(chars, per_request))
 
         def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
             # the units' text, as counted while the handler built them; a format without
             # units (.txt, .srt) sends its text as it is
             total = text_budget_in_force().used or sum(len(t) for t in texts)
-            job = translate_texts(state, texts, source, target, request.receive, charge, total)
+            job = translate_texts(state, texts, source, target, request.receive, charge_file, total)
             future = asyncio.run_coroutine_threadsafe(job, loop)
             while True:  # not for ever if the event loop closes first (the process exits)
                 try:

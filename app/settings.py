@@ -231,7 +231,8 @@ class Settings(BaseSettings):
         0,
         ge=0,
         description="requests per minute to /translate, /detect and /translate_file per API key, "
-        "or per client address without one (0: no limit; a key may carry its own); beyond: 429",
+        "or per client address without one (0: no limit; a key may carry its own), a list of N "
+        "texts counting N, a file one per max_request_chars of its text; beyond: 429",
     )
     char_limit_per_day: int = Field(
         0,

@@ -340,6 +340,51 @@ def test_requests_per_minute_per_address_and_per_key(limited):
     assert_slow_down(translate(url, json=with_key(key)), "5 requests per minute")
 
 
+@pytest.mark.parametrize(
+    "limited", [{"req_limit_per_minute": 5, "max_request_chars": 40}], indirect=True
+)
+def test_a_list_or_a_file_counts_as_several_requests(limited):
+    """As LibreTranslate charges them: a list `q` of N texts counts as N requests, a file as one
+    per characters-per-request of its text (each counted once, three lists of 50 texts passed a
+    limit of 2 requests per minute); one that costs more than the whole limit is a 413 naming
+    its cost, an invalid one counts once. The same with a key's own limit."""
+    url, store = limited
+    three = with_key(None) | {"q": ["Hi."] * 3}
+    assert translate(url, json=three).status_code == 200  # 3 of 5
+    r = translate(url, json=three)
+    assert_slow_down(r, "5 requests per minute; this request counts as 3 and 2 fit now")
+    assert translate(url, json=with_key(None) | {"q": ["Hi."] * 2}).status_code == 200  # 5 of 5
+    assert_slow_down(translate(url), "5 requests per minute")
+    key, _ = store.add("gina", req_per_minute=9)
+    six = with_key(key) | {"q": ["Hi."] * 6}
+    refused = translate(url, json=six | {"target": "xx"})  # invalid: counts once
+    assert refused.status_code == 400, refused.text
+    assert translate(url, json=six).status_code == 200  # 7 of 9
+    too_many = translate(url, json=with_key(key) | {"q": ["Hi."] * 10})
+    assert too_many.status_code == 413, too_many.text
+    assert too_many.json()["error"] == (
+        "the 10 texts of `q` count as 10 requests; at most 9 requests per minute: send at "
+        "most 9 texts per request"
+    )
+    assert_slow_down(translate(url, json=with_key(key) | {"q": ["Hi."] * 3}), "counts as 3")
+    file_key, _ = store.add("hal", req_per_minute=4)
+    lines = b"The dog is here.\nThe cat is big.\nThe sun is up.\nThe tea is hot.\n"
+    fields = FIELDS | {"api_key": file_key}
+
+    def send(data: bytes) -> httpx.Response:
+        return httpx.post(
+            f"{url}/translate_file", files={"file": ("a.txt", data)}, data=fields, timeout=60
+        )
+
+    assert send(lines).status_code == 200  # 60 characters of text: 1 request per 40, 1 of 4
+    big = send(lines * 3)  # 180 characters: 4 requests, 3 fit
+    assert_slow_down(big, "4 requests per minute; this request counts as 4 and 3 fit now")
+    huge = send(lines * 4)
+    assert huge.status_code == 413, huge.text
+    assert "240 characters of text count as 6 requests (one per 40" in huge.json()["error"]
+    assert "at most 4 requests per minute" in huge.json()["error"]
+
+
 @pytest.mark.parametrize("limited", [{"char_limit_per_day": 100}], indirect=True)
 def test_characters_per_day_and_per_request(limited):
     url, store = limited
