@@ -171,15 +171,15 @@ class Access:
 
     @contextlib.contextmanager
     def charging(self, grant: Grant) -> Iterator[Callable[..., None]]:
-        """Yields `charge(chars, cost=None)`, which counts characters against the grant's
-        limits, and a request's `cost` (a `Cost`) against its requests per minute (429 or 413
-        over them); the characters it charged are given back when the block raises, unless
-        the client went away (499): the server refused or failed the request."""
+        """Yields `charge(chars, cost=None, file=False)`, which counts characters against the
+        grant's limits, and a request's `cost` (a `Cost`) against its requests per minute (429
+        or 413 over them); the characters it charged are given back when the block raises,
+        unless the client went away (499): the server refused or failed the request."""
         charged = 0
 
-        def charge(chars: int, cost: Cost | None = None) -> None:
+        def charge(chars: int, cost: Cost | None = None, file: bool = False) -> None:
             nonlocal charged
-            self.charge(grant, chars, cost)
+            self.charge(grant, chars, cost, file=file)
             charged += chars
 
         try:
@@ -190,12 +190,16 @@ class Access:
                 self.chars.storage.decr(item.key_for(grant.who), charged)
             raise
 
-    def charge(self, grant: Grant, chars: int, cost: Cost | None = None) -> None:
+    def charge(
+        self, grant: Grant, chars: int, cost: Cost | None = None, *, file: bool = False
+    ) -> None:
         """Counts a request's characters against the grant's limits (`charging` gives them
         back if the request then fails), and the rest of its cost against its requests per
-        minute (`admit` counted one); nothing is counted when either is refused."""
+        minute (`admit` counted one); nothing is counted when either is refused. A file's
+        characters are not held to the key's characters per request: each of its texts is,
+        as to the server's (app/file_routes.py)."""
         extra = self.check_cost(grant, cost) if cost is not None else 0
-        self.check_chars(grant, chars)
+        self.check_chars(grant, chars, per_request=not file)
         if extra:
             self.requests.hit(grant.req_per_minute, grant.who, extra)
         if grant.chars_per_day:
@@ -220,9 +224,9 @@ class Access:
             )
         return extra
 
-    def check_chars(self, grant: Grant, chars: int) -> None:
+    def check_chars(self, grant: Grant, chars: int, per_request: bool = True) -> None:
         """413 or 429 when `chars` are over the grant's characters per request or per day."""
-        if grant.chars_per_request and chars > grant.chars_per_request:
+        if per_request and grant.chars_per_request and chars > grant.chars_per_request:
             raise ApiError(
                 413,
                 f"{chars} characters in this request; this key allows at most "

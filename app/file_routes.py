@@ -114,20 +114,23 @@ async def translate_texts(
     receive,
     charge: Callable[[int], None],
     total: int,
+    per_request: int | None = None,
 ) -> list[str]:
     """`total`: the file's characters of text (what is charged), which may be fewer than the
     texts sent hold (a formatted paragraph is sent whole with placeholders, and as plain text with the words of
-    each tag pair alone)."""
+    each tag pair alone); `per_request`: the characters a text may have at most (the key's
+    own where fewer than `max_request_chars`)."""
     s = state.settings
+    per_request = per_request or s.max_request_chars
     if total > s.max_file_chars:
         raise ApiError(
             413, f"the file holds {total} characters of text; at most {s.max_file_chars}"
         )
     longest = max((len(t) for t in texts), default=0)
-    if longest > s.max_request_chars:
+    if longest > per_request:
         raise ApiError(
             413,
-            f"the file has a paragraph of {longest} characters; at most {s.max_request_chars}",
+            f"the file has a paragraph of {longest} characters; at most {per_request}",
         )
     uncharged = [total]
 
@@ -310,13 +313,15 @@ async def translate_file(request: Request):
         per_request = min(s.max_request_chars, grant.chars_per_request or s.max_request_chars)
 
         def charge_file(chars: int) -> None:  # its characters, and its cost in requests
-            charge(chars, file_cost(chars, per_request))
+            charge(chars, file_cost(chars, per_request), file=True)
 
         def translate(texts: list[str]) -> list[str]:  # runs in the handler's thread
             # the units' text, as counted while the handler built them; a format without
             # units (.txt, .srt) sends its text as it is
             total = text_budget_in_force().used or sum(len(t) for t in texts)
-            job = translate_texts(state, texts, source, target, request.receive, charge_file, total)
+            job = translate_texts(
+                state, texts, source, target, request.receive, charge_file, total, per_request
+            )
             future = asyncio.run_coroutine_threadsafe(job, loop)
             while True:  # not for ever if the event loop closes first (the process exits)
                 try:
@@ -333,7 +338,7 @@ async def translate_file(request: Request):
                 limits = Limits(
                     max_unpacked_bytes=s.max_unpacked_bytes,
                     max_chars=s.max_file_chars,
-                    max_request_chars=s.max_request_chars,
+                    max_request_chars=per_request,  # a key's own, where fewer
                 )
                 check_text_file(filename, data, limits)
                 return handler(data, translate, limits)

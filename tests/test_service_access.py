@@ -405,6 +405,31 @@ def test_characters_per_day_and_per_request(limited):
     assert translate(url, json=with_key(key, "x" * 10)).status_code == 200
 
 
+@pytest.mark.parametrize("limited", [{"max_request_chars": 1000}], indirect=True)
+def test_a_keys_characters_per_request_bound_each_text_of_a_file(limited):
+    """A key's own characters per request hold each text of a file, as MT_MAX_REQUEST_CHARS
+    does (they held the whole file: a key allowing 40 could not have a file of four short
+    lines translated, which a server allowing 40 translates)."""
+    url, store = limited
+    key, _ = store.add("ivy", chars_per_request=40)
+    fields = FIELDS | {"api_key": key}
+    lines = b"The dog is here.\nThe cat is big.\nThe sun is up.\nThe tea is hot.\n"  # 60
+    long = b"The dog is here and the cat is big and the sun is up. The tea is hot.\n"
+
+    def send(name: str, data: bytes) -> httpx.Response:
+        return httpx.post(
+            f"{url}/translate_file", files={"file": (name, data)}, data=fields, timeout=60
+        )
+
+    r = send("a.txt", lines)
+    assert r.status_code == 200, r.text
+    too_long = send("a.txt", long)  # a paragraph of plain text is sent whole
+    assert too_long.status_code == 413, too_long.text
+    assert too_long.json()["error"] == "the file has a paragraph of 69 characters; at most 40"
+    assert send("a.md", long).status_code == 200  # cut at its sentences, as for the server's
+    assert translate(url, json=with_key(key, "x" * 41)).status_code == 413  # /translate: as before
+
+
 @pytest.mark.parametrize(
     "limited", [{"char_limit_per_day": 40, "max_queue_size": 4}], indirect=True
 )
