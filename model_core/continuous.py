@@ -115,8 +115,9 @@ class RunningBatch:
         # function run each step elsewhere)
         self._graph: tuple[torch.cuda.CUDAGraph, Any] | Callable[[], Any] | None = None
         # fixed: the beam selection and bookkeeping, where the graph holds only the decoder
-        self._select: Callable[[torch.Tensor], Report] | None = None
-        self._set_rows: Callable[[], Any] | None = None
+        # fixed: the step's parts (_fixed_step), kept with the graph of them
+        self._parts: tuple[Callable[[], Any], Any, Any] | None = None
+        self._live_rows: torch.Tensor | None = None  # fixed: the rows of the places taken
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -125,7 +126,8 @@ class RunningBatch:
         """Forget every sentence and let go of the buffers (and the step's graph): the batch
         is as new (its next join allocates)."""
         self.sentences, self.places, self.free = [], [], []
-        self.cache = self._idle = self._inputs = self._graph = None
+        self.cache = self._idle = self._inputs = self._graph = self._parts = None
+        self._live_rows = None
         self._limits = self._active = torch.empty(0)
         self.tokens = self.tokens.new_empty(0)
         self.scores = self.scores.new_empty((0, self.k))
@@ -288,6 +290,7 @@ class RunningBatch:
         self._active.index_fill_(0, index, True)
         self.sentences.extend(new)
         self.places += places
+        self._live_rows = None
         cache.length = max(s.step for s in self.sentences)
 
     def _fixed_buffers(
@@ -335,6 +338,7 @@ class RunningBatch:
         self.tokens, self.scores, self.seqs = tokens, scores, seqs
         self._limits, self._active = limits, active
         self._inputs, self._graph = (tokens, scores, seqs, torch.zeros_like(seqs)), None
+        self._parts = None
         return cache
 
     def _fixed_step(
@@ -350,8 +354,11 @@ class RunningBatch:
         self-attention buffer (its written positions only). A place's step advances only
         while it holds a sentence; the other places compute padding that nobody reads.
 
-        Returns the step in three parts, (set the rows' steps, decode, select), the graph to
-        capture being the decode alone; with `capture_selection`, (everything, None, None)."""
+        Returns the step in three parts, (decode, select, set the rows' steps), the graph to
+        capture being the decode alone; with `capture_selection`, (everything, None, None).
+        The caller keeps them as long as it replays a graph of them: a graph reads its tensors
+        (those the functions hold, such as each place's first row) by address, and a tensor
+        nothing holds gives its memory to the next allocation."""
         cache, model, k, cfg = self.cache, self.model, self.k, self.cfg
         assert cache is not None and self._inputs is not None
         tokens, scores, seqs, before = self._inputs
@@ -361,7 +368,6 @@ class RunningBatch:
         width = min(2 * k, k * per_row)
         kept = min(k, width)
         base = torch.arange(places, device=steps.device)[:, None] * k  # each place's first row
-        every = torch.arange(places * k, device=steps.device)
         force = cfg.force_eos_at_limit
         eos = cfg.eos_id
 
@@ -392,13 +398,11 @@ class RunningBatch:
             next_s, pick = alive.topk(kept, dim=1)  # the K best that do not end
             rows = parents.gather(1, pick).flatten()
             next_w = top_w.gather(1, pick).flatten()
-            report = torch.cat(
-                [ending[:, :kept], top_s[:, :kept], parents[:, :kept], top_w[:, :kept]], 1
-            )
-            report = torch.cat([report.double(), next_s[:, :1].double()], 1)
+            parts = (ending, top_s, parents, top_w)  # each exact in float64
+            report = torch.cat([x[:, :kept].double() for x in parts] + [next_s[:, :1].double()], 1)
             before.copy_(seqs)  # the parents' prefixes, for the hypotheses that end
             seqs.copy_(before.index_select(0, rows))
-            seqs[every, row_steps] = next_w
+            seqs.scatter_(1, row_steps[:, None], next_w[:, None])
             tokens.copy_(next_w)
             scores.copy_(next_s)
             steps.add_(active)
@@ -422,27 +426,34 @@ class RunningBatch:
         assert cache is not None
         written = max(s.step for s in self.sentences) + 1  # positions written after this step
         if self._graph is None:
-            run, self._select, self._set_rows = self._fixed_step()
-            if self._set_rows is not None:
-                self._set_rows()  # the decode's inputs, before its capture's runs
+            self._parts = run, select, set_rows = self._fixed_step()  # (kept: see there)
+            if set_rows is not None:
+                set_rows()  # the decode's inputs, before its capture's runs
             self._graph = run
-            if cache.kv.device.type == "cuda":
-                keep = self._inputs + (cache.steps,) if self._select is None else ()
+            if graphs_for(cache.kv.device):
+                keep = self._inputs + (cache.steps,) if select is None else ()
                 try:
                     self._graph = capture(run, cache.kv.device, keep=keep)
                 except RuntimeError as exc:  # the step still runs, eagerly
                     log.warning("no CUDA graph of the decoder step (%s): it runs eagerly", exc)
-        elif self._set_rows is not None:
-            self._set_rows()
+        elif self._parts[2] is not None:
+            self._parts[2]()
         if isinstance(self._graph, tuple):
             graph, out = self._graph
             graph.replay()
         else:
             out = self._graph()
-        report, rows = out if self._select is None else self._select(out)
-        if k > 1:  # beams follow their parents (positions not yet written do not matter)
-            kv = cache.kv[:, :written]
-            kv.copy_(kv.index_select(0, rows))
+        select = self._parts[1]
+        report, rows = out if select is None else select(out)
+        if k > 1:  # beams follow their parents: the rows of the places taken, their written
+            # positions (the copy of the rest would only grow the temporary buffer)
+            if self._live_rows is None:
+                index = torch.tensor(self.places, dtype=torch.long, device=rows.device)
+                self._live_rows = (
+                    index[:, None] * k + torch.arange(k, device=rows.device)
+                ).flatten()
+            kv, live = cache.kv[:, :written], self._live_rows
+            kv.index_copy_(0, live, kv.index_select(0, rows.index_select(0, live)))
         kept = (report.shape[1] - 1) // 4
         table = report.cpu().numpy()
         sents, places = self.sentences, self.places
@@ -502,6 +513,7 @@ class RunningBatch:
         self.free += freed
         self.sentences = [s for j, s in enumerate(self.sentences) if j not in lost]
         self.places = [p for j, p in enumerate(self.places) if j not in lost]
+        self._live_rows = None
         if not self.sentences:
             self._idle, self.cache = cache, None  # kept, with its step, for the next newcomers
             cache.length = 0
@@ -804,7 +816,8 @@ def capture(
     side stream (as CUDA graphs need: the libraries' own set-up runs outside the capture).
     `graph.replay()` runs the captured kernels on what the tensors `call` read hold then, into
     the same output. `keep`: tensors `call` writes, holding afterwards what they held before
-    (those runs are not steps)."""
+    (those runs are not steps). The caller keeps `call` (and so every tensor it reads) for as
+    long as it replays the graph."""
     with torch.cuda.device(device):
         saved = [t.clone() for t in keep]
 
@@ -824,6 +837,11 @@ def capture(
             out = call()
         restore()
     return graph, out
+
+
+def graphs_for(device: torch.device) -> bool:
+    """Whether the fixed layout's step is captured in a CUDA graph on `device`."""
+    return device.type == "cuda"
 
 
 def fixed_size(n: int) -> int:

@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from model_core import fused
+from model_core import continuous, fused
 from model_core.continuous import RunningBatch
 from model_core.decoding import beam_search, greedy_search
 from model_core.masks import pad_mask
@@ -389,6 +389,57 @@ def test_in_fixed_buffers_sentences_keep_their_places_and_newcomers_take_free_on
         assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
+@pytest.mark.parametrize("selection", [False, True])
+def test_a_captured_fixed_step_and_every_tensor_it_reads_live_as_long_as_its_graph(
+    selection, monkeypatch
+):
+    """A CUDA graph holds no reference to what it reads: it reads tensors by address, and a
+    tensor nothing else holds gives its memory to the next allocation (a replay then reads
+    whatever that holds: an index out of bounds on a GPU). The batch keeps the captured step's
+    function, and so every tensor it holds, as long as the graph. Here the capture (on the
+    CPU) gives a stand-in for the graph that holds the function only weakly, as a graph
+    would, and replays it while it lives."""
+    import weakref
+
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    monkeypatch.setattr(RunningBatch, "capture_selection", selection)
+    monkeypatch.setattr(continuous, "graphs_for", lambda device: True)
+
+    class Graph:
+        def __init__(self, call, out):
+            self.call, self.out = weakref.ref(call), out
+
+        def replay(self):
+            call = self.call()
+            assert call is not None, "the captured step was let go while its graph replays"
+            got = call()
+            pairs = zip(
+                *(x if isinstance(x, tuple) else (x,) for x in (self.out, got)), strict=True
+            )
+            for mine, new in pairs:
+                mine.copy_(new)
+
+    def fake_capture(call, device, keep=()):
+        saved = [t.clone() for t in keep]
+        got = call()  # (a capture runs nothing: `keep` as it was)
+        out = tuple(x.clone() for x in got) if isinstance(got, tuple) else got.clone()
+        for t, was in zip(keep, saved, strict=True):
+            t.copy_(was)
+        return Graph(call, out), out
+
+    monkeypatch.setattr(continuous, "capture", fake_capture)
+    model = random_model(tiny_config(VOCAB, **VARIANTS["marian-like"]), seed=25)
+    srcs = sources(35, 6)
+    limits = [12, 5, 12, 9, 12, 7]
+    running = RunningBatch(model, beam_size=3, stop="heuristic", fixed=True)
+    got = run_staggered(running, srcs, limits, [1, 2, 1, 3, 1, 1], [0, 0, 2, 2, 5, 9])
+    assert isinstance(running._graph, tuple)  # the stand-in's replays ran every step
+    for i, src in enumerate(srcs):
+        want = alone(model, src, limits[i], 3, [1, 2, 1, 3, 1, 1][i], "heuristic", 1.0)
+        assert [t for t, _ in got[i]] == [t for t, _ in want], f"sentence {i}"
+        assert [s for _, s in got[i]] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
 def test_a_fixed_decode_is_freed_when_let_go_and_reset_starts_it_afresh(monkeypatch):
     """The step set up for fixed buffers holds no reference back to the batch (no cycle: the
     batch, its buffers and its model go as soon as the last reference does, without waiting
@@ -413,8 +464,10 @@ def test_a_fixed_decode_is_freed_when_let_go_and_reset_starts_it_afresh(monkeypa
     running = RunningBatch(model, beam_size=2, fixed=True)
     running.join([0], srcs[0], pad_mask(srcs[0], 0), [6], [1])
     running.step()
+    seqs = weakref.ref(running._inputs[2])  # also held by the step's functions
     running.reset()
     assert len(running) == 0 and running.buffers() == (0, 0, 0) and running._graph is None
+    assert seqs() is None  # every buffer let go (a GPU's memory, for another decode)
     running.join([1], srcs[1], pad_mask(srcs[1], 0), [9], [1])
     results = {}
     while len(running):
