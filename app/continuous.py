@@ -49,7 +49,9 @@ Admission:
   group with no sentence running takes them at once): each join runs the newcomers' encoder
   and writes their state in one call, whose cost on a GPU is mostly the host's, whatever the
   number of newcomers, so joining them together costs less than one at a time, for a wait of
-  at most that many steps;
+  at most that many steps where the budget lets them in then (while they wait for the next
+  join, sentences of other groups may take budget before them, as they do not block; the
+  step bound below does not give way for that wait either);
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
 
 Stepping: a step computes every sentence of its group, unless they are more than
@@ -637,6 +639,9 @@ class ContinuousBatcher(Tickets):
         the queue grow."""
         if not self.step_wait:
             return False
+        running = self._running.get(group)
+        if running and running.members and running.steps - running.joined_at < self.join_every:
+            return False  # they wait for the next join, not for a place
         requests = self._waiting.get(group)
         if not requests:
             return False

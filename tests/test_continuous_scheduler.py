@@ -170,6 +170,21 @@ async def test_newcomers_join_a_running_decode_together_every_join_every_steps()
         )
 
 
+async def test_a_sentence_waiting_for_the_next_join_does_not_lift_the_step_bound():
+    """MT_STEP_BOUND_WAIT_MS lifts MT_MAX_STEP_ROWS while a sentence waits for a place; one
+    that waits only for the next join (MT_JOIN_EVERY_STEPS) is not behind: the bound holds."""
+    engine = FakeEngine()
+    b = await started(engine, step_places=lambda group: 1, step_wait=1e-9, join_every=4)
+    first = b.submit(("m", 1), [("a", 8), ("b", 8)], [1, 1])
+    await asyncio.to_thread(engine.wait_started, 1)  # both joined; step 0 takes one
+    late = b.submit(("m", 1), [("c", 1)], [1])
+    await step_until(engine, late.future.done)
+    stepped = next(i for i, (_, names) in enumerate(engine.steps) if "c" in names)
+    assert stepped >= 4 and all(len(engine.names_in(i)) == 1 for i in range(stepped))
+    await step_until(engine, first.future.done)
+    assert await b.wait(first) == ["a", "b"] and await b.wait(late) == ["c"]
+
+
 async def test_the_event_loop_is_woken_when_a_request_completes_not_per_sentence():
     """A finished sentence whose request has more to come waits on the worker thread; the
     answers go to the event loop, all held ones together, in the step a request completes."""
