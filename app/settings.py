@@ -129,8 +129,8 @@ class Settings(BaseSettings):
         description="continuous scheduler on a GPU: each running decode keeps buffers of a "
         "fixed size (rows, sources and positions in powers of two, kept for the next decode "
         "of its model and beam size, counted in MT_MAX_RUNNING_TOKENS) and replays its decoder "
-        "step from a CUDA graph, one launch instead of one per operation (not measured on a "
-        "GPU yet)",
+        "step from a CUDA graph, one launch instead of one per operation (docs/BENCHMARKS.md "
+        "section 7)",
     )
     max_request_share: float = Field(
         0.5,

@@ -22,7 +22,8 @@ and positions in powers of two, at least what the sentences need, grown (to the 
 only when a newcomer does not fit, and kept while the batch is empty. A sentence keeps its
 place from its first step to its last, as in the slot layout: one that finishes or leaves
 frees it, and a newcomer takes the lowest free place; nothing moves. Every step then runs the
-same operations on the same shapes and addresses until the buffers grow: the decoder's layers
+same operations on the same shapes (the captured part on the same addresses) until the buffers
+grow: the decoder's layers
 and output projection, the beam selection, and the rows' new tokens, scores, sequences and
 steps, all for every place (a free place computes padding that nobody reads), with no value
 read back to the host but one small report (which hypotheses end; the prefixes of those that
@@ -30,8 +31,9 @@ end in a second read, only when some end), and the written positions of the self
 buffer reordered by the beams' parents. On a GPU the decoder's part is captured once in a
 CUDA graph and replayed: one launch instead of one per operation, the host's share of a step
 being most of it there (docs/BENCHMARKS.md section 7); the selection and bookkeeping run
-eagerly after it (`capture_selection` puts them in the graph too: on an H200 a replay of that
-graph failed with an index out of bounds in a gather, not yet explained, so it is off).
+eagerly after it (`capture_selection` puts them in the graph too; off until it has run on a
+GPU: its first run on an H200 failed, as each place's first row, held by the step's functions
+alone, was freed after the capture and its memory reused; the batch now keeps them).
 Elsewhere the same step runs eagerly (the tests' way to check it).
 
 Memory: the self-attention buffer holds rows x the largest output limit among the sentences
@@ -75,10 +77,9 @@ class RunningBatch:
     """Sentences decoded together, one step at a time; see the module docstring."""
 
     # fixed layout on a GPU: the CUDA graph holds the beam selection and the rows' bookkeeping
-    # too, not only the decoder's layers. Off: on an H200 (torch 2.11) a replay of that graph
-    # raised a device-side assert (a gather's index out of bounds) where the same step run
-    # eagerly on the same GPU decoded every sentence as alone; the selection then runs eagerly
-    # after the decoder's graph, reading nothing back either
+    # too, not only the decoder's layers. Off until it has run on a GPU (its first run on an
+    # H200 replayed freed tensors, since kept: see the module docstring); the selection then
+    # runs eagerly after the decoder's graph, reading nothing back either
     capture_selection = False
 
     def __init__(
@@ -136,7 +137,8 @@ class RunningBatch:
     @property
     def rows(self) -> int:
         """Decoder rows (sentences x beam size; in the slot layout a newcomer's first step
-        computes one of its K; in the fixed layout a step computes every place's)."""
+        computes one of its K; the fixed layout's step also computes the free places' rows,
+        not counted here)."""
         return len(self.sentences) * self.k if self._in_place else self.tokens.numel()
 
     @property
