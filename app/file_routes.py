@@ -37,6 +37,7 @@ from .formats import (
 )
 from .formats.inline import placeholder_use, text_budget, text_budget_in_force
 from .formats.office_language import tag
+from .html_lang import note_kept
 from .params import field_limit, fields_of, query_params
 from .request_cost import file_cost
 from .schemas import ErrorResponse
@@ -45,7 +46,7 @@ from .translate import (
     TooManySentences,
     check_accepting,
     detect_sources,
-    own_or_document,
+    own_sources,
     placeholder_use_of,
     route_of,
     served_code,
@@ -115,11 +116,12 @@ async def translate_texts(
     charge: Callable[[int], None],
     total: int,
     per_request: int | None = None,
-) -> list[str]:
-    """`total`: the file's characters of text (what is charged), which may be fewer than the
-    texts sent hold (a formatted paragraph is sent whole with placeholders, and as plain text with the words of
-    each tag pair alone); `per_request`: the characters a text may have at most (the key's
-    own where fewer than `max_request_chars`)."""
+) -> tuple[list[str], list[str | None]]:
+    """The translations, and the language each text kept as it is is in (None for one
+    translated: `own_sources`). `total`: the file's characters of text (what is charged), which
+    may be fewer than the texts sent hold (a formatted paragraph is sent whole with
+    placeholders, and as plain text with the words of each tag pair alone); `per_request`: the
+    characters a text may have at most (the key's own where fewer than `max_request_chars`)."""
     s = state.settings
     per_request = per_request or s.max_request_chars
     if total > s.max_file_chars:
@@ -143,8 +145,9 @@ async def translate_texts(
     source = served_code(state, source, target=False)
     target = served_code(state, target, target=True)
     sources = [source] * len(texts)
+    kept: list[str | None] = [None] * len(texts)
     if source == "auto" and texts:
-        sources = await file_sources(state, texts, target)
+        sources, kept = map(list, zip(*await file_sources(state, texts, target), strict=True))
 
     async def request(chunk: list[str], language: str) -> list[str]:
         data = {"q": chunk, "source": language, "target": target}
@@ -170,23 +173,21 @@ async def translate_texts(
             for i, text in zip(where[done : done + len(chunk)], translated, strict=True):
                 out[i] = text
             done += len(chunk)
-    return out
+    return out, kept
 
 
-async def file_sources(state: Any, texts: list[str], target: str) -> list[str]:
+async def file_sources(state: Any, texts: list[str], target: str) -> list[tuple[str, str | None]]:
     """Each text's language for `source: auto`: its own where it has words enough to tell
     (a paragraph of another language in a document is translated from that language), the
     document's as a whole (from its first DETECT_CHARS characters) for the others (a heading
     or a word alone, "Title", "See", was detected as German in an English document). A document
     in a language no model serves is a 400 that names it; a paragraph in one (a quote) within a
-    document in a served language is kept as it is (app/detect.py)."""
+    document in a served language is kept as it is (app/detect.py). With each, the language
+    it is kept in (None: translated; `own_sources`)."""
     plain = [PLACEHOLDER.sub("", t) for t in texts]
     whole = [" ".join(plain)[:DETECT_CHARS]]
     ((document, _),) = await detect_sources(state, whole, target, unserved="the file")
-    own = await detect_sources(state, plain, target, unserved="keep")
-    return [
-        own_or_document(t, found, document, target) for t, found in zip(plain, own, strict=True)
-    ]
+    return await own_sources(state, plain, [document] * len(plain), target)
 
 
 def limited(receive, limit: int, timeout: float):
@@ -325,7 +326,9 @@ async def translate_file(request: Request):
             future = asyncio.run_coroutine_threadsafe(job, loop)
             while True:  # not for ever if the event loop closes first (the process exits)
                 try:
-                    return future.result(timeout=1.0)
+                    out, kept = future.result(timeout=1.0)
+                    note_kept(kept)  # for the lang of an .html file's (app/html_lang.py)
+                    return out
                 except concurrent.futures.TimeoutError:
                     if loop.is_closed():
                         raise FormatError("the server stopped", 503) from None

@@ -40,7 +40,8 @@ taken for text.
 
 Translated text is escaped for HTML, a character written as an entity coming back as that
 entity (app/html_text.py). Given the language the translation is in, the `lang` attributes of
-what was translated are set to it (app/html_lang.py). With `attributes`, the attribute values
+what was translated are set to it, and given the language of each unit kept as it is, the
+element that holds it alone is labelled with it (app/html_lang.py). With `attributes`, the attribute values
 that are text for people (`title`, `alt`, `placeholder`, ...: app/html_attrs.py) are units too,
 after the text's, and are written back into their tags in place of the value alone.
 """
@@ -58,6 +59,7 @@ from .formats.inline import (
     UnitBuilder,
     collapse,
     distribute,
+    has_letters,
     translate_units,
 )
 from .html_attrs import AttrText, attribute_texts
@@ -71,7 +73,17 @@ from .html_elements import (
     implied_end,
     translate_attr,
 )
-from .html_lang import LANG_ATTRS, Span, apply, changed_scopes, edits, lang_spans, meta_spans
+from .html_lang import (
+    LANG_ATTRS,
+    Span,
+    apply,
+    changed_scopes,
+    edits,
+    label_edits,
+    lang_spans,
+    meta_spans,
+    names_language,
+)
 from .html_text import escape, references
 from .html_tokenizer import HtmlError, tokenize
 
@@ -85,22 +97,32 @@ class _Ref(NamedTuple):
     """Markup or text as written, in the language scope it stands in (for a start tag: the
     scope of its content); `spans`: where the language it declares stands in it
     (app/html_lang.py); `attrs`: (start, end, quote, index among the document's attribute
-    texts) of each attribute value in it to translate (app/html_attrs.py)."""
+    texts) of each attribute value in it to translate (app/html_attrs.py); `element`: for a
+    start tag, the element it opens (its number)."""
 
     raw: str
     scope: int
     spans: tuple[Span, ...] = ()
     attrs: tuple[tuple[int, int, str, int], ...] = ()
+    element: int | None = None
 
 
 class _HtmlUnit:
-    """A unit plus the entity spellings its text used, the language scope it starts in and
-    its text in each scope."""
+    """A unit plus the entity spellings its text used, the language scope it starts in, its
+    text in each scope, its number among what holds letters (`HtmlDocument._marks`) and the
+    element that may hold it alone (app/html_lang.py: a unit kept as it is)."""
 
     def __init__(
-        self, unit: Unit, spellings: dict[str, str], scope: int, texts: list[tuple[int, str]]
+        self,
+        unit: Unit,
+        spellings: dict[str, str],
+        scope: int,
+        texts: list[tuple[int, str]],
+        mark: int | None = None,
+        owner: int | None = None,
     ):
         self.unit, self.spellings, self.scope, self.texts = unit, spellings, scope, texts
+        self.mark, self.owner = mark, owner
 
 
 class HtmlDocument:
@@ -132,6 +154,19 @@ class HtmlDocument:
         self._raw_items: list[str | _Ref] = []
         self._run: list[tuple[str, str]] = []  # (text, raw text) of the text not added yet
         self._spellings: dict[str, str] = {}
+        # the language each scope declares as written, and whether it is set to the target
+        # where its text is translated; for scope 0, a <meta http-equiv="content-language">'s
+        self._declares: list[tuple[str, bool] | None] = [None]
+        # what holds letters, counted in document order (each unit once, and each run of text
+        # outside the units): an element holds a unit alone where the unit is the one thing
+        # counted between its start and its end. Per element: (the count at its start, at its
+        # end, whether no unit was under way at its start)
+        self._marks = 0
+        self._elements: list[list] = []
+        self._unit_mark: int | None = None  # the unit under way's number, once it has letters
+        # the elements that ended while the unit under way was in them alone, innermost first
+        self._ended: list[int] = []
+        self._stack = OpenElements()
         self._walk(text, *tokenize(text))
         self._flush()
 
@@ -156,23 +191,38 @@ class HtmlDocument:
         runs = (collapse(str(i.value)) for u in units for i in u.items if i.kind == "text")
         return " ".join(r for r in runs if r)
 
-    def render(self, translations: list[str], language: str | None = None) -> str:
-        return self.render_tokens(distribute(self.units, translations), language=language)
+    def render(
+        self,
+        translations: list[str],
+        language: str | None = None,
+        kept: list[str | None] | None = None,
+    ) -> str:
+        return self.render_tokens(
+            distribute(self.units, translations), language=language, kept=kept
+        )
 
     def render_tokens(
-        self, all_tokens: list[list[Token]], plain: bool = False, language: str | None = None
+        self,
+        all_tokens: list[list[Token]],
+        plain: bool = False,
+        language: str | None = None,
+        kept: list[str | None] | None = None,
     ) -> str:
         """The document with each unit's tokens; `plain` writes translated text unescaped
         (for markup inside text files, such as subtitles' <i>); `language`: the code the
-        translation is in, for the lang attributes of what was translated
+        translation is in, for the lang attributes of what was translated, and `kept`: per
+        unit, the language of one kept as it is (None: translated), for its element's
         (app/html_lang.py)."""
         n = len(all_tokens) - len(self._attr_texts)
         all_tokens, attr_tokens = all_tokens[:n], all_tokens[n:]
         changed = self._changed(all_tokens, attr_tokens) if language else set()
+        labels = self._labels(kept or [], changed, language) if language else {}
 
         def markup(ref: _Ref) -> str:
             changes = []
-            if ref.spans and ref.scope in changed:
+            if ref.element in labels:
+                changes = label_edits(ref.raw, ref.spans, *labels[ref.element])
+            elif ref.spans and ref.scope in changed:
                 changes = edits(ref.raw, ref.spans, language)
             for start, end, quote, k in ref.attrs:
                 value = self._attr_texts[k].written(attr_tokens[k], quote)
@@ -197,6 +247,41 @@ class HtmlDocument:
                 else:  # the original, as written (whitespace around a unit has no ref)
                     out.append(tok.text if tok.ref is None else tok.ref.raw)
         return "".join(out)
+
+    def unit_languages(self, per_text: list[str | None]) -> list[str | None]:
+        """Per unit, the language it was kept in, from that of each text it sent (`per_text`,
+        as `units`' requests; its first, the whole unit's: app/html_lang.py `note_kept`); none
+        where no unit was translated (the document comes back as it was, as /translate gives
+        back a document none of whose text it sent)."""
+        out, at = [], 0
+        for unit in self.units:
+            out.append(per_text[at] if at < len(per_text) else None)
+            at += len(unit.requests)
+        return out if None in out else []
+
+    def _labels(
+        self, kept: list[str | None], changed: set[int], language: str
+    ) -> dict[int, tuple[str, str]]:
+        """The elements to label (app/html_lang.py), each with (the language of the unit kept
+        as it is that it holds alone, the language declared around it once translated)."""
+        out = {}
+        units = (p for p in self.pieces if isinstance(p, _HtmlUnit))
+        for piece, own in zip(units, kept, strict=False):
+            if own is None or piece.owner is None or piece.mark is None:
+                continue
+            opened, ended, alone, scope = self._elements[piece.owner]
+            if ended is None:
+                ended = self._marks  # (never ended: open to the end of the document)
+            if not alone or opened != piece.mark - 1 or ended != piece.mark:
+                continue
+            declared = self._declares[scope]
+            if declared is None:
+                continue  # the page declares no language
+            written, follows = declared
+            around = language if follows and scope in changed else written
+            if not names_language(around, own):
+                out[piece.owner] = (own, around)
+        return out
 
     def _changed(self, all_tokens: list[list[Token]], attr_tokens: list[list[Token]]) -> set[int]:
         """The language scopes whose text the tokens translate (app/html_lang.py); an
@@ -237,13 +322,42 @@ class HtmlDocument:
                 else:
                     self.pieces.append(item)
         else:
-            self.pieces.append(_HtmlUnit(unit, self._spellings, self._unit_scope, self._texts))
+            # the innermost element that ended with the unit in it alone, else the innermost
+            # still open (`_labels` checks that nothing else counted is in it)
+            stack = self._stack
+            owner = self._ended[0] if self._ended else stack[-1][4] if stack else None
+            self.pieces.append(
+                _HtmlUnit(
+                    unit, self._spellings, self._unit_scope, self._texts, self._unit_mark, owner
+                )
+            )
         self._builder, self._raw_items, self._spellings = UnitBuilder(), [], {}
-        self._texts = []
+        self._texts, self._unit_mark, self._ended = [], None, []
+
+    def _marked(self) -> None:
+        """The unit under way holds letters: counted once; the elements that ended in it
+        before this hold part of it only."""
+        if self._unit_mark is None:
+            self._marks += 1
+            self._unit_mark = self._marks
+        self._ended = []
+
+    def _close(self, stack: OpenElements, keep: int) -> None:
+        """Ends the open elements from index `keep` on, noting the count at each one's end."""
+        if keep >= len(stack):
+            return
+        self._end_run()
+        for item in reversed(stack.items[keep:]):
+            element = self._elements[item[4]]
+            element[1] = self._marks
+            if self._unit_mark is not None and element[0] == self._unit_mark - 1:
+                self._ended.append(item[4])
+        stack.truncate(keep)
 
     def _raw(self, raw: str | _Ref) -> None:
         self._flush()
-        self.pieces.append(raw if isinstance(raw, str) or raw.spans or raw.attrs else raw.raw)
+        keep = isinstance(raw, str) or raw.spans or raw.attrs or raw.element is not None
+        self.pieces.append(raw if keep else raw.raw)
 
     def _text(self, text: str, raw: str) -> None:
         if not self._run:
@@ -269,6 +383,8 @@ class HtmlDocument:
             at += len(r)
         starts.append(at)
         scope = self._run_scope  # (no markup in a run: the scope it began in)
+        if has_letters(decoded):
+            self._marked()
         self._builder.text(
             decoded, _Ref(raw, scope), lambda s, e: _Ref(raw[starts[s] : starts[e]], scope)
         )
@@ -309,8 +425,8 @@ class HtmlDocument:
 
     def _walk(self, text: str, events: list, offsets: list[int]) -> None:
         # open elements: (name, translated, inside an element that is never translated, the
-        # language scope of its content)
-        stack = OpenElements()
+        # language scope of its content, its number among `_elements`)
+        stack = self._stack = OpenElements()
         # raw text of an inline element kept whole (its start tag: with the attribute values
         # to translate)
         atom: list[str | _Ref] | None = None
@@ -337,7 +453,7 @@ class HtmlDocument:
             if kind in ("start", "startend") and stack.implies_ends():
                 # the end tags HTML implies here (not inside <svg> or <math>, whose content
                 # follows other rules, nor in a <textarea> or <title>)
-                stack.truncate(implied_end(stack, name))
+                self._close(stack, implied_end(stack, name))
                 if atom is not None and len(stack) < atom_depth:
                     self._item("atom", self._whole(atom), word=True)  # it ended before this tag
                     atom = None
@@ -370,12 +486,26 @@ class HtmlDocument:
                     self._parents.append(scope)
                     scope = len(self._parents) - 1
                     spans = lang_spans(raw) if translated else ()
-                stack.push((name, translated, hard, scope))
-                tag = _Ref(raw, scope, spans, self._attributes(with_attrs, raw, name, attrs, scope))
+                    written = dict(reversed([(a, v or "") for a, v in attrs if a in LANG_ATTRS]))
+                    value = written.get("lang", written.get("xml:lang", ""))
+                    self._declares.append((value, bool(spans)))
+                if atom is None and (not translating or name not in INLINE):
+                    self._flush()  # a boundary (below): the unit before it ends here
+                self._end_run()  # (what came before it is not in it)
+                alone = self._unit_mark is None  # (no letters of a unit under way)
+                self._elements.append([self._marks, None, alone, scope])
+                element = len(self._elements) - 1
+                stack.push((name, translated, hard, scope, element))
+                values = self._attributes(with_attrs, raw, name, attrs, scope)
+                tag = _Ref(raw, scope, spans, values, element)
             elif closed is not None:
-                stack.truncate(closed)
+                self._close(stack, closed)
             elif kind in ("start", "startend"):  # an element without content
                 spans = meta_spans(raw) if name == "meta" and translating else ()
+                if name == "meta" and self._scope == 0 and self._declares[0] is None:
+                    named = {a: (v or "").strip() for a, v in reversed(attrs)}
+                    if named.get("http-equiv", "").lower() == "content-language":
+                        self._declares[0] = (named.get("content", ""), bool(spans))
                 values = self._attributes(with_attrs, raw, name, attrs, self._scope)
                 if spans or values:
                     tag = _Ref(raw, self._scope, spans, values)
@@ -386,6 +516,8 @@ class HtmlDocument:
                     atom = None
                 continue
             if not translating:
+                if kind == "data" and has_letters(raw):
+                    self._marks += 1  # text outside the units
                 # the element that stops translation began with a boundary or an atom; a unit
                 # still open here was inside an element marked translate="yes" that has just
                 # ended (its end tag written or implied): it ends here, before this markup
@@ -397,6 +529,7 @@ class HtmlDocument:
                     # its quote left open, which it gives as text: markup for a browser, it
                     # was translated and escaped into text on the page)
                     self._raw(raw)
+                    self._marks += 1
                 else:
                     self._data(raw)
                 continue
@@ -451,6 +584,7 @@ class HtmlDocument:
             self._unit_scope = self._scope
         ref = raw if isinstance(raw, _Ref) else _Ref(raw, self._scope)
         if kind == "atom":
+            self._marked()
             self._builder.atom(ref, word=word)
         else:
             getattr(self._builder, kind)(name, ref)

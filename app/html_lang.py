@@ -24,17 +24,32 @@ German was read out with English pronunciation. So, with the target language giv
 - what describes another document is kept: `hreflang` (the language of the page a link
   leads to), `og:locale:alternate` (the other languages the page is published in);
 - a value already naming the target language (`de-CH` for `de`) is kept as written; no
-  `lang` is added where none was written;
+  `lang` is added where none was written (but around text kept in another language: below);
 - an element whose `lang` is set also gets the target's writing direction: its `dir="ltr"` or
   `dir="rtl"` is turned to the target's, and where it has none, `dir="rtl"` is added for a
   language written right to left (Arabic, Hebrew, Persian, Urdu, ...), whose text a browser
   would lay out left to right otherwise, its punctuation at the wrong end; `dir="auto"` is
   kept, and an element without `lang` gets no `dir`.
+
+Text that `source: auto` keeps as it is (already in the target language, or in a language no
+model serves: a French quote in an English page translated into German) is in its own
+language, whatever the page now declares around it. The element that holds such a unit and
+nothing else with letters (its `<p>`, `<li>`, `<title>`, or an inline element around all of
+it) is labelled with that language where the language in force around it names another (the
+page's `<html lang="de">`, or a `lang` that was wrong as written): its `lang` and `xml:lang`
+set, or a `lang` added where it has none; its `dir` as above, and `dir="ltr"` added where a
+left-to-right language stands in text declared in a right-to-left one. Nothing is labelled
+where the page declares no language at all, nor where the unit shares its element with other
+text (`<p>Line<br>Ligne</p>`), nor for an attribute value kept (its element's `lang` is that
+of its text).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
+from collections.abc import Iterator
 
 #: the attributes that give an element's language
 LANG_ATTRS = ("lang", "xml:lang")
@@ -148,19 +163,64 @@ def direction(language: str) -> str:
     return "rtl" if rtl else "ltr"
 
 
-def _direction_edits(tag: str, wanted: str) -> list[Edit]:
+def _direction_edits(tag: str, wanted: str, around: str = "ltr") -> list[Edit]:
     """The change to the `dir` of an element whose `lang` is set to a language written in
-    the direction `wanted`: a `dir` of the other direction turned, none added for `rtl`."""
+    the direction `wanted`: a `dir` of the other direction turned, none added where `wanted`
+    is not the direction `around` it (a page's: `ltr`)."""
     for name, value, (start, end, bare) in attributes(tag):
         if name == "dir":
             current = value.strip().lower()
             if bare or current not in ("ltr", "rtl") or current == wanted:
                 return []  # `auto`, or already so
             return [(start, end, wanted)]
-    if wanted == "rtl":
+    if wanted != around:
         at = _TAG_NAME.match(tag).end()
-        return [(at, at, ' dir="rtl"')]
+        return [(at, at, f' dir="{wanted}"')]
     return []
+
+
+def label_edits(tag: str, spans: tuple[Span, ...], language: str, around: str) -> list[Edit]:
+    """The changes that label an element whose text is kept in `language` inside text
+    declared in `around`: its `lang` and `xml:lang` (at `spans`) set, or a `lang` added; its
+    `dir` turned, or added where the direction differs from `around`'s."""
+    out = [
+        (start, end, f'="{language}"' if bare else language)
+        for start, end, bare in spans
+        if bare or not names_language(tag[start:end], language)
+    ]
+    turned = _direction_edits(tag, direction(language), direction(around))
+    if not spans:  # (written before a `dir` added)
+        at = _TAG_NAME.match(tag).end()
+        added = "".join(text for start, end, text in turned if start == end == at)
+        out.append((at, at, f' lang="{language}"{added}'))
+        turned = [edit for edit in turned if edit[:2] != (at, at)]
+    return out + turned
+
+
+#: the language of each text a file's translate callable kept as it is (None: translated)
+_kept: contextvars.ContextVar[list[str | None] | None] = contextvars.ContextVar(
+    "kept_languages", default=None
+)
+
+
+@contextlib.contextmanager
+def kept_languages() -> Iterator[list[str | None]]:
+    """Collects, in this context (this thread), the language of each text the translate
+    callable was given and kept as it is (None for one translated), as `note_kept` gives it;
+    empty where the callable says nothing of it."""
+    kept: list[str | None] = []
+    token = _kept.set(kept)
+    try:
+        yield kept
+    finally:
+        _kept.reset(token)
+
+
+def note_kept(languages: list[str | None]) -> None:
+    """For `kept_languages`: the language each text just translated was kept in, or None."""
+    kept = _kept.get()
+    if kept is not None:
+        kept[:] = languages
 
 
 def apply(tag: str, changes: list[Edit]) -> str:

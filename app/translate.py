@@ -662,6 +662,15 @@ async def detect_sources(
     that names its language, `unserved` naming the text ("the text", "the file"), or None for
     the indices of a list `q`; with `unserved="keep"` it is given as in `target` instead, to be
     returned as it is (a paragraph quoted in another language, in a file)."""
+    chosen, _ = await _detected(state, texts, target, unserved)
+    return chosen
+
+
+async def _detected(
+    state: Any, texts: list[str], target: str, unserved: str | None
+) -> tuple[list[tuple[str, float]], dict[int, tuple[str, float]]]:
+    """`detect_sources`'s answer, and the language no model serves of each text found in one
+    (by index)."""
     check_target(state, target)
     reachable = state.engine.registry.reachable()
     candidates = sorted(s for s, targets in reachable.items() if target in targets)
@@ -690,7 +699,7 @@ async def detect_sources(
                     "give `source` explicitly",
                 )
             out.append((candidates[0], 0.0))
-    return out
+    return out, found
 
 
 #: a text of fewer words takes its document's language (`source: auto`): a heading or a word
@@ -705,13 +714,31 @@ def own_or_document(text: str, own: tuple[str, float], document: str, target: st
     return own[0] if len(text.split()) >= DETECT_WORDS or own == (target, 0.0) else document
 
 
+async def own_sources(
+    state: Any, texts: list[str], documents: list[str], target: str
+) -> list[tuple[str, str | None]]:
+    """For each text of a document (`documents`: the language of each one's document), with
+    `source: auto`: the language it is translated from (`own_or_document`; `target`: kept as
+    it is), and the language it is kept in (None where it is translated): the target's, or the
+    language no model serves that it is in (for the `lang` an HTML document gives it:
+    app/html_lang.py)."""
+    own, unserved = await _detected(state, texts, target, "keep")
+    out: list[tuple[str, str | None]] = []
+    for i, (text, found, document) in enumerate(zip(texts, own, documents, strict=True)):
+        source = own_or_document(text, found, document, target)
+        kept = unserved[i][0] if i in unserved else target
+        out.append((source, kept if source == target else None))
+    return out
+
+
 async def unit_sources(
     state: Any, documents: list[HtmlDocument], languages: list[str], target: str
-) -> list[str]:
+) -> tuple[list[str], list[list[str | None]]]:
     """The language of each text the HTML `documents` send (their units' requests, in order),
     for `source: auto`: each unit's own, as `own_or_document` takes it, the document's being
     `languages`' (a French paragraph or title attribute of an English page is not translated
-    as English; one in the target language, or in a language no model serves, is kept)."""
+    as English; one in the target language, or in a language no model serves, is kept); and
+    per document, the language each of its units is kept in (`own_sources`)."""
     units = [
         (unit, lang) for doc, lang in zip(documents, languages, strict=True) for unit in doc.units
     ]
@@ -719,11 +746,15 @@ async def unit_sources(
         " ".join(r for r in (collapse(str(i.value)) for i in unit.items if i.kind == "text") if r)
         for unit, _ in units
     ]
-    own = await detect_sources(state, plain, target, unserved="keep")
+    own = await own_sources(state, plain, [lang for _, lang in units], target)
     out = []
-    for (unit, document), text, found in zip(units, plain, own, strict=True):
-        out += [own_or_document(text, found, document, target)] * len(unit.requests)
-    return out
+    for (unit, _), (source, _) in zip(units, own, strict=True):
+        out += [source] * len(unit.requests)
+    kept, at = [], 0
+    for doc in documents:
+        kept.append([k for _, k in own[at : at + len(doc.units)]])
+        at += len(doc.units)
+    return out, kept
 
 
 def rendered(
@@ -732,17 +763,20 @@ def rendered(
     sent: set[int],
     outputs: list[list[str]],
     target: str,
+    kept: list[list[str | None]],
 ) -> list[list[str]]:
     """Per alternative, each HTML document (`texts`) rendered from its units' translations
-    (`outputs`: per alternative, per text the documents send, in order); a document none of
+    (`outputs`: per alternative, per text the documents send, in order), each unit kept as it
+    is labelled with its language (`kept`: per document, `unit_sources`); a document none of
     whose texts was `sent` for translation is returned as it is."""
     out: list[list[str]] = [[] for _ in outputs]
     at = 0
-    for doc, text in zip(documents, texts, strict=True):
+    for doc, text, languages in zip(documents, texts, kept, strict=True):
         n = len(doc.texts)
         touched = any(i in sent for i in range(at, at + n))
         for k, translations in enumerate(outputs):
-            out[k].append(doc.render(translations[at : at + n], target) if touched else text)
+            page = doc.render(translations[at : at + n], target, languages) if touched else text
+            out[k].append(page)
         at += n
     return out
 
@@ -884,7 +918,7 @@ async def translate(
         detected = await detect_sources(state, visible, req.target, unserved=one)
         sources = [lang for lang, _ in detected]
         if documents is not None:
-            sources = await unit_sources(state, documents, sources, req.target)
+            sources, kept = await unit_sources(state, documents, sources, req.target)
             # the units' texts, sent as run_route sends a document's after cutting it
             sent, fmt = [r for doc in documents for r in doc.texts], "text"
     else:
@@ -932,7 +966,9 @@ async def translate(
                 outputs[k][i] = result.texts[k][j]
     if documents is not None:
         routed = {i for idx in groups.values() for i in idx}
-        outputs = await asyncio.to_thread(rendered, documents, texts, routed, outputs, req.target)
+        outputs = await asyncio.to_thread(
+            rendered, documents, texts, routed, outputs, req.target, kept
+        )
     now = time.perf_counter()
     queued = min((r.queued for r in results), default=now)
     single = isinstance(req.q, str)

@@ -963,3 +963,107 @@ def test_a_right_to_left_target_sets_dir_where_lang_is_set(doc, language, out):
 )
 def test_the_direction_of_a_language(code, direction):
     assert html_direction(code) == direction
+
+
+def kept_in(page: str, language: str, keep: str, own: str) -> str:
+    """`page` translated into `language` (upper case), its units that hold `keep` kept as
+    they are, as in the language `own` (as `source: auto` keeps a quote)."""
+    doc = HtmlDocument(page, attributes=True)
+    kept = [own if keep in u.requests[0] else None for u in doc.units]
+    texts = [t if keep in t else t.upper() for t in doc.texts]
+    return doc.render(texts, language, kept)
+
+
+FR = "Je voudrais une table."
+
+
+@pytest.mark.parametrize(
+    "page, language, own, out",
+    [
+        # the element that holds the quote alone: its <p>, an inline element around all of it,
+        # an <li> whose end is implied, a <title>
+        (
+            f"<html lang=en><p>Hi.</p><p>{FR}</p>",
+            "de",
+            "fr",
+            f'<html lang=de><p>HI.</p><p lang="fr">{FR}</p>',
+        ),
+        (
+            f"<html lang=en><p>Hi.</p><div>\n <p>\n<b>{FR}</b>\n</p></div>",
+            "de",
+            "fr",
+            f'<html lang=de><p>HI.</p><div>\n <p>\n<b lang="fr">{FR}</b>\n</p></div>',
+        ),
+        (
+            f"<html lang=en><ul><li>{FR}<li>Hi.</ul>",
+            "de",
+            "fr",
+            f'<html lang=de><ul><li lang="fr">{FR}<li>HI.</ul>',
+        ),
+        (
+            f"<html lang=en><div>Hi.<div>{FR}</div></div>",
+            "de",
+            "fr",
+            f'<html lang=de><div>HI.<div lang="fr">{FR}</div></div>',
+        ),
+        (
+            f"<html lang=en><title>{FR}</title><p>Hi.</p>",
+            "de",
+            "fr",
+            f'<html lang=de><title lang="fr">{FR}</title><p>HI.</p>',
+        ),
+        # a lang written wrong, and xml:lang with it, set; one that names it kept
+        (
+            f"<html lang=en><p>Hi.</p><p lang=en xml:lang='en-GB'>{FR}</p>",
+            "de",
+            "fr",
+            f"<html lang=de><p>HI.</p><p lang=fr xml:lang='fr'>{FR}</p>",
+        ),
+        (f"<html lang=en><p>Hi.</p><p lang=fr>{FR}</p>", "de", "fr", None),
+        # a right-to-left language gets its direction; a left-to-right one in a page now
+        # right to left gets its own
+        (
+            f"<html lang=en><p>Hi.</p><p dir=ltr>{FR}</p>",
+            "de",
+            "he",
+            f'<html lang=de><p>HI.</p><p lang="he" dir=rtl>{FR}</p>',
+        ),
+        (
+            f"<html lang=en><p>Hi.</p><p>{FR}</p>",
+            "ar",
+            "fr",
+            f'<html dir="rtl" lang=ar><p>HI.</p><p lang="fr" dir="ltr">{FR}</p>',
+        ),
+        # declared by a <meta> alone
+        (
+            f"<meta http-equiv=content-language content=en><p>Hi.</p><p>{FR}</p>",
+            "de",
+            "fr",
+            f'<meta http-equiv=content-language content=de><p>HI.</p><p lang="fr">{FR}</p>',
+        ),
+        # in the target's language where the page is now: nothing to say
+        (f"<html lang=en><p>Hi.</p><p>{FR}</p>", "de", "de", None),
+        # no language declared, or the quote shares its element: nothing labelled
+        (f"<p>Hi.</p><p>{FR}</p>", "de", "fr", None),
+        (f"<html lang=en><p>Hi.<br>{FR}</p>", "de", "fr", None),
+        (f"<html lang=en><p>Hi <b>there<br>{FR}</b></p>", "de", "fr", None),
+        (f"<html lang=en><div><p>{FR}</p>Hi.</div>", "de", "fr", "p"),
+        (f"<html lang=en><p>Hi.</p><div>{FR}<p>Hi.</p></div>", "de", "fr", None),
+        (
+            f"<html lang=en><p>Hi.</p><div><p>{FR}</p><div translate=no>Hi</div></div>",
+            "de",
+            "fr",
+            "p",
+        ),
+    ],
+)
+def test_a_unit_kept_in_its_own_language_is_labelled_with_it(page, language, own, out):
+    """A quote kept as it is stood under the target's `lang` once the page was translated
+    (app/html_lang.py)."""
+    got = kept_in(page, language, FR, own)
+    if out is None:  # as translated, nothing labelled
+        assert got == kept_in(page, language, FR, None)
+    elif out == "p":  # the <p> that holds it alone
+        assert f'<p lang="fr">{FR}</p>' in got and got.count("lang=") == 2, got
+    else:
+        assert got == out

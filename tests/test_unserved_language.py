@@ -174,3 +174,68 @@ def test_a_short_sentence_in_a_language_no_model_serves_is_refused_and_kept_in_a
     out = httpx.get(r.json()["translatedFileUrl"], timeout=60).text
     assert quote in out  # as it was, not nonsense from the English model
     assert "The cat" not in out and "liked" not in out  # the rest translated
+
+
+PAGES = {  # per target: a page in the other language, one paragraph of it in the target's
+    "de": (
+        "en",
+        "We went to a small restaurant in the old town last night.",
+        "Wir waren gestern Abend in einem kleinen Restaurant in der Altstadt.",
+    ),
+    "en": (
+        "de",
+        "Wir waren gestern Abend in einem kleinen Restaurant in der Altstadt.",
+        "We went to a small restaurant in the old town last night.",
+    ),
+}
+
+
+def page_with_quotes(target: str) -> tuple[str, str, str]:
+    """(a page in the language other than `target`, its quote in French, its paragraph in the
+    target's language, marked as in the page's language)."""
+    page_lang, text, ours = PAGES[target]
+    quote = FOREIGN["fr"][1]
+    page = (
+        f'<!DOCTYPE html><html lang="{page_lang}"><head><title>{text}</title></head><body>\n'
+        f"<p>{text}</p>\n<blockquote><p>{quote}</p></blockquote>\n"
+        f'<p lang="{page_lang}">{ours}</p>\n<p>{FOREIGN["he"][1]}</p>\n</body></html>'
+    )
+    return page, quote, ours
+
+
+@pytest.mark.parametrize("target", ["de", "en"])
+def test_a_paragraph_kept_in_its_own_language_is_labelled_with_it_in_an_html_page(server, target):
+    """With `source: auto`, a paragraph of a page that is kept as it is (a French quote, one
+    already in the target language) stood under the page's `<html lang>`, now the target's:
+    screen readers read the French as German. It is labelled with its own language (and the
+    Hebrew one with its direction), for /translate and for an .html file alike."""
+    page, quote, ours = page_with_quotes(target)
+    body = {"q": page, "source": "auto", "target": target, "format": "html"}
+    r = httpx.post(f"{server}/translate", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    files = {"file": ("page.html", page.encode())}
+    fields = {"source": "auto", "target": target}
+    f = httpx.post(f"{server}/translate_file", files=files, data=fields, timeout=120)
+    assert f.status_code == 200, f.text
+    from_file = httpx.get(f.json()["translatedFileUrl"], timeout=60).text
+    for out in (r.json()["translatedText"], from_file):
+        assert f'<html lang="{target}">' in out, out
+        assert f'<blockquote><p lang="fr">{quote}</p></blockquote>' in out, out
+        assert f'<p lang="{target}">{ours}</p>' in out, out  # its lang was the page's
+        assert f'<p lang="he" dir="rtl">{FOREIGN["he"][1]}</p>' in out, out
+        assert out.count("lang=") == 4, out  # the translated text stays under <html lang>
+
+
+def test_an_html_file_none_of_whose_text_is_translated_comes_back_as_it_was(server):
+    """Its paragraphs all kept (in the target's language already), none is labelled, whatever
+    its `lang` says: as /translate returns such a page."""
+    page = PAGES["en"][1]
+    page = f'<html lang="en"><body><p>{page}</p><p>Das sagte mein Freund zum Kellner.</p></html>'
+    files = {"file": ("page.html", page.encode())}
+    fields = {"source": "auto", "target": "de"}
+    r = httpx.post(f"{server}/translate_file", files=files, data=fields, timeout=120)
+    assert r.status_code == 200, r.text
+    assert httpx.get(r.json()["translatedFileUrl"], timeout=60).text == page
+    body = {"q": page, "source": "auto", "target": "de", "format": "html"}
+    r = httpx.post(f"{server}/translate", json=body, timeout=120)
+    assert r.json()["translatedText"] == page

@@ -41,6 +41,7 @@ import unicodedata
 
 from ..html_charset import PRESCAN_BYTES, HtmlCodec, declared, prescan
 from ..html_format import HtmlDocument, HtmlError
+from ..html_lang import kept_languages
 from ..text import LINE_ENDS, list_marker
 from . import FormatError, Limits, Translate, text_charset
 from .addresses import verbatim_spans
@@ -212,7 +213,9 @@ def translate_html_file(
         doc = HtmlDocument(text, limit=limits.max_request_chars, attributes=True)
     except HtmlError as exc:
         raise FormatError(str(exc)) from None
-    text = doc.render_tokens(translate_units(doc.units, translate), language=target)
+    with kept_languages() as kept:  # the language of each text kept as it is
+        tokens = translate_units(doc.units, translate)
+    text = doc.render_tokens(tokens, language=target, kept=doc.unit_languages(kept))
     out = codec.encode_text(text)
     if isinstance(codec, HtmlCodec) and declared(out) is None:
         # a translation that grew before the <meta> pushed it past the first 1024 bytes, where
