@@ -91,6 +91,13 @@ __all__ = ["HtmlDocument", "HtmlError", "escape", "extract_all", "render_all", "
 
 #: what html.parser may read as the start of a tag, comment or declaration
 _TAG_OPEN = re.compile(r"<[A-Za-z/!?]")
+#: where a <span> around text is not an element of the page (their text is text only, or a
+#: table's text is moved before it)
+_NO_SPAN = frozenset(
+    ["title", "option", "optgroup", "select", "textarea", "table", "tbody", "thead", "tfoot", "tr"]
+)
+#: a unit's text as written: the whitespace around it, and what is between
+_AROUND = re.compile(r"(\s*)(.*?)(\s*)", re.DOTALL)
 
 
 class _Ref(NamedTuple):
@@ -110,7 +117,8 @@ class _Ref(NamedTuple):
 class _HtmlUnit:
     """A unit plus the entity spellings its text used, the language scope it starts in, its
     text in each scope, its number among what holds letters (`HtmlDocument._marks`) and the
-    element that may hold it alone (app/html_lang.py: a unit kept as it is)."""
+    element that may hold it alone (app/html_lang.py: a unit kept as it is), and whether it
+    may be put in a `<span>` where none does."""
 
     def __init__(
         self,
@@ -120,9 +128,10 @@ class _HtmlUnit:
         texts: list[tuple[int, str]],
         mark: int | None = None,
         owner: int | None = None,
+        wrap: bool = False,
     ):
         self.unit, self.spellings, self.scope, self.texts = unit, spellings, scope, texts
-        self.mark, self.owner = mark, owner
+        self.mark, self.owner, self.wrap = mark, owner, wrap
 
 
 class HtmlDocument:
@@ -167,6 +176,7 @@ class HtmlDocument:
         # the elements that ended while the unit under way was in them alone, innermost first
         self._ended: list[int] = []
         self._stack = OpenElements()
+        self._unit_in = ""  # the element the unit under way's letters begin in
         self._walk(text, *tokenize(text))
         self._flush()
 
@@ -216,7 +226,7 @@ class HtmlDocument:
         n = len(all_tokens) - len(self._attr_texts)
         all_tokens, attr_tokens = all_tokens[:n], all_tokens[n:]
         changed = self._changed(all_tokens, attr_tokens) if language else set()
-        labels = self._labels(kept or [], changed, language) if language else {}
+        labels, wraps = self._labels(kept or [], changed, language) if language else ({}, {})
 
         def markup(ref: _Ref) -> str:
             changes = []
@@ -239,6 +249,7 @@ class HtmlDocument:
             if isinstance(piece, _Ref):
                 out.append(markup(piece))
                 continue
+            at = len(out)
             for tok in next(it):
                 if tok.kind != "text":
                     out.append(markup(tok.ref))
@@ -246,6 +257,10 @@ class HtmlDocument:
                     out.append(tok.text if plain else escape(tok.text, piece.spellings))
                 else:  # the original, as written (whitespace around a unit has no ref)
                     out.append(tok.text if tok.ref is None else tok.ref.raw)
+            if id(piece) in wraps:  # kept, in its own language, in a <span> around its text
+                written = _AROUND.fullmatch("".join(out[at:]))
+                span = apply("<span>", label_edits("<span>", (), *wraps[id(piece)]))
+                out[at:] = [written[1], span, written[2], "</span>", written[3]]
         return "".join(out)
 
     def unit_languages(self, per_text: list[str | None]) -> list[str | None]:
@@ -261,18 +276,23 @@ class HtmlDocument:
 
     def _labels(
         self, kept: list[str | None], changed: set[int], language: str
-    ) -> dict[int, tuple[str, str]]:
+    ) -> tuple[dict[int, tuple[str, str]], dict[int, tuple[str, str]]]:
         """The elements to label (app/html_lang.py), each with (the language of the unit kept
-        as it is that it holds alone, the language declared around it once translated)."""
-        out = {}
+        as it is that it holds alone, the language declared around it once translated); and
+        the units (by id) kept so that no element holds them alone, to put in a `<span>`."""
+        labels, wraps = {}, {}
         units = (p for p in self.pieces if isinstance(p, _HtmlUnit))
         for piece, own in zip(units, kept, strict=False):
-            if own is None or piece.owner is None or piece.mark is None:
+            if own is None or piece.mark is None:
                 continue
-            opened, ended, alone, scope = self._elements[piece.owner]
-            if ended is None:
-                ended = self._marks  # (never ended: open to the end of the document)
-            if not alone or opened != piece.mark - 1 or ended != piece.mark:
+            scope, alone = piece.scope, False
+            if piece.owner is not None:
+                opened, ended, alone, scope = self._elements[piece.owner]
+                if ended is None:
+                    ended = self._marks  # (never ended: open to the end of the document)
+                alone = alone and opened == piece.mark - 1 and ended == piece.mark
+                scope = scope if alone else piece.scope
+            if not alone and not piece.wrap:
                 continue
             declared = self._declares[scope]
             if declared is None:
@@ -280,8 +300,11 @@ class HtmlDocument:
             written, follows = declared
             around = language if follows and scope in changed else written
             if not names_language(around, own):
-                out[piece.owner] = (own, around)
-        return out
+                if alone:
+                    labels[piece.owner] = (own, around)
+                else:
+                    wraps[id(piece)] = (own, around)
+        return labels, wraps
 
     def _changed(self, all_tokens: list[list[Token]], attr_tokens: list[list[Token]]) -> set[int]:
         """The language scopes whose text the tokens translate (app/html_lang.py); an
@@ -326,11 +349,11 @@ class HtmlDocument:
             # still open (`_labels` checks that nothing else counted is in it)
             stack = self._stack
             owner = self._ended[0] if self._ended else stack[-1][4] if stack else None
-            self.pieces.append(
-                _HtmlUnit(
-                    unit, self._spellings, self._unit_scope, self._texts, self._unit_mark, owner
-                )
-            )
+            # (a <span> is markup where the text is: not in a <title> or an <option>)
+            wrap = unit.balanced and self._unit_in not in _NO_SPAN
+            piece = _HtmlUnit(unit, self._spellings, self._unit_scope, self._texts)
+            piece.mark, piece.owner, piece.wrap = self._unit_mark, owner, wrap
+            self.pieces.append(piece)
         self._builder, self._raw_items, self._spellings = UnitBuilder(), [], {}
         self._texts, self._unit_mark, self._ended = [], None, []
 
@@ -340,6 +363,7 @@ class HtmlDocument:
         if self._unit_mark is None:
             self._marks += 1
             self._unit_mark = self._marks
+            self._unit_in = self._stack[-1][0] if self._stack else ""
         self._ended = []
 
     def _close(self, stack: OpenElements, keep: int) -> None:

@@ -38,10 +38,11 @@ nothing else with letters (its `<p>`, `<li>`, `<title>`, or an inline element ar
 it) is labelled with that language where the language in force around it names another (the
 page's `<html lang="de">`, or a `lang` that was wrong as written): its `lang` and `xml:lang`
 set, or a `lang` added where it has none; its `dir` as above, and `dir="ltr"` added where a
-left-to-right language stands in text declared in a right-to-left one. Nothing is labelled
-where the page declares no language at all, nor where the unit shares its element with other
-text (`<p>Line<br>Ligne</p>`), nor for an attribute value kept (its element's `lang` is that
-of its text).
+left-to-right language stands in text declared in a right-to-left one. A unit that shares its
+element with other text (`<p>Line<br>Ligne</p>`) is put in a `<span>` so labelled (not in a
+`<title>` or an `<option>`, whose text is text only, nor where a pair of its inline markup
+began before it). Nothing is labelled where the page declares no language at all, nor for an
+attribute value kept (its element's `lang` is that of its text).
 """
 
 from __future__ import annotations

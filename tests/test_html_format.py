@@ -1043,12 +1043,23 @@ FR = "Je voudrais une table."
         ),
         # in the target's language where the page is now: nothing to say
         (f"<html lang=en><p>Hi.</p><p>{FR}</p>", "de", "de", None),
-        # no language declared, or the quote shares its element: nothing labelled
+        # no language declared, or a pair of the quote's begins before it: nothing labelled
         (f"<p>Hi.</p><p>{FR}</p>", "de", "fr", None),
-        (f"<html lang=en><p>Hi.<br>{FR}</p>", "de", "fr", None),
+        # sharing its element with other text, it is put in a <span> (its pairs balanced)
+        (
+            f"<html lang=en><p>Hi.<br>\n {FR}\n</p>",
+            "de",
+            "he",
+            f'<html lang=de><p>HI.<br>\n <span lang="he" dir="rtl">{FR}</span>\n</p>',
+        ),
+        (
+            f"<html lang=en><div>{FR}<p>Hi.</p></div>",
+            "de",
+            "fr",
+            f'<html lang=de><div><span lang="fr">{FR}</span><p>HI.</p></div>',
+        ),
         (f"<html lang=en><p>Hi <b>there<br>{FR}</b></p>", "de", "fr", None),
         (f"<html lang=en><div><p>{FR}</p>Hi.</div>", "de", "fr", "p"),
-        (f"<html lang=en><p>Hi.</p><div>{FR}<p>Hi.</p></div>", "de", "fr", None),
         (
             f"<html lang=en><p>Hi.</p><div><p>{FR}</p><div translate=no>Hi</div></div>",
             "de",

@@ -198,7 +198,8 @@ def page_with_quotes(target: str) -> tuple[str, str, str]:
     page = (
         f'<!DOCTYPE html><html lang="{page_lang}"><head><title>{text}</title></head><body>\n'
         f"<p>{text}</p>\n<blockquote><p>{quote}</p></blockquote>\n"
-        f'<p lang="{page_lang}">{ours}</p>\n<p>{FOREIGN["he"][1]}</p>\n</body></html>'
+        f'<p lang="{page_lang}">{ours}</p>\n<p>{FOREIGN["he"][1]}</p>\n'
+        f"<p>{text}<br>{SHORT_FRENCH[0]}</p>\n</body></html>"
     )
     return page, quote, ours
 
@@ -208,7 +209,8 @@ def test_a_paragraph_kept_in_its_own_language_is_labelled_with_it_in_an_html_pag
     """With `source: auto`, a paragraph of a page that is kept as it is (a French quote, one
     already in the target language) stood under the page's `<html lang>`, now the target's:
     screen readers read the French as German. It is labelled with its own language (and the
-    Hebrew one with its direction), for /translate and for an .html file alike."""
+    Hebrew one with its direction; one after a <br> in a <span>), for /translate and for an
+    .html file alike."""
     page, quote, ours = page_with_quotes(target)
     body = {"q": page, "source": "auto", "target": target, "format": "html"}
     r = httpx.post(f"{server}/translate", json=body, timeout=120)
@@ -223,7 +225,9 @@ def test_a_paragraph_kept_in_its_own_language_is_labelled_with_it_in_an_html_pag
         assert f'<blockquote><p lang="fr">{quote}</p></blockquote>' in out, out
         assert f'<p lang="{target}">{ours}</p>' in out, out  # its lang was the page's
         assert f'<p lang="he" dir="rtl">{FOREIGN["he"][1]}</p>' in out, out
-        assert out.count("lang=") == 4, out  # the translated text stays under <html lang>
+        # sharing its <p> with translated text: in a <span> of its own
+        assert f'<br><span lang="fr">{SHORT_FRENCH[0]}</span></p>' in out, out
+        assert out.count("lang=") == 5, out  # the translated text stays under <html lang>
 
 
 def test_an_html_file_none_of_whose_text_is_translated_comes_back_as_it_was(server):
