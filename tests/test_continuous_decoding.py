@@ -359,6 +359,63 @@ def test_a_fixed_step_runs_the_same_operations_on_the_same_shapes_every_time(
     assert any("index_fill_" in op for op, _, _ in traces[0])  # the suppressed id, in place
 
 
+def decode_plan(model, fixed: bool, k: int, stop: str, plan, srcs) -> tuple[dict, set]:
+    """A continuous decode that follows `plan` (per step: the ids that join, the ids that
+    leave) and then runs to the end; id -> [(tokens, score, finished)], and the ids that left."""
+    running = RunningBatch(model, beam_size=k, length_penalty=0.8, stop=stop, fixed=fixed)
+    results, left = {}, set()
+
+    def step() -> None:
+        for sid, hyps in running.step():
+            results[sid] = [(h.tokens, h.score, h.finished) for h in hyps]
+
+    for joins, leaves in plan:
+        if joins:
+            src = padded([srcs[i][0] for i in joins])
+            limits, n_bests = [srcs[i][1] for i in joins], [srcs[i][2] for i in joins]
+            running.join(joins, src, pad_mask(src, 0), limits, n_bests)
+        gone = [i for i in leaves if i in running.ids]
+        running.leave(gone)
+        left |= set(gone)
+        step()
+    while len(running):
+        step()
+    return results, left
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_the_fixed_layout_decodes_as_the_gather_layout_under_random_joins_and_leaves(
+    trial, monkeypatch
+):
+    """Random sentences (limits, n-best), joining at random steps, some leaving mid-decode, a
+    random model variant, beam size and stop rule: the fixed layout (places kept, free places
+    reused, buffers grown while sentences run) gives what the gather layout gives."""
+    import random
+
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", False)
+    rnd = random.Random(trial)
+    variant = rnd.choice(["seeds", "marian-like", "forced"])
+    forced = {**VARIANTS["marian-like"], "force_eos_at_limit": True}
+    model = random_model(tiny_config(VOCAB, **VARIANTS.get(variant, forced)), seed=trial)
+    k, stop, n = rnd.choice([1, 2, 3, 4]), rnd.choice(["first_k", "heuristic", "early"]), 14
+    picked = sources(100 + trial, n)
+    srcs = [(picked[i], rnd.choice([2, 3, 5, 9, 17, 30]), rnd.randint(1, k)) for i in range(n)]
+    plan, upcoming = [], 0
+    for _ in range(40):
+        joins = []
+        while upcoming < n and rnd.random() < 0.35:
+            joins.append(upcoming)
+            upcoming += 1
+        plan.append((joins, [rnd.randrange(n)] if rnd.random() < 0.1 else []))
+    plan.append((list(range(upcoming, n)), []))
+    want, want_left = decode_plan(model, False, k, stop, plan, srcs)
+    got, got_left = decode_plan(model, True, k, stop, plan, srcs)
+    assert got_left == want_left and set(got) == set(want)
+    for i, hyps in want.items():
+        assert [(t, f) for t, _, f in got[i]] == [(t, f) for t, _, f in hyps], f"sentence {i}"
+        assert [s for _, s, _ in got[i]] == pytest.approx([s for _, s, _ in hyps], abs=1e-4)
+
+
 def test_in_fixed_buffers_sentences_keep_their_places_and_newcomers_take_free_ones(monkeypatch):
     """The fixed layout moves no sentence: one that finishes or leaves frees its place (its
     neighbours' state stays where it is, bit for bit), and the next newcomer takes the lowest
