@@ -424,7 +424,7 @@ class RunningBatch:
         CUDA graph and replayed: one launch), the self-attention buffer reordered, and one
         read back of the report; the prefixes of ending hypotheses in a second, only when
         some end."""
-        cache, k, cfg = self.cache, self.k, self.cfg
+        cache, k = self.cache, self.k
         assert cache is not None
         written = max(s.step for s in self.sentences) + 1  # positions written after this step
         if self._graph is None:
@@ -472,21 +472,8 @@ class RunningBatch:
             parents = [int(mine[j, 2 * kept + r]) for j, r in found]
             prefixes = self._inputs[3][parents, : written - 1].tolist()
             for (j, r), prefix in zip(found, prefixes, strict=True):
-                sent = sents[j]
-                if len(sent.finished) >= k and not self.keep_best:
-                    continue
-                total, w = float(mine[j, kept + r]), int(mine[j, 3 * kept + r])
-                is_eos = w == cfg.eos_id
-                tokens = prefix[: sent.step] + ([] if is_eos else [w])
-                sent.finished.append(
-                    (length_normalise(total, generated[j], self.alpha), tokens, is_eos)
-                )
-                if self.keep_best:  # the K best so far, as Hugging Face's beam search keeps them
-                    sent.finished.sort(key=lambda h: h[0], reverse=True)
-                    del sent.finished[k:]
-                    done[j] = done[j] or (self.early and len(sent.finished) >= k)
-                elif len(sent.finished) >= k:
-                    done[j] = True
+                total, word = float(mine[j, kept + r]), int(mine[j, 3 * kept + r])
+                done[j] = self._ended(sents[j], total, prefix, word, generated[j]) or done[j]
         for j, sent in enumerate(sents):
             if self.keep_best and len(sent.finished) >= k:  # no running beam can beat them
                 run = length_normalise(best[j], generated[j], self.alpha)
@@ -669,21 +656,8 @@ class RunningBatch:
             prefixes = self.seqs[
                 [idx[row // k] * k + row % k for _, _, row, _ in choice.finished]
             ].tolist()
-            for (j, total, _, w), prefix in zip(choice.finished, prefixes, strict=True):
-                sent = stepping[j]
-                if len(sent.finished) >= k and not self.keep_best:
-                    continue
-                is_eos = w == cfg.eos_id
-                tokens = prefix[: sent.step] + ([] if is_eos else [w])
-                sent.finished.append(
-                    (length_normalise(total, generated[j], self.alpha), tokens, is_eos)
-                )
-                if self.keep_best:  # the K best so far, as Hugging Face's beam search keeps them
-                    sent.finished.sort(key=lambda h: h[0], reverse=True)
-                    del sent.finished[k:]
-                    done[j] = done[j] or (self.early and len(sent.finished) >= k)
-                elif len(sent.finished) >= k:
-                    done[j] = True
+            for (j, total, _, word), prefix in zip(choice.finished, prefixes, strict=True):
+                done[j] = self._ended(stepping[j], total, prefix, word, generated[j]) or done[j]
         if self.keep_best:  # done once no running beam can beat the worst of K finished ones
             full = [j for j, s in enumerate(stepping) if len(s.finished) >= k]
             if full:
@@ -738,6 +712,24 @@ class RunningBatch:
             wrote=wrote[kept].repeat_interleave(k),
         )
         return out
+
+    def _ended(
+        self, sent: _Sentence, total: float, prefix: list[int], word: int, generated: int
+    ) -> bool:
+        """A hypothesis of `sent` ended this step (EOS, or at its limit): cumulative log-prob
+        `total`, its parent's sequence `prefix` and its last word. Returns whether the
+        sentence is done by the hypotheses it now has."""
+        k = self.k
+        if len(sent.finished) >= k and not self.keep_best:
+            return False
+        is_eos = word == self.cfg.eos_id
+        tokens = prefix[: sent.step] + ([] if is_eos else [word])
+        sent.finished.append((length_normalise(total, generated, self.alpha), tokens, is_eos))
+        if self.keep_best:  # the K best so far, as Hugging Face's beam search keeps them
+            sent.finished.sort(key=lambda h: h[0], reverse=True)
+            del sent.finished[k:]
+            return self.early and len(sent.finished) >= k
+        return len(sent.finished) >= k
 
     def _update(
         self,
