@@ -139,6 +139,13 @@ class Token(NamedTuple):
     translated: bool  # for "text": whether `text` is a translation
 
 
+def atom_token(item: Item) -> Token:
+    """An atom's piece of the translation: its text as written ("keep"), or the atom."""
+    if item.kind == "keep":
+        return Token("text", item.text, item.ref, False)
+    return Token("atom", "", item.ref, False)
+
+
 @dataclass
 class _Segment:
     """A stretch of a unit between its atoms that holds pairs and two runs of words or more:
@@ -360,10 +367,7 @@ class Unit:
         for start, end, item in found:
             if start > at:
                 out.append(Token("text", output[at:start], None, True))
-            if item.kind == "keep":
-                out.append(Token("text", item.text, item.ref, False))
-            else:
-                out.append(Token("atom", "", item.ref, False))
+            out.append(atom_token(item))
             at = end
         if at < len(output):
             out.append(Token("text", output[at:], None, True))
@@ -439,10 +443,7 @@ class Unit:
                     return None  # across a pair's edge, or not in the pairs it was in
                 if start > cut:
                     out.append(Token("text", target[cut:start], None, True))
-                if item.kind == "keep":
-                    out.append(Token("text", item.text, item.ref, False))
-                else:
-                    out.append(Token("atom", "", item.ref, False))
+                out.append(atom_token(item))
                 cut, placed, last_atom = stop, placed + 1, int(item.value)
             if end > cut:
                 out.append(Token("text", target[cut:end], None, True))
