@@ -192,13 +192,16 @@ class RunningBatch:
         src_mask: torch.Tensor,
         limits: Sequence[int],
         n_bests: Sequence[int],
+        lengths: Sequence[int] | None = None,
     ) -> None:
         """Add sentences: src (b, S) padded ids with their (b, 1, 1, S) mask; each sentence's
-        output limit and number of hypotheses to return."""
+        output limit and number of hypotheses to return; `lengths`: the sources' lengths, if
+        the caller knows them (else read from the mask: on a GPU a wait for it)."""
         b, k, model = len(ids), self.k, self.model
         if any(not 1 <= n <= k for n in n_bests):
             raise ValueError(f"n_best must be between 1 and the beam size {k}")
-        lengths = src_mask.reshape(b, -1).sum(1).tolist()
+        if lengths is None:
+            lengths = src_mask.reshape(b, -1).sum(1).tolist()
         new = [
             _Sentence(i, int(lim), int(nb), int(sl))
             for i, lim, nb, sl in zip(ids, limits, n_bests, lengths, strict=True)

@@ -326,4 +326,5 @@ class Translator:
         count (the other options from `opts`)."""
         opts = opts or self.options(beam_size=running.k, n_best=1)
         src, mask = self.batch_tensors(sources)
-        running.join(ids, src, mask, self.output_limits(sources, max_lengths, opts), n_bests)
+        limits = self.output_limits(sources, max_lengths, opts)
+        running.join(ids, src, mask, limits, n_bests, [len(s) + 1 for s in sources])  # +EOS

@@ -28,6 +28,18 @@ def test_results_come_back_in_input_order(translator):
     assert [r.text for r in batch] == alone
 
 
+@pytest.mark.parametrize("fixed", [False, True])
+def test_sentences_joining_a_running_decode_count_their_sources_as_the_mask_does(translator, fixed):
+    """Translator.join gives the running decode each source's length (tokens + EOS) from the
+    host (reading it from the mask would wait for a GPU): what admission's envelope counts."""
+    ids = [translator.source_tokenizer.encode(t) for t in ("A big red car.", "We eat.", "Hi")]
+    running = translator.running_batch(2, fixed=fixed)
+    translator.join(running, [0, 1, 2], ids, [20] * 3, [1] * 3)
+    _, mask = translator.batch_tensors(ids)
+    assert [s.source_len for s in running.sentences] == mask.reshape(3, -1).sum(1).tolist()
+    assert running.envelope()[1] == 3 * max(len(x) + 1 for x in ids)
+
+
 def test_reference_decoder_matches_fast_path(translator):
     texts = ["A big red car is very fast today.", "The cat.", "We eat bread."]
     fast = translator.translate_batch(texts, beam_size=1)
