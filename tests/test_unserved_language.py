@@ -243,3 +243,29 @@ def test_an_html_file_none_of_whose_text_is_translated_comes_back_as_it_was(serv
     body = {"q": page, "source": "auto", "target": "de", "format": "html"}
     r = httpx.post(f"{server}/translate", json=body, timeout=120)
     assert r.json()["translatedText"] == page
+
+
+def test_a_paragraph_kept_in_its_own_language_is_labelled_in_a_markdown_html_block(server):
+    """An HTML block of a Markdown file names the target language once translated, as an .html
+    file does: a French quote kept as it is in it stood under `<div lang="de">` unlabelled (the
+    block was rendered without the languages its paragraphs were kept in)."""
+    quote = FOREIGN["fr"][1]
+    text = PAGES["de"][1]
+    src = (
+        f"# {text}\n\n"
+        f'<div lang="en">\n<p>{text}</p>\n<blockquote><p>{quote}</p></blockquote>\n</div>\n\n'
+        f"{text}\n"
+    )
+    files = {"file": ("notes.md", src.encode())}
+    r = httpx.post(
+        f"{server}/translate_file",
+        files=files,
+        data={"source": "auto", "target": "de"},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    out = httpx.get(r.json()["translatedFileUrl"], timeout=60).text
+    assert '<div lang="de">' in out, out
+    assert f'<blockquote><p lang="fr">{quote}</p></blockquote>' in out, out
+    assert text not in out, out  # the rest translated
+    assert out.count("lang=") == 2, out

@@ -5,7 +5,8 @@ app/formats/markdown_units.py, the translation written back by app/formats/markd
 Only the text of inline content is translated: paragraphs, headings, list items, block quotes,
 table cells, and the text of an HTML block that holds no `{` (a template's tags, MDX's
 expressions), as app/html_format.py translates HTML (a README's `<p align="center">` tagline,
-a `<summary>`), its `lang` attributes and the attributes that are text for people (`alt`,
+a `<summary>`), its `lang` attributes (a paragraph `source: auto` kept as it is labelled
+with its own language: app/html_lang.py) and the attributes that are text for people (`alt`,
 `title`, ...: app/html_attrs.py) too; inside a list or a quote, each of its lines keeps
 its indentation or `>` markers. Everything else is copied as written, line by line: a YAML or
 TOML front matter at the start of the file, code blocks (fenced and indented), thematic
@@ -61,12 +62,14 @@ up inside a word is written with `*`.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable
 
 from markdown_it.helpers import parseLinkTitle
 
 from ..html_format import HtmlDocument, HtmlError
+from ..html_lang import kept_languages
 from . import Limits, Translate
 from .inline import Token, Unit, UnitBuilder, translate_units
 from .markdown_parser import parser
@@ -219,8 +222,10 @@ def translate_markdown(
                 continue  # left as it is
             if doc.units:
 
-                def render(tokens, doc=doc, write=write) -> str:
-                    return write(doc.render_tokens(tokens, language=target))
+                def render(tokens, doc=doc, write=write, first=len(units)) -> str:
+                    at = sent[first]  # where its texts stand among those sent
+                    own = doc.unit_languages(kept[at : at + len(doc.texts)])
+                    return write(doc.render_tokens(tokens, language=target, kept=own))
 
                 pieces.append((html_start, html_end, len(doc.units), render))
                 units.extend(doc.units)
@@ -270,7 +275,9 @@ def translate_markdown(
                 )
                 pieces.append((span[0] + skip, span[1], sum(u is not None for u in built), render))
                 units.extend(u for u in built if u is not None)
-    translated = translate_units(units, translate)
+    with kept_languages() as kept:  # the language of each text kept as it is
+        translated = translate_units(units, translate)
+    sent = list(itertools.accumulate((len(u.requests) for u in units), initial=0))
     out, at, done = [], 0, 0
     for start, end, count, render in pieces:
         out.append(text[at:start])
