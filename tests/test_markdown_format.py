@@ -666,3 +666,26 @@ def test_environment_variables_in_prose_are_copied_as_written():
         assert translate(src, fn) == want
     # in a translation, such a name is no syntax: not escaped
     assert translate("Some text.\n", lambda ts: ["Set $HOME now"]) == "Set $HOME now\n"
+
+
+def test_the_language_fields_of_a_front_matter_name_the_target():
+    """A front matter is copied as written but for the fields that give the document's
+    language (`lang`, `language`, `locale`), which named the source's: each takes the target's
+    code as `<html lang>` and `og:locale` do (a locale written with `_` so, no territory
+    guessed), where the text below was translated."""
+    src = (
+        '---\r\ntitle: Weather\r\nlang: en\r\nlocale: en_US\r\nlanguage: "en-GB" # site\r\n'
+        "  lang: en\r\nalt: en\r\nlanguage: English\r\n---\r\n\r\nThe weather.\r\n"
+    )
+    want = (
+        '---\r\ntitle: Weather\r\nlang: de\r\nlocale: de\r\nlanguage: "de" # site\r\n'
+        "  lang: en\r\nalt: en\r\nlanguage: English\r\n---\r\n\r\nTHE WEATHER.\r\n"
+    )
+    assert handler_for("a.md", "de")(src.encode(), upper, LIMITS).decode() == want
+    toml = '+++\nlang = "en"\nlocale = "en_US"\n+++\n\nThe weather.\n'
+    out = handler_for("a.md", "pt-BR")(toml.encode(), upper, LIMITS).decode()
+    assert out == '+++\nlang = "pt-BR"\nlocale = "pt_BR"\n+++\n\nTHE WEATHER.\n'
+    named = "---\nlang: de-CH\n---\n\nThe weather.\n"  # naming the target already: kept
+    assert handler_for("a.md", "de")(named.encode(), upper, LIMITS).decode().startswith(named[:15])
+    for kept in ("---\nlang: en\n---\n\n```\ncode\n```\n", "---\nlang: en\n---\n\n12\n"):
+        assert handler_for("a.md", "de")(kept.encode(), upper, LIMITS).decode() == kept

@@ -269,3 +269,16 @@ def test_a_paragraph_kept_in_its_own_language_is_labelled_in_a_markdown_html_blo
     assert f'<blockquote><p lang="fr">{quote}</p></blockquote>' in out, out
     assert text not in out, out  # the rest translated
     assert out.count("lang=") == 2, out
+
+
+def test_a_markdown_files_front_matter_names_the_language_it_was_translated_into(server):
+    """Its `lang` (Pandoc's, Jekyll's) named the source's language, the front matter being
+    copied as written: a site built from the German file declared it English."""
+    src = "---\nlang: en\ntitle: The weather\n---\n\nThe weather is very nice today.\n"
+    files = {"file": ("notes.md", src.encode())}
+    fields = {"source": "auto", "target": "de"}
+    r = httpx.post(f"{server}/translate_file", files=files, data=fields, timeout=120)
+    assert r.status_code == 200, r.text
+    out = httpx.get(r.json()["translatedFileUrl"], timeout=60).text
+    assert out.startswith("---\nlang: de\ntitle: The weather\n---\n\n"), out
+    assert "weather" not in out[len("---\nlang: de\ntitle: The weather\n---") :], out

@@ -9,8 +9,9 @@ a `<summary>`), its `lang` attributes (a paragraph `source: auto` kept as it is 
 with its own language: app/html_lang.py) and the attributes that are text for people (`alt`,
 `title`, ...: app/html_attrs.py) too; inside a list or a quote, each of its lines keeps
 its indentation or `>` markers. Everything else is copied as written, line by line: a YAML or
-TOML front matter at the start of the file, code blocks (fenced and indented), thematic
-breaks, link reference definitions (but for their titles), blank lines, and each block's own
+TOML front matter at the start of the file (but for the fields naming its language, set to
+the target where its text was translated: _LANG_FIELD), code blocks (fenced and indented),
+thematic breaks, link reference definitions (but for their titles), blank lines, and each block's own
 syntax (`#`, `>`, list markers, table pipes, indentation).
 
 Inside a block, emphasis, strong, strikethrough, links and inline HTML elements are pairs, and
@@ -69,7 +70,7 @@ from collections.abc import Callable
 from markdown_it.helpers import parseLinkTitle
 
 from ..html_format import HtmlDocument, HtmlError
-from ..html_lang import kept_languages
+from ..html_lang import kept_languages, names_language
 from . import Limits, Translate
 from .inline import Token, Unit, UnitBuilder, translate_units
 from .markdown_parser import parser
@@ -84,7 +85,8 @@ from .markdown_units import (
 from .plain import decode
 
 #: a YAML (`---`) or TOML (`+++`) front matter block at the very start of the file (Jekyll,
-#: Hugo, MkDocs, Pandoc): metadata, copied as written. CommonMark reads `---` as a thematic
+#: Hugo, MkDocs, Pandoc): metadata, copied as written (but for its language fields,
+#: _LANG_FIELD). CommonMark reads `---` as a thematic
 #: break and the lines up to the closing `---` as a setext heading, which was translated
 #: and its lines joined into one (`title: ...` and `author: ...` gone). As in Pandoc, the
 #: line after the opening one is not blank (a thematic break before a paragraph is no
@@ -93,6 +95,33 @@ _FRONT_MATTER = re.compile(
     r"\A(---|\+\+\+)[ \t]*(?:\r\n|\n|\r)(?![ \t]*[\r\n])(?:[^\r\n]*(?:\r\n|\n|\r))*?"
     r"(?:\1|\.\.\.)[ \t]*(?:\r\n|\n|\r|\Z)"
 )
+#: a front matter's field that gives the document's language (Pandoc's and Jekyll's `lang`,
+#: `language`, `locale`: YAML `lang: en`, TOML `lang = "en"`), not indented, its value a
+#: language code (`en`, `en-US`, `en_US`; not a name such as `English`), quoted or not
+_LANG_FIELD = {
+    sep: re.compile(
+        rf"""^(?:lang|language|locale)[ \t]*{sep}[ \t]*(["']?)"""
+        r"([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*)\1[ \t]*(?:#[^\r\n]*)?(?=[\r\n]|\Z)",
+        re.M,
+    )
+    for sep in (":", "=")
+}
+
+
+def _front_matter_language(front: str, language: str) -> str:
+    """A front matter whose language fields name `language` (the text below it was translated
+    into it), as app/html_lang.py sets an HTML page's `lang` and `og:locale`: a value written
+    as a locale (`en_US`) gets the target so (`pt_BR` for `pt-BR`; `de` for `de`), and one
+    naming the target already (`de-CH` for `de`) is kept."""
+
+    def field(m: re.Match) -> str:
+        value = m.group(2)
+        if names_language(value, language):
+            return m.group()
+        written = language.replace("-", "_") if "_" in value else language
+        return m.group()[: m.start(2) - m.start()] + written + m.group()[m.end(2) - m.start() :]
+
+    return _LANG_FIELD[":" if front.startswith("---") else "="].sub(field, front)
 
 
 def _line_starts(text: str) -> list[int]:
@@ -278,14 +307,18 @@ def translate_markdown(
     with kept_languages() as kept:  # the language of each text kept as it is
         translated = translate_units(units, translate)
     sent = list(itertools.accumulate((len(u.requests) for u in units), initial=0))
-    out, at, done = [], 0, 0
+    out, at, done, changed = [], 0, 0, False
     for start, end, count, render in pieces:
         out.append(text[at:start])
         tokens = translated[done : done + count]
         if any(t.translated for unit in tokens for t in unit):
             out.append(render(tokens))
+            changed = True
         else:  # nothing translated (text in the target's language already): as written
             out.append(text[start:end])
         at, done = end, done + count
     out.append(text[at:])
+    if front and target and changed:  # (copied as written at the start of `out`)
+        out.insert(0, _front_matter_language(front.group(), target))
+        out[1] = out[1][front.end() :]
     return codec.encode_text("".join(out))
