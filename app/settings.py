@@ -122,8 +122,8 @@ class Settings(BaseSettings):
         description="continuous scheduler: a running decode takes newcomers at most every this "
         "many steps, all of those waiting together (a decode with no sentence running takes "
         "them at once); a join costs the host about as much for one newcomer as for many, on a "
-        "GPU more than a step; 4 measured best of 1 and 4 on a CPU (docs/BENCHMARKS.md "
-        "section 6) (1: at every step)",
+        "GPU more than a step; 4 against 1 on a CPU: docs/BENCHMARKS.md section 6 (1: at every "
+        "step)",
     )
     cuda_graphs: bool = Field(
         False,
