@@ -17,7 +17,8 @@ A request counts against the requests per minute by its cost, as LibreTranslate 
 (app/request_cost.py: N for a list of N texts, a file by its characters): one when it arrives
 (a request then refused as invalid too), the rest once it is found valid, before any work,
 never given back when the server then fails it (the limit bounds the work clients ask for). A
-request whose cost does not fit in the window now is a 429 and is not counted; one that costs
+request whose cost does not fit in the window now is a 429 and is not counted (a file: the one
+it counted on arrival stays, as the server has read and parsed it to know its cost); one that costs
 more than the whole limit is a 413 naming its cost (no wait would let it through; LibreTranslate
 takes it, and counts nothing for it, as its cost cannot fit in its window).
 
@@ -198,17 +199,18 @@ class Access:
         minute (`admit` counted one); nothing is counted when either is refused. A file's
         characters are not held to the key's characters per request: each of its texts is,
         as to the server's (app/file_routes.py)."""
-        extra = self.check_cost(grant, cost) if cost is not None else 0
+        extra = self.check_cost(grant, cost, give_back=not file) if cost is not None else 0
         self.check_chars(grant, chars, per_request=not file)
         if extra:
             self.requests.hit(grant.req_per_minute, grant.who, extra)
         if grant.chars_per_day:
             self.chars.hit(RateLimitItemPerDay(grant.chars_per_day), grant.who, cost=chars)
 
-    def check_cost(self, grant: Grant, cost: Cost) -> int:
+    def check_cost(self, grant: Grant, cost: Cost, give_back: bool = True) -> int:
         """The requests beyond the one `admit` counted that `cost` still takes from the
         grant's requests per minute: 413 when it is more than the whole limit, 429 when the
-        window has no room for it now (and the one `admit` counted is given back)."""
+        window has no room for it now (and the one `admit` counted is given back, unless not
+        `give_back`: a file's cost is known once the server has read and parsed it)."""
         limit = grant.req_per_minute
         if not limit or cost.requests <= 1:
             return 0
@@ -216,7 +218,8 @@ class Access:
             raise ApiError(413, cost.too_much(limit))
         extra = cost.requests - 1
         if not self.requests.fits(limit, grant.who, extra):
-            self.requests.give_back(limit, grant.who, grant.counted)
+            if give_back:
+                self.requests.give_back(limit, grant.who, grant.counted)
             raise slow_down(
                 f"{limit} requests per minute; this request counts as {cost.requests} and "
                 f"{self.requests.left(limit, grant.who)} fit now",

@@ -377,8 +377,10 @@ def test_a_list_or_a_file_counts_as_several_requests(limited):
         )
 
     assert send(lines).status_code == 200  # 60 characters of text: 1 request per 40, 1 of 4
-    big = send(lines * 3)  # 180 characters: 4 requests, 3 fit
-    assert_slow_down(big, "4 requests per minute; this request counts as 4 and 3 fit now")
+    big = send(lines * 3)  # 180 characters: 4 requests; it counts the one for reading it
+    assert_slow_down(big, "4 requests per minute; this request counts as 4 and 2 fit now")
+    # each try is read, parsed and its languages found before its cost is known: each counts
+    assert_slow_down(send(lines * 3), "this request counts as 4 and 1 fit now")
     huge = send(lines * 4)
     assert huge.status_code == 413, huge.text
     assert "240 characters of text count as 6 requests (one per 40" in huge.json()["error"]
