@@ -689,3 +689,10 @@ def test_the_language_fields_of_a_front_matter_name_the_target():
     assert handler_for("a.md", "de")(named.encode(), upper, LIMITS).decode().startswith(named[:15])
     for kept in ("---\nlang: en\n---\n\n```\ncode\n```\n", "---\nlang: en\n---\n\n12\n"):
         assert handler_for("a.md", "de")(kept.encode(), upper, LIMITS).decode() == kept
+    # two letters that are no language's code (a programming language), and a TOML table's
+    # key (a theme's `[params]`), are not the document's language
+    other = "---\nlanguage: go\n---\n\nThe weather.\n"
+    assert handler_for("a.md", "de")(other.encode(), upper, LIMITS).decode().startswith(other[:17])
+    table = '+++\nlang = "en"\n[params]\nlang = "en"\n+++\n\nThe weather.\n'
+    out = handler_for("a.md", "de")(table.encode(), upper, LIMITS).decode()
+    assert out.startswith('+++\nlang = "de"\n[params]\nlang = "en"\n+++')

@@ -69,6 +69,8 @@ from collections.abc import Callable
 
 from markdown_it.helpers import parseLinkTitle
 
+from model_core.langcodes import ISO_639_1_TO_3
+
 from ..html_format import HtmlDocument, HtmlError
 from ..html_lang import kept_languages, names_language
 from . import Limits, Translate
@@ -116,12 +118,24 @@ def _front_matter_language(front: str, language: str) -> str:
 
     def field(m: re.Match) -> str:
         value = m.group(2)
-        if names_language(value, language):
+        if names_language(value, language) or not _language_code(value):
             return m.group()
         written = language.replace("-", "_") if "_" in value else language
         return m.group()[: m.start(2) - m.start()] + written + m.group()[m.end(2) - m.start() :]
 
-    return _LANG_FIELD[":" if front.startswith("---") else "="].sub(field, front)
+    if front.startswith("---"):
+        return _LANG_FIELD[":"].sub(field, front)
+    # TOML: the document's own keys come before the first table (`[params]`: a theme's)
+    table = re.search(r"^\[", front, re.M)
+    end = table.start() if table else len(front)
+    return _LANG_FIELD["="].sub(field, front[:end]) + front[end:]
+
+
+def _language_code(value: str) -> bool:
+    """Whether `value` starts with a language's ISO 639 code (`en`, `deu`, `pt_BR`), not with
+    two or three letters that name something else (`language: go`, `lang: yes`)."""
+    code = re.split(r"[-_]", value, maxsplit=1)[0].lower()
+    return code in ISO_639_1_TO_3 or any(code in codes for codes in ISO_639_1_TO_3.values())
 
 
 def _line_starts(text: str) -> list[int]:
