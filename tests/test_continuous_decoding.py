@@ -72,6 +72,16 @@ def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose
     return results
 
 
+def finish_as_alone(running: RunningBatch, results: dict, srcs, limits: dict, stop: str) -> None:
+    """Steps `running` to its end, then checks each sentence (id -> its limit in `limits`)
+    against the static decoders on it alone (beam 2, one hypothesis)."""
+    while len(running):
+        results.update(running.step())
+    for i, limit in limits.items():
+        want = alone(running.model, srcs[i], limit, 2, 1, stop, 1.0)
+        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
+
+
 @pytest.mark.parametrize(
     ("variant", "beam_size", "stop"),
     [
@@ -224,14 +234,10 @@ def test_fixed_buffers_grow_to_fit_newcomers_and_stay_for_the_next_ones(monkeypa
     join(5, 10)
     join(6, 10)
     assert running.cache.kv is kv  # the same buffers: a GPU replays the same graph
-    while len(running):
-        results.update(running.step())
-    for i, limit in ((0, 6), (1, 9), (2, 20), (3, 12), (4, 30), (5, 10), (6, 10)):
-        if i == left:
-            assert i not in results
-            continue
-        want = alone(model, srcs[i], limit, 2, 1, "heuristic", 1.0)
-        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
+    limits = {0: 6, 1: 9, 2: 20, 3: 12, 4: 30, 5: 10, 6: 10}
+    del limits[left]
+    finish_as_alone(running, results, srcs, limits, "heuristic")
+    assert left not in results
 
 
 def test_fixed_buffers_keep_their_addresses_until_they_grow(monkeypatch):
@@ -288,11 +294,7 @@ def test_kept_buffers_whose_places_ended_at_their_last_position_serve_newcomers(
         results.update(running.step())
     assert running.buffers()[1] == 8 and 8 in running._idle.steps.tolist()  # (the test's data)
     running.join([3], srcs[3], pad_mask(srcs[3], 0), [5], [1])
-    while len(running):
-        results.update(running.step())
-    for i, limit in ((0, 8), (1, 8), (2, 8), (3, 5)):
-        want = alone(model, srcs[i], limit, 2, 1, "first_k", 1.0)
-        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
+    finish_as_alone(running, results, srcs, {0: 8, 1: 8, 2: 8, 3: 5}, "first_k")
 
 
 @pytest.mark.parametrize("selection", [False, True])
@@ -438,12 +440,8 @@ def test_in_fixed_buffers_sentences_keep_their_places_and_newcomers_take_free_on
     assert all(torch.equal(x[2:4], c) for x, c in zip(running.cache.cross_k, cross, strict=True))
     running.join([4], srcs[4], pad_mask(srcs[4], 0), [30], [1])
     assert running.places == [2, 3, 0] and running.free == [1]
-    while len(running):
-        results.update(running.step())
+    finish_as_alone(running, results, srcs, {1: 4, 2: 30, 3: 30, 4: 30}, "first_k")
     assert 0 not in results
-    for i, limit in ((1, 4), (2, 30), (3, 30), (4, 30)):
-        want = alone(model, srcs[i], limit, 2, 1, "first_k", 1.0)
-        assert [h.tokens for h in results[i]] == [t for t, _ in want], f"sentence {i}"
 
 
 @pytest.mark.parametrize("selection", [False, True])

@@ -735,6 +735,16 @@ def test_a_text_of_invisible_characters_alone_has_no_language_to_detect(server):
     assert "`q` is empty" in r.json()["error"]
 
 
+def form_ways(fields: dict) -> list[dict]:
+    """The ways to send `fields` other than JSON (post's keywords): urlencoded, multipart, a
+    query string."""
+    return [
+        {"data": fields},
+        {"files": {k: (None, v) for k, v in fields.items()}},
+        {"params": fields},
+    ]
+
+
 def test_a_line_break_in_a_form_counts_one_character_as_in_libretranslate(two_models):
     """A browser's form sends a text area's line breaks as CRLF (so does multipart, RFC 2046);
     LibreTranslate reads them as LF, one character against its limit: they counted two, and
@@ -743,11 +753,7 @@ def test_a_line_break_in_a_form_counts_one_character_as_in_libretranslate(two_mo
     sent, read = "\r\n".join(lines), "\n".join(lines)
     fields = {"q": sent, "source": "de", "target": "de"}
     with serve_in_thread(two_models, max_request_chars=len(read)) as (url, _):
-        for kwargs in (
-            {"data": fields},
-            {"files": {k: (None, v) for k, v in fields.items()}},
-            {"params": fields},
-        ):
+        for kwargs in form_ways(fields):
             r = post(url, **kwargs)
             assert r.status_code == 200, r.text
             assert r.json()["translatedText"] == read
@@ -770,12 +776,7 @@ def test_every_line_break_in_a_form_is_read_as_lf_as_in_libretranslate(two_model
     read = "\n".join(lines) + "\n"
     fields = {"q": sent, "source": "de", "target": "de"}
     with serve_in_thread(two_models, max_request_chars=len(read)) as (url, _):
-        for kwargs in (
-            {"data": fields},
-            {"files": {k: (None, v) for k, v in fields.items()}},
-            {"params": fields},
-            {"data": {**fields, "q": ["A.\rB.", "C.\u2028"]}},
-        ):
+        for kwargs in [*form_ways(fields), {"data": {**fields, "q": ["A.\rB.", "C.\u2028"]}}]:
             r = post(url, **kwargs)
             assert r.status_code == 200, r.text
             got = r.json()["translatedText"]
