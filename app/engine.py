@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from model_core.allocator import keep_freed_memory
-from model_core.continuous import RunningBatch, fixed_size
+from model_core.continuous import RunningBatch, footprint, layout_for
 from model_core.decoding import Hypothesis
 from model_core.int8 import int8_available
 from model_core.linear_backend import available_backends
@@ -467,14 +467,20 @@ class Engine:
             self.release_kept(group)
 
     def envelope(self, group: tuple[str, int], members: list[tuple[DecodeKey, int]]) -> int:
-        """Key/value positions a running group of these (key, source tokens) sentences
-        allocates, as model_core.continuous.RunningBatch does: room for its sentences times
-        (beam size x the longest output limit for self-attention + the longest source for
-        cross-attention), or the room its buffers already hold, if more; in fixed buffers
-        (MT_CUDA_GRAPHS) each rounded up to its power of two."""
+        """Key/value positions a running group of these (key, source tokens) sentences holds
+        at most, as model_core.continuous.footprint counts them for its RunningBatch: room for
+        its sentences times (beam size x the longest output limit for self-attention, with the
+        copy a step makes of it where the layout moves the beams' rows, + the longest source
+        for cross-attention), or the room its buffers already hold, if more (in fixed buffers,
+        MT_CUDA_GRAPHS, each rounded up to its power of two); and, where these sentences need
+        more room than the buffers hold, the buffers too, while the join copies them."""
         model, beam_size = group
         most: dict[int, int] = {}
         longest = 0
+        running = self.groups.get(group)
+        batch = running.running if running is not None else self.kept.get(group)
+        if not members and batch is None:
+            return 0
         if members:
             translator = self.translator(model)
             opts = translator.options(beam_size=beam_size, n_best=1)
@@ -488,14 +494,11 @@ class Engine:
                 translator.max_output_length(cost, limit, ratio, extra)
                 for limit, cost in most.items()
             )
-        running = self.groups.get(group)
-        batch = running.running if running is not None else self.kept.get(group)
-        places, positions, width = batch.buffers() if batch is not None else (0, 0, 0)
-        sizes = (max(places, len(members)), max(positions, longest), max(width, *most.values(), 0))
-        if self.fixed:
-            sizes = tuple(fixed_size(x) if x else 0 for x in sizes)
-        sentences, positions, source = sizes
-        return sentences * (beam_size * positions + source)
+        sizes = (len(members), longest, max(most.values(), default=0))
+        if batch is not None:
+            return batch.footprint(*sizes)
+        layout = layout_for(translator.model, self.fixed)
+        return footprint(beam_size, layout, (0, 0, 0), *sizes)
 
 
 def sentence_result(translator: Translator, hyps: list[Hypothesis]) -> SentenceResult:

@@ -88,8 +88,10 @@ class Settings(BaseSettings):
     max_running_tokens: int = Field(
         65536,
         ge=1,
-        description="continuous scheduler: key/value positions the running decodes may "
-        "allocate (per group: rows x longest output limit + sentences x longest source)",
+        description="continuous scheduler: key/value positions the running decodes may hold "
+        "at most (per group: rows x longest output limit, twice where its steps copy the "
+        "beams' rows, + sentences x longest source; a join that grows a group's buffers "
+        "counts the old ones too)",
     )
     max_running_rows: int = Field(
         0,

@@ -156,14 +156,31 @@ class RunningBatch:
     def ids(self) -> list[Hashable]:
         return [s.id for s in self.sentences]
 
+    @property
+    def layout(self) -> str:
+        """The cache's layout: "slots" (the attention kernels', CPU float32), "fixed" (the
+        gather layout in fixed buffers) or "gather"; before the first join, the one it will
+        take."""
+        if self.cache is None and self._idle is None:
+            return layout_for(self.model, self.fixed)
+        return "slots" if self.slots else "fixed" if self.fixed else "gather"
+
     def envelope(self) -> tuple[int, int]:
-        """(self-attention positions, cross-attention positions) allocated now: rows x the
-        largest output limit, sentences x the longest source."""
+        """(self-attention positions, cross-attention positions) its sentences need at most
+        in a step: rows x the largest output limit, with the copy a step makes of them
+        (`footprint`), and sentences x the longest source."""
         if not self.sentences:
             return 0, 0
         n = len(self.sentences)
         limit = max(s.limit for s in self.sentences)
-        return n * self.k * limit, n * max(s.source_len for s in self.sentences)
+        copies = _copies(self.k, self.layout)
+        return copies * n * self.k * limit, n * max(s.source_len for s in self.sentences)
+
+    def footprint(self, sentences: int, limit: int, source: int) -> int:
+        """Key/value positions the batch holds at most, from a join that leaves it
+        `sentences` sentences (the longest output limit `limit`, the longest source `source`
+        tokens) to its next join: see the module function `footprint`."""
+        return footprint(self.k, self.layout, self.buffers(), sentences, limit, source)
 
     def buffers(self) -> tuple[int, int, int]:
         """(sentences, positions, source width) the buffers hold room for now: in the slot
@@ -177,12 +194,16 @@ class RunningBatch:
         return rows // self.k, positions, cache.src_bias.shape[-1]
 
     def allocated(self) -> int:
-        """Self-attention positions allocated: rows x positions of the buffer."""
+        """Self-attention positions allocated: rows x positions of the buffer, and of the
+        gather layout's spare buffer, when it holds one."""
         cache = self.cache or self._idle
         if cache is None:
             return 0
         kv = cache.kv
-        return kv.shape[1] * kv.shape[2] if self.slots else kv.shape[0] * kv.shape[1]
+        if self.slots:
+            return kv.shape[1] * kv.shape[2]
+        spare = cache.spare.shape[0] * cache.spare.shape[1] if cache.spare is not None else 0
+        return kv.shape[0] * kv.shape[1] + spare
 
     @torch.inference_mode()
     def join(
@@ -261,10 +282,11 @@ class RunningBatch:
                 ]
             )
             cache.steps = torch.cat([cache.steps, torch.zeros(b, dtype=torch.long, device=device)])
+        cache.spare = None  # (let go first: the copy holds the old buffer and the new one)
         kv = fresh.kv.new_zeros((rows_old + b * k, capacity, *fresh.kv.shape[2:]))  # _new_kv
         if old_kv is not None:
             kv[:rows_old, :t] = old_kv[:, :t]
-        cache.kv, cache.spare, cache.group = kv, None, k
+        cache.kv, cache.group = kv, k
 
     def _join_fixed(self, new: list[_Sentence], fresh: DecoderCache, capacity: int) -> None:
         """Fixed gather layout: each newcomer takes a free place (the lowest), in buffers grown
@@ -834,6 +856,48 @@ def capture(
             out = call()
         restore()
     return graph, out
+
+
+def layout_for(model: Transformer, fixed: bool) -> str:
+    """The layout a running decode of `model` takes (RunningBatch.layout): the attention
+    kernels' slots where they run (float32 on a CPU, as `join` finds from the encoder's
+    output: the embeddings' type), else the gather layout, in fixed buffers with `fixed`."""
+    if fused.attention_kernels_for(model.src_embed.weight.detach()):
+        return "slots"
+    return "fixed" if fixed else "gather"
+
+
+def _copies(k: int, layout: str) -> int:
+    """How many self-attention buffers a step of the layout holds at its peak: two where
+    the beams' rows are copied (the gather layout's spare buffer, which a step gathers into
+    and a leave replaces by one of the rows kept; the fixed layout's temporary of the taken
+    rows' written positions, when K > 1); one in the slot layout, where nothing moves."""
+    return 2 if layout == "gather" or (layout == "fixed" and k > 1) else 1
+
+
+def footprint(
+    k: int, layout: str, now: tuple[int, int, int], sentences: int, limit: int, source: int
+) -> int:
+    """Key/value positions a running decode with K beams holds at most, from a join that
+    leaves it `sentences` sentences (the longest output limit `limit`, the longest source
+    `source` tokens) to its next join, where its buffers had room for `now` = (sentences,
+    positions, source width) before (RunningBatch.buffers):
+    - buffers with room for as much as now or as the sentences need, whichever is more
+      (fixed: each the next power of two): rows (sentences x K) x positions of self-attention
+      keys and values, times the copies a step holds (`_copies`), and sentences x width of
+      cross-attention state;
+    - where the join grows the buffers, those of before too: they are copied into the new
+      ones, and let go only then."""
+    want = (max(now[0], sentences), max(now[1], limit), max(now[2], source))
+    if layout == "fixed":
+        want = (fixed_size(want[0]), fixed_size(want[1]), fixed_size(want[2]))
+    if not want[0]:
+        return 0
+    places, positions, width = want
+    total = places * (_copies(k, layout) * k * positions + width)
+    if any(now) and want != now:
+        total += now[0] * (k * now[1] + now[2])
+    return total
 
 
 def graphs_for(device: torch.device) -> bool:

@@ -286,9 +286,9 @@ class DecoderCache:
         if self.history is None:  # gather mode: (N, capacity, ...)
             if t < old.shape[1]:
                 return
+            self.spare = None  # (let go first: the copy holds the old buffer and the new one)
             self.kv = self._new_kv((old.shape[0], 2 * old.shape[1], *old.shape[2:]))
             self.kv[:, :t] = old[:, :t]
-            self.spare = None
             return
         if t < old.shape[2]:  # slot mode: (layers, slots, capacity, ...)
             return
@@ -336,8 +336,8 @@ class DecoderCache:
             target = self.spare if self.spare is not None else self._new_kv(kv.shape)
             self.spare = kv
         else:  # gather only the prefix (positions >= t: see _new_kv)
+            self.spare = None  # (let go first: the gather holds the buffer and its target)
             target = self._new_kv((rows.numel(), *kv.shape[1:]))
-            self.spare = None
         torch.index_select(kv[:, :t], 0, rows, out=target[:, :t])
         self.kv = target
         if sentences is None:

@@ -2,6 +2,7 @@
 step, beside others at other steps and with other limits, gets what it gets decoded alone."""
 
 import copy
+import itertools
 
 import pytest
 import torch
@@ -541,6 +542,75 @@ def test_the_envelope_counts_rows_times_the_longest_limit():
     longest_source = max(s.shape[1] for s in srcs)
     assert running.envelope() == (3 * 2 * 11, 3 * longest_source)
     assert running.allocated() == 6 * 11  # what the envelope counts is what is allocated
+
+
+def peaks(calls) -> list[int]:
+    """Runs each call in turn; for each, the most bytes torch's CPU allocator held during it,
+    counted from before the first, from the profiler's record of every allocation and free
+    (one profile per call: inside a marked span of one profile, the frees are not recorded
+    with their times)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    found, held = [], 0
+    for call in calls:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            call()
+        changes = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events())
+        levels = list(itertools.accumulate((c for _, c in changes), initial=held))
+        found.append(max(levels))
+        held = levels[-1]
+    return found
+
+
+@pytest.mark.parametrize("layout", ["slots", "gather", "fixed"])
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_running_decode_holds_no_more_than_its_footprint(layout, beam_size, monkeypatch):
+    """What admission counts for a join (RunningBatch.footprint, before it) bounds the memory
+    the decode holds during the join and the steps after it, measured by torch's profiler:
+    buffers that grow (the old ones are copied into the new), the gather layout's spare
+    buffer for the beams' reorder, the fixed layout's temporary for it."""
+    if layout == "slots" and not fused.attention_kernels_for(torch.zeros(1)):
+        pytest.skip("needs the attention kernels")
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", layout == "slots")
+    cfg = tiny_config(VOCAB, d_model=64, max_positions=512)
+    model = random_model(cfg, seed=17)
+    running = RunningBatch(model, beam_size=beam_size, fixed=layout == "fixed")
+    assert running.layout == layout
+    # one key/value position of one row (or of one sentence's source): every decoder layer's
+    # key and value, float32
+    position = cfg.decoder_layers * 2 * cfg.d_model * 4
+    srcs = sources(27, 10)
+    limits = [60, 20, 60, 10, 45, 60, 8, 30, 60, 20]
+    counted: list[int] = []  # for each call, what admission counted for it
+    allocated = [0]  # the self-attention buffers after each step
+
+    def join(ids):
+        def call():
+            # admission, before the join: what the decode holds with these sentences too
+            everyone = [s.id for s in running.sentences] + ids
+            longest = max(limits[i] for i in everyone)
+            width = max(srcs[i].shape[1] for i in everyone)
+            counted.append(running.footprint(len(everyone), longest, width))
+            src = padded([srcs[i] for i in ids])
+            with torch.inference_mode():
+                running.join(ids, src, pad_mask(src, 0), [limits[i] for i in ids], [1] * len(ids))
+
+        return call
+
+    def step():
+        counted.append(counted[-1])  # (the last join's count: the decode only shrinks since)
+        with torch.inference_mode():
+            running.step()
+        allocated.append(running.allocated())
+
+    plan = [join([0, 1, 2, 3])] + [step] * 6 + [join([4, 5, 6])] + [step] * 20
+    plan += [join([7, 8, 9])] + [step] * 70
+    held = peaks(plan)
+    assert len(running) == 0
+    for i, (most, count) in enumerate(zip(held, counted, strict=True)):
+        # beside the key/value buffers: each row's tokens and the step's activations
+        assert most <= count * position * 1.1 + (1 << 18), f"call {i}: {most} > {count}"
+    assert max(held) >= max(allocated) * position  # (the measurement sees the buffers)
 
 
 def test_n_best_beyond_the_beam_size_is_refused():
