@@ -263,16 +263,18 @@ class HtmlDocument:
                 out[at:] = [written[1], span, written[2], "</span>", written[3]]
         return "".join(out)
 
-    def unit_languages(self, per_text: list[str | None]) -> list[str | None]:
+    def unit_languages(self, per_text: list[str | None], part: bool = False) -> list[str | None]:
         """Per unit, the language it was kept in, from that of each text it sent (`per_text`,
         as `units`' requests; its first, the whole unit's: app/html_lang.py `note_kept`); none
         where no unit was translated (the document comes back as it was, as /translate gives
-        back a document none of whose text it sent)."""
+        back a document none of whose text it sent), unless the document is a `part` of a file
+        whose other text was (an .md file's HTML block: labelled as the same HTML in an .html
+        file is)."""
         out, at = [], 0
         for unit in self.units:
             out.append(per_text[at] if at < len(per_text) else None)
             at += len(unit.requests)
-        return out if None in out else []
+        return out if part or None in out else []
 
     def _labels(
         self, kept: list[str | None], changed: set[int], language: str

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from markdown_it import MarkdownIt
 
 from app.formats import Limits, handler_for
 from app.formats.markdown import translate_markdown
+from app.html_lang import note_kept
 
 LIMITS = Limits()
 GFM = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -696,3 +698,76 @@ def test_the_language_fields_of_a_front_matter_name_the_target():
     table = '+++\nlang = "en"\n[params]\nlang = "en"\n+++\n\nThe weather.\n'
     out = handler_for("a.md", "de")(table.encode(), upper, LIMITS).decode()
     assert out.startswith('+++\nlang = "de"\n[params]\nlang = "en"\n+++')
+
+
+#: per text `source: auto` keeps as it is, the language it is in
+KEPT = {
+    "Je voudrais une table.": "fr",
+    "Wir waren gestern Abend im Restaurant.": "de",
+}
+
+
+def upper_but_kept(texts: list[str]) -> list[str]:
+    """As /translate_file with `source: auto` into German: a text in French or in German kept
+    as it is and its language noted (app/html_lang.py), the others upper-cased."""
+    note_kept([KEPT.get(t) for t in texts])
+    return [t if t in KEPT else t.upper() for t in texts]
+
+
+#: (an HTML block, kept or holding a paragraph kept as it is, and the block translated into
+#: German as in an .html file whose other text is translated)
+KEPT_BLOCKS = [
+    # kept alone in its element: the element labelled, in a block translated or not
+    ('<p lang="en">Je voudrais une table.</p>', '<p lang="fr">Je voudrais une table.</p>'),
+    (
+        '<div lang="en">\n<p>Je voudrais une table.</p>\n</div>',
+        '<div lang="en">\n<p lang="fr">Je voudrais une table.</p>\n</div>',
+    ),
+    (
+        '<p lang="en">Wir waren gestern Abend im Restaurant.</p>',
+        '<p lang="de">Wir waren gestern Abend im Restaurant.</p>',
+    ),
+    # sharing its element with translated text: in a <span>
+    (
+        '<div lang="en">We like bread.<br>Je voudrais une table.</div>',
+        '<div lang="de">WE LIKE BREAD.<br><span lang="fr">Je voudrais une table.</span></div>',
+    ),
+    # in the language it is declared in already: nothing to say
+    ('<p lang="fr-CA">Je voudrais une table.</p>', '<p lang="fr-CA">Je voudrais une table.</p>'),
+]
+
+
+@pytest.mark.parametrize("block, want", KEPT_BLOCKS)
+def test_an_html_block_kept_in_its_own_language_is_labelled_as_in_an_html_file(block, want):
+    """`source: auto`: an HTML block none of whose text was translated (a French quote, a
+    paragraph in the target's language already) was copied as written, under a `lang` that no
+    longer said what it holds, where the same block in an .html file is labelled with the
+    language it is in."""
+    src = f"The weather.\n\n{block}\n\nThe end.\n"
+    out = handler_for("a.md", "de")(src.encode(), upper_but_kept, LIMITS).decode()
+    assert out == f"THE WEATHER.\n\n{want}\n\nTHE END.\n"
+    page = f'<html lang="en"><p>The weather.</p>\n{block}\n</html>'
+    html = handler_for("a.html", "de")(page.encode(), upper_but_kept, LIMITS).decode()
+    assert html == f'<html lang="de"><p>THE WEATHER.</p>\n{want}\n</html>'
+
+
+def test_an_html_block_kept_in_a_list_or_a_quote_keeps_its_markers_when_labelled():
+    src = (
+        '- Item\n\n  <p lang="en">\n  Je voudrais une table.\n  </p>\n\n'
+        '> <p lang="en">\n> Je voudrais une table.</p>\n\n'
+        "<p>Je voudrais une table.</p>\n"  # no language declared around it: as written
+    )
+    want = (
+        '- ITEM\n\n  <p lang="fr">\n  Je voudrais une table.\n  </p>\n\n'
+        '> <p lang="fr">\n> Je voudrais une table.</p>\n\n'
+        "<p>Je voudrais une table.</p>\n"
+    )
+    assert handler_for("a.md", "de")(src.encode(), upper_but_kept, LIMITS).decode() == want
+
+
+def test_a_markdown_file_none_of_whose_text_is_translated_comes_back_as_it_was():
+    """As an .html file does: nothing labelled, whatever a `lang` says."""
+    src = (
+        '---\nlang: en\n---\n\n<p lang="en">Je voudrais une table.</p>\n\nJe voudrais une table.\n'
+    )
+    assert handler_for("a.md", "de")(src.encode(), upper_but_kept, LIMITS).decode() == src

@@ -271,6 +271,38 @@ def test_a_paragraph_kept_in_its_own_language_is_labelled_in_a_markdown_html_blo
     assert out.count("lang=") == 2, out
 
 
+def test_a_markdown_html_block_all_kept_is_labelled_as_in_an_html_file(server):
+    """An HTML block none of whose text was translated (a French quote, a paragraph in the
+    target's language already) was copied as written, its `lang="en"` wrong for what it holds,
+    in a file whose other text was translated: it is labelled as the same block of an .html
+    page is; one that shares its element with translated text is put in a `<span>`."""
+    quote, (_, text, ours) = FOREIGN["fr"][1], PAGES["de"]
+    blocks = [
+        f'<p lang="en">{quote}</p>',
+        f'<p lang="en">{ours}</p>',
+        f'<div lang="en">{text}<br>{SHORT_FRENCH[0]}</div>',
+    ]
+    src = f"# {text}\n\n" + "".join(f"{b}\n\n" for b in blocks) + f"{text}\n"
+    page = f'<html lang="en"><body><h1>{text}</h1>\n' + "\n".join(blocks) + "\n</body></html>"
+    fields = {"source": "auto", "target": "de"}
+    outs = []
+    for name, data in (("notes.md", src), ("page.html", page)):
+        files = {"file": (name, data.encode())}
+        r = httpx.post(f"{server}/translate_file", files=files, data=fields, timeout=120)
+        assert r.status_code == 200, r.text
+        outs.append(httpx.get(r.json()["translatedFileUrl"], timeout=60).text)
+    md, html = outs
+    for want in (
+        f'<p lang="fr">{quote}</p>',
+        f'<p lang="de">{ours}</p>',
+        f'<br><span lang="fr">{SHORT_FRENCH[0]}</span></div>',
+    ):
+        assert want in md, md
+        assert want in html, html
+    assert text not in md, md  # the rest translated
+    assert md.count("lang=") == html.count("lang=") - 1 == 4, (md, html)  # (<html lang>)
+
+
 def test_a_markdown_files_front_matter_names_the_language_it_was_translated_into(server):
     """Its `lang` (Pandoc's, Jekyll's) named the source's language, the front matter being
     copied as written: a site built from the German file declared it English."""

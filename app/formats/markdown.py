@@ -38,8 +38,10 @@ block written over several lines and translated whole comes back on its first li
 joins the lines of a paragraph anyway); translated by runs, the line breaks between runs stay.
 A line break kept, hard or soft, is written as the source wrote it: its spaces or backslash,
 the line ending, the next line's indentation or `>` markers. A block none of whose text was
-translated (the model gave it back as it was) is copied as written, byte for byte; one whose
-text cannot be found in its lines is left untranslated. The syntax of GFM and other dialects
+translated (the model gave it back as it was) is copied as written, byte for byte (but for the
+labels of an HTML block's paragraphs `source: auto` kept in their own language, in a file whose
+other text was translated: as in an .html file); one whose text cannot be found in its lines is
+left untranslated. The syntax of GFM and other dialects
 that CommonMark reads as text stays as written, where it stands: a task list item's box
 (`- [ ]`), a footnote's definition (`[^1]:`), a definition list's `: `, an alert's type
 (`> [!NOTE]`), a heading's attributes at its end (`## Title {#anchor}`). A line that opens or
@@ -165,9 +167,10 @@ def translate_markdown(
             return len(text), ""
         return starts[k], text[starts[k] : ends[k]].rstrip("\r\n")
 
-    # (start, end) in `text` of each piece's source, its units' count, and what writes it
-    # from their tokens: a block's text (one unit) or an HTML block (its units)
-    pieces: list[tuple[int, int, int, Callable[[list[list[Token]]], str]]] = []
+    # (start, end) in `text` of each piece's source, its units' count, what writes it from
+    # their tokens (None: as written), a block's text (one unit) or an HTML block (its units),
+    # and whether it is an HTML block
+    pieces: list[tuple[int, int, int, Callable[[list[list[Token]]], str | None], bool]] = []
     units: list[Unit] = []
     cursor: dict[int, int] = {}  # per line, where the next block on it may start (tables)
 
@@ -265,12 +268,13 @@ def translate_markdown(
                 continue  # left as it is
             if doc.units:
 
-                def render(tokens, doc=doc, write=write, first=len(units)) -> str:
+                def render(tokens, doc=doc, html=html, write=write, first=len(units)) -> str | None:
                     at = sent[first]  # where its texts stand among those sent
-                    own = doc.unit_languages(kept[at : at + len(doc.texts)])
-                    return write(doc.render_tokens(tokens, language=target, kept=own))
+                    own = doc.unit_languages(kept[at : at + len(doc.texts)], part=True)
+                    written = doc.render_tokens(tokens, language=target, kept=own)
+                    return None if written == html else write(written)
 
-                pieces.append((html_start, html_end, len(doc.units), render))
+                pieces.append((html_start, html_end, len(doc.units), render, True))
                 units.extend(doc.units)
             continue
         if block.type == "definition" and block.map and block.meta.get("title"):
@@ -284,7 +288,7 @@ def translate_markdown(
                 def write_title(tokens, quote=quote) -> str:
                     return title_text("".join(t.text for t in tokens[0] if t.kind == "text"), quote)
 
-                pieces.append((title_start, title_end, 1, write_title))
+                pieces.append((title_start, title_end, 1, write_title, False))
                 units.append(built_title)
             continue
         if block.type != "inline" or not block.map or not block.children:
@@ -316,20 +320,25 @@ def translate_markdown(
                 render = functools.partial(
                     render_units, built=built, items=builder.items, cell=cell, heading=heading
                 )
-                pieces.append((span[0] + skip, span[1], sum(u is not None for u in built), render))
+                count = sum(u is not None for u in built)
+                pieces.append((span[0] + skip, span[1], count, render, False))
                 units.extend(u for u in built if u is not None)
     with kept_languages() as kept:  # the language of each text kept as it is
         translated = translate_units(units, translate)
     sent = list(itertools.accumulate((len(u.requests) for u in units), initial=0))
-    out, at, done, changed = [], 0, 0, False
-    for start, end, count, render in pieces:
+    changed = any(t.translated for unit in translated for t in unit)
+    out, at, done = [], 0, 0
+    for start, end, count, render, html in pieces:
         out.append(text[at:start])
         tokens = translated[done : done + count]
-        if any(t.translated for unit in tokens for t in unit):
-            out.append(render(tokens))
-            changed = True
-        else:  # nothing translated (text in the target's language already): as written
-            out.append(text[start:end])
+        written = None
+        # a piece none of whose text was translated (in the target's language already, or in
+        # one no model serves) is copied as written; but in a file whose text was translated,
+        # an HTML block's paragraphs kept so are labelled with their language, as in an .html
+        # file whose other text was translated (its `lang` named the target, or was wrong)
+        if (html and changed) or any(t.translated for unit in tokens for t in unit):
+            written = render(tokens)
+        out.append(text[start:end] if written is None else written)
         at, done = end, done + count
     out.append(text[at:])
     if front and target and changed:  # (copied as written at the start of `out`)
