@@ -918,6 +918,7 @@ async def translate(
         detected = await detect_sources(state, visible, req.target, unserved=one)
         sources = [lang for lang, _ in detected]
         if documents is not None:
+            languages = sources  # each document's, as `detectedLanguage` gives it
             sources, kept = await unit_sources(state, documents, sources, req.target)
             # the units' texts, sent as run_route sends a document's after cutting it
             sent, fmt = [r for doc in documents for r in doc.texts], "text"
@@ -928,6 +929,17 @@ async def translate(
         if source != req.target:
             route = explicit if req.source != "auto" else resolve_route(state, source, req.target)
             groups.setdefault(tuple(route), []).append(i)
+    # the routes the answer names: those its texts took, and for an HTML document with no text
+    # to send (an address alone, a number, an image), the one from its language, as a plain
+    # text of an address alone takes it (and copies it): it was "none (the text is in the
+    # target language)" beside a `detectedLanguage` of another
+    named = list(groups)
+    if documents is not None:
+        for doc, language in zip(documents, languages, strict=True):
+            if not doc.texts and language != req.target:
+                route = tuple(resolve_route(state, language, req.target))
+                if route not in named:
+                    named.append(route)
     options = (beam, n_best, max_length)
     settings = state.settings
     share = RequestShare(  # counted over all the request's routes (app/share.py)
@@ -972,10 +984,10 @@ async def translate(
     now = time.perf_counter()
     queued = min((r.queued for r in results), default=now)
     single = isinstance(req.q, str)
-    used = list(dict.fromkeys(name for route in groups for name in route))
+    used = list(dict.fromkeys(name for route in named for name in route))
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
-        "model": ", ".join("+".join(route) for route in groups)
+        "model": ", ".join("+".join(route) for route in named)
         or "none (the text is in the target language)",
         "models": used,
         "timings": {

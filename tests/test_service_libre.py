@@ -485,6 +485,34 @@ def test_detect_and_auto_break_a_tie_by_one_rule(server):
     assert into_en.json()["detectedLanguage"] == {"language": "de", "confidence": 50.0}
 
 
+@pytest.mark.parametrize(
+    "q",
+    ['<p><a href="https://example.com/a">https://example.com/a</a></p>', "https://example.com/a"],
+)
+def test_auto_on_html_with_no_text_to_translate_names_the_route_of_its_language(server, q):
+    """An HTML text whose only text is an address (copied as written) answered `model: "none
+    (the text is in the target language)"` beside a `detectedLanguage` of the other language;
+    it names the route from that language, as a plain text of an address alone does."""
+    plain = post(server, json={"q": "https://example.com/a", "source": "auto", "target": "de"})
+    assert plain.json()["detectedLanguage"]["language"] == "en"
+    assert plain.json()["model"] == "en-de"
+    for target, other in (("de", "en"), ("en", "de")):
+        body = {"q": q, "source": "auto", "target": target, "format": "html"}
+        r = post(server, json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == q
+        assert r.json()["detectedLanguage"]["language"] == other
+        assert r.json()["model"] == f"{other}-{target}"
+        assert r.json()["models"] == [f"{other}-{target}"]
+    # in a list beside a text in the target language, kept: its language's route alone
+    body = {"q": [f"<p>{DE}</p>", q], "source": "auto", "target": "de", "format": "html"}
+    r = post(server, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == body["q"]
+    assert [d["language"] for d in r.json()["detectedLanguage"]] == ["de", "en"]
+    assert r.json()["model"] == "en-de"
+
+
 def test_auto_on_one_text_reports_the_detected_language(server):
     r = post(server, data={"q": DE, "source": "auto", "target": "en"})
     assert r.status_code == 200, r.text
