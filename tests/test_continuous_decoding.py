@@ -544,14 +544,23 @@ def test_the_envelope_counts_rows_times_the_longest_limit():
     assert running.allocated() == 6 * 11  # what the envelope counts is what is allocated
 
 
-def peaks(calls) -> list[int]:
-    """Runs each call in turn; for each, the most bytes torch's CPU allocator held during it,
-    counted from before the first, from the profiler's record of every allocation and free
-    (one profile per call: inside a marked span of one profile, the frees are not recorded
-    with their times)."""
+def peaks(calls, device: str = "cpu") -> list[int]:
+    """Runs each call in turn; for each, the most bytes torch's allocator held during it,
+    counted from before the first. On the CPU from the profiler's record of every allocation
+    and free (one profile per call: inside a marked span of one profile, the frees are not
+    recorded with their times); on CUDA from the caching allocator's peak."""
     from torch.profiler import ProfilerActivity, profile
 
     found, held = [], 0
+    if device == "cuda":
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        for call in calls:
+            torch.cuda.reset_peak_memory_stats()
+            call()
+            torch.cuda.synchronize()
+            found.append(torch.cuda.max_memory_allocated() - base)
+        return found
     for call in calls:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             call()
@@ -562,18 +571,30 @@ def peaks(calls) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("layout", ["slots", "gather", "fixed"])
+@pytest.mark.parametrize(
+    ("device", "layout"),
+    [
+        ("cpu", "slots"),
+        ("cpu", "gather"),
+        ("cpu", "fixed"),
+        pytest.param("cuda", "gather", marks=pytest.mark.gpu),
+        pytest.param("cuda", "fixed", marks=pytest.mark.gpu),
+    ],
+)
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_a_running_decode_holds_no_more_than_its_footprint(layout, beam_size, monkeypatch):
+def test_a_running_decode_holds_no_more_than_its_footprint(device, layout, beam_size, monkeypatch):
     """What admission counts for a join (RunningBatch.footprint, before it) bounds the memory
-    the decode holds during the join and the steps after it, measured by torch's profiler:
-    buffers that grow (the old ones are copied into the new), the gather layout's spare
-    buffer for the beams' reorder, the fixed layout's temporary for it."""
+    the decode holds during the join and the steps after it, measured by torch's profiler
+    (on CUDA: its allocator's peak; the fixed layout then replays CUDA graphs): buffers that
+    grow (the old ones are copied into the new), the gather layout's spare buffer for the
+    beams' reorder, the fixed layout's temporary for it."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
     if layout == "slots" and not fused.attention_kernels_for(torch.zeros(1)):
         pytest.skip("needs the attention kernels")
     monkeypatch.setattr(fused, "ATTENTION_KERNELS", layout == "slots")
     cfg = tiny_config(VOCAB, d_model=64, max_positions=512)
-    model = random_model(cfg, seed=17)
+    model = random_model(cfg, seed=17).to(device)
     running = RunningBatch(model, beam_size=beam_size, fixed=layout == "fixed")
     assert running.layout == layout
     # one key/value position of one row (or of one sentence's source): every decoder layer's
@@ -591,7 +612,7 @@ def test_a_running_decode_holds_no_more_than_its_footprint(layout, beam_size, mo
             longest = max(limits[i] for i in everyone)
             width = max(srcs[i].shape[1] for i in everyone)
             counted.append(running.footprint(len(everyone), longest, width))
-            src = padded([srcs[i] for i in ids])
+            src = padded([srcs[i] for i in ids]).to(device)
             with torch.inference_mode():
                 running.join(ids, src, pad_mask(src, 0), [limits[i] for i in ids], [1] * len(ids))
 
@@ -605,7 +626,7 @@ def test_a_running_decode_holds_no_more_than_its_footprint(layout, beam_size, mo
 
     plan = [join([0, 1, 2, 3])] + [step] * 6 + [join([4, 5, 6])] + [step] * 20
     plan += [join([7, 8, 9])] + [step] * 70
-    held = peaks(plan)
+    held = peaks(plan, device)
     assert len(running) == 0
     for i, (most, count) in enumerate(zip(held, counted, strict=True)):
         # beside the key/value buffers: each row's tokens and the step's activations
