@@ -63,6 +63,11 @@ T = TypeVar("T")
 Report = tuple[torch.Tensor, torch.Tensor]  # the fixed layout's step: see RunningBatch._fixed_step
 
 
+class NewcomersFailed(Exception):
+    """A join failed before it changed the batch (the newcomers' encoder: out of memory, say):
+    the sentences already in it go on as they were; only the newcomers did not join."""
+
+
 @dataclass
 class _Sentence:
     id: Hashable
@@ -227,21 +232,28 @@ class RunningBatch:
             _Sentence(i, int(lim), int(nb), int(sl))
             for i, lim, nb, sl in zip(ids, limits, n_bests, lengths, strict=True)
         ]
-        memory = model.encode_tokens(src, src_mask)
-        if self.cache is None:
+        # the newcomers' encoder and cross-attention state, before anything of the batch
+        # changes: where they fail (out of memory, say), the batch is as it was
+        try:
+            memory = model.encode_tokens(src, src_mask)
             # the attention kernels (CPU float32) run over the slot layout; torch elsewhere
-            self.slots = fused.attention_kernels_for(memory)
+            slots = fused.attention_kernels_for(memory) if self.cache is None else self.slots
+            if slots and self.cache is not None:  # only the newcomers' cross-attention state
+                state = model.slot_cross_state(memory, src_mask)
+            else:
+                fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=not slots)
+        except Exception as exc:
+            raise NewcomersFailed(f"the newcomers' encoder failed: {exc}") from exc
+        self.slots = slots
         device = src.device
         rows_old = self.tokens.numel()
         rows = rows_old + b * k
         capacity = max(s.limit for s in self.sentences + new)
-        if self.slots and self.cache is not None:  # only the newcomers' cross-attention state
-            self._join_slots(model.slot_cross_state(memory, src_mask), b, capacity)
+        if self.slots and self.cache is not None:
+            self._join_slots(state, b, capacity)
         elif self.slots:
-            fresh = model.init_cache(memory, src_mask, 1, beams=1)
             self._start_slots(fresh, b, capacity)
         else:
-            fresh = model.init_cache(memory, src_mask, 1, beams=1, gather=True)
             if self.fixed:
                 self._join_fixed(new, fresh, capacity)
                 return

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import Checkpoint, load_checkpoint
-from .continuous import RunningBatch
+from .continuous import NewcomersFailed, RunningBatch
 from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_search
 from .int8 import int8_available, quantize_linears
 from .langcodes import two_letter
@@ -325,6 +325,9 @@ class Translator:
         """Source ids join `running` at its next step, each with its own max_length and n-best
         count (the other options from `opts`)."""
         opts = opts or self.options(beam_size=running.k, n_best=1)
-        src, mask = self.batch_tensors(sources)
-        limits = self.output_limits(sources, max_lengths, opts)
+        try:  # (nothing of `running` changed yet: see RunningBatch.join)
+            src, mask = self.batch_tensors(sources)
+            limits = self.output_limits(sources, max_lengths, opts)
+        except Exception as exc:
+            raise NewcomersFailed(f"the newcomers' sources failed: {exc}") from exc
         running.join(ids, src, mask, limits, n_bests, [len(s) + 1 for s in sources])  # +EOS

@@ -634,6 +634,42 @@ def test_a_running_decode_holds_no_more_than_its_footprint(device, layout, beam_
     assert max(held) >= max(allocated) * position  # (the measurement sees the buffers)
 
 
+@pytest.mark.parametrize("layout", ["slots", "gather", "fixed"])
+@pytest.mark.parametrize("fails", ["encoder", "cross state"])
+def test_a_join_whose_encoder_fails_leaves_the_running_sentences_as_they_were(
+    layout, fails, monkeypatch
+):
+    """Newcomers whose encoder (or cross-attention state) fails, out of memory say, do not
+    join, and the sentences already decoding go on as if they had never come."""
+    if layout == "slots" and not fused.attention_kernels_for(torch.zeros(1)):
+        pytest.skip("needs the attention kernels")
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", layout == "slots")
+    model = random_model(tiny_config(VOCAB), seed=22)
+    srcs = sources(32, 4)
+    running = RunningBatch(model, beam_size=2, stop="heuristic", fixed=layout == "fixed")
+    src = padded(srcs[:2])
+    running.join([0, 1], src, pad_mask(src, 0), [12, 9], [1, 1])
+    results = dict(running.step())
+    results.update(running.step())
+    name = (
+        "encode_tokens"
+        if fails == "encoder"
+        else ("slot_cross_state" if layout == "slots" else "init_cache")
+    )
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(model, name, out_of_memory)
+    src = padded(srcs[2:])
+    with pytest.raises(continuous.NewcomersFailed, match="out of memory"):
+        running.join([2, 3], src, pad_mask(src, 0), [10, 10], [1, 1])
+    assert running.ids == [i for i in (0, 1) if i not in results]
+    monkeypatch.undo()
+    monkeypatch.setattr(fused, "ATTENTION_KERNELS", layout == "slots")
+    finish_as_alone(running, results, srcs, {0: 12, 1: 9}, "heuristic")
+
+
 def test_n_best_beyond_the_beam_size_is_refused():
     model = random_model(tiny_config(VOCAB), seed=15)
     src = sources(25, 1)[0]

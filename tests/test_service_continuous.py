@@ -4,6 +4,8 @@ static batcher, and deadlines and disconnects that take a sentence out of a runn
 from __future__ import annotations
 
 import asyncio
+import json
+import random
 import shutil
 import threading
 
@@ -319,3 +321,92 @@ def test_start_up_warms_the_decode_paths_requests_take(weights_dir, monkeypatch)
     static.clear()
     start_engine(Settings(weights_dir=weights_dir, device="cpu", warmup=False))
     assert static == []
+
+
+SOAK_TEXTS = [
+    "The cat is big.",
+    "We eat bread today.",
+    "I see a tree.",
+    "The red car is fast.",
+    "Where is the station?",
+    "The small dog is very slow.",
+    "My brother reads a book in the garden.",
+    "Water.",
+    "Thank you very much.",
+    "The children play in the park after school.",
+]
+
+
+def soak_requests(seed: int, count: int) -> list[dict]:
+    """Requests with mixed options: one text or a list, beam sizes 1, 2 and 4 (three running
+    groups), alternatives, output limits."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        texts = rng.sample(SOAK_TEXTS, rng.choice([1, 1, 2, 3]))
+        body = {"q": texts[0] if len(texts) == 1 else texts, "source": "en", "target": "de"}
+        body["beam_size"] = rng.choice([1, 2, 4])
+        if body["beam_size"] > 1 and rng.random() < 0.3:
+            body["alternatives"] = 1
+        if rng.random() < 0.3:
+            body["max_length"] = rng.choice([3, 8])
+        out.append(body)
+    return out
+
+
+def test_under_mixed_load_with_clients_leaving_every_answer_is_the_static_one(
+    weights_dir,  # noqa: F811
+):
+    """Many requests at once with mixed options, a tight budget (sentences wait for room, in
+    three groups), clients that go away mid-request and deadlines: every answer given is the
+    static scheduler's for that request, and nothing is left running or waiting afterwards."""
+    requests = soak_requests(seed=7, count=48)
+    distinct = {json.dumps(r, sort_keys=True): r for r in requests}
+
+    async def answer_each(url: str, bodies: list[dict]) -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=120) as c:
+            return await asyncio.gather(*(c.post(f"{url}/translate", json=b) for b in bodies))
+
+    with serve_in_thread(weights_dir, scheduler="static") as (url, _):
+        given = asyncio.run(answer_each(url, list(distinct.values())))
+    static = dict(zip(distinct, given, strict=True))
+    assert all(a.status_code == 200 for a in static.values())
+
+    async def scenario(url: str) -> list[httpx.Response | None]:
+        rng = random.Random(8)
+        async with httpx.AsyncClient(timeout=120) as c:
+
+            async def one(body: dict) -> httpx.Response | None:
+                call = asyncio.ensure_future(c.post(f"{url}/translate", json=body))
+                if rng.random() < 0.25:  # the client goes away after a while
+                    await asyncio.sleep(rng.uniform(0.0, 0.4))
+                    call.cancel()
+                try:
+                    return await call
+                except asyncio.CancelledError:
+                    return None
+
+            return await asyncio.gather(*(one(b) for b in requests))
+
+    with serve_in_thread(
+        weights_dir,
+        scheduler="continuous",
+        max_running_tokens=1500,  # a few sentences at a time
+        request_timeout_s=1,
+        max_queue_size=4096,
+    ) as (url, _):
+        answers = asyncio.run(scenario(url))
+        asyncio.run(asyncio.wait_for(_until(lambda: metric(url, "mt_running_sentences") == 0), 60))
+        assert metric(url, "mt_queue_depth") == 0
+        follow = post(url, json=requests[0])  # still serving, as before
+
+    def content(answer: httpx.Response) -> dict:
+        return {k: v for k, v in answer.json().items() if k != "timings"}
+
+    given = [(r, a) for r, a in zip(requests, answers, strict=True) if a is not None]
+    assert sum(a.status_code == 200 for _, a in given) > len(requests) // 4
+    for body, got in given:
+        assert got.status_code in (200, 504), got.text
+        if got.status_code == 200:
+            assert content(got) == content(static[json.dumps(body, sort_keys=True)]), body
+    assert content(follow) == content(static[json.dumps(requests[0], sort_keys=True)])
