@@ -542,6 +542,8 @@ class ContinuousBatcher(Tickets):
                 running.members.clear()
                 if self._running.get(running.group) is running:
                     del self._running[running.group]
+                    # out of the turns too: a decode of the group opened later takes its own
+                    self._turns = deque(g for g in self._turns if g != running.group)
             log.error(
                 "decoding %d sentence(s) failed, error id %s", len(failed), error_id, exc_info=exc
             )

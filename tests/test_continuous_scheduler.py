@@ -636,6 +636,31 @@ async def test_an_engine_failure_fails_its_group_only():
     await b.stop(5)
 
 
+async def test_a_group_opened_again_after_a_failure_takes_one_turn_per_round():
+    """A decode whose step raised is gone from the groups' turns: the next decode of its group
+    steps once per round beside the others (it stepped twice per round)."""
+    engine = FakeEngine()
+    b = await started(engine)
+    release = hold(b)
+    bad = b.submit(("x", 1), [("bad-step", 3)], [1])
+    other = b.submit(("y", 1), [("y-long", 100)], [1])
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)  # x's first step: it raises
+    assert engine.steps[0][0] == "x"
+    again = b.submit(("x", 1), [("x-long", 100)], [1])  # waits meanwhile, for group x
+    await step_until(engine, bad.future.done)
+    with pytest.raises(BatchFailed):
+        await b.wait(bad)
+    start = len(engine.steps)
+    await step_until(engine, lambda: len(engine.steps) >= start + 13)
+    order = "".join(group for group, _ in engine.steps[start + 1 : start + 13])
+    assert order in ("xy" * 6, "yx" * 6), order
+    b.cancel(again)
+    b.cancel(other)
+    engine.allow(1000)
+    await b.stop(5)
+
+
 async def test_stop_finishes_what_was_accepted_and_refuses_more():
     engine = FakeEngine(free_steps=True)
     b = await started(engine)
