@@ -11,12 +11,14 @@ options (output limit, number of alternatives): the engine's group handles them 
 
 One loop on the worker thread runs everything, between steps in this order: sentences whose
 request went away (deadline, disconnect) leave their group; waiting sentences are admitted;
-then one group takes one step (groups take turns). Finished sentences go to their requests
-right after the step that finished them, in one call into the event loop, once one of them
-completes its request: a finished sentence whose request still has others to come waits on the
-worker thread for the next call (each call wakes the event loop, which then takes a core from
-the engine's threads in the middle of a step: the answers of a long request's first sentences
-would wake it for nothing, as nobody can read them yet).
+then one group takes one step (groups take turns), once those of its sentences removed while
+the newcomers joined have left too (a removal is honoured at the next step boundary).
+Finished sentences go to their requests right after the step that finished them, in one call
+into the event loop, once one of them completes its request: a finished sentence whose request
+still has others to come waits on the worker thread for the next call (each call wakes the
+event loop, which then takes a core from the engine's threads in the middle of a step: the
+answers of a long request's first sentences would wake it for nothing, as nobody can read them
+yet).
 
 Admission:
 - a group holds at most `places(group)` sentences, and never more than `max_batch_size` (the
@@ -391,20 +393,7 @@ class ContinuousBatcher(Tickets):
         """Steps until nothing waits or runs, or another job waits for the worker thread."""
         try:
             while True:
-                with self._lock:
-                    leaves = []  # those still in their decode (not finished since)
-                    for running in self._running.values():
-                        if running.leaving:
-                            ids = [i for i in running.leaving if i in running.members]
-                            running.leaving.clear()
-                            for i in ids:
-                                self._stopped(running.members.pop(i))
-                            if ids:
-                                leaves.append((running, ids))
-                for running, ids in leaves:
-                    started = time.perf_counter()
-                    self._guarded(running, lambda r, ids=ids: r.engine.leave(ids))
-                    running.between_s += time.perf_counter() - started
+                self._leave(None)
                 joins = self._admit()
                 for running, entries in joins:
                     started = time.perf_counter()
@@ -431,12 +420,35 @@ class ContinuousBatcher(Tickets):
                     group = self._turns[0]
                     self._turns.rotate(-1)
                     running = self._running[group]
+                # removals made while the newcomers joined: they take no step more
+                self._leave(running)
+                with self._lock:
+                    if not running.members or self._running.get(group) is not running:
+                        continue  # all left (it ends on the next pass), or the leave failed
                 self._step(running)
                 if self._worker is not None and self._worker.pending():
                     self._worker.put(self._drive)  # let the job waiting go first
                     return
         except BaseException as exc:  # a bug in this loop: nothing more can run
             self._fail_all(exc)
+
+    def _leave(self, running: _Running | None) -> None:
+        """The sentences whose request went away (deadline, disconnect) leave their decode:
+        that of `running`, or every running decode's (None)."""
+        with self._lock:
+            leaves = []  # those still in their decode (not finished since)
+            for r in self._running.values() if running is None else [running]:
+                if r.leaving:
+                    ids = [i for i in r.leaving if i in r.members]
+                    r.leaving.clear()
+                    for i in ids:
+                        self._stopped(r.members.pop(i))
+                    if ids:
+                        leaves.append((r, ids))
+        for r, ids in leaves:
+            started = time.perf_counter()
+            self._guarded(r, lambda decode, ids=ids: decode.engine.leave(ids))
+            r.between_s += time.perf_counter() - started
 
     def _admit(self) -> list[tuple[_Running, list[tuple[int, Hashable, Any]]]]:
         """Waiting sentences that may join now, by group; the requests take turns."""

@@ -515,6 +515,36 @@ async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     await b.stop(5)
 
 
+@pytest.mark.parametrize("newcomer_group", ["m", "n"])
+async def test_a_sentence_removed_while_newcomers_join_takes_no_step_more(newcomer_group):
+    """A client that goes away while newcomers join (their encoder runs between two steps):
+    its sentence takes no step after that, whether the newcomers join its decode or another
+    (where it ran alone, its decode then ends without a step)."""
+    joining, go = threading.Event(), threading.Event()
+    calls = {"n": 0}
+
+    def between(group):  # each join and leave
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second join: the newcomer's
+            joining.set()
+            assert go.wait(10)
+
+    engine = FakeEngine(between=between)
+    b = await started(engine)
+    gone = b.submit(("m", 1), [("gone", 20)], [1])
+    await asyncio.to_thread(engine.wait_started, 1)  # step 0 under way
+    newcomer = b.submit((newcomer_group, 1), [("new", 2)], [1])
+    engine.allow(1)  # step 0 ends; the newcomer's join starts and is held
+    assert await asyncio.to_thread(joining.wait, 10)
+    assert b.cancel(gone) == 1  # the client goes away during the join
+    go.set()
+    await step_until(engine, newcomer.future.done)
+    assert await b.wait(newcomer) == ["wen"]
+    assert [names for _, names in engine.steps[1:]] == [["new"], ["new"]]
+    assert b.running == 0
+    await b.stop(5)
+
+
 def fake_clock(monkeypatch, seconds: dict):
     """The scheduler's perf_counter becomes a clock that only the fake engine's joins and
     leaves move, by `seconds[group]` each: ([the time], the FakeEngine `between` that moves it)."""
