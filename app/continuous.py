@@ -305,9 +305,7 @@ class ContinuousBatcher(Tickets):
         with self._lock:
             for s in ticket.items:
                 if s.state == "waiting":
-                    requests = self._waiting.get(s.group)
-                    if requests is None:  # the scheduler failed: it holds nothing any more
-                        continue
+                    requests = self._waiting[s.group]
                     s.request.sentences.remove(s)
                     if not s.request.sentences:  # (admission re-orders the heap first)
                         requests.remove(s.request)
@@ -693,9 +691,12 @@ class ContinuousBatcher(Tickets):
             failed = [s for reqs in self._waiting.values() for r in reqs for s in r.sentences]
             for running in self._running.values():
                 failed += [s for s in running.members.values() if s.state == "running"]
+            for s in failed:  # nothing holds them any more: removing their ticket finds none
+                s.state = "done"
             self._waiting.clear()
             self._owned.clear()
             self._running.clear()
+            self._turns.clear()
             self._set_depth(-self._depth)
             self._driving = False
         log.error(

@@ -735,6 +735,31 @@ async def test_a_scheduler_failure_fails_everything_and_says_why():
     await b.stop(1)
 
 
+async def test_a_ticket_removed_after_a_scheduler_failure_has_nothing_left_to_drop():
+    """After the scheduler's loop failed, a client that goes away (or whose deadline passes)
+    has its ticket removed like any other: nothing is left to drop, running or waiting (the
+    removal of a ticket whose sentence was running raised KeyError)."""
+    engine = FakeEngine()
+
+    def failing_envelope(group, members):
+        if len(members) > 1:  # a bug in admission, once a second sentence arrives
+            raise RuntimeError("injected fault in the loop")
+        return envelope(group, members)
+
+    b = await started(engine, envelope=failing_envelope)
+    first = b.submit(("m", 1), [("long", 50)], [1])
+    await asyncio.to_thread(engine.wait_started, 1)  # it runs
+    second = b.submit(("m", 1), [("short", 1)], [1])
+    engine.allow(1)
+    for t in (first, second):
+        with pytest.raises(BatchFailed):
+            await b.wait(t, 5)
+    assert "injected fault in the loop" in b.problem()
+    assert b.cancel(first) == 0 and b.cancel(second) == 0
+    assert b.depth == 0 and b.running == 0
+    await b.stop(1)
+
+
 @pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_any_mix_of_requests_and_cancels_ends_with_every_count_back_at_zero(seed, bounded):
