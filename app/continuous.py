@@ -155,9 +155,10 @@ class _Running:
     footprint: int = 0
     steps: int = 0  # steps taken
     joined_at: int = 0  # `steps` when newcomers last joined
-    joined_waits: list[float] = field(default_factory=list)  # of those joining at its next step
-    # the engine's joins and leaves since its last step (seconds), reported with its next
-    # step; where none follows (its leaves emptied it), in a report of their own (size 0)
+    # the queue waits of those that joined since its last step, and the engine's joins and
+    # leaves since then (seconds), reported with its next step; where none follows, with the
+    # failure, or (its leaves emptied it) in a report of their own (size 0)
+    joined_waits: list[float] = field(default_factory=list)
     between_s: float = 0.0
 
 
@@ -406,8 +407,8 @@ class ContinuousBatcher(Tickets):
                     empty = [g for g, r in self._running.items() if not r.members]
                     ended = [self._running.pop(g) for g in empty]
                     for r in ended:  # their last leaves: engine work with no step after it
-                        if r.between_s:
-                            self._report(r, 0, 0, r.between_s, [], failed=False)
+                        if r.between_s or r.joined_waits:
+                            self._report(r, 0, 0, r.between_s, r.joined_waits, failed=False)
                     self._turns = deque(g for g in self._turns if g in self._running)
                     if not self._turns:
                         if self._waiting:  # submitted since the admission above
@@ -550,6 +551,7 @@ class ContinuousBatcher(Tickets):
                 for s in running.members.values():
                     self._stopped(s)
                 running.members.clear()
+                waits, running.joined_waits = running.joined_waits, []  # they joined, and failed
                 if self._running.get(running.group) is running:
                     del self._running[running.group]
                     # out of the turns too: a decode of the group opened later takes its own
@@ -560,7 +562,7 @@ class ContinuousBatcher(Tickets):
             self._notify_loop([], failed, error_id)
             # the joins and leaves before the failed call (whose own time is not counted)
             between, running.between_s = running.between_s, 0.0
-            self._report(running, len(failed), running.footprint, between, [], failed=True)
+            self._report(running, len(failed), running.footprint, between, waits, failed=True)
             return None
 
     def _stopped(self, s: _Sentence | None) -> None:
@@ -677,7 +679,8 @@ class ContinuousBatcher(Tickets):
     ) -> None:
         """One step as a BatchReport: its sentences, its footprint as padded tokens, its
         engine time (with the joins and leaves before it), the waits of the sentences that
-        joined for it. Size 0: the last leaves of a group that ended, no step."""
+        joined for it. Size 0: the last leaves of a group that ended (and the waits of
+        those that joined it since its last step), no step."""
         if self.on_batch is None:
             return
         self._reports.append(BatchReport(running.group, size, footprint, compute_s, waits, failed))

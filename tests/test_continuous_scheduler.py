@@ -622,6 +622,43 @@ async def test_a_failed_steps_report_counts_the_joins_before_it(monkeypatch):
     await b.stop(5)
 
 
+async def test_the_queue_wait_of_a_sentence_that_joined_is_reported_with_no_step_after():
+    """mt_queue_wait_seconds counts every sentence that left the queue: those of a join that
+    raised, with the failure's report, and those that left their decode before its first step,
+    with the report of the decode's end (both were reported with a next step only: lost)."""
+    engine = FakeEngine(free_steps=True)
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    release = hold(b)
+    failed = b.submit(("m", 1), [("bad-join", 1), ("ok", 1)], [1, 1])
+    release.set()
+    with pytest.raises(BatchFailed):
+        await b.wait(failed, 5)
+    await until(lambda: any(r.failed for r in reports))
+    assert [(r.size, r.failed, len(r.queue_waits_s)) for r in reports] == [(2, True, 2)]
+    await b.stop(5)
+
+    engine = FakeEngine()
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    release = hold(b)
+    y = b.submit(("y", 1), [("y", 3)], [1])
+    x = b.submit(("x", 1), [("x", 3)], [1])  # joins decode x, which steps after y's
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)  # y's step: x has joined, not stepped
+    assert engine.steps[0][0] == "y"
+    assert b.cancel(x) == 1  # x leaves before its decode's first step: the decode ends
+    await step_until(engine, y.future.done)
+    await until(lambda: sum(len(r.queue_waits_s) for r in reports) == 2)
+    assert sorted((r.key, r.size, len(r.queue_waits_s)) for r in reports) == [
+        ("x", 0, 1),
+        ("y", 1, 0),
+        ("y", 1, 0),
+        ("y", 1, 1),
+    ]
+    await b.stop(5)
+
+
 async def test_cancel_drops_running_and_waiting_sentences():
     engine = FakeEngine()
     b = await started(engine, max_batch_size=1)
