@@ -31,22 +31,25 @@ Admission:
   group's fixed buffers and CUDA graph) counts too, as the group's footprint when it runs
   again; a group's kept buffers are released (`release(group)`) when a sentence of another
   group would not fit beside them and releasing lets it in (never while the group runs on them);
-  the groups are served in the order of their longest waiting sentence, and once the budget
-  keeps a sentence out, no sentence that came after it joins any group until it has joined
-  (a busy group's newcomers would otherwise take every bit of budget its finished sentences
-  free, and a sentence of another model or beam size would wait for good);
+  once the budget keeps a sentence out, no sentence whose turn (below) comes after it joins
+  any group in that admission (a busy group's newcomers would otherwise take every bit of
+  budget its finished sentences free, and a sentence of another model or beam size would wait
+  for good);
 - waiting requests take turns, one sentence each (round-robin by request, not first come by
-  sentence), so a request of many sentences does not hold back the requests behind it. The
+  sentence), in one order across the groups, which share the budget, so a request of many
+  sentences does not hold back the requests behind it, of its group or of another. The
   tickets submitted with the same `owner` (the service's one client request, whose texts go
   to several models, a route through the pivot language's second leg on the model of
   another route) are one request where they are in the same group: they take one turn, not
-  one each; in different groups they are in different decodes, each with its own turns. The
-  turn goes to the request with the fewest sentences running now, then to the one that has
-  waited longest since its last turn (or its arrival). A request that just arrived takes the
-  next free place ahead of the next sentence of one already running, and waits for at most
-  one round of those with none running, never for them to finish; a long request whose
-  sentences have finished is back at the front (it is not starved by a stream of short
-  ones): each request gets an equal share of the running places, as far as it can use them;
+  one each; in different groups they are one request in each, as two requests would be. The
+  turn goes to the request with the fewest sentences running now (in its group's decode),
+  then to the one that has waited longest since its last turn (or its arrival). A request
+  that just arrived takes the next free place ahead of the next sentence of one already
+  running, and waits for at most one round of those with none running, never for them to
+  finish; a long request whose sentences have finished is back at the front (it is not
+  starved by a stream of short ones): each request gets an equal share of the running
+  places, as far as it can use them. A group that takes no newcomer now (its places are
+  full, or its next join is steps away) is passed over: its requests keep no other out;
 - a running group takes newcomers at most every `join_every` steps (MT_JOIN_EVERY_STEPS; a
   group with no sentence running takes them at once): each join runs the newcomers' encoder
   and writes their state in one call, whose cost on a GPU is mostly the host's, whatever the
@@ -464,16 +467,15 @@ class ContinuousBatcher(Tickets):
             kept = self.kept() if self.kept else {}
             idle = {g: size for g, size in kept.items() if g not in self._running and size}
             used += sum(idle.values())
-            # groups in the order of their longest waiting sentence; once the budget keeps one
-            # out, no sentence that came after it joins any group ahead of it (the budget is
-            # shared: a busy group's newcomers would otherwise take every place its finished
-            # sentences free, and a sentence of another model or beam size wait for good)
-            blocked_since = None
-            by_age = sorted(
-                self._waiting.items(),
-                key=lambda item: min(r.sentences[0].enqueued for r in item[1]),
-            )
-            for group, requests in by_age:
+            # the waiting requests of every group open to newcomers take turns in one order
+            # (the budget is shared); once the budget keeps a sentence out, no sentence whose
+            # turn comes after it joins any group: a busy group's newcomers would otherwise take
+            # every bit of budget its finished sentences free, and a sentence of another model
+            # or beam size wait for good. A heap of each group's next request gives the order.
+            members, places = {}, {}  # of the groups open to newcomers
+            before = {}  # the footprint of those that took newcomers, with them
+            heads = []  # (running, seq, group): each open group's next request
+            for group, requests in self._waiting.items():
                 running = self._running.get(group)
                 if (
                     running
@@ -481,60 +483,70 @@ class ContinuousBatcher(Tickets):
                     and running.steps - running.joined_at < self.join_every
                 ):
                     continue  # newcomers join a running decode together, every join_every steps
+                members[group] = (
+                    [(s.key, s.cost) for s in running.members.values()] if running else []
+                )
+                places[group] = max(1, min(self.max_batch_size, self.places(group)))
+                if len(members[group]) >= places[group]:
+                    continue  # full: its requests wait for a place, and keep out no other
                 heapq.heapify(requests)  # sentences have finished since: the turns moved
-                members = [(s.key, s.cost) for s in running.members.values()] if running else []
-                before = running.footprint if running else idle.get(group, 0)
-                entries, admitted = [], []
-                places = max(1, min(self.max_batch_size, self.places(group)))
-                while requests and len(members) < places:
-                    request = requests[0]
-                    s = request.sentences[0]
-                    if blocked_since is not None and s.enqueued > blocked_since:
-                        break
-                    footprint = self.envelope(group, members + [(s.key, s.cost)])
-                    others = [g for g in idle if g != group]
-                    if others and used - before + footprint > self.budget:
-                        rest = used - before - sum(idle[g] for g in others)  # running groups'
-                        # release only what lets it in: enough to fit, or all, for a lone
-                        # sentence over the budget with no other group running
-                        if rest + footprint <= self.budget or not (members or rest):
-                            for other in others:
-                                if used - before + footprint <= self.budget:
-                                    break
-                                used -= idle.pop(other)
-                                self.release(other)
-                    if used - before + footprint > self.budget and (members or used - before):
-                        oldest = min(r.sentences[0].enqueued for r in requests)
-                        blocked_since = min(blocked_since or oldest, oldest)
-                        break
-                    idle.pop(group, None)  # running now: counted as its footprint
-                    request.sentences.popleft()
-                    request.running += 1
-                    request.seq = next(self._ids)  # its next turn after the others' turns
-                    if request.sentences:
-                        heapq.heapreplace(requests, request)
-                    else:
-                        heapq.heappop(requests)
-                    members.append((s.key, s.cost))
-                    used, before = used - before + footprint, footprint
-                    s.state = "running"
-                    entries.append((s.id, s.key, s.payload))
-                    admitted.append(s)
-                if not requests:
-                    del self._waiting[group]
-                if not admitted:
-                    continue
+                heads.append((requests[0].running, requests[0].seq, group))
+            heapq.heapify(heads)
+            admitted: dict[Hashable, list[_Sentence]] = {}  # by group, the first to join first
+            while heads:
+                group = heads[0][2]
+                requests = self._waiting[group]
+                request = requests[0]
+                s = request.sentences[0]
+                mine, was = members[group], before.get(group)
+                if was is None:  # (what it keeps may have been released for another group)
+                    running = self._running.get(group)
+                    was = running.footprint if running else idle.get(group, 0)
+                footprint = self.envelope(group, mine + [(s.key, s.cost)])
+                others = [g for g in idle if g != group]
+                if others and used - was + footprint > self.budget:
+                    rest = used - was - sum(idle[g] for g in others)  # running groups'
+                    # release only what lets it in: enough to fit, or all, for a lone
+                    # sentence over the budget with no other group running
+                    if rest + footprint <= self.budget or not (mine or rest):
+                        for other in others:
+                            if used - was + footprint <= self.budget:
+                                break
+                            used -= idle.pop(other)
+                            self.release(other)
+                if used - was + footprint > self.budget and (mine or used - was):
+                    break  # it waits, and so does every sentence whose turn comes after it
+                idle.pop(group, None)  # running now: counted as its footprint
+                request.sentences.popleft()
+                request.running += 1
+                request.seq = next(self._ids)  # its next turn after the others' turns
+                if request.sentences:
+                    heapq.heapreplace(requests, request)
+                else:
+                    heapq.heappop(requests)
+                mine.append((s.key, s.cost))
+                used, before[group] = used - was + footprint, footprint
+                s.state = "running"
+                admitted.setdefault(group, []).append(s)
+                if requests and len(mine) < places[group]:
+                    heapq.heapreplace(heads, (requests[0].running, requests[0].seq, group))
+                else:
+                    heapq.heappop(heads)
+                    if not requests:
+                        del self._waiting[group]
+            for group, sentences in admitted.items():
+                running = self._running.get(group)
                 if running is None:
                     running = self._running[group] = _Running(group, self.open_group(group))
                     self._turns.append(group)
-                running.footprint, running.joined_at = before, running.steps
-                for s in admitted:
+                running.footprint, running.joined_at = before[group], running.steps
+                for s in sentences:
                     running.members[s.id] = s
                     s.stepped = running.steps  # it sits out no step before it joined
                     s.wait_s = now - s.enqueued
                     running.joined_waits.append(s.wait_s)
-                self._set_depth(-len(admitted))
-                joins.append((running, entries))
+                self._set_depth(-len(sentences))
+                joins.append((running, [(s.id, s.key, s.payload) for s in sentences]))
         return joins
 
     def _guarded(self, running: _Running, call: Callable[[Any], Any]) -> Any:

@@ -31,6 +31,7 @@ class FakeGroup:
             if name == "bad-join":
                 raise RuntimeError("injected fault in join")
             self.members[sid] = [name, steps]
+            self.engine.joined[name] = len(self.engine.steps)
 
     def leave(self, ids):
         self.engine.between(self.group)
@@ -66,6 +67,7 @@ class FakeEngine:
         self.changed = threading.Condition()
         self.steps: list[tuple[object, list[str]]] = []
         self.opened: list[object] = []
+        self.joined: dict[str, int] = {}  # name -> the steps started (in all) when it joined
 
     def open(self, group):
         self.opened.append(group)
@@ -414,6 +416,65 @@ async def test_a_sentence_the_budget_keeps_out_is_not_overtaken_by_another_group
     await b.stop(5)
 
 
+async def test_a_request_of_another_group_takes_its_turn_beside_a_long_request():
+    """The groups (models, beam sizes) share the budget and their waiting requests take turns in
+    one order: a request of one sentence for another model joins where the first places free,
+    beside the long request's next sentence, not after its every sentence."""
+    engine = FakeEngine()
+    b = await started(engine, budget=4, max_batch_size=8)  # 4 sentences of cost 1 at once
+    release = hold(b)
+    long = b.submit(("b", 1), [(f"b{i}", 2) for i in range(12)], [1] * 12)
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)  # b0..b3 run, the budget is full
+    short = b.submit(("a", 1), [("short", 1)], [1])
+    await step_until(engine, short.future.done)
+    assert await b.wait(short) == ["trohs"]
+    # b0..b3 end with step 1; the four places go to b4 (its request's turn came before the
+    # short one arrived), the short request, b5 and b6; b7 waits for a place
+    assert [engine.joined[n] for n in ("b4", "short", "b5", "b6")] == [2, 2, 2, 2]
+    await step_until(engine, long.future.done)
+    assert await b.wait(long) == [f"b{i}"[::-1] for i in range(12)]
+    assert engine.joined["b7"] > engine.joined["short"]
+    await b.stop(5)
+
+
+async def test_a_later_request_of_another_group_does_not_join_before_a_sentence_kept_out():
+    """A sentence the budget keeps out is not overtaken: a request that comes after it joins
+    no earlier, even in the group whose finished sentences free the budget."""
+    engine = FakeEngine()
+    b = await started(engine, budget=4, max_batch_size=8)
+    release = hold(b)
+    old = b.submit(("b", 1), [(f"old{i}", 3) for i in range(10)], [1] * 10)  # 4 run, 6 wait
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)
+    kept_out = b.submit(("a", 1), [("kept", 1)], [1])  # waits: the budget is full
+    later = b.submit(("b", 1), [("later", 1)], [1])  # after it, for the busy group
+    await step_until(engine, lambda: kept_out.future.done() and later.future.done())
+    assert engine.joined["kept"] <= engine.joined["later"]
+    await step_until(engine, old.future.done)
+    await b.stop(5)
+
+
+async def test_a_group_full_or_between_joins_keeps_no_other_groups_sentence_out():
+    """A request whose group takes no newcomer now (its places are full, or its next join is
+    steps away) does not hold back the requests of other groups whose turns come after it."""
+    engine = FakeEngine()
+    b = await started(engine, join_every=3, places={"full": 1, "m": 8, "n": 8}.get)
+    release = hold(b)
+    running = b.submit(("full", 1), [("f0", 4)], [1])
+    full = b.submit(("full", 1), [("f1", 1)], [1])  # no place: it waits for f0 to end
+    long = b.submit(("m", 1), [("long", 6)], [1])
+    release.set()
+    await asyncio.to_thread(engine.wait_started, 1)
+    between = b.submit(("m", 1), [("m1", 1)], [1])  # waits for the next join of "m"
+    other = b.submit(("n", 1), [("n1", 1)], [1])  # its turn comes after f1's and m1's
+    await step_until(engine, other.future.done)
+    assert engine.joined["n1"] == 1  # at the first admission after it came
+    await step_until(engine, lambda: all(t.future.done() for t in (running, full, long, between)))
+    assert engine.joined["m1"] > 1 and engine.joined["f1"] > 1
+    await b.stop(5)
+
+
 async def test_the_running_count_is_reported_every_step_not_only_when_a_request_ends():
     """mt_running_sentences follows a long request's decode as it runs (it read 0 for seconds
     while a request of many sentences decoded, when it was set only as requests ended)."""
@@ -494,6 +555,33 @@ async def test_kept_memory_is_released_only_where_that_lets_a_sentence_in():
     huge = b.submit(("h", 1), [("huge", 1)], [20])  # over the budget alone
     await step_until(engine, lambda: huge.future.done())
     assert released == ["k1", "k2"]
+    await b.stop(5)
+
+
+async def test_kept_memory_released_for_another_group_is_not_counted_off_twice():
+    """A group whose kept buffers were released for another group's sentence, earlier in the
+    same admission, has nothing kept any more: its own sentence counts in full, and waits
+    where it does not fit beside the other's."""
+    engine = FakeEngine()
+    kept = {"a": 6}
+    released = []
+
+    def release(group):
+        released.append(group)
+        kept.pop(group)
+
+    def held(group, members):  # as the engine's: at least what the group's buffers hold
+        return max(envelope(group, members), kept.get(group, 0))
+
+    b = await started(engine, budget=10, envelope=held, kept=lambda: dict(kept), release=release)
+    release_hold = hold(b)
+    first = b.submit(("b", 1), [("y", 1)], [5])  # 6 kept + 5 > 10: the kept 6 go
+    second = b.submit(("a", 1), [("x", 1)], [6])  # 5 + 6 > 10: waits for "y"
+    release_hold.set()
+    await step_until(engine, lambda: first.future.done() and second.future.done())
+    assert released == ["a"]
+    assert engine.joined["x"] > engine.joined["y"]
+    assert all(names in (["x"], ["y"]) for _, names in engine.steps)
     await b.stop(5)
 
 
