@@ -87,7 +87,8 @@ class Metrics:
         )
         self.dropped = Counter(
             "mt_dropped_sentences_total",
-            "waiting sentences removed uncomputed",
+            "sentences removed before their decode ended: waiting ones, and with the continuous"
+            " scheduler running ones",
             ["reason"],
             registry=r,
         )
