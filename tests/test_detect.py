@@ -64,3 +64,12 @@ def test_the_served_languages_identifier_is_the_full_model_restricted(detector):
         assert detector.identifier.rank(text) == loaded.rank(text), text
     assert [full.rank(t) for t in TEXTS] == before
     assert len(before[0]) > 100 and before[6][0][0] == "fr"
+
+
+def test_a_short_sentence_clearly_in_another_language_is_unserved(detector):
+    """English and German together got 1.5e-3 of the full model for this French sentence, over
+    the old UNSERVED_MASS of 1e-3: it was taken as English. A corpus line of English the full
+    model cannot place (0.0065, 32% Portuguese) stays served."""
+    assert detector.unserved("Nous aimons le pain et le fromage du village.") == ("fr", 99.0)
+    assert detector.unserved("Tom adores me.") is None
+    assert detector.unserved("Te acabo de enviar un correo electrónico.")[0] == "es"
