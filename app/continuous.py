@@ -8,6 +8,9 @@ share one (same model and beam size; `group_of(key)` says which), with `join(ent
 sentence id, its key and its payload), `step() -> [(id, result), ...]` for the sentences that
 finished in that step, and `leave(ids)`. Sentences of other keys in one group keep their own
 options (output limit, number of alternatives): the engine's group handles them per sentence.
+A call that raises fails every sentence of its group, which is dropped; but a `join` that
+raises NewcomersFailed (the newcomers' encoder ran out of memory, say, before the decode
+changed) fails only its newcomers, and the group's other sentences go on.
 
 One loop on the worker thread runs everything, between steps in this order: sentences whose
 request went away (deadline, disconnect) leave their group; waiting sentences are admitted;
@@ -106,6 +109,11 @@ log = logging.getLogger("app.continuous")
 # bounded steps (step_places): a sentence that sat out this many steps of its group in a row
 # (since its last step, or since it joined) goes first
 STEP_PATIENCE = 5
+
+
+class NewcomersFailed(Exception):
+    """Raised by `Group.join` when the newcomers did not join but the group's other sentences
+    go on as they were (the newcomers' encoder ran out of memory, say): only they fail."""
 
 
 class Group(Protocol):
@@ -399,7 +407,8 @@ class ContinuousBatcher(Tickets):
                 joins = self._admit()
                 for running, entries in joins:
                     started = time.perf_counter()
-                    self._guarded(running, lambda r, e=entries: r.engine.join(e))
+                    newcomers = [i for i, _, _ in entries]
+                    self._guarded(running, lambda r, e=entries: r.engine.join(e), newcomers)
                     spent = time.perf_counter() - started  # the newcomers' encoder, mostly
                     running.between_s += spent
                     with self._lock:
@@ -549,11 +558,19 @@ class ContinuousBatcher(Tickets):
                 joins.append((running, [(s.id, s.key, s.payload) for s in sentences]))
         return joins
 
-    def _guarded(self, running: _Running, call: Callable[[Any], Any]) -> Any:
+    def _guarded(
+        self, running: _Running, call: Callable[[Any], Any], newcomers: list[int] | None = None
+    ) -> Any:
         """An engine call; if it raises, every sentence of the group fails (error id logged)
-        and the group is discarded."""
+        and the group is discarded; but for a join (`newcomers`: its sentences) that raised
+        NewcomersFailed, only the newcomers fail and the others go on."""
         try:
             return call(running)
+        except NewcomersFailed as exc:
+            if newcomers is None:
+                raise
+            self._newcomers_failed(running, newcomers, exc)
+            return None
         except Exception as exc:
             error_id = uuid.uuid4().hex[:12]
             with self._lock:
@@ -576,6 +593,30 @@ class ContinuousBatcher(Tickets):
             between, running.between_s = running.between_s, 0.0
             self._report(running, len(failed), running.footprint, between, waits, failed=True)
             return None
+
+    def _newcomers_failed(self, running: _Running, newcomers: list[int], exc: Exception) -> None:
+        """A join's newcomers did not join (see NewcomersFailed): they fail, with their
+        waits; the group's other sentences go on."""
+        error_id = uuid.uuid4().hex[:12]
+        with self._lock:
+            failed = [running.members.pop(i) for i in newcomers if i in running.members]
+            for s in failed:
+                self._stopped(s)
+            failed = [s for s in failed if s.state == "running"]
+            for s in failed:
+                s.state = "done"
+            # their waits: the last ones admission recorded for the group
+            cut = len(running.joined_waits) - len(newcomers)
+            waits, running.joined_waits = running.joined_waits[cut:], running.joined_waits[:cut]
+        log.error(
+            "%d sentence(s) could not join their decode, error id %s (the %d decoding go on)",
+            len(failed),
+            error_id,
+            len(running.members),
+            exc_info=exc,
+        )
+        self._notify_loop([], failed, error_id)
+        self._report(running, len(failed), running.footprint, 0.0, waits, failed=True)
 
     def _stopped(self, s: _Sentence | None) -> None:
         """(Under the lock.) The sentence has left its running decode: one fewer of its

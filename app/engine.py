@@ -17,13 +17,14 @@ from pathlib import Path
 import torch
 
 from model_core.allocator import keep_freed_memory
-from model_core.continuous import RunningBatch, footprint, layout_for
+from model_core.continuous import NewcomersFailed, RunningBatch, footprint, layout_for
 from model_core.decoding import Hypothesis
 from model_core.int8 import int8_available
 from model_core.linear_backend import available_backends
 from model_core.threads import SharedCpuThreads, available_cpus
 from model_core.translator import Translator, resolve_device
 
+from .continuous import NewcomersFailed as JoinFailed
 from .metrics import Metrics
 from .registry import (
     ModelLoadError,
@@ -516,9 +517,13 @@ class RunningGroup:
     @contextmanager
     def _failing(self):
         """A call that raises leaves the decode part-way (the scheduler then fails its
-        sentences): it is reset, so that nothing reuses it as it is (MT_CUDA_GRAPHS keeps it)."""
+        sentences): it is reset, so that nothing reuses it as it is (MT_CUDA_GRAPHS keeps it);
+        but a join whose newcomers failed before it changed anything leaves it as it was, and
+        the scheduler fails those alone."""
         try:
             yield
+        except NewcomersFailed as exc:
+            raise JoinFailed(str(exc)) from exc
         except BaseException:
             self.running.reset()
             raise

@@ -15,7 +15,7 @@ import types
 import pytest
 
 from app.batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
-from app.continuous import ContinuousBatcher
+from app.continuous import ContinuousBatcher, NewcomersFailed
 
 
 class FakeGroup:
@@ -27,6 +27,8 @@ class FakeGroup:
 
     def join(self, entries):
         self.engine.between(self.group)
+        if any(name == "no-room" for _, _, (name, _) in entries):  # before anything changed
+            raise NewcomersFailed("injected: the newcomers' encoder ran out of memory")
         for sid, _key, (name, steps) in entries:
             if name == "bad-join":
                 raise RuntimeError("injected fault in join")
@@ -788,6 +790,31 @@ async def test_an_engine_failure_fails_its_group_only():
     again = b.submit(("x", 1), [("again", 2)], [1])
     assert await b.wait(again, 10) == ["niaga"]
     assert b.problem() is None
+    await b.stop(5)
+
+
+async def test_newcomers_that_cannot_join_fail_alone_and_the_decode_goes_on():
+    """A join whose newcomers failed before it changed the decode (their encoder out of memory,
+    NewcomersFailed): those newcomers' requests fail, with their queue waits reported; the
+    sentences already decoding finish as if the join had not been tried, and later newcomers
+    join the same decode."""
+    engine = FakeEngine()
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    running = b.submit(("x", 1), [("long", 4)], [1])
+    await asyncio.to_thread(engine.wait_started, 1)
+    refused = b.submit(("x", 1), [("no-room", 1), ("with-it", 1)], [1, 1])
+    engine.allow()  # the first step ends; the join of the two fails before the next
+    with pytest.raises(BatchFailed):
+        await b.wait(refused, 10)
+    later = b.submit(("x", 1), [("later", 1)], [1])
+    await step_until(engine, lambda: running.future.done() and later.future.done())
+    assert await b.wait(running) == ["gnol"] and await b.wait(later) == ["retal"]
+    assert engine.opened == ["x"]  # one decode all along
+    assert [name for _, names in engine.steps for name in names].count("long") == 4
+    failed = [r for r in reports if r.failed]
+    assert [(r.size, len(r.queue_waits_s)) for r in failed] == [(2, 2)]
+    assert b.problem() is None and b.running == 0 and b.depth == 0
     await b.stop(5)
 
 

@@ -137,6 +137,38 @@ def test_a_request_that_ends_early_leaves_the_running_decode(weights_dir, way): 
         assert metric(url, "mt_running_sentences") == 0
 
 
+def test_a_request_whose_encoder_fails_fails_alone_beside_a_running_one(weights_dir):  # noqa: F811
+    """A newcomer whose encoder fails as it joins (out of memory, say) gets a 500 with an error
+    id; the request already decoding is answered as it would have been without it."""
+    with serve_in_thread(weights_dir, scheduler="continuous") as (url, app):
+        gate = Gate(app.state.batcher.open_group)
+        app.state.batcher.open_group = gate
+        model = app.state.engine.translator("en-de").model
+        body = {"q": "The small dog is very slow.", "source": "en", "target": "de"}
+
+        def out_of_memory(*args, **kwargs):
+            raise RuntimeError("out of memory (injected)")
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                running = asyncio.ensure_future(c.post(f"{url}/translate", json=body))
+                assert await asyncio.to_thread(gate.stepped.wait, 30)  # its first step, held
+                model.encode_tokens = out_of_memory  # the next join's encoder fails
+                newcomer = asyncio.ensure_future(
+                    c.post(f"{url}/translate", json={**body, "q": "We eat bread."})
+                )
+                await asyncio.wait_for(_until(lambda: metric(url, "mt_queue_depth")), 30)
+                gate.open.set()
+                return await running, await newcomer
+
+        running, newcomer = asyncio.run(scenario())
+        del model.encode_tokens  # the model's own again
+        assert newcomer.status_code == 500 and "error id" in newcomer.text
+        assert running.status_code == 200
+        assert running.json()["translatedText"] == post(url, json=body).json()["translatedText"]
+        assert metric(url, "mt_running_sentences") == 0
+
+
 def _dropped(way: str) -> str:
     reason = "deadline" if way == "deadline" else "client_disconnected"
     return f'mt_dropped_sentences_total{{reason="{reason}"}}'
