@@ -19,6 +19,13 @@ variable removed, then adds the variant's own; "default" adds nothing.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.busy_core_bench"))
+
 import argparse
 import contextlib
 import json
@@ -33,6 +40,7 @@ from pathlib import Path
 import httpx
 
 from .common import machine
+from .launch import start, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = [
@@ -71,7 +79,7 @@ def parse_variant(text: str) -> dict[str, str]:
 def busy_core(pin: bool, kind: str = "spin"):
     """A separate process keeping one CPU busy (the last one in our mask with `pin`): a Python
     loop ("spin"), or single-threaded torch matrix products ("torch")."""
-    proc = subprocess.Popen([sys.executable, "-c", BUSY[kind]])
+    proc = start([sys.executable, "-c", BUSY[kind]])
     if pin:
         os.sched_setaffinity(proc.pid, {max(os.sched_getaffinity(0))})
     try:
@@ -88,7 +96,7 @@ def run_variant(env_extra: dict[str, str], weights: Path, requests: int, timeout
     env.update({"MT_LOG_LEVEL": "warning", **env_extra})
     url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "app.main"],
         cwd=ROOT,
         env=env,
@@ -115,12 +123,7 @@ def run_variant(env_extra: dict[str, str], weights: Path, requests: int, timeout
                 latencies.append(time.perf_counter() - t)
                 r.raise_for_status()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop([proc])
     return {
         "startup_s": startup,
         "median_ms": statistics.median(latencies) * 1000,
@@ -171,7 +174,3 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"busy": args.busy, "results": results}, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -38,6 +38,13 @@ step in a CUDA graph could cut.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.continuous_engine_bench"))
+
 import argparse
 import os
 import signal
@@ -55,6 +62,7 @@ from model_core.continuous import RunningBatch
 from model_core.translator import Translator
 
 from .common import DEFAULT_SRC, machine, read_sentences, sync, table
+from .launch import start
 
 NEIGHBOUR = """# the neighbour of bench.continuous_engine_bench
 import ctypes, os, sys, time
@@ -77,7 +85,7 @@ class Neighbour:
     def __init__(self, work_ms: float, period_ms: float):
         if not 0 < work_ms <= period_ms:
             raise ValueError(f"--neighbour {work_ms}:{period_ms}: need 0 < work <= period")
-        self.process = subprocess.Popen(
+        self.process = start(
             [sys.executable, "-c", NEIGHBOUR, str(work_ms), str(period_ms), str(os.getpid())],
             stdout=subprocess.PIPE,
         )
@@ -498,7 +506,3 @@ def run(args: argparse.Namespace, neighbour: Neighbour | None) -> int:
         rows.append(row)
     print(table(headers, rows))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -23,6 +23,13 @@ bookkeeping around them stay eager either way.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.cuda_graph_bench"))
+
 import argparse
 import time
 from pathlib import Path
@@ -146,7 +153,3 @@ def main(argv: list[str] | None = None) -> int:
                "full vs now, max |diff|", "graph vs full, max |diff|"]  # fmt: skip
     print(table(headers, rows))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

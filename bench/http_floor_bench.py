@@ -13,9 +13,15 @@ nothing about speed.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.http_floor_bench"))
+
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +31,7 @@ import uvicorn
 from app.protocol import HTTP_PROTOCOL
 
 from .common import DEFAULT_SRC, machine, median, read_sentences
+from .launch import start, stop
 from .load_bench import BlockingConnection, payload, percentile, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         return 0
     sentences = read_sentences(args.src, 512)
-    server = subprocess.Popen(
+    server = start(
         [sys.executable, "-m", "bench.http_floor_bench", "--serve", "--port", str(args.port)],
         cwd=ROOT,
     )
@@ -86,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 latencies.append(time.perf_counter() - t0)
         conn.close()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop([server])
     print(f"machine: {machine()}")
     print(
         f"bare uvicorn round trip, {len(latencies)} requests one at a time: "
@@ -95,7 +101,3 @@ def main(argv: list[str] | None = None) -> int:
         f"p99 {percentile(latencies, 0.99) * 1e3:.3f} ms"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

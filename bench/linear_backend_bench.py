@@ -10,8 +10,14 @@ backend auto picks.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.linear_backend_bench"))
+
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -85,7 +91,3 @@ def main(argv: list[str] | None = None) -> int:
     candidates = [b for b in backends if b == "panels" or passed[b]]
     print(f"MT_LINEAR_BACKEND=auto picks: {min(candidates, key=lambda b: costs[b])}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

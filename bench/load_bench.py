@@ -25,6 +25,13 @@ in requests and seconds. It measures; it asserts nothing about speed.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.load_bench"))
+
 import argparse
 import asyncio
 import json
@@ -41,6 +48,7 @@ import torch
 
 from model_core.translator import Translator
 
+from . import launch
 from .common import (
     DEFAULT_SRC,
     add_malloc_option,
@@ -340,7 +348,7 @@ def start_server(
         "MT_LOG_LEVEL": "warning",
         "MT_MAX_QUEUE_SIZE": "4096",
     }
-    return subprocess.Popen([sys.executable, "-m", "app.main"], cwd=ROOT, env=env)
+    return launch.start([sys.executable, "-m", "app.main"], cwd=ROOT, env=env)
 
 
 def wait_ready(url: str, timeout: float = 120) -> None:
@@ -517,10 +525,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
         groups.append([batched_pass(tr) for _ in range(repeats)])
     finally:
-        for server in servers.values():
-            server.terminate()
-        for server in servers.values():
-            server.wait(timeout=60)
+        launch.stop(servers.values())
 
     # the ceiling: the median of every timed pass; each level's share against the median of
     # the passes on either side of it, where the machine's speed was nearest that level's
@@ -625,7 +630,3 @@ def main(argv: list[str] | None = None) -> int:
                 f"{results[('on', c)]['sent_s'] / results[('off', c)]['sent_s']:.2f}x sentences/s"
             )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,6 +17,13 @@ It measures; it asserts nothing. The work folder takes --models x ~300 MB of dis
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.many_models_bench"))
+
 import argparse
 import os
 import random
@@ -35,6 +42,7 @@ from model_core.model import Transformer
 from model_core.tokenizer import Tokenizer, train_sentencepiece
 
 from .common import machine, median, table
+from .launch import start, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 58_101  # opus-mt-en-de's vocabulary size
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "MT_ACCESS_LOG": "false",
     }
     log = open(args.work / "server.log", "w")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "app.main"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{args.port}"
@@ -189,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        stop([proc])
         log.close()
     print(
         f"machine: {machine()}; {args.threads} threads; "
@@ -217,7 +224,3 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -34,6 +34,13 @@ bounded in requests and seconds. It measures; it asserts nothing about speed.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.open_loop_bench"))
+
 import argparse
 import asyncio
 import random
@@ -42,6 +49,7 @@ import time
 from pathlib import Path
 
 from .common import DEFAULT_SRC, machine, table
+from .launch import stop
 from .load_bench import Connection, batch_totals, percentile, run, start_server, wait_ready
 
 
@@ -303,10 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = order[1:] + order[:1]
         peaks = {name: peak_rss_mb(server.pid) for name, server in servers.items()}
     finally:
-        for server in servers.values():
-            server.terminate()
-        for server in servers.values():
-            server.wait(timeout=60)
+        stop(servers.values())
     rows = []
     for (load, name), (lat, failures, wall, (steady, words)) in results.items():
         n = len(lat["short"]) + len(lat["long"])
@@ -358,7 +363,3 @@ def main(argv: list[str] | None = None) -> int:
                 f"{steady:.2f}, steady words/s {words:.2f}"
             )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

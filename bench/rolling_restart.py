@@ -18,6 +18,13 @@ bounded by --max-seconds and --max-requests.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run through bench.launch, which imports this module itself: a Ctrl-C, even while
+    # torch imports, is one line (status 130), and what the benchmark started is stopped
+    from bench.launch import main_of
+
+    raise SystemExit(main_of("bench.rolling_restart"))
+
 import argparse
 import asyncio
 import csv
@@ -225,7 +232,3 @@ def main(argv: list[str] | None = None) -> int:
     if report["failed"]:
         return 1
     return 2 if report["refused"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
