@@ -123,7 +123,11 @@ async def load_models(app: FastAPI) -> None:
     await batcher.start()
     engine.registry.worker_run = worker.run  # later loads run on the same thread
     languages = {lang for pair in engine.pairs for lang in pair}
-    state.detector = await asyncio.to_thread(Detector, languages, s.pivot_language or None)
+    try:
+        state.detector = await asyncio.to_thread(Detector, languages, s.pivot_language or None)
+    except asyncio.CancelledError:  # shutdown before it is ready: nothing was queued yet
+        await batcher.stop(0)  # (the lifespan stops only a batcher the state holds)
+        raise
     if state.detector.unknown:
         log.warning(
             "language detection cannot name %s: source 'auto' never picks them",

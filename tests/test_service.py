@@ -710,3 +710,61 @@ def test_int8_setting_serves_a_quantized_model(weights_dir):
         r = post(url, json={"q": "The cat is big.", "source": "en", "target": "de"})
         assert r.status_code == 200 and isinstance(r.json()["translatedText"], str)
         assert 'dtype="int8"' in httpx.get(f"{url}/metrics").text
+
+
+@pytest.mark.parametrize("scheduler", ["static", "continuous"])
+def test_a_shutdown_just_before_ready_stops_the_batcher(weights_dir, monkeypatch, scheduler):
+    """A shutdown that comes while the service builds its language detection (its batcher
+    already started, not yet in the service's state) stops the batcher and its worker thread:
+    nothing is left running, and no warning says sentences were dropped."""
+    import app.main as service
+    from app.settings import Settings
+
+    started, release, batchers = threading.Event(), threading.Event(), []
+    detector = service.Detector
+
+    def slow_detector(*args, **kwargs):
+        started.set()
+        assert release.wait(30)
+        return detector(*args, **kwargs)
+
+    kind = service.ContinuousBatcher if scheduler == "continuous" else service.MicroBatcher
+
+    class Recorded(kind):
+        async def start(self):
+            batchers.append(self)
+            await super().start()
+
+    monkeypatch.setattr(service, "Detector", slow_detector)
+    monkeypatch.setattr(service, kind.__name__, Recorded)
+    app = service.create_app(Settings(weights_dir=weights_dir, scheduler=scheduler))
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            assert await asyncio.to_thread(started.wait, 60)
+        release.set()
+
+    with warnings_logged() as logged:
+        asyncio.run(scenario())
+    assert len(batchers) == 1 and app.state.batcher is None
+    assert not batchers[0]._worker.thread.is_alive()
+    assert not [r for r in logged if "dropped" in r.getMessage()]
+
+
+@contextlib.contextmanager
+def warnings_logged():
+    """The records of warnings and errors logged meanwhile."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    handler, root = Keep(logging.WARNING), logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield records
+    finally:
+        root.removeHandler(handler)
