@@ -17,7 +17,13 @@ from pathlib import Path
 import torch
 
 from model_core.allocator import keep_freed_memory
-from model_core.continuous import NewcomersFailed, RunningBatch, footprint, layout_for
+from model_core.continuous import (
+    NewcomersFailed,
+    RunningBatch,
+    costs_for,
+    footprint,
+    layout_for,
+)
 from model_core.decoding import Hypothesis
 from model_core.int8 import int8_available
 from model_core.linear_backend import available_backends
@@ -473,8 +479,9 @@ class Engine:
         its sentences times (beam size x the longest output limit for self-attention, with the
         copy a step makes of it where the layout moves the beams' rows, + the longest source
         for cross-attention), or the room its buffers already hold, if more (in fixed buffers,
-        MT_CUDA_GRAPHS, each rounded up to its power of two); and, where these sentences need
-        more room than the buffers hold, the buffers too, while the join copies them."""
+        MT_CUDA_GRAPHS, each rounded up to its power of two); with what a step's work holds per
+        row, or what the join holds (the buffers of before, where these sentences need more
+        room, while it copies them; the newcomers' encoder work), whichever is more."""
         model, beam_size = group
         most: dict[int, int] = {}
         longest = 0
@@ -496,10 +503,13 @@ class Engine:
                 for limit, cost in most.items()
             )
         sizes = (len(members), longest, max(most.values(), default=0))
-        if batch is not None:
-            return batch.footprint(*sizes)
-        layout = layout_for(translator.model, self.fixed)
-        return footprint(beam_size, layout, (0, 0, 0), *sizes)
+        if batch is not None:  # (the members it does not hold yet join now)
+            return batch.footprint(*sizes, joining=max(0, len(members) - len(batch)))
+        model = translator.model
+        costs = costs_for(model)
+        return footprint(
+            beam_size, layout_for(model, self.fixed), (0, 0, 0), *sizes, costs, len(members)
+        )
 
 
 def sentence_result(translator: Translator, hyps: list[Hypothesis]) -> SentenceResult:

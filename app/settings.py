@@ -90,8 +90,8 @@ class Settings(BaseSettings):
         ge=1,
         description="continuous scheduler: key/value positions the running decodes may hold "
         "at most (per group: rows x longest output limit, twice where its steps copy the "
-        "beams' rows, + sentences x longest source; a join that grows a group's buffers "
-        "counts the old ones too)",
+        "beams' rows, + sentences x longest source, + each row's logits in a step; a join "
+        "counts the newcomers' encoder and, where it grows a group's buffers, the old ones)",
     )
     max_running_rows: int = Field(
         0,

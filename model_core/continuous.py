@@ -46,6 +46,7 @@ service's admission budget counts in; `buffers` what the buffers hold room for (
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -124,6 +125,7 @@ class RunningBatch:
         # fixed: the step's parts (_fixed_step), kept with the graph of them
         self._parts: tuple[Callable[[], Any], Any, Any] | None = None
         self._live_rows: torch.Tensor | None = None  # fixed: the rows of the places taken
+        self._costs: Costs | None = None  # what it holds beside its buffers (`footprint`)
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -181,11 +183,15 @@ class RunningBatch:
         copies = _copies(self.k, self.layout)
         return copies * n * self.k * limit, n * max(s.source_len for s in self.sentences)
 
-    def footprint(self, sentences: int, limit: int, source: int) -> int:
-        """Key/value positions the batch holds at most, from a join that leaves it
-        `sentences` sentences (the longest output limit `limit`, the longest source `source`
-        tokens) to its next join: see the module function `footprint`."""
-        return footprint(self.k, self.layout, self.buffers(), sentences, limit, source)
+    def footprint(self, sentences: int, limit: int, source: int, joining: int = 0) -> int:
+        """Key/value positions the batch holds at most, from a join of `joining` newcomers
+        that leaves it `sentences` sentences (the longest output limit `limit`, the longest
+        source `source` tokens) to its next join: see the module function `footprint`."""
+        if self._costs is None:
+            self._costs = costs_for(self.model)
+        return footprint(
+            self.k, self.layout, self.buffers(), sentences, limit, source, self._costs, joining
+        )
 
     def buffers(self) -> tuple[int, int, int]:
         """(sentences, positions, source width) the buffers hold room for now: in the slot
@@ -887,29 +893,71 @@ def _copies(k: int, layout: str) -> int:
     return 2 if layout == "gather" or (layout == "fixed" and k > 1) else 1
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What a running decode of a model holds beside its key/value buffers, in key/value
+    positions (one position: every decoder layer's key and value of one row, in the cache's
+    type), so that one budget counts all of it: `row`, a decoder row's step (its logits and
+    the search's work on them, three float32 vectors of the vocabulary, and its feed-forward
+    layer); `token`, a newcomer's source token while it joins (its cross-attention state
+    before it is copied into the buffers, and the encoder's work on it); `pair`, the
+    attention weights of one query and one key, every head's, and their softmax."""
+
+    row: float = 0.0
+    token: float = 0.0
+    pair: float = 0.0
+
+
+def costs_for(model: Transformer) -> Costs:
+    """`Costs` of a model, from its sizes (in float32, whatever the cache's type)."""
+    cfg = model.cfg
+    position = cfg.decoder_layers * 2 * cfg.d_model * model.src_embed.weight.element_size()
+    return Costs(
+        row=(3 * cfg.tgt_vocab_size + cfg.d_ff) * 4 / position,
+        token=1 + (cfg.d_ff + 2 * cfg.d_model) * 4 / position,
+        pair=2 * cfg.n_heads * 4 / position,
+    )
+
+
 def footprint(
-    k: int, layout: str, now: tuple[int, int, int], sentences: int, limit: int, source: int
+    k: int,
+    layout: str,
+    now: tuple[int, int, int],
+    sentences: int,
+    limit: int,
+    source: int,
+    costs: Costs | None = None,
+    joining: int = 0,
 ) -> int:
-    """Key/value positions a running decode with K beams holds at most, from a join that
-    leaves it `sentences` sentences (the longest output limit `limit`, the longest source
-    `source` tokens) to its next join, where its buffers had room for `now` = (sentences,
-    positions, source width) before (RunningBatch.buffers):
-    - buffers with room for as much as now or as the sentences need, whichever is more
-      (fixed: each the next power of two): rows (sentences x K) x positions of self-attention
-      keys and values, times the copies a step holds (`_copies`), and sentences x width of
-      cross-attention state;
-    - where the join grows the buffers, those of before too: they are copied into the new
-      ones, and let go only then."""
+    """Key/value positions a running decode with K beams holds at most, from a join of
+    `joining` newcomers that leaves it `sentences` sentences (the longest output limit
+    `limit`, the longest source `source` tokens) to its next join, where its buffers had room
+    for `now` = (sentences, positions, source width) before (RunningBatch.buffers). Its
+    buffers have room for as much as now or as the sentences need, whichever is more (fixed:
+    each the next power of two): rows (sentences x K) x positions of self-attention keys and
+    values, and sentences x width of cross-attention state. The most of:
+    - a step: the buffers, the copy of the self-attention buffer a step holds where the
+      beams' rows move (`_copies`), and the step's work for each row of the buffers
+      (`costs.row`, and the attention weights over its positions and its source's);
+    - the join: the buffers, those of before too where the join grows them (they are copied
+      into the new ones, and let go only then), and the newcomers' work, for each of their
+      sources' positions (at the width of the longest: `costs.token`, and the encoder's
+      attention weights over the source)."""
     want = (max(now[0], sentences), max(now[1], limit), max(now[2], source))
     if layout == "fixed":
         want = (fixed_size(want[0]), fixed_size(want[1]), fixed_size(want[2]))
     if not want[0]:
         return 0
     places, positions, width = want
-    total = places * (_copies(k, layout) * k * positions + width)
+    costs = costs or Costs()
+    held = places * (k * positions + width)
+    rows = places * k
+    step = held + rows * (_copies(k, layout) - 1) * positions
+    step += rows * (costs.row + costs.pair * (positions + width))
+    join = held + joining * width * (costs.token + costs.pair * width)
     if any(now) and want != now:
-        total += now[0] * (k * now[1] + now[2])
-    return total
+        join += now[0] * (k * now[1] + now[2])
+    return math.ceil(max(step, join))
 
 
 def graphs_for(device: torch.device) -> bool:

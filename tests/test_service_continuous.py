@@ -182,7 +182,9 @@ async def _until(value):
 
 
 def test_the_engine_counts_what_a_running_decode_allocates(weights_dir):  # noqa: F811
-    """Admission's footprint of a group (Engine.envelope) is what the running decode holds."""
+    """Admission's footprint of a group (Engine.envelope) is what the running decode counts for
+    its sentences (RunningBatch.footprint: their limits and sources as the engine gave them),
+    its key/value buffers and more."""
     from app.engine import DecodeKey, start_engine
     from app.settings import Settings
 
@@ -195,8 +197,12 @@ def test_the_engine_counts_what_a_running_decode_allocates(weights_dir):  # noqa
     group.join([(i, key, p) for i, (key, p) in enumerate(zip(keys, payloads, strict=True))])
     members = [(key, len(p) + 1) for key, p in zip(keys, payloads, strict=True)]
     self_positions, cross_positions = group.running.envelope()
-    assert engine.envelope(("en-de", 3), members) == self_positions + cross_positions
     assert group.running.allocated() == self_positions
+    sentences = group.running.sentences
+    longest, width = max(s.limit for s in sentences), max(s.source_len for s in sentences)
+    counted = engine.envelope(("en-de", 3), members)
+    assert counted == group.running.footprint(3, longest, width)
+    assert counted > self_positions + cross_positions  # (a step's logits, for one)
 
 
 def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts(
@@ -239,8 +245,12 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     group.join([(i, key, p) for i, p in enumerate(payloads[:3])])
     assert group.running.cache.fixed
     places, positions, width = group.running.buffers()
-    # the buffers, and the temporary a step copies the beams' rows into (at most their size)
-    assert counted == places * (2 * 3 * positions + width)
+    # what the decode counts for itself with the buffers it took: the buffers, the temporary a
+    # step copies the beams' rows into (at most their size), and what a step and the join hold
+    sentences = group.running.sentences
+    longest, widest = max(s.limit for s in sentences), max(s.source_len for s in sentences)
+    assert counted == group.running.footprint(3, longest, widest, joining=3)
+    assert counted > places * (2 * 3 * positions + width)
     results = dict(group.step())
     group.join([(3, key, payloads[3])])
     while len(results) < 4:
@@ -249,7 +259,10 @@ def test_with_cuda_graphs_a_group_decodes_in_fixed_buffers_that_admission_counts
     assert [results[i].texts for i in range(4)] == [r.texts for r in static]
     batch = group.running
     del group  # the scheduler drops a group that emptied
-    assert engine.kept_footprints() == {("en-de", 3): counted}
+    # counted while kept: its buffers, and what its steps will hold (no join under way)
+    kept_count = batch.footprint(0, 0, 0)
+    assert engine.kept_footprints() == {("en-de", 3): kept_count}
+    assert places * (3 * positions + width) < kept_count < counted
     assert engine.open_group(("en-de", 3)).running is batch  # its buffers, for the next one
     engine.release_kept(("en-de", 3))
     assert engine.kept_footprints() == {}
