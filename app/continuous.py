@@ -10,7 +10,10 @@ finished in that step, and `leave(ids)`. Sentences of other keys in one group ke
 options (output limit, number of alternatives): the engine's group handles them per sentence.
 A call that raises fails every sentence of its group, which is dropped; but a `join` that
 raises NewcomersFailed (the newcomers' encoder ran out of memory, say, before the decode
-changed) fails only its newcomers, and the group's other sentences go on.
+changed) fails only its newcomers, and the group's other sentences go on. A request that
+fails so is answered with the failure, and its sentences that have not failed are dropped as
+those of a request that went away: those waiting leave the queue, those running leave their
+decode at its next step boundary (nobody would read their results).
 
 One loop on the worker thread runs everything, between steps in this order: sentences whose
 request went away (deadline, disconnect) leave their group; waiting sentences are admitted;
@@ -313,28 +316,43 @@ class ContinuousBatcher(Tickets):
         return ticket
 
     def _remove(self, ticket: Ticket) -> int:
-        removed = 0
         with self._lock:
-            for s in ticket.items:
-                if s.state == "waiting":
-                    requests = self._waiting[s.group]
-                    s.request.sentences.remove(s)
-                    if not s.request.sentences:  # (admission re-orders the heap first)
-                        requests.remove(s.request)
-                        if not requests:
-                            del self._waiting[s.group]
-                    self._set_depth(-1)
-                elif s.state == "running":
-                    self._running[s.group].leaving.add(s.id)
-                else:
-                    continue
-                s.state = "dropped"
-                s.request.left -= 1  # it will not finish
-                self._settled(s.request, s.group)
-                removed += 1
+            removed = self._drop(ticket)
             if removed:
                 self._drive_soon()
         return removed
+
+    def _drop(self, ticket: Ticket) -> int:
+        """(Under the lock.) The ticket's sentences not finished are dropped: those waiting
+        leave the queue, those running leave their decode at its next step boundary; returns
+        how many."""
+        removed = 0
+        for s in ticket.items:
+            if s.state == "waiting":
+                requests = self._waiting[s.group]
+                s.request.sentences.remove(s)
+                if not s.request.sentences:  # (admission re-orders the heap first)
+                    requests.remove(s.request)
+                    if not requests:
+                        del self._waiting[s.group]
+                self._set_depth(-1)
+            elif s.state == "running":
+                running = self._running.get(s.group)
+                if running is not None:  # (else its decode is gone, and it with it)
+                    running.leaving.add(s.id)
+            else:
+                continue
+            s.state = "dropped"
+            s.request.left -= 1  # it will not finish
+            self._settled(s.request, s.group)
+            removed += 1
+        return removed
+
+    def _drop_rest(self, failed: list[_Sentence]) -> None:
+        """(Under the lock.) The other sentences of the tickets of `failed` (failed now,
+        their requests answered with the error) are dropped: nobody reads their results."""
+        for ticket in dict.fromkeys(s.ticket for s in failed):
+            self._drop(ticket)
 
     def _deliver(self, finished, failed: list[_Sentence], error_id, reports=()) -> None:
         """On the event loop: results to their requests, then the steps' metrics (after the
@@ -580,6 +598,7 @@ class ContinuousBatcher(Tickets):
                 for s in running.members.values():
                     self._stopped(s)
                 running.members.clear()
+                self._drop_rest(failed)  # (those waiting: a ticket's sentences share a group)
                 waits, running.joined_waits = running.joined_waits, []  # they joined, and failed
                 if self._running.get(running.group) is running:
                     del self._running[running.group]
@@ -605,6 +624,7 @@ class ContinuousBatcher(Tickets):
             failed = [s for s in failed if s.state == "running"]
             for s in failed:
                 s.state = "done"
+            self._drop_rest(failed)  # their tickets' sentences running or waiting
             # their waits: the last ones admission recorded for the group
             cut = len(running.joined_waits) - len(newcomers)
             waits, running.joined_waits = running.joined_waits[cut:], running.joined_waits[:cut]

@@ -818,6 +818,47 @@ async def test_newcomers_that_cannot_join_fail_alone_and_the_decode_goes_on():
     await b.stop(5)
 
 
+async def test_a_request_whose_newcomers_failed_has_its_other_sentences_dropped():
+    """A request answered with a failure (a sentence of it could not join, NewcomersFailed)
+    decodes nothing more: its sentence running leaves the decode before the next step, and
+    its sentence still waiting never joins (both went on, for an answer nobody reads); a
+    later request is decoded as usual, and every count is back at zero."""
+    engine = FakeEngine()
+    b = await started(engine, max_batch_size=2)
+    release = hold(b)
+    t = b.submit(("x", 1), [("a", 6), ("b", 1), ("no-room", 1), ("c", 4)], [1] * 4, "p")
+    release.set()
+    await step_until(engine, t.future.done)  # a and b step; no-room's join fails after
+    with pytest.raises(BatchFailed):
+        await b.wait(t, 10)
+    later = b.submit(("x", 1), [("later", 2)], [1])
+    await step_until(engine, later.future.done)
+    assert await b.wait(later) == ["retal"]
+    stepped = [name for _, names in engine.steps for name in names]
+    assert stepped.count("a") == 1 and "c" not in engine.joined
+    await until(b._idle.is_set)
+    assert b.depth == 0 and b.running == 0 and not b._waiting and not b._owned
+    assert all(s.state in ("done", "dropped") for s in t.items)
+    await b.stop(5)
+
+
+async def test_a_request_whose_decode_failed_has_its_waiting_sentences_dropped():
+    """A decode whose step raised fails its requests; their sentences still waiting for a
+    place never join (they were decoded after the request's 500)."""
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine, max_batch_size=1)
+    release = hold(b)
+    t = b.submit(("x", 1), [("bad-step", 3), ("w", 1)], [1, 1])
+    release.set()
+    with pytest.raises(BatchFailed):
+        await b.wait(t, 10)
+    after = b.submit(("x", 1), [("after", 1)], [1])
+    assert await b.wait(after, 10) == ["retfa"]
+    assert "w" not in engine.joined
+    assert b.depth == 0 and b.running == 0 and b.problem() is None
+    await b.stop(5)
+
+
 async def test_a_group_opened_again_after_a_failure_takes_one_turn_per_round():
     """A decode whose step raised is gone from the groups' turns: the next decode of its group
     steps once per round beside the others (it stepped twice per round)."""
