@@ -221,6 +221,9 @@ class ContinuousBatcher(Tickets):
         self._owned: dict[tuple[Hashable, Hashable], _Request] = {}
         self._running: dict[Hashable, _Running] = {}
         self._turns: deque[Hashable] = deque()  # running groups, the next to step first
+        # admitted (running) in the admission under way, and not yet in their decode: a
+        # failure of the loop before they are (the envelope or open_group raised) fails them
+        self._admitting: list[_Sentence] = []
         self._depth = 0
         self._ids = itertools.count()
         self._driving = False  # the loop job is on the worker's queue or running
@@ -555,6 +558,7 @@ class ContinuousBatcher(Tickets):
                 used, before[group] = used - was + footprint, footprint
                 s.state = "running"
                 admitted.setdefault(group, []).append(s)
+                self._admitting.append(s)
                 if requests and len(mine) < places[group]:
                     heapq.heapreplace(heads, (requests[0].running, requests[0].seq, group))
                 else:
@@ -574,6 +578,7 @@ class ContinuousBatcher(Tickets):
                     running.joined_waits.append(s.wait_s)
                 self._set_depth(-len(sentences))
                 joins.append((running, [(s.id, s.key, s.payload) for s in sentences]))
+            self._admitting.clear()  # each in its decode now
         return joins
 
     def _guarded(
@@ -584,12 +589,11 @@ class ContinuousBatcher(Tickets):
         NewcomersFailed, only the newcomers fail and the others go on."""
         try:
             return call(running)
-        except NewcomersFailed as exc:
-            if newcomers is None:
-                raise
-            self._newcomers_failed(running, newcomers, exc)
-            return None
         except Exception as exc:
+            if isinstance(exc, NewcomersFailed) and newcomers is not None:
+                self._newcomers_failed(running, newcomers, exc)
+                return None
+            # (NewcomersFailed from a step or a leave: a failure of the decode as any other)
             error_id = uuid.uuid4().hex[:12]
             with self._lock:
                 failed = [s for s in running.members.values() if s.state == "running"]
@@ -767,6 +771,10 @@ class ContinuousBatcher(Tickets):
             failed = [s for reqs in self._waiting.values() for r in reqs for s in r.sentences]
             for running in self._running.values():
                 failed += [s for s in running.members.values() if s.state == "running"]
+            # admitted in the admission the failure ended, and not yet in their decode
+            failed += [s for s in self._admitting if s.state == "running"]
+            failed = list(dict.fromkeys(failed))  # (some may be in their decode already)
+            self._admitting.clear()
             for s in failed:  # nothing holds them any more: removing their ticket finds none
                 s.state = "done"
             self._waiting.clear()

@@ -52,6 +52,8 @@ class FakeGroup:
             time.sleep(engine.delay)
         if "bad-step" in names:
             raise RuntimeError("injected fault in step")
+        if "no-room-step" in names:  # an engine that raises it out of place
+            raise NewcomersFailed("injected: NewcomersFailed from a step")
         done = []
         for sid, member in stepping.items():
             member[1] -= 1
@@ -951,6 +953,57 @@ async def test_a_ticket_removed_after_a_scheduler_failure_has_nothing_left_to_dr
     assert b.cancel(first) == 0 and b.cancel(second) == 0
     assert b.depth == 0 and b.running == 0
     await b.stop(1)
+
+
+@pytest.mark.parametrize("fault", ["envelope", "open_group"])
+async def test_a_scheduler_failure_in_admission_fails_the_sentences_it_had_admitted(fault):
+    """The loop fails in the middle of an admission, after a sentence was admitted and before
+    it was in a decode (the envelope of the next sentence, or opening its decode, raised): its
+    request fails with the others (it was in neither the queue nor a decode, so it was never
+    answered, its deadline could not remove it and a removal raised KeyError)."""
+    engine = FakeEngine(free_steps=True)
+    options = {}
+    if fault == "envelope":
+
+        def failing_envelope(group, members):
+            if len(members) > 1:  # a bug in admission, at the round's second sentence
+                raise RuntimeError("injected fault in the loop")
+            return envelope(group, members)
+
+        options["envelope"] = failing_envelope
+    b = await started(engine, **options)
+    if fault == "open_group":
+
+        def open_group(group):
+            raise RuntimeError("injected fault in the loop")
+
+        b.open_group = open_group
+    release = hold(b)
+    first = b.submit(("m", 1), [("one", 1)], [1])
+    second = b.submit(("m", 1), [("two", 1)], [1])  # in the same admission
+    release.set()
+    await until(lambda: first.future.done() and second.future.done())
+    for t in (first, second):
+        with pytest.raises(BatchFailed):
+            await b.wait(t, 5)
+    assert "injected fault in the loop" in b.problem()
+    assert b.cancel(first) == 0 and b.cancel(second) == 0
+    assert b.depth == 0 and b.running == 0
+    await b.stop(1)
+
+
+async def test_newcomers_failed_raised_by_a_step_fails_that_decode_only():
+    """NewcomersFailed out of a step (not a join) fails the decode as any other error of its
+    step: the scheduler goes on (it stopped, every request failing)."""
+    engine = FakeEngine(free_steps=True)
+    b = await started(engine)
+    bad = b.submit(("x", 1), [("no-room-step", 2)], [1])
+    with pytest.raises(BatchFailed):
+        await b.wait(bad, 10)
+    assert b.problem() is None
+    again = b.submit(("x", 1), [("again", 2)], [1])
+    assert await b.wait(again, 10) == ["niaga"]
+    await b.stop(5)
 
 
 @pytest.mark.parametrize("bounded", [False, True])
