@@ -82,16 +82,7 @@ async def load_models(app: FastAPI) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 (whatever stops the models loading stops start-up)
         worker.stop()
-        state.startup_error = str(exc) or type(exc).__name__
-        if isinstance(exc, StartupError):  # a setting or a file: the message says which
-            log.error("startup failed: %s", exc)
-        else:  # not foreseen: the traceback is for whoever reports it
-            log.exception(
-                "startup failed: %s while loading the models: %s", type(exc).__name__, exc
-            )
-        request_exit = getattr(state, "request_exit", None)
-        if request_exit is not None:  # set by mt-serve: stop the server, exit with status 1
-            request_exit()
+        startup_failed(state, exc, "loading the models")
         return
     metrics: Metrics = state.metrics
     common = dict(
@@ -128,6 +119,10 @@ async def load_models(app: FastAPI) -> None:
     except asyncio.CancelledError:  # shutdown before it is ready: nothing was queued yet
         await batcher.stop(0)  # (the lifespan stops only a batcher the state holds)
         raise
+    except Exception as exc:  # noqa: BLE001 (as a model that fails to load, it stops start-up)
+        await batcher.stop(0)  # and its worker thread with it
+        startup_failed(state, exc, "building the language detection")
+        return
     if state.detector.unknown:
         log.warning(
             "language detection cannot name %s: source 'auto' never picks them",
@@ -141,6 +136,19 @@ async def load_models(app: FastAPI) -> None:
         len(engine.translators),
         ", ".join(engine.translators) or "none",
     )
+
+
+def startup_failed(state, exc: Exception, doing: str) -> None:
+    """Start-up stops: `/health` says why, the log too, and under mt-serve the process exits
+    with status 1."""
+    state.startup_error = str(exc) or type(exc).__name__
+    if isinstance(exc, StartupError):  # a setting or a file: the message says which
+        log.error("startup failed: %s", exc)
+    else:  # not foreseen: the traceback is for whoever reports it
+        log.error("startup failed: %s while %s: %s", type(exc).__name__, doing, exc, exc_info=exc)
+    request_exit = getattr(state, "request_exit", None)
+    if request_exit is not None:  # set by mt-serve: stop the server, exit with status 1
+        request_exit()
 
 
 def start_draining(state) -> None:

@@ -751,6 +751,58 @@ def test_a_shutdown_just_before_ready_stops_the_batcher(weights_dir, monkeypatch
     assert not [r for r in logged if "dropped" in r.getMessage()]
 
 
+@pytest.mark.parametrize("scheduler", ["static", "continuous"])
+def test_a_language_detection_that_fails_to_build_stops_startup(
+    weights_dir, monkeypatch, scheduler
+):
+    """Building the language detection raises (after the batcher started): start-up stops as
+    when a model fails to load, `/health` says why, the log has one line with the traceback,
+    mt-serve is asked to exit, and the batcher and its worker thread are stopped (they were
+    left running, and the service said nothing: never ready, with no error)."""
+    import app.main as service
+    from app.settings import Settings
+
+    batchers, exits = [], []
+
+    def broken_detector(*args, **kwargs):
+        raise RuntimeError("injected: the detection's tables are unreadable")
+
+    kind = service.ContinuousBatcher if scheduler == "continuous" else service.MicroBatcher
+
+    class Recorded(kind):
+        async def start(self):
+            batchers.append(self)
+            await super().start()
+
+    monkeypatch.setattr(service, "Detector", broken_detector)
+    monkeypatch.setattr(service, kind.__name__, Recorded)
+    app = service.create_app(Settings(weights_dir=weights_dir, scheduler=scheduler))
+    app.state.request_exit = lambda: exits.append(True)
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            async with asyncio.timeout(60):
+                while not exits:
+                    await asyncio.sleep(0.01)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                return await client.get("/health")
+
+    with warnings_logged() as logged:
+        health = asyncio.run(scenario())
+    assert health.status_code == 503
+    assert "the detection's tables are unreadable" in health.json()["error"]
+    assert app.state.startup_error == "injected: the detection's tables are unreadable"
+    lines = [r for r in logged if "startup failed" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is not None
+    assert (
+        "startup failed: RuntimeError while building the language detection: injected"
+        in lines[0].getMessage()
+    )
+    assert len(batchers) == 1 and app.state.batcher is None
+    assert not batchers[0]._worker.thread.is_alive()
+
+
 @contextlib.contextmanager
 def warnings_logged():
     """The records of warnings and errors logged meanwhile."""

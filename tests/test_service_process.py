@@ -373,6 +373,28 @@ def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weig
     assert "Traceback" in done.stderr
 
 
+def test_a_language_detection_that_fails_to_build_stops_startup(weights_dir):
+    # the models loaded and the batcher started, then the language detection raised: the
+    # process ends with status 1 and says why, as for a model (it stayed up, never ready)
+    code = (
+        "import sys, app.main as m\n"
+        "def detector(*args):\n"
+        "    raise OSError('the detection tables went away')\n"
+        "m.Detector = detector\n"
+        "sys.exit(m.main())\n"
+    )
+    env = {**os.environ, "MT_WEIGHTS_DIR": str(weights_dir), "MT_PORT": str(free_port())}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert (
+        "startup failed: OSError while building the language detection: the detection tables "
+        "went away" in done.stderr
+    )
+    assert "Traceback" in done.stderr and "ready:" not in done.stderr
+
+
 def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
     """A replica stopped while it starts (a rolling update, a port already in use) exits once
     the model being loaded is done, instead of loading and warming up every other model past
