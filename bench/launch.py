@@ -7,8 +7,9 @@ terminal) end it through the same clean-up, with the status of a death by that s
 
 `start` starts a process (a server on a loopback port, a busy neighbour) in a process group of
 its own, so that the terminal's Ctrl-C reaches the benchmark alone, and the benchmark stops it
-whenever it ends, a Ctrl-C while the process starts included: no server is left listening.
-Imports nothing heavy."""
+whenever it ends, a Ctrl-C while the process starts or while they are being stopped
+included: no server is left listening. (A benchmark killed by SIGKILL stops nothing: what it
+started goes on in its own process groups.) Imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -41,28 +42,34 @@ def start(args: list[str], **popen) -> subprocess.Popen:
 
 def stop(processes: Iterable[subprocess.Popen], grace: float = GRACE_S) -> None:
     """Stop processes from `start` (each with its process group): SIGTERM, then SIGKILL to
-    those still running after `grace` seconds, or at once on a second Ctrl-C meanwhile."""
-    running = [p for p in processes if p.poll() is None]
-    for process in running:
-        signal_group(process, signal.SIGTERM)
-        signal_group(process, signal.SIGCONT)  # one stopped (SIGSTOP) acts on it too
-    deadline = time.monotonic() + grace
+    those still running after `grace` seconds, or at once on a Ctrl-C meanwhile (one while
+    the SIGTERMs are sent waits until each process has its own)."""
+    processes = list(processes)
     try:
-        for process in running:
+        with signals_held():
+            for process in processes:
+                if process.poll() is None:
+                    signal_group(process, signal.SIGTERM)
+                    signal_group(process, signal.SIGCONT)  # one stopped (SIGSTOP) acts on it too
+        deadline = time.monotonic() + grace
+        for process in processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(max(deadline - time.monotonic(), 0.0))
     finally:
-        for process in running:
-            if process.poll() is None:
+        with signals_held():
+            left = [p for p in processes if p.poll() is None]
+            for process in left:
                 signal_group(process, signal.SIGKILL)
-                process.wait()
+        for process in left:
+            process.wait()
 
 
 def stop_started() -> None:
-    """Stop every process `start` started that is still running."""
+    """Stop every process `start` started that is still running. They are forgotten once
+    stopped: where the stop was cut short, a later call stops them still."""
     processes = list(_started)
-    _started.clear()
     stop(processes)
+    _started[:] = [p for p in _started if p not in processes]
 
 
 def signal_group(process: subprocess.Popen, signum: int) -> None:

@@ -146,6 +146,41 @@ def test_ctrl_c_while_a_benchmark_starts_its_servers_stops_them(random_checkpoin
     assert not listening(port) and not listening(port + 1)
 
 
+def test_ctrl_c_while_the_started_processes_are_being_stopped_stops_them_all(monkeypatch):
+    """A Ctrl-C that lands while bench.launch sends the first SIGTERMs (the benchmark is
+    ending): every process still gets its SIGTERM, none is left running, and the
+    KeyboardInterrupt goes on (the others were left running, and forgotten)."""
+    from bench import launch
+
+    processes = [launch.start(["sleep", "60"]) for _ in range(3)]
+    sent, killpg = [], os.killpg
+
+    def interrupted(pid, signum):
+        killpg(pid, signum)
+        sent.append((pid, signum))
+        if len(sent) == 1:  # the first SIGTERM is sent: Ctrl-C
+            signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    monkeypatch.setattr(os, "killpg", interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            launch.stop_started()
+        running = [p.pid for p in processes if p.poll() is None]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        monkeypatch.undo()
+        for p in processes:  # whatever is left, so that nothing lingers
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+    assert running == []
+    terms = [pid for pid, signum in sent if signum == signal.SIGTERM]
+    assert terms == [p.pid for p in processes]
+    launch.stop_started()  # nothing left to stop: it forgets them
+    assert not [p for p in launch._started if p in processes]
+
+
 def test_every_benchmark_runs_through_the_launcher():
     """What the tests above show for bench.engine_bench and bench.open_loop_bench holds for
     each `python -m bench.NAME`: its module hands itself to bench.launch before it imports
