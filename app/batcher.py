@@ -551,6 +551,9 @@ class MicroBatcher(Tickets):
             )
             for item in done.live:
                 item.ticket._fail(BatchFailed(error_id))
+            # their requests' other sentences are not computed: nobody would read them
+            for ticket in {id(item.ticket): item.ticket for item in done.live}.values():
+                self._remove(ticket)
         if self.on_batch:
             padded = max(item.cost for item in done.live) * len(done.live)
             report = BatchReport(

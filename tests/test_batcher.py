@@ -323,6 +323,21 @@ async def test_a_failing_batch_fails_only_its_requests():
     await b.stop(1)
 
 
+async def test_a_failed_requests_other_sentences_are_not_computed():
+    """A request one of whose batches failed has its answer (BatchFailed): its sentences still
+    waiting are dropped, not computed for nobody (the batch the worker may already have
+    started, handed while the failing one ran, aside); the queue is empty after it."""
+    fn = Recorder(fail_on="bad")
+    b = await started(fn, max_batch_size=1, max_wait_ms=0)
+    ticket = b.submit("k", ["bad", "x", "y", "z"], [1, 1, 1, 1])
+    with pytest.raises(BatchFailed):
+        await b.wait(ticket, 5)
+    assert await b.wait(b.submit("k", ["next"], [1]), 5) == ["txen"]
+    assert "y" not in fn.seen() and "z" not in fn.seen()
+    assert b.depth == 0
+    await b.stop(1)
+
+
 async def test_an_engine_raising_a_base_exception_fails_the_batch_not_the_worker():
     def engine(key, payloads):
         if "exit" in payloads:
