@@ -68,6 +68,40 @@ def padded(srcs: list[torch.Tensor]) -> torch.Tensor:
     return src
 
 
+def staggered(
+    running, srcs: list[torch.Tensor], limits: list[int], plan, device: str
+) -> tuple[list[int], list[int], list[int]]:
+    """Runs a decode in which each (ids, steps) of `plan` joins, then that many steps run;
+    returns, for each join and step, the most bytes held during it (`peaks`) and the
+    positions admission counted for it (RunningBatch.footprint before the join, with the
+    sentences it leaves: a step counts its join's, as the decode only shrinks since), and the
+    self-attention positions the buffers hold after each step."""
+    counted: list[int] = []
+    allocated: list[int] = []
+
+    def join(ids):
+        def call():
+            everyone = [s.id for s in running.sentences] + ids
+            longest = max(limits[i] for i in everyone)
+            width = max(srcs[i].shape[1] for i in everyone)
+            counted.append(running.footprint(len(everyone), longest, width, len(ids)))
+            src = padded([srcs[i] for i in ids]).to(device)
+            with torch.inference_mode():
+                running.join(ids, src, pad_mask(src, 0), [limits[i] for i in ids], [1] * len(ids))
+
+        return call
+
+    def step():
+        counted.append(counted[-1])
+        with torch.inference_mode():
+            if len(running):
+                running.step()
+        allocated.append(running.allocated())
+
+    calls = [call for ids, steps in plan for call in [join(ids)] + [step] * steps]
+    return peaks(calls, device), counted, allocated
+
+
 def mixes(vocab: int, count: int, seed: int) -> dict[str, tuple[list[torch.Tensor], list[int]]]:
     """name: (sources (1, n) each, output limits)."""
     g = torch.Generator().manual_seed(seed)
@@ -95,31 +129,11 @@ def run(tr: Translator, layout: str, beam: int, srcs, limits) -> float:
     running = tr.running_batch(beam, fixed=layout == "fixed")
     if running.layout != layout:
         raise SystemExit(f"{layout}: not on this host")
-    device = tr.device
-    counted: list[int] = []
-
-    def join(ids):
-        def call():
-            everyone = [s.id for s in running.sentences] + ids
-            longest = max(limits[i] for i in everyone)
-            width = max(srcs[i].shape[1] for i in everyone)
-            counted.append(running.footprint(len(everyone), longest, width, len(ids)))
-            src = padded([srcs[i] for i in ids]).to(device)
-            with torch.inference_mode():
-                running.join(ids, src, pad_mask(src, 0), [limits[i] for i in ids], [1] * len(ids))
-
-        return call
-
-    def step():
-        counted.append(counted[-1])
-        with torch.inference_mode():
-            if len(running):
-                running.step()
-
     third = len(srcs) // 3
-    plan = [join(list(range(0, third))), step, join(list(range(third, 2 * third))), step]
-    plan += [join(list(range(2 * third, len(srcs))))] + [step] * 3
-    ratios = [h / (c * position) for h, c in zip(peaks(plan, device.type), counted, strict=True)]
+    plan = [(list(range(0, third)), 1), (list(range(third, 2 * third)), 1)]
+    plan.append((list(range(2 * third, len(srcs))), 3))
+    held, counted, _ = staggered(running, srcs, limits, plan, tr.device.type)
+    ratios = [h / (c * position) for h, c in zip(held, counted, strict=True)]
     running.reset()
     return max(ratios)
 

@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from bench.footprint_bench import peaks
+from bench.footprint_bench import padded, staggered
 from model_core import continuous, fused
 from model_core.continuous import RunningBatch
 from model_core.decoding import beam_search, greedy_search
@@ -33,14 +33,6 @@ def alone(model, src, limit: int, beam_size: int, n_best: int, stop: str, alpha:
 def sources(seed: int, count: int) -> list[torch.Tensor]:
     src, mask = random_batch(seed, batch=count)
     return [src[i : i + 1, : int(mask[i, 0, 0].sum())] for i in range(count)]
-
-
-def padded(srcs: list[torch.Tensor]) -> torch.Tensor:
-    """Single-sentence sources (1, n_i) as one batch (len, max n_i), padded with 0."""
-    src = torch.zeros((len(srcs), max(x.shape[1] for x in srcs)), dtype=torch.long)
-    for i, x in enumerate(srcs):
-        src[i, : x.shape[1]] = x[0]
-    return src
 
 
 def run_staggered(running: RunningBatch, srcs, limits, n_bests, joins_at, choose=None) -> dict:
@@ -585,32 +577,8 @@ def test_a_running_decode_holds_no_more_than_its_footprint(
     # one key/value position of one row (or of one sentence's source): every decoder layer's
     # key and value, float32
     position = cfg.decoder_layers * 2 * cfg.d_model * 4
-    counted: list[int] = []  # for each call, what admission counted for it
-    allocated = [0]  # the self-attention buffers after each step
-
-    def join(ids):
-        def call():
-            # admission, before the join: what the decode holds with these sentences too
-            everyone = [s.id for s in running.sentences] + ids
-            longest = max(limits[i] for i in everyone)
-            width = max(srcs[i].shape[1] for i in everyone)
-            counted.append(running.footprint(len(everyone), longest, width, len(ids)))
-            src = padded([srcs[i] for i in ids]).to(device)
-            with torch.inference_mode():
-                running.join(ids, src, pad_mask(src, 0), [limits[i] for i in ids], [1] * len(ids))
-
-        return call
-
-    def step():
-        counted.append(counted[-1])  # (the last join's count: the decode only shrinks since)
-        with torch.inference_mode():
-            if len(running):
-                running.step()
-        allocated.append(running.allocated())
-
-    plan = [join([0, 1, 2, 3])] + [step] * 2 + [join([4, 5, 6])] + [step] * 4
-    plan += [join([7, 8, 9])] + [step] * (70 if max(limits) > 10 else 8)
-    held = peaks(plan, device)
+    plan = [([0, 1, 2, 3], 2), ([4, 5, 6], 4), ([7, 8, 9], 70 if max(limits) > 10 else 8)]
+    held, counted, allocated = staggered(running, srcs, limits, plan, device)
     assert len(running) == 0
     for i, (most, count) in enumerate(zip(held, counted, strict=True)):
         # beside: each row's tokens, the masks, small tensors of the search

@@ -94,6 +94,14 @@ def envelope(group, members):
     return sum(cost for _, cost in members)
 
 
+def envelope_with_a_bug(group, members):
+    """`envelope`, but it raises once a group would hold a second sentence (a bug in
+    admission)."""
+    if len(members) > 1:
+        raise RuntimeError("injected fault in the loop")
+    return envelope(group, members)
+
+
 async def started(engine: FakeEngine, **kw) -> ContinuousBatcher:
     options = dict(envelope=envelope, budget=1000, max_batch_size=8, max_queue_size=100)
     options.update(kw)
@@ -936,12 +944,7 @@ async def test_a_ticket_removed_after_a_scheduler_failure_has_nothing_left_to_dr
     removal of a ticket whose sentence was running raised KeyError)."""
     engine = FakeEngine()
 
-    def failing_envelope(group, members):
-        if len(members) > 1:  # a bug in admission, once a second sentence arrives
-            raise RuntimeError("injected fault in the loop")
-        return envelope(group, members)
-
-    b = await started(engine, envelope=failing_envelope)
+    b = await started(engine, envelope=envelope_with_a_bug)
     first = b.submit(("m", 1), [("long", 50)], [1])
     await asyncio.to_thread(engine.wait_started, 1)  # it runs
     second = b.submit(("m", 1), [("short", 1)], [1])
@@ -964,13 +967,7 @@ async def test_a_scheduler_failure_in_admission_fails_the_sentences_it_had_admit
     engine = FakeEngine(free_steps=True)
     options = {}
     if fault == "envelope":
-
-        def failing_envelope(group, members):
-            if len(members) > 1:  # a bug in admission, at the round's second sentence
-                raise RuntimeError("injected fault in the loop")
-            return envelope(group, members)
-
-        options["envelope"] = failing_envelope
+        options["envelope"] = envelope_with_a_bug
     b = await started(engine, **options)
     if fault == "open_group":
 

@@ -720,7 +720,7 @@ def test_a_shutdown_just_before_ready_stops_the_batcher(weights_dir, monkeypatch
     import app.main as service
     from app.settings import Settings
 
-    started, release, batchers = threading.Event(), threading.Event(), []
+    started, release = threading.Event(), threading.Event()
     detector = service.Detector
 
     def slow_detector(*args, **kwargs):
@@ -728,15 +728,8 @@ def test_a_shutdown_just_before_ready_stops_the_batcher(weights_dir, monkeypatch
         assert release.wait(30)
         return detector(*args, **kwargs)
 
-    kind = service.ContinuousBatcher if scheduler == "continuous" else service.MicroBatcher
-
-    class Recorded(kind):
-        async def start(self):
-            batchers.append(self)
-            await super().start()
-
     monkeypatch.setattr(service, "Detector", slow_detector)
-    monkeypatch.setattr(service, kind.__name__, Recorded)
+    batchers = recorded_batchers(monkeypatch, scheduler)
     app = service.create_app(Settings(weights_dir=weights_dir, scheduler=scheduler))
 
     async def scenario():
@@ -762,20 +755,13 @@ def test_a_language_detection_that_fails_to_build_stops_startup(
     import app.main as service
     from app.settings import Settings
 
-    batchers, exits = [], []
+    exits = []
 
     def broken_detector(*args, **kwargs):
         raise RuntimeError("injected: the detection's tables are unreadable")
 
-    kind = service.ContinuousBatcher if scheduler == "continuous" else service.MicroBatcher
-
-    class Recorded(kind):
-        async def start(self):
-            batchers.append(self)
-            await super().start()
-
     monkeypatch.setattr(service, "Detector", broken_detector)
-    monkeypatch.setattr(service, kind.__name__, Recorded)
+    batchers = recorded_batchers(monkeypatch, scheduler)
     app = service.create_app(Settings(weights_dir=weights_dir, scheduler=scheduler))
     app.state.request_exit = lambda: exits.append(True)
 
@@ -801,6 +787,22 @@ def test_a_language_detection_that_fails_to_build_stops_startup(
     )
     assert len(batchers) == 1 and app.state.batcher is None
     assert not batchers[0]._worker.thread.is_alive()
+
+
+def recorded_batchers(monkeypatch, scheduler: str) -> list:
+    """The batchers the service starts from now on (of `scheduler`'s kind), in a list."""
+    import app.main as service
+
+    kind = service.ContinuousBatcher if scheduler == "continuous" else service.MicroBatcher
+    batchers = []
+
+    class Recorded(kind):
+        async def start(self):
+            batchers.append(self)
+            await super().start()
+
+    monkeypatch.setattr(service, kind.__name__, Recorded)
+    return batchers
 
 
 @contextlib.contextmanager

@@ -354,19 +354,23 @@ def test_a_device_this_machine_lacks_stops_startup_with_one_clear_line(weights_d
     assert "Traceback" not in log.read_text()
 
 
+def main_with(weights_dir, patch: str) -> subprocess.CompletedProcess:
+    """`mt-serve` run to its end in a process whose app.main (`m`) `patch` changed first."""
+    code = f"import sys, app.main as m\n{patch}\nsys.exit(m.main())\n"
+    env = {**os.environ, "MT_WEIGHTS_DIR": str(weights_dir), "MT_PORT": str(free_port())}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
 def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weights_dir, tmp_path):
     # a failure no check foresaw (here injected into start_engine) still ends the process with
     # status 1 and says why, instead of leaving a server that never becomes ready
-    code = (
-        "import sys, app.main as m\n"
+    done = main_with(
+        weights_dir,
         "def start_engine(settings, metrics=None, stop=None):\n"
         "    raise OSError('the disk went away')\n"
-        "m.start_engine = start_engine\n"
-        "sys.exit(m.main())\n"
-    )
-    env = {**os.environ, "MT_WEIGHTS_DIR": str(weights_dir), "MT_PORT": str(free_port())}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        "m.start_engine = start_engine",
     )
     assert done.returncode == 1
     assert "startup failed: OSError while loading the models: the disk went away" in done.stderr
@@ -376,16 +380,10 @@ def test_an_unforeseen_error_while_loading_stops_startup_with_its_traceback(weig
 def test_a_language_detection_that_fails_to_build_stops_startup(weights_dir):
     # the models loaded and the batcher started, then the language detection raised: the
     # process ends with status 1 and says why, as for a model (it stayed up, never ready)
-    code = (
-        "import sys, app.main as m\n"
-        "def detector(*args):\n"
-        "    raise OSError('the detection tables went away')\n"
-        "m.Detector = detector\n"
-        "sys.exit(m.main())\n"
-    )
-    env = {**os.environ, "MT_WEIGHTS_DIR": str(weights_dir), "MT_PORT": str(free_port())}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    done = main_with(
+        weights_dir,
+        "def detector(*args):\n    raise OSError('the detection tables went away')\n"
+        "m.Detector = detector",
     )
     assert done.returncode == 1
     assert (

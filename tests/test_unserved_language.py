@@ -57,17 +57,21 @@ def translate(url: str, q, target: str = "de") -> httpx.Response:
     return httpx.post(f"{url}/translate", json=body, timeout=120)
 
 
-@pytest.mark.parametrize("code", FOREIGN)
-def test_a_text_in_a_language_no_model_serves_is_a_400_naming_it(server, code):
-    name, text = FOREIGN[code]
+def assert_refused(url: str, code: str, name: str, text: str) -> None:
+    """Into either served language: a 400 naming the text's language and what is served."""
     for target in ("de", "en"):
-        r = translate(server, text, target)
+        r = translate(url, text, target)
         assert r.status_code == 400, r.text
         error = r.json()["error"]
         assert error.startswith(f"the text is in {name} ({code}), which no model here translates")
         other = "German (de)" if target == "en" else "English (en)"
         assert f"this server translates from {other}" in error
         assert "`source: " in error
+
+
+@pytest.mark.parametrize("code", FOREIGN)
+def test_a_text_in_a_language_no_model_serves_is_a_400_naming_it(server, code):
+    assert_refused(server, code, *FOREIGN[code])
 
 
 #: the French one was taken as English and translated into nonsense ("Es ist keine Schmerzen
@@ -83,14 +87,7 @@ FOREIGN_SHORT = {
 @pytest.mark.parametrize("code", FOREIGN_SHORT)
 def test_an_everyday_sentence_in_a_language_no_model_serves_is_a_400_naming_it(server, code):
     name, text = FOREIGN_SHORT[code]
-    for target in ("de", "en"):
-        r = translate(server, text, target)
-        assert r.status_code == 400, r.text
-        error = r.json()["error"]
-        assert error.startswith(f"the text is in {name} ({code}), which no model here translates")
-        other = "German (de)" if target == "en" else "English (en)"
-        assert f"this server translates from {other}" in error
-        assert "`source: " in error
+    assert_refused(server, code, name, text)
     r = httpx.post(f"{server}/detect", json={"q": text}, timeout=60)
     assert r.status_code == 200, r.text
     assert all(d["confidence"] < 1.0 for d in r.json()), r.json()
