@@ -94,6 +94,18 @@ def envelope(group, members):
     return sum(cost for _, cost in members)
 
 
+async def failed_with_the_loop(b: ContinuousBatcher, *tickets) -> None:
+    """The scheduler's loop failed: each ticket failed, nothing is left to drop or counted, and
+    the scheduler stops."""
+    for t in tickets:
+        with pytest.raises(BatchFailed):
+            await b.wait(t, 5)
+    assert "injected fault in the loop" in b.problem()
+    assert all(b.cancel(t) == 0 for t in tickets)
+    assert b.depth == 0 and b.running == 0
+    await b.stop(1)
+
+
 def envelope_with_a_bug(group, members):
     """`envelope`, but it raises once a group would hold a second sentence (a bug in
     admission)."""
@@ -949,13 +961,7 @@ async def test_a_ticket_removed_after_a_scheduler_failure_has_nothing_left_to_dr
     await asyncio.to_thread(engine.wait_started, 1)  # it runs
     second = b.submit(("m", 1), [("short", 1)], [1])
     engine.allow(1)
-    for t in (first, second):
-        with pytest.raises(BatchFailed):
-            await b.wait(t, 5)
-    assert "injected fault in the loop" in b.problem()
-    assert b.cancel(first) == 0 and b.cancel(second) == 0
-    assert b.depth == 0 and b.running == 0
-    await b.stop(1)
+    await failed_with_the_loop(b, first, second)
 
 
 @pytest.mark.parametrize("fault", ["envelope", "open_group"])
@@ -980,13 +986,7 @@ async def test_a_scheduler_failure_in_admission_fails_the_sentences_it_had_admit
     second = b.submit(("m", 1), [("two", 1)], [1])  # in the same admission
     release.set()
     await until(lambda: first.future.done() and second.future.done())
-    for t in (first, second):
-        with pytest.raises(BatchFailed):
-            await b.wait(t, 5)
-    assert "injected fault in the loop" in b.problem()
-    assert b.cancel(first) == 0 and b.cancel(second) == 0
-    assert b.depth == 0 and b.running == 0
-    await b.stop(1)
+    await failed_with_the_loop(b, first, second)
 
 
 async def test_newcomers_failed_raised_by_a_step_fails_that_decode_only():
