@@ -142,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, default=Path("weights/en-de"))
     p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto (bfloat16 on a GPU), float32, ...")
     p.add_argument("--sentences", type=int, default=24)
     args = p.parse_args(argv)
     device = resolve_device(args.device)
-    tr = Translator.load(args.checkpoint, device=device)
+    tr = Translator.load(args.checkpoint, device=device, dtype=args.dtype)
     layouts = ["gather", "fixed"] if device.type == "cuda" else ["slots", "gather", "fixed"]
     rows = []
     for name, (srcs, limits) in mixes(tr.model.cfg.tgt_vocab_size, args.sentences, 0).items():

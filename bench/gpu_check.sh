@@ -8,8 +8,8 @@
 #     bash bench/gpu_check.sh OUTDIR [SECONDS_PER_LEVEL] [SOURCE_SENTENCES]
 #     STEPS="tests first_call" bash bench/gpu_check.sh OUTDIR    # only these steps
 #
-# The steps: cuda_graph steps fixed_steps continuous_engine selection open_loop load_continuous
-# load_static load_graphs load_joins tests first_call (fixed_steps, selection, load_graphs and
+# The steps: cuda_graph steps fixed_steps continuous_engine footprint selection open_loop
+# load_continuous load_static load_graphs load_joins tests first_call (fixed_steps, selection, load_graphs and
 # load_joins: the continuous decode in fixed buffers replayed from CUDA graphs, MT_CUDA_GRAPHS;
 # load_joins with MT_JOIN_EVERY_STEPS=4)
 # (all by default). The machine block (the machine, the C kernels' build, the linear backends'
@@ -29,7 +29,8 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 
-all_steps="cuda_graph steps fixed_steps continuous_engine selection open_loop load_continuous"
+all_steps="cuda_graph steps fixed_steps continuous_engine footprint selection open_loop"
+all_steps+=" load_continuous"
 all_steps+=" load_static load_graphs load_joins tests first_call"
 wanted=" ${STEPS:-$all_steps} "
 
@@ -67,6 +68,9 @@ TAIL=18 step fixed_steps 120 "$py" -m bench.continuous_engine_bench --device cud
     --fixed
 TAIL=7 step continuous_engine 120 "$py" -m bench.continuous_engine_bench --device cuda \
     --dtype bfloat16 "${src[@]}" --sentences 512 --inflight 64 --repeats 3 --fixed
+# what a continuous decode holds on the GPU (the caching allocator's peak, the CUDA graphs'
+# pools too) against what admission counts for it
+TAIL=16 step footprint 120 "$py" -m bench.footprint_bench --device cuda --dtype bfloat16
 # the fixed decode with the beam selection in its CUDA graph (RunningBatch.capture_selection,
 # off in the service): its replay failed on an H200 with an index out of bounds in a gather
 TAIL=7 CUDA_LAUNCH_BLOCKING=1 step selection 60 "$py" -m bench.continuous_engine_bench \
