@@ -147,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     device = resolve_device(args.device)
     tr = Translator.load(args.checkpoint, device=device, dtype=args.dtype)
-    layouts = ["gather", "fixed"] if device.type == "cuda" else ["slots", "gather", "fixed"]
+    layouts = ["gather", "fixed"]
+    if device.type == "cpu" and fused.attention_kernels_for(torch.zeros(1)):
+        layouts.insert(0, "slots")  # the attention kernels' (built here)
     rows = []
     for name, (srcs, limits) in mixes(tr.model.cfg.tgt_vocab_size, args.sentences, 0).items():
         for layout in layouts:

@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+from model_core.fused import attention_kernels_for
 from tests.conftest import make_parallel, write_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,6 +225,17 @@ def test_continuous_engine_bench_also_measures_the_fixed_buffers(random_checkpoi
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert refused.returncode == 2 and "gather layout" in refused.stderr
+
+
+def test_footprint_bench_finds_no_decode_past_its_count(random_checkpoint):
+    """bench.footprint_bench with a real (tiny) checkpoint: a row per mix, layout and beam,
+    each decode's highest peak below what admission counted for it."""
+    lines = run_bench("footprint_bench", "--checkpoint", str(random_checkpoint), "--sentences", "6")
+    rows = [line.split("|") for line in lines if line.startswith("| ") and "---" not in line]
+    ratios = [float(row[4]) for row in rows[1:]]
+    layouts = {"gather", "fixed"} | ({"slots"} if attention_kernels_for(torch.zeros(1)) else set())
+    assert {row[2].strip() for row in rows[1:]} == layouts
+    assert len(ratios) == 3 * len(layouts) * 2 and all(0 < r <= 1 for r in ratios), ratios
 
 
 def test_the_neighbour_dies_with_a_benchmark_that_is_killed(random_checkpoint, tmp_path):
