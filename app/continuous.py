@@ -54,15 +54,17 @@ Admission:
   running, and waits for at most one round of those with none running, never for them to
   finish; a long request whose sentences have finished is back at the front (it is not
   starved by a stream of short ones): each request gets an equal share of the running
-  places, as far as it can use them. A group that takes no newcomer now (its places are
-  full, or its next join is steps away) is passed over: its requests keep no other out;
+  places, as far as it can use them. A group whose places are full is passed over: its
+  requests keep no other out. A group whose next join is steps away keeps, at its request's
+  turn, the budget that request's sentence needs for that join (others whose turns come
+  after it take only the rest), or, where it does not fit, keeps out those after it as a
+  request that could join now would;
 - a running group takes newcomers at most every `join_every` steps (MT_JOIN_EVERY_STEPS; a
   group with no sentence running takes them at once): each join runs the newcomers' encoder
   and writes their state in one call, whose cost on a GPU is mostly the host's, whatever the
   number of newcomers, so joining them together costs less than one at a time, for a wait of
-  at most that many steps where the budget lets them in then (while they wait for the next
-  join, sentences of other groups may take budget before them, as they do not block; the
-  step bound below does not give way for that wait either);
+  at most that many steps where the budget lets them in then (the budget their turn kept for
+  them, above; the step bound below does not give way for that wait);
 - at most `max_queue_size` sentences wait; `submit` beyond that raises QueueFull.
 
 Stepping: a step computes every sentence of its group, unless they are more than
@@ -505,20 +507,22 @@ class ContinuousBatcher(Tickets):
             members, places = {}, {}  # of the groups open to newcomers
             before = {}  # the footprint of those that took newcomers, with them
             heads = []  # (running, seq, group): each open group's next request
+            between = set()  # groups whose next join is steps away: their turn holds its place
             for group, requests in self._waiting.items():
                 running = self._running.get(group)
-                if (
-                    running
-                    and running.members
-                    and running.steps - running.joined_at < self.join_every
-                ):
-                    continue  # newcomers join a running decode together, every join_every steps
                 members[group] = (
                     [(s.key, s.cost) for s in running.members.values()] if running else []
                 )
                 places[group] = max(1, min(self.max_batch_size, self.places(group)))
                 if len(members[group]) >= places[group]:
                     continue  # full: its requests wait for a place, and keep out no other
+                if (
+                    running
+                    and running.members
+                    and running.steps - running.joined_at < self.join_every
+                ):
+                    between.add(group)  # newcomers join a running decode together, every
+                    # join_every steps: until then, the budget its next sentence needs is kept
                 heapq.heapify(requests)  # sentences have finished since: the turns moved
                 heads.append((requests[0].running, requests[0].seq, group))
             heapq.heapify(heads)
@@ -533,6 +537,12 @@ class ContinuousBatcher(Tickets):
                     running = self._running.get(group)
                     was = running.footprint if running else idle.get(group, 0)
                 footprint = self.envelope(group, mine + [(s.key, s.cost)])
+                if group in between:  # its turn: the budget it needs is kept for its join
+                    if used - was + footprint > self.budget:
+                        break  # it waits, and so does every sentence whose turn comes after it
+                    used += footprint - was
+                    heapq.heappop(heads)
+                    continue
                 others = [g for g in idle if g != group]
                 if others and used - was + footprint > self.budget:
                     rest = used - was - sum(idle[g] for g in others)  # running groups'

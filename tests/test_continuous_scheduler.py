@@ -499,6 +499,24 @@ async def test_a_group_full_or_between_joins_keeps_no_other_groups_sentence_out(
     await b.stop(5)
 
 
+async def test_a_request_waiting_for_its_decodes_next_join_keeps_its_budget():
+    """A request whose decode takes newcomers only every few steps (MT_JOIN_EVERY_STEPS) keeps
+    the budget its sentence needs until that join: a request of another group whose turn
+    comes after it does not take it meanwhile (it did, and the first waited for the budget to
+    free again, while later ones of other groups could take it each time)."""
+    engine = FakeEngine()
+    b = await started(engine, join_every=4, budget=2)
+    first = b.submit(("x", 1), [("long", 12)], [1])
+    await asyncio.to_thread(engine.wait_started, 1)  # x runs, its next join 4 steps away
+    waiting = b.submit(("x", 1), [("x2", 1)], [1])
+    later = b.submit(("y", 1), [("y1", 1)], [1])  # room for one more sentence: x2's turn
+    await step_until(engine, lambda: waiting.future.done() and later.future.done())
+    assert engine.joined["x2"] < engine.joined["y1"]
+    assert engine.joined["x2"] == 4  # at its decode's next join
+    await step_until(engine, first.future.done)
+    await b.stop(5)
+
+
 async def test_the_running_count_is_reported_every_step_not_only_when_a_request_ends():
     """mt_running_sentences follows a long request's decode as it runs (it read 0 for seconds
     while a request of many sentences decoded, when it was set only as requests ended)."""
