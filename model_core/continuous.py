@@ -40,7 +40,8 @@ Memory: the self-attention buffer holds rows x the largest output limit among th
 (positions a row never reaches are allocated, not written); the cross-attention state holds
 sentences x the longest source. `envelope` reports both in token positions, the unit the
 service's admission budget counts in; `buffers` what the buffers hold room for (more, with
-`fixed`).
+`fixed`); `footprint` the most a decode holds from a join to the next, its buffers and what
+its joins and steps hold beside them (`Costs`), which admission counts.
 """
 
 from __future__ import annotations
