@@ -117,8 +117,13 @@ STEP_PATIENCE = 5
 
 
 class NewcomersFailed(Exception):
-    """Raised by `Group.join` when the newcomers did not join but the group's other sentences
-    go on as they were (the newcomers' encoder ran out of memory, say): only they fail."""
+    """Raised by `Group.join` when newcomers did not join but the group's other sentences go on
+    as they were (the newcomers' encoder ran out of memory, say): only they fail. `ids`: the
+    newcomers that did not join, where the others did (None: none of them joined)."""
+
+    def __init__(self, message: str, ids: list[int] | None = None):
+        super().__init__(message)
+        self.ids = ids
 
 
 class Group(Protocol):
@@ -601,7 +606,7 @@ class ContinuousBatcher(Tickets):
             return call(running)
         except Exception as exc:
             if isinstance(exc, NewcomersFailed) and newcomers is not None:
-                self._newcomers_failed(running, newcomers, exc)
+                self._newcomers_failed(running, newcomers if exc.ids is None else exc.ids, exc)
                 return None
             # (NewcomersFailed from a step or a leave: a failure of the decode as any other)
             error_id = uuid.uuid4().hex[:12]
@@ -639,9 +644,10 @@ class ContinuousBatcher(Tickets):
             for s in failed:
                 s.state = "done"
             self._drop_rest(failed)  # their tickets' sentences running or waiting
-            # their waits: the last ones admission recorded for the group
-            cut = len(running.joined_waits) - len(newcomers)
-            waits, running.joined_waits = running.joined_waits[cut:], running.joined_waits[:cut]
+            waits = [s.wait_s for s in failed]  # (the others' go with the next step)
+            for wait in waits:
+                with contextlib.suppress(ValueError):
+                    running.joined_waits.remove(wait)
         log.error(
             "%d sentence(s) could not join their decode, error id %s (the %d decoding go on)",
             len(failed),

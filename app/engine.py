@@ -539,6 +539,27 @@ class RunningGroup:
             raise
 
     def join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
+        """The newcomers join together; where that fails before the decode changed (their
+        encoder out of memory, say), each tries alone, so that one newcomer too large for
+        the memory left fails alone (JoinFailed naming those that did not join)."""
+        try:
+            self._join(entries)
+        except JoinFailed:
+            if len(entries) == 1:
+                raise
+            failed, cause = [], None
+            for entry in entries:
+                try:
+                    self._join([entry])
+                except JoinFailed as exc:
+                    failed.append(entry[0])
+                    cause = exc
+            if failed:
+                raise JoinFailed(
+                    f"{len(failed)} of {len(entries)} newcomers could not join", failed
+                ) from cause
+
+    def _join(self, entries: list[tuple[int, DecodeKey, list[int]]]) -> None:
         with self._failing(), self.engine.threads_for_batch() as batch:
             batch.work = sum(len(payload) for _, _, payload in entries)
             self.translator.join(

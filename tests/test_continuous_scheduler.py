@@ -29,6 +29,11 @@ class FakeGroup:
         self.engine.between(self.group)
         if any(name == "no-room" for _, _, (name, _) in entries):  # before anything changed
             raise NewcomersFailed("injected: the newcomers' encoder ran out of memory")
+        too_large = [sid for sid, _, (name, _) in entries if name == "too-large"]
+        if too_large:  # the others join
+            entries = [e for e in entries if e[0] not in too_large]
+            self.join(entries)
+            raise NewcomersFailed("injected: one newcomer's encoder ran out of memory", too_large)
         for sid, _key, (name, steps) in entries:
             if name == "bad-join":
                 raise RuntimeError("injected fault in join")
@@ -896,6 +901,28 @@ async def test_a_request_whose_decode_failed_has_its_waiting_sentences_dropped()
     assert await b.wait(after, 10) == ["retfa"]
     assert "w" not in engine.joined
     assert b.depth == 0 and b.running == 0 and b.problem() is None
+    await b.stop(5)
+
+
+async def test_a_newcomer_that_cannot_join_fails_alone_beside_those_that_joined_with_it():
+    """A join of which some newcomers joined and some did not (NewcomersFailed naming those):
+    only their requests fail; the others of the join decode, and their waits are reported
+    with the step as usual, the failed ones' with the failure."""
+    engine = FakeEngine()
+    reports = []
+    b = await started(engine, on_batch=reports.append)
+    release = hold(b)
+    fine = b.submit(("x", 1), [("fine", 2)], [1])
+    large = b.submit(("x", 1), [("too-large", 2)], [1])
+    release.set()
+    with pytest.raises(BatchFailed):
+        await b.wait(large, 10)
+    await step_until(engine, fine.future.done)
+    assert await b.wait(fine) == ["enif"]
+    assert [names for _, names in engine.steps] == [["fine"], ["fine"]]
+    await until(lambda: sum(len(r.queue_waits_s) for r in reports) == 2)
+    assert [(r.size, len(r.queue_waits_s)) for r in reports if r.failed] == [(1, 1)]
+    assert b.running == 0 and b.depth == 0 and b.problem() is None
     await b.stop(5)
 
 

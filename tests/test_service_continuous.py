@@ -169,6 +169,43 @@ def test_a_request_whose_encoder_fails_fails_alone_beside_a_running_one(weights_
         assert metric(url, "mt_running_sentences") == 0
 
 
+def test_of_newcomers_joining_together_only_the_one_too_large_fails(weights_dir):  # noqa: F811
+    """Newcomers whose join together fails (their encoder out of memory) each try alone: the
+    one that still fails gets a 500, the other is answered as it would have been."""
+    with serve_in_thread(weights_dir, scheduler="continuous") as (url, app):
+        gate = Gate(app.state.batcher.open_group)
+        app.state.batcher.open_group = gate
+        model = app.state.engine.translator("en-de").model
+        encode = model.encode_tokens
+        small = {"q": "The cat.", "source": "en", "target": "de"}
+        large = {**small, "q": "We eat bread and the small dog is very slow today."}
+
+        def out_of_memory_when_long(src, mask):  # a source this long does not fit
+            if src.shape[1] > 8:
+                raise RuntimeError("out of memory (injected)")
+            return encode(src, mask)
+
+        async def scenario():
+            async with httpx.AsyncClient(timeout=60) as c:
+                running = asyncio.ensure_future(c.post(f"{url}/translate", json=small))
+                assert await asyncio.to_thread(gate.stepped.wait, 30)  # its first step, held
+                model.encode_tokens = out_of_memory_when_long
+                both = [
+                    asyncio.ensure_future(c.post(f"{url}/translate", json=b))
+                    for b in (small, large)
+                ]
+                await asyncio.wait_for(_until(lambda: metric(url, "mt_queue_depth") == 2), 30)
+                gate.open.set()  # they join together after this step
+                return await running, *[await a for a in both]
+
+        first, fine, too_large = asyncio.run(scenario())
+        del model.encode_tokens
+        assert too_large.status_code == 500 and "error id" in too_large.text
+        assert fine.status_code == 200 and first.status_code == 200
+        assert fine.json()["translatedText"] == first.json()["translatedText"]
+        assert metric(url, "mt_running_sentences") == 0
+
+
 def _dropped(way: str) -> str:
     reason = "deadline" if way == "deadline" else "client_disconnected"
     return f'mt_dropped_sentences_total{{reason="{reason}"}}'
