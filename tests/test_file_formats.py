@@ -1822,3 +1822,26 @@ def test_a_paragraph_longer_than_one_request_is_sent_in_pieces_in_html_and_docx(
     out = translate_office(src, recording, limits, "docx")
     assert max(map(len, sent)) <= 300, max(map(len, sent))
     assert "".join(word_texts(out)[0]) == long.upper()
+
+
+def test_a_line_longer_than_one_request_is_sent_in_pieces_in_txt_and_srt():
+    """A .txt paragraph on one line (a transcript, a text saved a paragraph per line) or a cue
+    over `max_request_chars` was sent whole: the service refused the file with 413 ("the file
+    has a paragraph of N characters"), where an .md, .html or .docx file's is cut. Now it is
+    cut at sentence ends too, and the translated pieces joined again on its line."""
+    long = " ".join(f"The cat sat on mat number {i} today." for i in range(40))
+    limits = Limits(max_request_chars=300)
+    sent: list[str] = []
+
+    def recording(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return upper(texts)
+
+    out = translate_txt(f"Title\r\n\r\n  {long}  \r\nThe end.\r\n".encode(), recording, limits)
+    assert max(map(len, sent)) <= 300, max(map(len, sent))
+    assert out.decode() == f"TITLE\r\n\r\n  {long.upper()}  \r\nTHE END.\r\n"
+    sent.clear()
+    srt = f"1\n00:00:01,000 --> 00:00:09,000\n<i>{long}</i>\n".encode()
+    out = translate_srt(srt, recording, limits)
+    assert max(map(len, sent)) <= 300, max(map(len, sent))
+    assert out.decode() == f"1\n00:00:01,000 --> 00:00:09,000\n<i>{long.upper()}</i>\n"

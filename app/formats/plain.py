@@ -15,7 +15,8 @@ encoding it is told to be in, and written back in it (app/formats/text_charset.p
   heading, a line of a poem or of an address, `Dear John,` each end their line. A paragraph
   also ends at a line without letters, or with none beside its URLs and e-mail addresses
   (copied as it is), where its lines after the first
-  change indentation, and before it would pass 1,000 characters (or MT_MAX_REQUEST_CHARS).
+  change indentation, and before it would pass 1,000 characters (or MT_MAX_REQUEST_CHARS);
+  a line longer than MT_MAX_REQUEST_CHARS is sent in pieces cut at sentence ends, as a cue is.
 - .srt: each cue's text lines are translated together as one text, then spread over as many
   lines as the cue had (cut at spaces, outside markup such as `<i>`); cue numbers, timestamps,
   blank lines and blocks without a timestamp line are copied as they are, as are cues without
@@ -45,14 +46,15 @@ from ..html_lang import kept_languages
 from ..text import LINE_ENDS, list_marker
 from . import FormatError, Limits, Translate, text_charset
 from .addresses import verbatim_spans
-from .inline import has_letters, split_space, translate_units
+from .inline import _cut, has_letters, split_space, translate_units
 
 #: a subtitle's override tags ({\an8}, {\i1}, {\fs20}): kept as they are
 _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
 #: markup in a cue, never cut: tags ("<3", "< 5" are text; one cut off runs to the end) and
 #: override tags
 _MARKUP = re.compile(r"<[A-Za-z/!?][^>]*>?|" + _OVERRIDE.pattern)
-#: characters in a paragraph of a .txt at most (a text over MT_MAX_REQUEST_CHARS is refused)
+#: characters of a .txt's lines joined in one paragraph at most (one line over
+#: MT_MAX_REQUEST_CHARS is sent in pieces: `_in_pieces`)
 _MAX_PARAGRAPH = 1_000
 #: the end of a sentence at the end of a line (then closing quotes or brackets)
 _END = re.compile(r"[.!?:\u2026][\"'\u201d\u2019\u00bb)\]]*$")
@@ -187,7 +189,7 @@ def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     longest = min(_MAX_PARAGRAPH, limits.max_request_chars)  # a text over it would be a 413
     paragraphs = _paragraphs([content for content, _ in lines], longest)
     texts = [" ".join(lines[k][0].strip() for k in range(a, b)) for a, b in paragraphs]
-    translated = translate(texts) if texts else []
+    translated = _in_pieces(texts, translate, limits.max_request_chars)
     out = list(lines)
     for (first, end), new in reversed(list(zip(paragraphs, translated, strict=True))):
         spaces = [split_space(lines[k][0]) for k in range(first, end)]
@@ -201,6 +203,19 @@ def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
             for i, part in enumerate(parts)
         ]
     return codec.encode_text("".join(c + e for c, e in out))
+
+
+def _in_pieces(texts: list[str], translate: Translate, limit: int) -> list[str]:
+    """`texts` translated, one longer than `limit` (a paragraph on one line: a transcript, a
+    text saved a paragraph per line) sent in pieces cut at sentence ends (the service refused
+    it with 413), the translated pieces joined again with the spaces between them."""
+    pieces = [[split_space(p) for p in _cut(t, limit)] for t in texts]
+    sent = [core for text in pieces for _, core, _ in text if core]
+    done = iter(translate(sent) if sent else [])
+    return [
+        "".join(lead + (next(done) if core else "") + trail for lead, core, trail in text)
+        for text in pieces
+    ]
 
 
 def translate_html_file(
@@ -332,7 +347,12 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
         else:
             parts = [("", " ".join(cue_lines))]
         try:
-            texts.append([(dash, HtmlDocument(t, atoms=_OVERRIDE)) for dash, t in parts])
+            texts.append(
+                [
+                    (dash, HtmlDocument(t, atoms=_OVERRIDE, limit=limits.max_request_chars))
+                    for dash, t in parts
+                ]
+            )
         except HtmlError as exc:
             raise FormatError(f"line {first + 1}: {exc}") from None
     documents = [d for cue in texts for _, d in cue]
