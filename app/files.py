@@ -81,9 +81,14 @@ def safe_name(filename: str, target: str) -> str:
 
 def ascii_name(name: str) -> str:
     """`Bericht_über_de.txt` -> `Bericht_uber_de.txt`: accents dropped, other characters that
-    are not ASCII letters or digits replaced (a safe name's fallback for old clients)."""
+    are not ASCII letters or digits replaced (a safe name's fallback for old clients). A name
+    that starts with no ASCII letter or digit left, `報告_de.txt`, is named `document` as a
+    file without a usable name is (it was `_de.txt`, nothing of a name)."""
     plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    return re.sub(r"[^A-Za-z0-9._-]", "_", plain) or "document"
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", plain).lstrip(".")
+    if not plain[:1].isalnum():
+        plain = "document" + ("_" if plain and plain[0] not in "_-" else "") + plain
+    return plain
 
 
 def prepare_directory(directory: Path) -> None:

@@ -609,6 +609,21 @@ def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
     )
 
 
+def test_a_file_name_without_latin_letters_has_a_named_ascii_fallback(server):
+    """A name whose letters all drop from the ASCII `filename` (`報告.txt`) came back as
+    `_de.txt`, nothing of a name; it falls back to `document`, as a file sent without a
+    usable name does."""
+    url, _ = server
+    got = download(url, upload(url, "報告.txt", b"The cat."))
+    assert got.headers["content-disposition"] == (
+        "attachment; filename=\"document_de.txt\"; filename*=utf-8''%E5%A0%B1%E5%91%8A_de.txt"
+    )
+    got = download(url, upload(url, "Отчёт 2024.txt", b"The cat."))
+    assert got.headers["content-disposition"].startswith(
+        'attachment; filename="document_2024_de.txt"; '
+    )
+
+
 def test_a_quote_in_a_file_name_comes_back_as_a_browser_sent_it(server):
     """Browsers and curl send `"weird".txt` as `filename="%22weird%22.txt"` (WHATWG HTML,
     RFC 7578 4.2); the link said `22weird_22_de.txt`."""
