@@ -1845,3 +1845,13 @@ def test_a_line_longer_than_one_request_is_sent_in_pieces_in_txt_and_srt():
     out = translate_srt(srt, recording, limits)
     assert max(map(len, sent)) <= 300, max(map(len, sent))
     assert out.decode() == f"1\n00:00:01,000 --> 00:00:09,000\n<i>{long.upper()}</i>\n"
+
+
+def test_a_utf32_text_file_is_refused_as_utf32():
+    """UTF-32 starts with UTF-16's byte order mark: it was refused as holding NUL characters,
+    "not text, or UTF-16 without a byte order mark", which it is neither."""
+    for name in ("a.txt", "a.srt", "a.md", "a.html"):
+        for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be")):
+            data = bom + "The cat.\n".encode(codec)
+            with pytest.raises(FormatError, match=r"is UTF-32 text.*save it as UTF-8"):
+                handler_for(name)(data, upper, LIMITS)

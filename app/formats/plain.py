@@ -90,6 +90,9 @@ def decode(data: bytes, kind: str) -> tuple[str, Codec | text_charset.LegacyCode
 
 
 def _read(data: bytes, kind: str) -> tuple[str, Codec | text_charset.LegacyCodec]:
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):  # before UTF-16's: the
+        # little-endian mark starts with it (it was refused as holding NUL characters)
+        raise FormatError(f"the {kind} file is UTF-32 text; save it as UTF-8")
     body = data
     if data.startswith(codecs.BOM_UTF8):
         codec = "utf-8-sig"
