@@ -1855,3 +1855,22 @@ def test_a_utf32_text_file_is_refused_as_utf32():
             data = bom + "The cat.\n".encode(codec)
             with pytest.raises(FormatError, match=r"is UTF-32 text.*save it as UTF-8"):
                 handler_for(name)(data, upper, LIMITS)
+
+
+def test_a_strict_open_xml_document_is_refused_not_returned_untranslated():
+    """Word's and PowerPoint's "Strict Open XML" save their parts in other namespaces
+    (http://purl.oclc.org/ooxml/...): none of their text was found, and the file came back as
+    it was, with 200, as if translated."""
+    strict = {
+        "word/document.xml": (b"schemas.openxmlformats.org/wordprocessingml/2006/main",
+                              b"purl.oclc.org/ooxml/wordprocessingml/main"),
+        "ppt/presentation.xml": (b"schemas.openxmlformats.org/presentationml/2006/main",
+                                 b"purl.oclc.org/ooxml/presentationml/main"),
+    }  # fmt: skip
+    for kind, src in (("docx", make_docx()), ("pptx", make_pptx())):
+        parts = entries(src)
+        for name, (transitional, purl) in strict.items():
+            if name in parts:
+                parts[name] = parts[name].replace(transitional, purl)
+        with pytest.raises(FormatError, match=r"Strict Open XML.*save it as"):
+            translate_office(zip_of(parts), upper, LIMITS, kind)

@@ -37,6 +37,7 @@ from . import FormatError, Limits, Translate
 from .inline import SOFT_HYPHEN, UnitBuilder, distribute
 from .office_archive import (
     check_not_encrypted,
+    check_transitional,
     kind_of,
     open_archive,
     parse_part,
@@ -161,6 +162,8 @@ def translate_office(
                 continue
             raise
         parts[info.filename] = (root, raw)
+        if info.filename == kind[1] and fmt is not None:  # the main part of a .docx or .pptx
+            check_transitional(kind[0], root)
         if info.filename == "word/numbering.xml":
             extras.append((info.filename, NumberingLabels(root)))
         elif fmt is DOCX and info.filename not in PROPERTY_PARTS:

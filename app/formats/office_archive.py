@@ -10,7 +10,8 @@ another kind than its extension says (a Word document named `x.odt`, an OpenDocu
 spreadsheet whose `mimetype` is not text) is a 400: it would be served under that extension.
 So is a password-protected document, told apart from a broken one: a .docx or .pptx in the
 compound file Office encrypts it into (the signature of a binary .doc or .ppt too), an .odt
-whose manifest names how its parts are encrypted.
+whose manifest names how its parts are encrypted; and a .docx or .pptx saved as Strict Open
+XML, whose text is in namespaces the handlers do not read.
 """
 
 from __future__ import annotations
@@ -133,6 +134,21 @@ def kind_of(archive: zipfile.ZipFile, expected: str | None, kinds: list[tuple]) 
     if kind is None:
         raise FormatError(f"the file is {what}, not a Word, PowerPoint or OpenDocument text file")
     return kind
+
+
+#: the namespaces of ISO/IEC 29500 Strict, in which Word and PowerPoint save "Strict Open XML"
+STRICT = "{http://purl.oclc.org/ooxml/"
+
+
+def check_transitional(kind: str, root: etree._Element) -> None:
+    """FormatError 400 for a .docx or .pptx saved as Strict Open XML (`root`: its main part):
+    its elements are in other namespaces, where none of its text was found, and it came back
+    as it was, with 200, as if translated."""
+    if root.tag.startswith(STRICT):
+        raise FormatError(
+            "the file is saved as Strict Open XML, whose text this service does not read; "
+            f"save it as {NAMES[kind]}, not Strict, and send it again"
+        )
 
 
 MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
