@@ -69,14 +69,26 @@ def form_filename(sent: str) -> str:
 
 def safe_name(filename: str, target: str) -> str:
     """`report.docx` -> `report_de.docx`: the base name only, characters other than letters,
-    digits, `.`, `-` and `_` replaced, at most 100 characters. The name is composed first
-    (NFC): macOS gives names decomposed, `u` + U+0308 for `ü`, and the combining mark, not a
-    letter, became `_` (`Bericht_u_ber_de.docx`)."""
+    digits, combining marks, `.`, `-` and `_` replaced (`_sanitised`), at most 100 characters.
+    The name is composed first (NFC): macOS gives names decomposed, `u` + U+0308 for `ü`, and
+    the combining mark became `_` (`Bericht_u_ber_de.docx`)."""
     base = PurePath(unicodedata.normalize("NFC", filename).replace("\\", "/")).name
     suffix = PurePath(base).suffix.lower()
-    stem = _UNSAFE.sub("_", base[: len(base) - len(suffix)]).strip("._")[:80] or "document"
+    stem = _sanitised(base[: len(base) - len(suffix)]).strip("._")[:80] or "document"
     lang = _UNSAFE.sub("_", target)[:12]
     return f"{stem}_{lang}{suffix}"
+
+
+def _sanitised(text: str) -> str:
+    """`text` with each run of characters other than letters, digits, combining marks, `.`,
+    `-` and `_` replaced by one `_`. The marks are the vowel signs of Devanagari, Tamil,
+    Bengali or Thai and Hebrew's points, which no composed character replaces: each became `_`
+    (`रिपोर्ट.docx` came back as `र_प_र_ट_de.docx`)."""
+    kept = "".join(
+        c if c in "._-" or c.isalnum() or unicodedata.category(c).startswith("M") else "\0"
+        for c in text
+    )
+    return re.sub("\0+", "_", kept)
 
 
 def ascii_name(name: str) -> str:

@@ -1381,6 +1381,15 @@ def test_a_decomposed_file_name_keeps_its_letters():
     assert safe_name("Bericht u\u0308ber.docx", "de") == "Bericht_\u00fcber_de.docx"
 
 
+def test_a_file_name_in_a_script_with_vowel_signs_keeps_them():
+    """Devanagari, Tamil, Bengali, Thai vowel signs and Hebrew points are combining marks that
+    no composed character replaces: each became `_` (`रिपोर्ट.docx` came back as
+    `र_प_र_ट_de.docx`)."""
+    for name in ("रिपोर्ट", "அறிக்கை", "দলিল", "ที่นี่", "תַּלְמוּד"):
+        assert safe_name(f"{name}.docx", "de") == f"{name}_de.docx"
+    assert safe_name("a\u200fb\u0301c.txt", "de") == "a_b\u0301c_de.txt"  # a mark, a bidi mark
+
+
 def test_the_escapes_browsers_write_in_a_file_name_are_decoded():
     # browsers and curl send `"` as %22: `"weird".txt` came back as `22weird_22_de.txt`
     assert form_filename("%22weird%22.txt") == '"weird".txt'
