@@ -74,18 +74,25 @@ def safe_name(filename: str, target: str) -> str:
     the combining mark became `_` (`Bericht_u_ber_de.docx`)."""
     base = PurePath(unicodedata.normalize("NFC", filename).replace("\\", "/")).name
     suffix = PurePath(base).suffix.lower()
-    stem = _sanitised(base[: len(base) - len(suffix)]).strip("._")[:80] or "document"
+    stem = _sanitised(base[: len(base) - len(suffix)]).strip("._" + _JOINERS)[:80] or "document"
     lang = _UNSAFE.sub("_", target)[:12]
     return f"{stem}_{lang}{suffix}"
 
 
+#: zero-width non-joiner and joiner: inside Persian words (`گزارش‌ها`), and choosing a
+#: letter's form in Indic scripts; no other invisible character is kept in a name
+_JOINERS = "\u200c\u200d"
+
+
 def _sanitised(text: str) -> str:
-    """`text` with each run of characters other than letters, digits, combining marks, `.`,
-    `-` and `_` replaced by one `_`. The marks are the vowel signs of Devanagari, Tamil,
-    Bengali or Thai and Hebrew's points, which no composed character replaces: each became `_`
-    (`रिपोर्ट.docx` came back as `र_प_र_ट_de.docx`)."""
+    """`text` with each run of characters other than letters, digits, combining marks, the
+    joiners, `.`, `-` and `_` replaced by one `_`. The marks are the vowel signs of Devanagari,
+    Tamil, Bengali or Thai and Hebrew's points, which no composed character replaces: each
+    became `_` (`रिपोर्ट.docx` came back as `र_प_र_ट_de.docx`), as each joiner did."""
     kept = "".join(
-        c if c in "._-" or c.isalnum() or unicodedata.category(c).startswith("M") else "\0"
+        c
+        if c in "._-" + _JOINERS or c.isalnum() or unicodedata.category(c).startswith("M")
+        else "\0"
         for c in text
     )
     return re.sub("\0+", "_", kept)

@@ -1390,6 +1390,15 @@ def test_a_file_name_in_a_script_with_vowel_signs_keeps_them():
     assert safe_name("a\u200fb\u0301c.txt", "de") == "a_b\u0301c_de.txt"  # a mark, a bidi mark
 
 
+def test_a_file_name_keeps_its_zero_width_joiners():
+    """Persian writes a zero-width non-joiner inside words (`گزارش‌ها`, "reports"), Indic
+    scripts a joiner or non-joiner to choose a letter's form: each became `_`
+    (`گزارش_ها_de.docx`). Other invisible characters (a right-to-left override) still do."""
+    assert safe_name("گزارش\u200cها.docx", "de") == "گزارش\u200cها_de.docx"
+    assert safe_name("क्\u200dष.txt", "de") == "क्\u200dष_de.txt"
+    assert safe_name("a\u202egpj.txt", "de") == "a_gpj_de.txt"
+
+
 def test_the_escapes_browsers_write_in_a_file_name_are_decoded():
     # browsers and curl send `"` as %22: `"weird".txt` came back as `22weird_22_de.txt`
     assert form_filename("%22weird%22.txt") == '"weird".txt'
