@@ -428,6 +428,20 @@ def test_pptx_slide_titles_listed_in_its_properties_are_the_translated_titles():
     assert same["docProps/app.xml"] == parts["docProps/app.xml"]
 
 
+def test_pptx_whose_properties_list_no_group_of_its_slides_is_translated():
+    """python-pptx's template lists 0 "Slide Titles" and saving does not update it, nor does
+    any tool that adds slides without PowerPoint: with two slides or more no group had as many
+    entries as slides, and the file was a 500 (zip() of no entries with the slides' titles)."""
+    prs = pptx.Presentation(io.BytesIO(make_pptx()))
+    prs.slides.add_slide(prs.slide_layouts[5]).shapes.title.text = "Results"
+    buf = io.BytesIO()
+    prs.save(buf)
+    src = buf.getvalue()
+    out = translate_office(src, upper, LIMITS, "pptx")
+    assert entries(out)["docProps/app.xml"] == entries(src)["docProps/app.xml"]
+    assert pptx.Presentation(io.BytesIO(out)).slides[1].shapes.title.text == "RESULTS"
+
+
 def test_chart_data_labels_taken_from_cells_are_translated():
     """A data label showing a cell's text (PowerPoint's "Value From Cells") was copied
     untranslated; the cells' address is kept."""

@@ -105,17 +105,15 @@ def agree(
         if count == len(before) and at + count <= len(listed):
             groups.append(listed[at : at + count])
         at += count
+    if not groups:  # no group of as many entries as slides (a list older than the slides)
+        return None
 
     def listed_as(entry: etree._Element, title: str | None) -> bool:
         return title is not None and SPACES.sub("", entry.text or "") == SPACES.sub("", title)
 
     # the slides' titles: the group that lists the most of them (a font or a theme may be
     # named as a slide is)
-    group = max(
-        reversed(groups),
-        key=lambda g: sum(map(listed_as, g, before)),
-        default=[],
-    )
+    group = max(reversed(groups), key=lambda g: sum(map(listed_as, g, before)))
     changed = False
     for entry, source, target in zip(group, before, after, strict=True):
         if listed_as(entry, source) and target is not None and target != source:
