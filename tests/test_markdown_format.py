@@ -700,6 +700,17 @@ def test_the_language_fields_of_a_front_matter_name_the_target():
     assert out.startswith('+++\nlang = "de"\n[params]\nlang = "en"\n+++')
 
 
+def test_the_language_fields_of_a_front_matter_with_cr_line_ends_name_the_target():
+    """A file with classic Mac OS line ends (a CR alone) has its front matter found, but its
+    fields were looked for after an LF only: `lang: en` was kept under a German text."""
+    src = "---\rtitle: Weather\rlang: en\r---\r\rThe weather.\r"
+    out = handler_for("a.md", "de")(src.encode(), upper, LIMITS).decode()
+    assert out == "---\rtitle: Weather\rlang: de\r---\r\rTHE WEATHER.\r"
+    table = '+++\rlang = "en"\r[params]\rlang = "en"\r+++\r\rThe weather.\r'
+    out = handler_for("a.md", "de")(table.encode(), upper, LIMITS).decode()
+    assert out.startswith('+++\rlang = "de"\r[params]\rlang = "en"\r+++')
+
+
 #: per text `source: auto` keeps as it is, the language it is in
 KEPT = {
     "Je voudrais une table.": "fr",

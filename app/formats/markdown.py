@@ -101,10 +101,11 @@ _FRONT_MATTER = re.compile(
 )
 #: a front matter's field that gives the document's language (Pandoc's and Jekyll's `lang`,
 #: `language`, `locale`: YAML `lang: en`, TOML `lang = "en"`), not indented, its value a
-#: language code (`en`, `en-US`, `en_US`; not a name such as `English`), quoted or not
+#: language code (`en`, `en-US`, `en_US`; not a name such as `English`), quoted or not; at a
+#: line's start after any line end (`^` alone misses a CR's, a classic Mac OS file's)
 _LANG_FIELD = {
     sep: re.compile(
-        rf"""^(?:lang|language|locale)[ \t]*{sep}[ \t]*(["']?)"""
+        rf"""(?:^|(?<=\r))(?:lang|language|locale)[ \t]*{sep}[ \t]*(["']?)"""
         r"([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*)\1[ \t]*(?:#[^\r\n]*)?(?=[\r\n]|\Z)",
         re.M,
     )
@@ -128,7 +129,7 @@ def _front_matter_language(front: str, language: str) -> str:
     if front.startswith("---"):
         return _LANG_FIELD[":"].sub(field, front)
     # TOML: the document's own keys come before the first table (`[params]`: a theme's)
-    table = re.search(r"^\[", front, re.M)
+    table = re.search(r"(?:^|(?<=\r))\[", front, re.M)
     end = table.start() if table else len(front)
     return _LANG_FIELD["="].sub(field, front[:end]) + front[end:]
 
