@@ -27,6 +27,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from .formats import extension
+
 SUFFIX = ".mtfile"
 _ID = re.compile(r"[A-Za-z0-9_-]{24}")
 _UNSAFE = re.compile(r"[^\w.-]+")
@@ -73,7 +75,7 @@ def safe_name(filename: str, target: str) -> str:
     The name is composed first (NFC): macOS gives names decomposed, `u` + U+0308 for `ü`, and
     the combining mark became `_` (`Bericht_u_ber_de.docx`)."""
     base = PurePath(unicodedata.normalize("NFC", filename).replace("\\", "/")).name
-    suffix = PurePath(base).suffix.lower()
+    suffix = extension(base)
     stem = _sanitised(base[: len(base) - len(suffix)]).strip("._" + _JOINERS)[:80] or "document"
     lang = _UNSAFE.sub("_", target)[:12]
     return f"{stem}_{lang}{suffix}"

@@ -624,6 +624,18 @@ def test_a_file_name_without_latin_letters_has_a_named_ascii_fallback(server):
     )
 
 
+def test_a_file_named_only_by_its_extension_is_translated(server):
+    """`.txt` or `notes/.MD`: Python finds no suffix in a name that starts with its only dot, and
+    the file was refused with "files like '.txt' are not supported; send one of ..., .txt"."""
+    url, _ = server
+    for name, kept in ((".txt", "document_de.txt"), ("notes/.MD", "document_de.md")):
+        answer = upload(url, name, b"The cat.")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["translatedFileUrl"].endswith("/" + kept)
+        assert download(url, answer).status_code == 200
+    assert upload(url, ".", b"The cat.").status_code == 400
+
+
 def test_a_quote_in_a_file_name_comes_back_as_a_browser_sent_it(server):
     """Browsers and curl send `"weird".txt` as `filename="%22weird%22.txt"` (WHATWG HTML,
     RFC 7578 4.2); the link said `22weird_22_de.txt`."""

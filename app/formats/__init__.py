@@ -98,7 +98,10 @@ CONTENT_TYPES = {
 
 
 def extension(filename: str) -> str:
-    return PurePath(filename.replace("\\", "/")).suffix.lower()
+    """A file name's extension in lower case (`.docx`), that of a name that is nothing else
+    (`.txt`) too: Python takes that for a hidden file without one, and it was refused as
+    "not supported" in a message listing `.txt`."""
+    return PurePath("x" + PurePath(filename.replace("\\", "/")).name).suffix.lower()
 
 
 def content_type(filename: str, data: bytes) -> str:
