@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .endpoints import detect_endpoint, translate_endpoint
-from .fastpath import read_all
+from .fastpath import check_not_encoded, read_all
 from .formats import CONTENT_TYPES as FILE_EXTENSIONS
 from .keys import KeyInfo
 from .params import content_type, field_limit, form_params
@@ -137,6 +137,7 @@ async def frontend_settings_for_key(request: Request):
     on /translate. (An addition of this server's: LibreTranslate has GET only.)"""
     state = request.app.state
     s, scope = state.settings, request.scope
+    check_not_encoded(scope)  # 415, as /translate answers a compressed body
     raw = await read_all(scope, request.receive, s.max_body_bytes, s.body_timeout_s)
     if raw is None:  # the client went away
         return Response(status_code=499)
