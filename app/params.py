@@ -28,9 +28,9 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl
 
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.formparsers import MultiPartException
-from starlette.requests import Request
+from starlette.formparsers import MultiPartException, MultiPartParser
 
 from .translate import FORM_TYPES, ApiError, parse_json
 
@@ -114,22 +114,30 @@ def sent_as_file(name: str, filename: str | None) -> ApiError:
     )
 
 
+class Utf8MultiPartParser(MultiPartParser):
+    """Starlette's multipart parser, whose text fields are UTF-8 or a UnicodeDecodeError, as
+    an urlencoded body's are (Starlette reads a field that is not valid UTF-8 as Latin-1, all
+    its letters: "Grüße" with one wrong byte came as "GrÃ¼Ãe")."""
+
+    def on_part_end(self) -> None:
+        part = self._current_part
+        if part.file is None:
+            bytes(part.data).decode("utf-8")  # raises UnicodeDecodeError
+        super().on_part_end()
+
+
 async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     """Fields of an urlencoded or multipart body already read (`raw`); a file part is a 400
-    (`sent_as_file`)."""
+    (`sent_as_file`), and so is a text field that is not UTF-8."""
     if content_type(scope["headers"]) == URLENCODED:
         return fields_of(parse_urlencoded(raw, "form body", limit), limit)
-    sent = [False]
 
-    async def receive() -> dict:
-        if sent[0]:
-            return {"type": "http.disconnect"}
-        sent[0] = True
-        return {"type": "http.request", "body": raw, "more_body": False}
+    async def body():
+        yield raw
 
-    request = Request({**scope, "type": "http"}, receive)
+    parser = Utf8MultiPartParser(Headers(scope=scope), body(), max_files=1, max_fields=limit)
     try:
-        form = await request.form(max_files=1, max_fields=limit)
+        form = await parser.parse()
     except (MultiPartException, HTTPException) as exc:  # (the second: Starlette's form of
         # the first, inside an application's stack)
         if getattr(exc, "status_code", 400) >= 500:
@@ -139,7 +147,7 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
             raise too_many(f"more than {limit}", limit) from None
         raise ApiError(400, f"the multipart body is malformed ({why})") from None
     except UnicodeDecodeError:
-        raise ApiError(400, "the form body is not valid UTF-8") from None
+        raise ApiError(400, "the form body is not valid UTF-8; send UTF-8 text") from None
     try:
         for name, value in form.multi_items():
             if not isinstance(value, str):

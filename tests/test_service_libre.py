@@ -168,6 +168,30 @@ def test_a_form_body_is_utf8_as_sent_raw_or_escaped(server):
         assert r.json()["translatedText"] == text
 
 
+@pytest.mark.parametrize("path", ["/translate", "/detect"])
+def test_a_multipart_field_that_is_not_utf8_is_a_400_as_in_an_urlencoded_form(server, path):
+    """A multipart field is UTF-8 as an urlencoded one is: one wrong byte is a 400 (the field
+    was read as Latin-1, every other letter of the text too: "GrÃ¼Ãe" was translated, 200)."""
+    for value in ("Grüße aus München ".encode() + b"\xff", b"Gr\xfc\xdfe"):
+        fields = {"q": value, "source": b"de", "target": b"de"}
+        body = b"".join(
+            b'--XyZ\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (k.encode(), v)
+            for k, v in fields.items()
+        )
+        r = post(
+            server,
+            path,
+            content=body + b"--XyZ--\r\n",
+            headers={"content-type": "multipart/form-data; boundary=XyZ"},
+        )
+        assert r.status_code == 400, r.text
+        assert "not valid UTF-8" in r.json()["error"], r.text
+    text = "Grüße aus München, 東京 und Zürich"
+    r = post(server, files={"q": (None, text), "source": (None, "de"), "target": (None, "de")})
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == text
+
+
 def test_a_form_or_query_string_holds_as_many_texts_as_a_json_list(server):
     """`batchLimit` (/frontend/settings) texts in a repeated `q`, in every style; one more is a
     413 that says why."""
