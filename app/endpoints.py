@@ -16,7 +16,7 @@ from .access import text_chars
 from .detect import readable
 from .params import field_limit, request_params
 from .request_cost import texts_cost
-from .translate import _SURROGATE, ApiError, too_many_chars, without_addresses
+from .translate import _SURROGATE, Q_TYPE, ApiError, too_many_chars, without_addresses
 from .translate import translate as translate_data
 
 Receive = Callable[[], Awaitable[dict]]
@@ -40,7 +40,7 @@ def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
     q = data.get("q")
     texts = [q] if isinstance(q, str) else q
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise ApiError(400, "`q` must be a text or a list of texts")
+        raise ApiError(400, Q_TYPE)
     if not texts or not any(readable(t).strip() for t in texts):  # (a soft hyphen alone: blank)
         raise ApiError(400, "`q` is empty: give the text whose language to detect")
     s = state.settings

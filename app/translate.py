@@ -151,12 +151,29 @@ def check_accepting(state: Any) -> None:
 SHOWN_ERRORS = 5  # problems an answer lists at most (a list `q` can hold many of the same)
 
 
+#: the branches of `q`'s type (`str | list[str]`) in pydantic's error locations
+_Q_BRANCHES = ("str", "list[str]")
+Q_TYPE = "`q` must be a text or a list of texts"
+
+
+def field_path(loc: tuple) -> str:
+    """A pydantic error location as a client names it: `q[1]`, `alternatives` (not
+    `q.list[str].1`: the branch of `q`'s type is left out)."""
+    if loc[:1] == ("q",) and loc[1:2] and loc[1] in _Q_BRANCHES:
+        loc = ("q", *loc[2:])
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    return where.lstrip(".") or "body"
+
+
 def describe_validation(exc: ValidationError) -> str:
-    errors = exc.errors()
+    """The 400's message for a request that TranslateRequest refuses; a list `q` is not told
+    that it is not a text (the text branch of its type)."""
+    errors = [
+        e for e in exc.errors() if e["loc"] != ("q", "str") or not isinstance(e["input"], list)
+    ]
     parts = []
     for err in errors[:SHOWN_ERRORS]:
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
+        parts.append(f"{field_path(err['loc'])}: {err['msg']}")
     more = len(errors) - SHOWN_ERRORS
     return "invalid request: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
@@ -889,6 +906,8 @@ async def translate(
     q, limit = data.get("q"), state.settings.max_texts
     if isinstance(q, list) and len(q) > limit:  # before checking each of them
         raise ApiError(413, f"{len(q)} texts in `q`; at most {limit} per request")
+    if "q" in data and not isinstance(q, (str, list)):  # (null too: `q` left out is named so)
+        raise ApiError(400, Q_TYPE)
     try:
         req = TranslateRequest.model_validate(data)
     except ValidationError as exc:

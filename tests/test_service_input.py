@@ -74,6 +74,24 @@ def test_a_json_number_of_5000_digits_is_a_400(url, field, sign):
     assert_400(r, "more than 4300 digits", field)
 
 
+@pytest.mark.parametrize(
+    ("q", "wanted"),
+    [
+        (None, "`q` must be a text or a list of texts"),
+        (3, "`q` must be a text or a list of texts"),
+        ({"text": "The cat."}, "`q` must be a text or a list of texts"),
+        (["The cat.", 3], "invalid request: q[1]: Input should be a valid string"),
+        ([["The cat."]], "invalid request: q[0]: Input should be a valid string"),
+    ],
+)
+def test_a_q_of_another_type_is_a_400_that_names_what_q_takes(url, q, wanted):
+    """As /detect says it (it named the branches of `q`'s type: "q.str: Input should be a
+    valid string; q.list[str].1: Input should be a valid string")."""
+    r = httpx.post(f"{url}/translate", json={"q": q, "source": "en", "target": "de"}, timeout=60)
+    assert_400(r, wanted)
+    assert "str]" not in r.json()["error"] and "q.str" not in r.json()["error"], r.text
+
+
 @pytest.mark.parametrize("field", COUNTS)
 def test_a_long_but_parsable_number_is_a_400_that_does_not_echo_it(url, field):
     r = post_json_text(url, f'{BASE}, "{field}": {"9" * 4000}')
