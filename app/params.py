@@ -24,6 +24,7 @@ is that plus FIELD_MARGIN.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 from urllib.parse import parse_qsl
@@ -126,10 +127,31 @@ class Utf8MultiPartParser(MultiPartParser):
         super().on_part_end()
 
 
+def json_sent_as_form(raw: bytes) -> bool:
+    """Whether an urlencoded body is a JSON object or array (`curl -d '{"q": ...}'` sends it
+    with curl's default Content-Type): read as a form, it has one field, named by all of it."""
+    if raw.lstrip()[:1] not in (b"{", b"["):
+        return False
+    try:
+        json.loads(raw)
+    except ValueError:  # (UnicodeDecodeError too): not JSON
+        return False
+    except RecursionError:
+        return True  # JSON nested too deeply is still JSON
+    return True
+
+
 async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     """Fields of an urlencoded or multipart body already read (`raw`); a file part is a 400
-    (`sent_as_file`), and so is a text field that is not UTF-8."""
+    (`sent_as_file`), and so is a text field that is not UTF-8, and JSON sent as a form."""
     if content_type(scope["headers"]) == URLENCODED:
+        if json_sent_as_form(raw):
+            raise ApiError(
+                400,
+                "the body is JSON, sent as a form (Content-Type: "
+                f"{URLENCODED}, curl -d's default); send it with the header "
+                "Content-Type: application/json",
+            )
         return fields_of(parse_urlencoded(raw, "form body", limit), limit)
 
     async def body():

@@ -6,6 +6,7 @@ model of its own language."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 
 import httpx
@@ -190,6 +191,26 @@ def test_a_multipart_field_that_is_not_utf8_is_a_400_as_in_an_urlencoded_form(se
     r = post(server, files={"q": (None, text), "source": (None, "de"), "target": (None, "de")})
     assert r.status_code == 200, r.text
     assert r.json()["translatedText"] == text
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/translate", {"q": "Tom & Mary are here.", "source": "en", "target": "de"}),
+        ("/translate", {"q": ["I like tea."], "source": "en", "target": "de"}),
+        ("/detect", {"q": "Wo ist der Bahnhof?"}),
+        ("/frontend/settings", {"api_key": "mt-not-a-key"}),
+    ],
+)
+def test_json_sent_as_a_form_is_a_400_that_names_the_content_type(server, path, body):
+    """`curl -d '{"q": ...}'` sends JSON as a form (its default Content-Type): the answer
+    says so (it was "q: Field required; source: Field required; target: Field required" for
+    a body that holds them, and POST /frontend/settings answered the server's settings, 200,
+    as if no key had been sent)."""
+    r = post(server, path, content=json.dumps(body).encode(), headers=URLENCODED)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "JSON" in error and "Content-Type: application/json" in error, error
 
 
 def test_a_form_or_query_string_holds_as_many_texts_as_a_json_list(server):
