@@ -10,8 +10,9 @@ text alone). One function serves every endpoint and both front ends
 (the plain-ASGI fast path, app/fastpath.py, and the FastAPI routes).
 
 Forms and query strings are UTF-8, as browsers send them and as LibreTranslate (Flask) reads
-them: raw bytes and %-escapes alike (`curl -d 'q=Grüße'` sends the raw bytes); what is not
-valid UTF-8 is a 400, not text with replacement characters. A line break in a form's or a query
+them: raw bytes and %-escapes alike (`curl -d 'q=Grüße'` sends the raw bytes; a query
+string's raw non-ASCII bytes never come here: the HTTP parser refuses them, app/protocol.py);
+what is not valid UTF-8 is a 400, not text with replacement characters. A line break in a form's or a query
 string's `q` is read as LF: HTML forms send a text area's lines with CRLF, as multipart (RFC
 2046) writes them, and LibreTranslate reads them as LF ("\n".join(q.splitlines())), so that a
 line break counts one character against the limits, as it does in the text area. Every line

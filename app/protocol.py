@@ -53,6 +53,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+#: the parser's reasons for a URL holding a byte it must not (a non-ASCII letter, a control
+#: character), or a space that cut the request line ("POST /translate?q=Wo ist er HTTP/1.1")
+UNESCAPED_URL = ("Invalid char in url", "Expected HTTP/")
+ESCAPE_URL = (
+    "a URL's spaces and non-ASCII letters go %-escaped, as UTF-8: "
+    "`q=Grüße` as `q=Gr%C3%BC%C3%9Fe`, a space as `%20`"
+)
+
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is missing: uvicorn's own choice (h11) serves
@@ -270,6 +278,8 @@ if HttpToolsProtocol is not None:
             exc = sys.exc_info()[1]
             why = (str(exc) if exc is not None else "") or msg.rstrip(".")
             error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
+            if why.startswith(UNESCAPED_URL):
+                error += f" ({ESCAPE_URL})"
             self.refuse(b"400 Bad Request", error, linger=False)
 
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol

@@ -239,6 +239,27 @@ def test_a_request_http_cannot_parse_gets_a_json_400_that_says_why(
     assert 'mt_requests_total{route="other",status="400"} 1.0' in scraped
 
 
+@pytest.mark.parametrize(
+    "target",
+    ["/translate?q=Grüße&source=de&target=de", "/translate?q=Wo ist er&source=de&target=de"],
+    ids=["non-ascii", "space"],
+)
+def test_a_url_with_a_character_to_escape_is_a_400_that_says_to_escape_it(weights_dir, target):
+    """`curl -X POST 'localhost:8000/translate?q=Grüße&...'` sends the URL's UTF-8 bytes as
+    they are, which the HTTP parser refuses: the answer says what to do (it was "invalid HTTP
+    request (Invalid char in url query)" alone)."""
+    with (
+        serve_in_thread(weights_dir) as (url, _),
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as sock,
+    ):
+        sock.sendall(b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n" % target.encode())
+        _, head, body = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 400")
+    error = json.loads(body)["error"]
+    assert error.startswith("invalid HTTP request (") and "%-escape" in error, error
+    assert "Gr%C3%BC%C3%9Fe" in error, error
+
+
 def send_header_of(sock: socket.socket, size: int, headers: bytes = b"") -> None:
     """A GET /languages (with `headers` first) whose X-Big header holds `size` bytes, sent in
     pieces until the server answers (it may answer before all of it is sent)."""
