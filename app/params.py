@@ -31,7 +31,6 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from .translate import FORM_TYPES, ApiError, parse_json
@@ -158,14 +157,12 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     async def body():
         yield raw
 
-    parser = Utf8MultiPartParser(Headers(scope=scope), body(), max_files=1, max_fields=limit)
+    # (every file part is parsed, to be refused by its name: `sent_as_file`)
+    parser = Utf8MultiPartParser(Headers(scope=scope), body(), max_files=limit, max_fields=limit)
     try:
         form = await parser.parse()
-    except (MultiPartException, HTTPException) as exc:  # (the second: Starlette's form of
-        # the first, inside an application's stack)
-        if getattr(exc, "status_code", 400) >= 500:
-            raise
-        why = str(getattr(exc, "detail", None) or getattr(exc, "message", ""))
+    except MultiPartException as exc:
+        why = exc.message
         if why.startswith("Too many fields"):
             raise too_many(f"more than {limit}", limit) from None
         raise ApiError(400, f"the multipart body is malformed ({why})") from None

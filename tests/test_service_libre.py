@@ -702,15 +702,17 @@ def test_a_post_to_a_path_with_a_trailing_slash_is_served_as_without(server):
     assert httpx.get(f"{server}/docs/").status_code == 307
 
 
+@pytest.mark.parametrize("files", [1, 2], ids=["one-file", "two-files"])
 @pytest.mark.parametrize("path", ["/translate", "/detect"])
-def test_a_text_field_sent_as_a_file_is_a_400_that_says_so(server, path):
+def test_a_text_field_sent_as_a_file_is_a_400_that_says_so(server, path, files):
     """`curl -F q=@notes.txt` uploads the file; its text as a field is `-F q=<notes.txt` (the
-    answer was "q: Field required", though q was sent)."""
+    answer was "q: Field required", though q was sent; for two files, "the multipart body is
+    malformed (Too many files. Maximum number of files is 1.)")."""
     r = post(
         server,
         path,
         data={"source": "en", "target": "de"},
-        files={"q": ("notes.txt", EN.encode(), "text/plain")},
+        files=[("q", ("notes.txt", EN.encode(), "text/plain"))] * files,
     )
     assert r.status_code == 400, r.text
     error = r.json()["error"]
