@@ -157,8 +157,15 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
     async def body():
         yield raw
 
-    # (every file part is parsed, to be refused by its name: `sent_as_file`)
-    parser = Utf8MultiPartParser(Headers(scope=scope), body(), max_files=limit, max_fields=limit)
+    # every file part is parsed, to be refused by its name (`sent_as_file`); a field is held to
+    # the body's limit alone (read already), not to Starlette's 1 MiB per part
+    parser = Utf8MultiPartParser(
+        Headers(scope=scope),
+        body(),
+        max_files=limit,
+        max_fields=limit,
+        max_part_size=max(len(raw), 1024 * 1024),
+    )
     try:
         form = await parser.parse()
     except MultiPartException as exc:

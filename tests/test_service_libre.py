@@ -880,3 +880,24 @@ def test_a_list_qs_texts_count_together_against_the_character_limit(two_models):
             assert r.json()["error"] == "25 characters in `q`; at most 20 per request"
         r = post(url, json={"q": texts[:1], "source": "de", "target": "de"})
         assert r.status_code == 200, r.text
+
+
+def test_a_multipart_field_is_held_to_the_body_limit_alone(two_models):
+    """With MT_MAX_BODY_BYTES and MT_MAX_REQUEST_CHARS raised, a text over 1 MiB is taken as
+    multipart as it is as JSON or urlencoded (multipart refused it as "malformed (Part
+    exceeded maximum size of 1024KB.)", Starlette's own limit); over the characters, a 413."""
+    text = "Guten Morgen. " * 80_000  # 1,120,000 characters
+    fields = {"q": text, "source": "de", "target": "de"}
+    multipart = {"files": {k: (None, v) for k, v in fields.items()}}
+    with serve_in_thread(two_models, max_body_bytes=3_000_000, max_request_chars=2_000_000) as (
+        url,
+        _,
+    ):
+        for kwargs in ({"json": fields}, {"data": fields}, multipart):
+            r = post(url, "/detect", **kwargs)
+            assert r.status_code == 200, r.text
+            assert r.json()[0]["language"] == "de"
+    with serve_in_thread(two_models, max_body_bytes=3_000_000) as (url, _):
+        r = post(url, "/detect", **multipart)
+        assert r.status_code == 413, r.text
+        assert "characters in `q`" in r.json()["error"]
