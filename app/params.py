@@ -12,12 +12,13 @@ text alone). One function serves every endpoint and both front ends
 Forms and query strings are UTF-8, as browsers send them and as LibreTranslate (Flask) reads
 them: raw bytes and %-escapes alike (`curl -d 'q=Grüße'` sends the raw bytes; a query
 string's raw non-ASCII bytes never come here: the HTTP parser refuses them, app/protocol.py);
-what is not valid UTF-8 is a 400, not text with replacement characters. A line break in a form's or a query
-string's `q` is read as LF: HTML forms send a text area's lines with CRLF, as multipart (RFC
-2046) writes them, and LibreTranslate reads them as LF ("\n".join(q.splitlines())), so that a
-line break counts one character against the limits, as it does in the text area. Every line
-break `str.splitlines` knows is read so (a lone CR, U+2028, ...), as there; a final one is kept,
-where LibreTranslate drops it, so that the text comes back with it, as a JSON text does.
+what is not valid UTF-8 is a 400, not text with replacement characters (in a multipart field
+too: `Utf8MultiPartParser`). A line break in a form's or a query string's `q` is read as LF:
+HTML forms send a text area's lines with CRLF, as multipart (RFC 2046) writes them, and
+LibreTranslate reads them as LF ("\n".join(q.splitlines())), so that a line break counts one
+character against the limits, as it does in the text area. Every line break `str.splitlines`
+knows is read so (a lone CR, U+2028, ...), as there; a final one is kept, where LibreTranslate
+drops it, so that the text comes back with it, as a JSON text does.
 
 A request may repeat `q` as often as a JSON list may hold texts (`max_texts`): the cap on fields
 is that plus FIELD_MARGIN.
