@@ -1,6 +1,7 @@
 """POST /translate_file and GET /download_file/..., as LibreTranslate answers them.
 
-The upload (multipart: `file`, `source`, `target`, optional `api_key`) is refused with 413 as
+The upload (multipart: one `file`, `source`, `target`, optional `api_key`, the text fields UTF-8
+as on /translate: app/params.py's `Utf8MultiPartParser`) is refused with 413 as
 soon as it is known to pass `max_file_bytes` (by its Content-Length, or while it arrives), and
 with 408 when it has not all arrived within `file_body_timeout_s`; a client that goes away
 before it arrived is counted as 499. The
@@ -17,12 +18,14 @@ import concurrent.futures
 import re
 import time
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.datastructures import UploadFile
+from starlette.datastructures import Headers, UploadFile
+from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect
 
 from .fastpath import check_not_encoded, too_slow
@@ -38,7 +41,7 @@ from .formats import (
 from .formats.inline import placeholder_use, text_budget, text_budget_in_force
 from .formats.office_language import tag
 from .html_lang import note_kept
-from .params import field_limit, fields_of, query_params
+from .params import NOT_UTF8_FORM, Utf8MultiPartParser, field_limit, fields_of, query_params
 from .request_cost import file_cost
 from .schemas import ErrorResponse
 from .translate import (
@@ -56,6 +59,9 @@ from .translate import translate as translate_data
 
 router = APIRouter()
 FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
+#: file parts of an upload that are read, to be refused by their names (more: refused unnamed)
+FILE_PARTS = 16
+FORM_FIELDS = 16  # text fields of an upload at most
 DETECT_CHARS = 10_000  # of a file's text, from its start, to detect its language with
 PLACEHOLDER = re.compile(r"</?[gx]\d+/?>")  # a formatted paragraph's markup, sent to the model
 
@@ -229,11 +235,30 @@ async def read_upload(
     if declared.isdigit() and int(declared) > limit + FORM_OVERHEAD:
         raise ApiError(413, f"the upload is {declared} bytes; a file may have at most {limit}")
     reader = Request(request.scope, limited(request.receive, limit + FORM_OVERHEAD, timeout))
-    try:
-        form = await reader.form(max_files=1, max_fields=16)
+    try:  # text fields as UTF-8, as on /translate (Starlette's own parser falls back to Latin-1)
+        async with aclosing(reader.stream()) as stream:
+            parser = Utf8MultiPartParser(
+                Headers(scope=request.scope), stream, max_files=FILE_PARTS, max_fields=FORM_FIELDS
+            )
+            form = await parser.parse()
     except ClientDisconnect:
         return None
+    except UnicodeDecodeError:
+        raise ApiError(400, NOT_UTF8_FORM) from None
+    except MultiPartException as exc:
+        if exc.message.startswith("Too many files"):
+            raise several_files(None) from None
+        if exc.message.startswith("Too many fields"):
+            raise ApiError(
+                400,
+                f"more than {FORM_FIELDS} form fields were sent; send file, source, target and "
+                "api_key",
+            ) from None
+        raise ApiError(400, f"the multipart body is malformed ({exc.message})") from None
     try:
+        files = [name for name, value in form.multi_items() if not isinstance(value, str)]
+        if len(files) > 1:
+            raise several_files(files)
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise ApiError(400, "`file` must be a file upload (multipart/form-data)")
@@ -251,6 +276,23 @@ async def read_upload(
         return data, form_filename(upload.filename or ""), fields
     finally:
         await form.close()
+
+
+def several_files(names: list[str] | None) -> ApiError:
+    """400 for an upload of more than one file (`names`: the fields they came in; None: more
+    than FILE_PARTS)."""
+    unique = [f"`{name}`" for name in dict.fromkeys(names or [])]
+    if names is None:
+        sent = f"more than {FILE_PARTS} files were sent"
+    elif len(unique) == 1:
+        sent = f"{unique[0]} holds {len(names)} files"
+    else:
+        sent = f"files were sent as {', '.join(unique[:-1])} and {unique[-1]}"
+    return ApiError(
+        400,
+        f"{sent}; /translate_file translates one file per request, sent as `file`: send each "
+        "file in a request of its own",
+    )
 
 
 UPLOAD_SCHEMA = {

@@ -45,6 +45,8 @@ LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 URLENCODED = "application/x-www-form-urlencoded"
 FIELD_MARGIN = 64  # fields besides the texts of `q`: form fields and query parameters at most
 # are max_texts + FIELD_MARGIN (a repeated `q` counts once each)
+#: the answer to a form's text field that is not UTF-8 (`Utf8MultiPartParser`)
+NOT_UTF8_FORM = "the form body is not valid UTF-8; send UTF-8 text"
 
 
 def content_type(headers: list[tuple[bytes, bytes]]) -> str:
@@ -175,7 +177,7 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
             raise too_many(f"more than {limit}", limit) from None
         raise ApiError(400, f"the multipart body is malformed ({why})") from None
     except UnicodeDecodeError:
-        raise ApiError(400, "the form body is not valid UTF-8; send UTF-8 text") from None
+        raise ApiError(400, NOT_UTF8_FORM) from None
     try:
         for name, value in form.multi_items():
             if not isinstance(value, str):

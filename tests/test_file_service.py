@@ -331,6 +331,62 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
     assert healthy(url)
 
 
+def raw_form(parts: list[tuple[str, str | None, bytes]]) -> tuple[bytes, dict[str, str]]:
+    """A multipart body written byte for byte: (name, file name or None, value) per part."""
+    body = b""
+    for name, filename, value in parts:
+        disposition = f'form-data; name="{name}"'
+        if filename is not None:
+            disposition += f'; filename="{filename}"'
+        body += f"--XyZ\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + value + b"\r\n"
+    return body + b"--XyZ--\r\n", {"content-type": "multipart/form-data; boundary=XyZ"}
+
+
+@pytest.mark.parametrize("field", ["source", "target"])
+def test_a_text_field_that_is_not_utf8_is_a_400_the_file_stays_bytes(server, field):
+    """As on /translate: `curl -F source=$'\\xff'` is refused as not UTF-8 (Starlette read the
+    field as Latin-1: "no model translates 'ÿ' to 'de'"); the file part is not text."""
+    url, _ = server
+    fields = {"source": b"en", "target": b"de", field: b"\xff"}
+    parts = [("file", "a.txt", b"The cat."), *[(k, None, v) for k, v in fields.items()]]
+    content, headers = raw_form(parts)
+    r = httpx.post(f"{url}/translate_file", content=content, headers=headers, timeout=60)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "the form body is not valid UTF-8; send UTF-8 text"
+    # a file of bytes that are not UTF-8 (a zip) is translated, with UTF-8 fields beside it
+    fields = [("source", None, b"en"), ("target", None, b"de")]
+    content, headers = raw_form([("file", "report.docx", make_docx()), *fields])
+    r = httpx.post(f"{url}/translate_file", content=content, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    assert healthy(url)
+
+
+@pytest.mark.parametrize(
+    ("names", "sent"),
+    [
+        (["file", "file"], "`file` holds 2 files"),
+        (["file", "other"], "files were sent as `file` and `other`"),
+        (["file", "other", "other"], "files were sent as `file` and `other`"),
+        (["file"] * 20, "more than 16 files were sent"),
+    ],
+)
+def test_several_files_are_a_400_that_says_one_file_is_taken(server, names, sent):
+    """`curl -F file=@a.txt -F file=@b.txt` (it was "Too many files. Maximum number of files is
+    1.", naming neither the field nor what to do)."""
+    url, _ = server
+    r = httpx.post(
+        f"{url}/translate_file",
+        files=[(name, (f"{i}.txt", b"The cat.")) for i, name in enumerate(names)],
+        data={"source": "en", "target": "de"},
+        timeout=60,
+    )
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error.startswith(sent), error
+    assert "one file per request" in error, error
+    assert healthy(url)
+
+
 @pytest.mark.parametrize("coding", ["gzip", "br"])
 def test_a_compressed_upload_is_a_415_that_names_its_coding(server, coding):
     """As for POST /translate: an upload sent with a Content-Encoding is refused as such (it
