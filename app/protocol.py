@@ -17,8 +17,9 @@ when the client shuts down its side (uvloop then closes the inner transport itse
 
 A request that the HTTP parser cannot read (a negative Content-Length, two of them, a malformed
 chunk) never reaches the application: uvicorn answers it 400 in plain text, "Invalid HTTP
-request received.", and logs no reason. This protocol answers it as the service answers every
-error, in JSON, with the parser's reason, and logs the client and the reason.
+request received.", and logs that line, no reason, as a warning. This protocol answers it as the
+service answers every error, in JSON, with the parser's reason, and logs the client and the
+reason, as a warning, in place of uvicorn's line (`WithoutParserRefusal`): one line a request.
 
 Each answer this protocol writes itself (the 400, 431 and 408 below) carries the CORS headers
 the application gives an answer to the same Origin (MT_CORS_ORIGINS: without them a page on
@@ -53,6 +54,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+#: uvicorn's line for a request its HTTP parser refused, logged without the reason
+PARSER_REFUSAL = "Invalid HTTP request received."
 #: the parser's reasons for a URL holding a byte it must not (a non-ASCII letter, a control
 #: character), or a space that cut the request line ("POST /translate?q=Wo ist er HTTP/1.1")
 UNESCAPED_URL = ("Invalid char in url", "Expected HTTP/")
@@ -134,10 +137,31 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+class WithoutParserRefusal:
+    """A connection's uvicorn logger, less uvicorn's line for a request its parser refused
+    (PARSER_REFUSAL: the protocol logs one with the parser's reason instead). Everything else
+    is the wrapped logger's."""
+
+    def __init__(self, logger: logging.Logger):
+        self._logger = logger
+
+    def warning(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        if msg != PARSER_REFUSAL:
+            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1  # the caller's line
+            self._logger.warning(msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+
 if HttpToolsProtocol is not None:
 
     class HttpProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol on a `CoalescingTransport`."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.logger = WithoutParserRefusal(self.logger)  # type: ignore[assignment]
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -165,8 +189,9 @@ if HttpToolsProtocol is not None:
         begun = False  # a request began in the read being parsed
         refused = False  # refused: what arrives is dropped until the connection closes
         #: a refusal that waits for the answers owed before it on the connection (pipelined
-        #: requests): its status, error and whether the connection lingers after it
-        owed_refusal: tuple[bytes, str, bool] | None = None
+        #: requests): its status, error, whether the connection lingers after it and the level
+        #: its line is logged at
+        owed_refusal: tuple[bytes, str, bool, int] | None = None
         head_timer: asyncio.TimerHandle | None = None  # set for a head not all in one read
 
         def data_received(self, data: bytes) -> None:
@@ -220,9 +245,12 @@ if HttpToolsProtocol is not None:
             )
             self.refuse(b"431 Request Header Fields Too Large", error, linger=True)
 
-        def refuse(self, status: bytes, error: str, *, linger: bool) -> None:
-            """Answers `status` with `error` and closes the connection (after LINGER_S, or once
-            the client closed its side, with `linger`); what arrives meanwhile is dropped. An
+        def refuse(
+            self, status: bytes, error: str, *, linger: bool, level: int = logging.INFO
+        ) -> None:
+            """Answers `status` with `error`, logged at `level`, and closes the connection
+            (after LINGER_S, or once the client closed its side, with `linger`); what arrives
+            meanwhile is dropped. An
             earlier request on the connection still being answered (pipelined) is answered
             first: written now, the refusal would be read as that request's answer, and that
             answer could no longer be written. (A request refused inside its own body, a
@@ -231,9 +259,9 @@ if HttpToolsProtocol is not None:
             self.stop_head_timer()
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete and not cycle.more_body:
-                self.owed_refusal = (status, error, linger)
+                self.owed_refusal = (status, error, linger, level)
             else:
-                self.write_refusal(status, error, linger)
+                self.write_refusal(status, error, linger, level)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -243,19 +271,19 @@ if HttpToolsProtocol is not None:
                 if not self.transport.is_closing():
                     self.write_refusal(*owed)
 
-        def write_refusal(self, status: bytes, error: str, linger: bool) -> None:
-            self.write_error(status, error)
+        def write_refusal(self, status: bytes, error: str, linger: bool, level: int) -> None:
+            self.write_error(status, error, level)
             if not linger or not self.transport.can_write_eof():  # (TLS) no half-close
                 self.transport.close()
                 return
             self.transport.write_eof()
             self.loop.call_later(LINGER_S, self.transport.close)
 
-        def write_error(self, status: bytes, error: str) -> None:
+        def write_error(self, status: bytes, error: str, level: int = logging.INFO) -> None:
             """A JSON error answer, written before the application has seen the request (it
-            is logged with the client, as the application's errors are)."""
+            is logged with the client, as the application's errors are, at `level`)."""
             client = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
-            log.info("%s%s", client, error)
+            log.log(level, "%s%s", client, error)
             if self.metrics is not None:
                 self.metrics.requests.labels("other", status.split(b" ")[0].decode()).inc()
                 began = self.began or time.perf_counter()
@@ -280,7 +308,8 @@ if HttpToolsProtocol is not None:
             error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
             if why.startswith(UNESCAPED_URL):
                 error += f" ({ESCAPE_URL})"
-            self.refuse(b"400 Bad Request", error, linger=False)
+            # a warning, as uvicorn logs its own line for it (left out: WithoutParserRefusal)
+            self.refuse(b"400 Bad Request", error, linger=False, level=logging.WARNING)
 
     HTTP_PROTOCOL: type[asyncio.Protocol] | str = HttpProtocol
 else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import select
 import shutil
 import socket
@@ -237,6 +238,56 @@ def test_a_request_http_cannot_parse_gets_a_json_400_that_says_why(
     assert "127.0.0.1:" in line and error in line
     # counted, as every request answered is (under the route of unknown paths)
     assert 'mt_requests_total{route="other",status="400"} 1.0' in scraped
+
+
+class Records(logging.Handler):
+    """The log records that reach the loggers it is added to."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "reason"),
+    [
+        (
+            "POST /translate?q=Grüße&source=de&target=en HTTP/1.1\r\nhost: x\r\n\r\n".encode(),
+            "Invalid char in url",
+        ),
+        (b"POST /translate HTTP/1.1\r\nhost: x\r\ncontent-length: -5\r\n\r\n", "Content-Length"),
+    ],
+    ids=["non-ascii-url", "negative-length"],
+)
+def test_a_request_http_cannot_parse_is_logged_once_with_its_reason(
+    weights_dir, request_bytes, reason
+):
+    """uvicorn logged it too, as "Invalid HTTP request received.", without the reason, before
+    the service's own line."""
+    records = Records()
+    loggers = [logging.getLogger("uvicorn"), logging.getLogger("app")]
+    app_level = loggers[1].level
+    with serve_in_thread(weights_dir) as (url, _):  # (its logging is configured as it starts)
+        for logger in loggers:
+            logger.addHandler(records)
+        loggers[1].setLevel(logging.INFO)
+        try:
+            with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 30) as sock:
+                sock.sendall(request_bytes)
+                _, head, _ = read_answer(sock)
+                assert sock.recv(1) == b""  # closed: the refusal is written, and logged
+        finally:
+            loggers[1].setLevel(app_level)
+            for logger in loggers:
+                logger.removeHandler(records)
+    assert head.startswith(b"HTTP/1.1 400")
+    about = [r for r in records.records if "invalid http request" in r.getMessage().lower()]
+    assert len(about) == 1, [r.getMessage() for r in about]
+    assert reason in about[0].getMessage() and "127.0.0.1:" in about[0].getMessage()
+    assert about[0].levelno == logging.WARNING  # as uvicorn logged it
 
 
 @pytest.mark.parametrize(
