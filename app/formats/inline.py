@@ -98,6 +98,14 @@ _RUN_TRAIL = re.compile(r"\s+[(\[{\"'\u201c\u201e\u00ab\u2018\u201a\u2013\u2014-
 STAND_INS = ("Tom", "Boston", "Paris")
 #: what ends a sentence: markup or an address after it is not in it
 _ENDS = frozenset(".!?…。！？")
+#: the pairs a segment may hold, and the pairs and atoms a unit may be sent with as
+#: placeholders: a stretch with more is translated by runs, a unit with more is not sent with
+#: placeholders. Placing pairs costs time that grows with the pairs times the words (a
+#: paragraph of 2,200 bold words, 20 kB, took seconds of CPU), its placeholder text was decoded
+#: for seconds more, and a model that gives many fewer words back than it was sent ("a a a
+#: ... a" came back as a few "einen") left most pairs with no word to wrap: their words were
+#: lost. By runs, each run keeps its words.
+MAX_MARKUP = 64
 
 #: the soft hyphen (U+00AD, `&shy;`): where the source word may break, nowhere in its
 #: translation; the model gets the words without it (sent, it cut a word into letters and
@@ -196,7 +204,8 @@ class Unit:
             return
         self._segments = {s.start: s for s in self._segment_all()}
         self._use = _placeholder_use.get()
-        self._placeholders = self._use is None or self._use.wanted()
+        markup = sum(i.kind != "text" for i in self.items)
+        self._placeholders = markup <= MAX_MARKUP and (self._use is None or self._use.wanted())
         self._requests = ([self.placeholder_text()] if self._placeholders else []) + stand_in
         k = 0
         while k < len(self.items):
@@ -295,7 +304,7 @@ class Unit:
             self._stand_ins = stand_ins
             return [text]
         seg = self._segment(0, len(named), named)
-        if seg is None:  # markup inside a word
+        if seg is None:  # markup inside a word, or more pairs than MAX_MARKUP
             return []
         seg.sent = [p.number for p in seg.pairs if p.number in seg.sent and p.source not in names]
         self._stand_ins, self._stand_in_segment = stand_ins, seg
@@ -581,6 +590,8 @@ class Unit:
         """The segment of items[start:end] (of `source`, else the unit's), or None."""
         source = self.items if source is None else source
         items = source[start:end]
+        if sum(i.kind == "open" for i in items) > MAX_MARKUP:
+            return None  # by runs: see MAX_MARKUP
         runs = [
             k
             for k in range(start, end)
