@@ -1819,18 +1819,26 @@ def test_a_utf8_file_with_bytes_that_are_not_utf8_is_not_read_in_a_legacy_encodi
             handler(data, upper, LIMITS)
 
 
-def test_a_paragraph_longer_than_one_request_is_sent_in_pieces_in_html_and_docx():
-    """A paragraph whose text alone is over `max_request_chars` was sent whole: the service
-    refused the .html or .docx file with 413 ("the file has a paragraph of N characters"),
-    where a .txt or .md file's is cut. Now every format cuts it at sentence ends."""
-    long = " ".join(f"The cat sat on mat number {i} today." for i in range(40))
-    limits = Limits(max_request_chars=300)
+LONG_PARAGRAPH = " ".join(f"The cat sat on mat number {i} today." for i in range(40))
+
+
+def recorded(translate):
+    """(the texts sent, `translate` that records them there)."""
     sent: list[str] = []
 
     def recording(texts: list[str]) -> list[str]:
         sent.extend(texts)
-        return upper(texts)
+        return translate(texts)
 
+    return sent, recording
+
+
+def test_a_paragraph_longer_than_one_request_is_sent_in_pieces_in_html_and_docx():
+    """A paragraph whose text alone is over `max_request_chars` was sent whole: the service
+    refused the .html or .docx file with 413 ("the file has a paragraph of N characters"),
+    where a .txt or .md file's is cut. Now every format cuts it at sentence ends."""
+    long, limits = LONG_PARAGRAPH, Limits(max_request_chars=300)
+    sent, recording = recorded(upper)
     html = f"<p>{long} A <b>bold</b> word.</p>".encode()
     out = handler_for("a.html")(html, recording, limits).decode()
     assert max(map(len, sent)) <= 300, max(map(len, sent))
@@ -1847,14 +1855,8 @@ def test_a_line_longer_than_one_request_is_sent_in_pieces_in_txt_and_srt():
     over `max_request_chars` was sent whole: the service refused the file with 413 ("the file
     has a paragraph of N characters"), where an .md, .html or .docx file's is cut. Now it is
     cut at sentence ends too, and the translated pieces joined again on its line."""
-    long = " ".join(f"The cat sat on mat number {i} today." for i in range(40))
-    limits = Limits(max_request_chars=300)
-    sent: list[str] = []
-
-    def recording(texts: list[str]) -> list[str]:
-        sent.extend(texts)
-        return upper(texts)
-
+    long, limits = LONG_PARAGRAPH, Limits(max_request_chars=300)
+    sent, recording = recorded(upper)
     out = translate_txt(f"Title\r\n\r\n  {long}  \r\nThe end.\r\n".encode(), recording, limits)
     assert max(map(len, sent)) <= 300, max(map(len, sent))
     assert out.decode() == f"TITLE\r\n\r\n  {long.upper()}  \r\nTHE END.\r\n"
