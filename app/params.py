@@ -119,29 +119,30 @@ def sent_as_file(name: str, filename: str | None) -> ApiError:
 
 
 class Utf8MultiPartParser(MultiPartParser):
-    """Starlette's multipart parser, whose text fields are UTF-8 or a UnicodeDecodeError, as
-    an urlencoded body's are (Starlette reads a field that is not valid UTF-8 as Latin-1, all
-    its letters: "Grüße" with one wrong byte came as "GrÃ¼Ãe")."""
+    """Starlette's multipart parser, whose text fields are in the body's charset (UTF-8 unless
+    its Content-Type names another) or a UnicodeDecodeError, as an urlencoded body's are
+    (Starlette reads a field that is not valid in it as Latin-1, all its letters: "Grüße"
+    with one wrong byte came as "GrÃ¼Ãe")."""
 
     def on_part_end(self) -> None:
         part = self._current_part
-        if part.file is None:
-            bytes(part.data).decode("utf-8")  # raises UnicodeDecodeError
+        if part.file is None:  # (Starlette decodes it as this, where it can)
+            bytes(part.data).decode(self._charset or "utf-8")  # raises UnicodeDecodeError
         super().on_part_end()
 
 
 def json_sent_as_form(raw: bytes) -> bool:
-    """Whether an urlencoded body is a JSON object or array (`curl -d '{"q": ...}'` sends it
-    with curl's default Content-Type): read as a form, it has one field, named by all of it."""
+    """Whether an urlencoded body is a JSON object or array that holds something (`curl -d
+    '{"q": ...}'` sends it with curl's default Content-Type): read as a form, it has one
+    field, named by all of it. An empty `{}` or `[]` asks nothing: the query string may."""
     if raw.lstrip()[:1] not in (b"{", b"["):
         return False
     try:
-        json.loads(raw)
+        return bool(json.loads(raw))
     except ValueError:  # (UnicodeDecodeError too): not JSON
         return False
     except RecursionError:
         return True  # JSON nested too deeply is still JSON
-    return True
 
 
 async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:

@@ -191,6 +191,21 @@ def test_a_multipart_field_that_is_not_utf8_is_a_400_as_in_an_urlencoded_form(se
     r = post(server, files={"q": (None, text), "source": (None, "de"), "target": (None, "de")})
     assert r.status_code == 200, r.text
     assert r.json()["translatedText"] == text
+    # a body that names its charset is read in it (it was refused, as not UTF-8)
+    body = b"".join(
+        b'--XyZ\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (k, v)
+        for k, v in ((b"q", "Grüße aus Zürich".encode("latin-1")), (b"source", b"de"))
+    )
+    r = post(
+        server,
+        path,
+        content=body + b'--XyZ\r\nContent-Disposition: form-data; name="target"\r\n\r\nde\r\n'
+        b"--XyZ--\r\n",
+        headers={"content-type": "multipart/form-data; charset=ISO-8859-1; boundary=XyZ"},
+    )
+    assert r.status_code == 200, r.text
+    if path == "/translate":
+        assert r.json()["translatedText"] == "Grüße aus Zürich"
 
 
 @pytest.mark.parametrize(
@@ -211,6 +226,20 @@ def test_json_sent_as_a_form_is_a_400_that_names_the_content_type(server, path, 
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert "JSON" in error and "Content-Type: application/json" in error, error
+
+
+def test_an_empty_json_body_sent_as_a_form_leaves_the_query_string_to_say(server):
+    """`curl -X POST '/translate?q=...&source=..&target=..' -d '{}'`: an empty JSON body asks
+    nothing, and the query string's fields are taken (it was refused as JSON sent as a form)."""
+    for empty in (b"{}", b"[]"):
+        r = post(
+            server,
+            params={"q": "Guten Tag.", "source": "de", "target": "de"},
+            content=empty,
+            headers=URLENCODED,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == "Guten Tag."
 
 
 def test_a_form_or_query_string_holds_as_many_texts_as_a_json_list(server):
