@@ -678,3 +678,20 @@ def test_the_stretches_scored_at_once_are_those_scored_one_by_one(words, pairs):
         brute[number] = brute_options(0, width, sizes, brute_hits, expected, *args)
         assert [got[k] for k in range(len(got))] == brute[number]
     assert projection._choose(ranked, width) == brute_choose(brute, width)
+
+
+@pytest.mark.parametrize(("pairs", "placeholders"), [(33, True), (64, True), (65, False)])
+def test_a_paragraph_of_up_to_64_pairs_is_sent_with_placeholders(pairs, placeholders):
+    """The bound counts pairs of tags (and atoms), not each tag: a paragraph of 33 to 64 links
+    was translated by runs, as one of more than 64 is, its opening and closing tags counted
+    apart."""
+    sent: list[str] = []
+
+    def echo(texts: list[str]) -> list[str]:  # a model that keeps placeholders
+        sent.extend(texts)
+        return list(texts)
+
+    links = ", ".join(f'<a href="/p{i}">page {i}</a>' for i in range(pairs))
+    out = translate_html(f"<p>See {links}.</p>", echo)
+    assert out == f"<p>See {links}.</p>"
+    assert any("<g" in s or "<x" in s for s in sent) == placeholders

@@ -204,7 +204,8 @@ class Unit:
             return
         self._segments = {s.start: s for s in self._segment_all()}
         self._use = _placeholder_use.get()
-        markup = sum(i.kind != "text" for i in self.items)
+        markup = sum(i.kind == "open" for i in self.items)  # pairs (an atom: one of its own)
+        markup += sum(i.kind not in ("text", "open", "close") for i in self.items)
         self._placeholders = markup <= MAX_MARKUP and (self._use is None or self._use.wanted())
         self._requests = ([self.placeholder_text()] if self._placeholders else []) + stand_in
         k = 0
