@@ -87,17 +87,34 @@ _JOINERS = "\u200c\u200d"
 
 
 def _sanitised(text: str) -> str:
-    """`text` with each run of characters other than letters, digits, combining marks, the
-    joiners, `.`, `-` and `_` replaced by one `_`. The marks are the vowel signs of Devanagari,
-    Tamil, Bengali or Thai and Hebrew's points, which no composed character replaces: each
-    became `_` (`रिपोर्ट.docx` came back as `र_प_र_ट_de.docx`), as each joiner did."""
-    kept = "".join(
-        c
-        if c in "._-" + _JOINERS or c.isalnum() or unicodedata.category(c).startswith("M")
-        else "\0"
-        for c in text
-    )
-    return re.sub("\0+", "_", kept)
+    """`text` with each run of characters other than letters, digits, combining marks after
+    a letter, the joiners, `.`, `-` and `_` replaced by one `_`. The marks are the vowel signs
+    of Devanagari, Tamil, Bengali or Thai and Hebrew's points, which no composed character
+    replaces: each became `_` (`रिपोर्ट.docx` came back as `र_प_र_ट_de.docx`), as each joiner
+    did; not the invisible ones (the grapheme joiner, variation selectors), nor one that
+    follows no letter."""
+    out: list[str] = []
+    for c in text:
+        if unicodedata.category(c).startswith("M"):
+            shown = c not in _INVISIBLE_MARKS and out and _lettered(out[-1])
+            out.append(c if shown else "\0")
+        else:
+            out.append(c if c in "._-" + _JOINERS or c.isalnum() else "\0")
+    return re.sub("\0+", "_", "".join(out))
+
+
+# combining marks that show nothing: the grapheme joiner, the variation selectors
+_INVISIBLE_MARKS = frozenset(
+    "\u034f"
+    + "".join(map(chr, range(0x180B, 0x1810)))
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+
+
+def _lettered(c: str) -> bool:
+    """Whether a combining mark may follow `c`: a letter, a digit, a mark or a joiner."""
+    return c.isalnum() or c in _JOINERS or unicodedata.category(c).startswith("M")
 
 
 def ascii_name(name: str) -> str:

@@ -1388,6 +1388,9 @@ def test_a_file_name_in_a_script_with_vowel_signs_keeps_them():
     for name in ("रिपोर्ट", "அறிக்கை", "দলিল", "ที่นี่", "תַּלְמוּד"):
         assert safe_name(f"{name}.docx", "de") == f"{name}_de.docx"
     assert safe_name("a\u200fb\u0301c.txt", "de") == "a_b\u0301c_de.txt"  # a mark, a bidi mark
+    # marks that show nothing (the grapheme joiner, a variation selector), or follow no letter
+    assert safe_name("a\u034f\u034fb\ufe0fc.txt", "de") == "a_b_c_de.txt"
+    assert safe_name("\u0301\u0301.txt", "de") == "document_de.txt"
 
 
 def test_a_file_name_keeps_its_zero_width_joiners():
