@@ -32,12 +32,20 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .checkpoint import Checkpoint, save_checkpoint
+from . import marian
+from .checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    read_metadata,
+    save_checkpoint,
+)
 from .cli import integer, number
 from .config import ModelConfig
 from .data import Batch, DataError, count_batches, iterate_batches, read_parallel
@@ -62,6 +70,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-tokens-per-sentence", type=integer(1), default=128, help="longer pairs are skipped"
     )
     g = p.add_argument_group("model")
+    g.add_argument(
+        "--init",
+        type=Path,
+        help="start from this model_core checkpoint's weights and sentencepiece model (a "
+        "shipped model or an earlier export: to train it further or on other data); the "
+        "model options are its own. A run folder with a saved state resumes that instead",
+    )
     g.add_argument(
         "--vocab-size", type=integer(8), default=8000, help="joint sentencepiece vocabulary"
     )
@@ -227,6 +242,56 @@ def vocabulary_problem(error: str, vocab_size: int) -> str:
     )
 
 
+def initial_checkpoint(args: argparse.Namespace) -> Checkpoint:
+    """The checkpoint of --init, which mt-train can train further: one of its own exports
+    (one sentencepiece model for both sides, one target language) for the run's languages.
+    Raises DataError naming what does not fit."""
+    where = f"--init {args.init}"
+    try:
+        init = load_checkpoint(args.init)
+    except CheckpointError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    meta = read_metadata(args.init) if not marian.is_marian_dir(args.init) else None
+    if meta is None or meta["source_tokenizer"] != meta["target_tokenizer"]:
+        raise DataError(
+            f"{where}: mt-train trains models with one sentencepiece model for both languages "
+            "(its own exports); this checkpoint has one per side"
+        )
+    if len(init.target_languages) > 1:
+        raise DataError(f"{where}: a model of several target languages cannot be trained here")
+    adopt_languages(args, init.source_language, init.target_language, where)
+    return init
+
+
+def adopt_languages(args: argparse.Namespace, source: str, target: str, where: str) -> None:
+    """The languages of the checkpoint a run starts from: --source/--target when they are
+    left out (the exported model is labelled with them), else they must be its own."""
+    for option, given, own in (("source", args.source, source), ("target", args.target, target)):
+        default = "src" if option == "source" else "tgt"
+        if given == default:
+            setattr(args, option, own)
+        elif own and given != own:
+            raise DataError(
+                f"{where} translates {source} -> {target}; --{option} {given} does not match"
+            )
+
+
+def init_record(init: Checkpoint) -> dict[str, Any]:
+    """What an exported model says of the checkpoint it started from."""
+    own = init.training
+    record: dict[str, Any] = {
+        "path": str(init.path),
+        "source_language": init.source_language,
+        "target_language": init.target_language,
+    }
+    for key in ("command", "training_pairs", "steps", "epochs", "wall_time_minutes", "dev_bleu"):
+        if key in own:
+            record[key] = own[key]
+    if "initialized_from" in own:  # trained further more than once
+        record["initialized_from"] = own["initialized_from"]
+    return record
+
+
 def noam(step: int, warmup: int) -> float:
     """Learning-rate multiplier: linear warm-up, then inverse square root; 1.0 at the peak."""
     step = max(step, 1)
@@ -248,12 +313,6 @@ class Run:
         check_folder(args.run, "--run")
         if args.export:
             check_folder(args.export, "--export")
-        # (before the run folder is made: a mistyped --data left an empty one behind)
-        self.files = data_files(args)
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DataError(f"--run {args.run}: {exc.strerror or exc}") from None
         self.device = resolve_device("auto")
         if self.device.type == "cpu":
             torch.set_num_threads(args.threads or available_cpus())
@@ -269,17 +328,42 @@ class Run:
                         f"resuming with the run's --{key.replace('_', '-')} {value} (not {getattr(args, key)})"
                     )
                     setattr(args, key, value)
+        init = None
+        if args.init is not None:
+            if resume:
+                self.log(f"--init {args.init} not used: resuming the run's saved state")
+            else:
+                init = initial_checkpoint(args)
+        self.initialized_from: dict[str, Any] | None = None
+        if resume:
+            self.initialized_from = json.loads(resume.get("initialized_from", "null"))
+        if self.initialized_from:  # the languages the run took from --init
+            adopt_languages(
+                args,
+                self.initialized_from["source_language"],
+                self.initialized_from["target_language"],
+                f"the run's --init {self.initialized_from['path']}",
+            )
+        # (the languages known, --data's files are named by them; and before the run folder
+        # is made: a mistyped --data left an empty one behind)
+        self.files = data_files(args)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataError(f"--run {args.run}: {exc.strerror or exc}") from None
         train_src, train_tgt = read_parallel(self.files["train_src"], self.files["train_tgt"])
         self.dev_src, self.dev_tgt = read_parallel(self.files["dev_src"], self.files["dev_tgt"])
         self.spm_path = self.run_dir / "spm.model"
         # What the run's sentencepiece model was made from: until a training state is saved,
         # a command with another --vocab-size or other training files makes it again (it
         # used to take the one a failed or interrupted first attempt left, unsaid).
-        made_from = {
+        made_from: dict[str, Any] = {
             "vocab_size": args.vocab_size,
             "train_src": str(Path(self.files["train_src"]).resolve()),
             "train_tgt": str(Path(self.files["train_tgt"]).resolve()),
         }
+        if init is not None:  # the checkpoint's own sentencepiece model, copied
+            made_from = {"init": str(init.path.resolve())}
         made_from_path = self.run_dir / SPM_SETTINGS_FILE
         if self.spm_path.is_file() and not resume and read_json(made_from_path) != made_from:
             self.log(
@@ -287,6 +371,10 @@ class Run:
                 "training state is saved yet: making it again"
             )
             self.spm_path.unlink()
+        if not self.spm_path.is_file() and init is not None:
+            tokenizer = init.path / read_metadata(init.path)["source_tokenizer"]
+            self.spm_path.write_bytes(tokenizer.read_bytes())
+            made_from_path.write_text(json.dumps(made_from, indent=1) + "\n")
         if not self.spm_path.is_file():
             self.log(f"training sentencepiece ({args.vocab_size} pieces, joint)")
             try:
@@ -314,7 +402,10 @@ class Run:
             )
         if resume:
             self.cfg = ModelConfig.from_dict(resume["config"])
-            self.report_model_options(resume)
+            self.report_model_options("resuming with the run's")
+        elif init is not None:
+            self.cfg = init.config
+            self.report_model_options(f"starting from --init {args.init}:")
         else:
             try:
                 self.cfg = ModelConfig(
@@ -343,6 +434,10 @@ class Run:
         )
         self.step, self.epoch, self.batch_in_epoch, self.elapsed = 0, 0, 0, 0.0
         self.history: list[dict] = []
+        if init is not None:  # (`initialized_from`: the checkpoint's record, in short)
+            self.model.load_state_dict(init.model.state_dict())
+            self.initialized_from = init_record(init)
+            self.log(f"starting from the weights of {args.init}")
         if resume:
             self.model.load_state_dict(resume["model"])
             self.optimizer.load_state_dict(resume["optimizer"])
@@ -353,8 +448,9 @@ class Run:
         self.batches_per_epoch = max(count_batches(self.pairs, args.batch_tokens, 0, args.seed), 1)
         self.stop_requested, self.stop_signal = False, None
 
-    def report_model_options(self, resume: dict) -> None:
-        """A resumed run keeps its model and vocabulary: options that differ are said."""
+    def report_model_options(self, said: str) -> None:
+        """A resumed run keeps its model and vocabulary, a run from --init the checkpoint's:
+        options that differ are said."""
         a, c = self.args, self.cfg
         for option, value, saved in (
             ("d-model", a.d_model, c.d_model),
@@ -367,7 +463,7 @@ class Run:
             ("vocab-size", a.vocab_size, self.tok.vocab_size),
         ):
             if value != saved:
-                self.log(f"resuming with the run's --{option} {saved} (not {value})")
+                self.log(f"{said} --{option} {saved} (not {value})")
 
     def check_dev_lengths(self) -> None:
         """Every dev sentence fits the model's position table (evaluation would fail on it
@@ -397,6 +493,7 @@ class Run:
             "batch_in_epoch": self.batch_in_epoch,
             "elapsed": self.elapsed,
             "history": json.dumps(self.history),
+            "initialized_from": json.dumps(self.initialized_from),
             "data_settings": json.dumps(self.data_settings()),
         }
         tmp = self.state_path.with_suffix(".tmp")
@@ -617,6 +714,7 @@ class Run:
             "dev_bleu_beam_size": self.args.export_beam_size,
             "dev_loss": round(scores["dev_loss"], 4),
             "history": self.history,
+            **({"initialized_from": self.initialized_from} if self.initialized_from else {}),
             "hardware": f"{platform.machine()} {self.device.type}, {torch.get_num_threads()} threads",
             "date": time.strftime("%Y-%m-%d"),
         }

@@ -700,3 +700,77 @@ def test_export_only_without_a_saved_run_stops_before_any_work(corpus_dir, tmp_p
     )
     assert "sentencepiece" not in err
     assert not run.exists() and not (tmp_path / "out").exists()
+
+
+def test_init_trains_further_from_a_checkpoints_weights_and_tokenizer(corpus_dir, tmp_path, capsys):
+    first, run, export = tmp_path / "first", tmp_path / "run", tmp_path / "export"
+    assert (
+        train.main(
+            [*train_args(corpus_dir, tmp_path / "a"), "--max-steps", "30", "--export", str(first)]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    # another vocabulary size and model width asked for: the checkpoint's own are kept, and said
+    tiny = [*TINY, "--vocab-size", "300", "--d-model", "64", "--lr", "1e-9", "--warmup", "1"]
+    args = ["--init", str(first), "--data", str(corpus_dir), "--run", str(run), *tiny]
+    assert train.main([*args, "--max-steps", "1", "--export", str(export)]) == 0
+    log = capsys.readouterr().err
+    assert f"starting from the weights of {first}" in log
+    assert f"starting from --init {first}: --d-model 32 (not 64)" in log
+    assert "--vocab-size 320 (not 300)" in log and "training sentencepiece" not in log
+    assert (export / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    # one step at a learning rate of 1e-9: the weights are the first model's
+    from safetensors.torch import load_file
+
+    before, after = (
+        load_file(str(first / "model.safetensors")),
+        load_file(str(export / "model.safetensors")),
+    )
+    assert before.keys() == after.keys()
+    for name, tensor in before.items():
+        assert after[name].float().sub(tensor.float()).abs().max() < 1e-3, name
+    meta = json.loads((export / "config.json").read_text())
+    # --source/--target left out: the checkpoint's languages label the model
+    assert (meta["source_language"], meta["target_language"]) == ("en", "de")
+    started = meta["training"]["initialized_from"]
+    assert started["path"] == str(first) and started["steps"] == 30
+    assert meta["training"]["steps"] == 1
+
+    # the run resumes its own state; --init is not read again (the record is kept)
+    assert train.main([*args, "--max-steps", "2", "--export", str(export)]) == 0
+    assert "not used: resuming the run's saved state" in capsys.readouterr().err
+    assert (
+        json.loads((export / "config.json").read_text())["training"]["initialized_from"] == started
+    )
+
+
+def test_init_refuses_a_checkpoint_it_cannot_train_further(
+    corpus_dir, tmp_path, capsys, random_checkpoint
+):
+    first = tmp_path / "first"
+    assert (
+        train.main(
+            [*train_args(corpus_dir, tmp_path / "a"), "--max-steps", "2", "--export", str(first)]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    common = ["--data", str(corpus_dir), "--run", str(tmp_path / "run"), *TINY, "--max-steps", "1"]
+    # the other direction
+    assert train.main(["--init", str(first), *common, "--source", "de", "--target", "en"]) == 2
+    assert last_error(capsys) == (
+        f"mt-train: error: --init {first} translates en -> de; --source de does not match"
+    )
+    assert train.main(["--init", str(tmp_path), *common, "--source", "en", "--target", "de"]) == 2
+    assert last_error(capsys).startswith(f"mt-train: error: --init {tmp_path}: ")
+    # one sentencepiece model per side (as a converted Marian model has)
+    split = tmp_path / "split"
+    shutil.copytree(first, split)
+    meta = json.loads((split / "config.json").read_text())
+    shutil.copy(split / "spm.model", split / "target.spm")
+    meta["target_tokenizer"] = "target.spm"
+    (split / "config.json").write_text(json.dumps(meta))
+    assert train.main(["--init", str(split), *common, "--source", "en", "--target", "de"]) == 2
+    assert "one sentencepiece model for both languages" in last_error(capsys)
+    assert not (tmp_path / "run" / "state.pt").exists()
