@@ -71,10 +71,11 @@ class BatchFailed(Exception):
 
 
 class DeadlineExceeded(Exception):
-    """The request's deadline passed; `dropped` waiting sentences were removed uncomputed."""
+    """The request's deadline passed; `dropped` of its sentences were removed unfinished
+    (waiting ones, and with the continuous scheduler running ones too)."""
 
     def __init__(self, dropped: int):
-        super().__init__(f"deadline exceeded; {dropped} waiting sentence(s) dropped")
+        super().__init__(f"deadline exceeded; {dropped} unfinished sentence(s) dropped")
         self.dropped = dropped
 
 

@@ -643,6 +643,7 @@ async def test_a_deadline_removes_a_running_sentence_at_the_next_step():
     with pytest.raises(DeadlineExceeded) as caught:
         await b.wait(slow, timeout=0.01)
     assert caught.value.dropped == 2  # its two sentences, both running
+    assert str(caught.value) == "deadline exceeded; 2 unfinished sentence(s) dropped"
     await step_until(engine, other.future.done)
     assert engine.names_in(0) == ["other", "slow", "slow2"]
     assert engine.names_in(1) == engine.names_in(2) == ["other"]
