@@ -135,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 2),
         "sentences_per_s": round(len(hyps) / seconds, 1),
         "generated_tokens_per_s": round(sum(r.output_tokens + 1 for r in results) / seconds, 1),
+        # outputs the length limit cut before the model ended them: a model that repeats
+        # itself (a sign of too little training) shows here
+        "cut_at_length_limit": sum(
+            not r.hypotheses[0].finished for r in results if r.hypotheses and r.source_tokens
+        ),
         "device": str(translator.device),
         "dtype": str(translator.dtype).replace("torch.", ""),
     }

@@ -67,6 +67,7 @@ class TranslationHypothesis:
     tokens: list[str]
     ids: list[int]
     score: float
+    finished: bool = True  # ended with EOS (False: cut at the length limit, often a loop)
 
 
 @dataclass
@@ -257,7 +258,7 @@ class Translator:
     def _hypothesis(self, h: Hypothesis) -> TranslationHypothesis:
         tok = self.target_tokenizer
         return TranslationHypothesis(
-            tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score
+            tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score, h.finished
         )
 
     def batch_tensors(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -197,6 +197,13 @@ def test_evaluate_command_reports_bleu(random_checkpoint, corpus_dir, tmp_path, 
     report = json.loads(capsys.readouterr().out)
     assert report["sentences"] == 40 and 0.0 <= report["bleu"] <= 100.0
     assert len(out.read_text(encoding="utf-8").splitlines()) == 40
+    # the outputs the length limit cut (an untrained model seldom ends a sentence itself)
+    translator = Translator.load(random_checkpoint, device="cpu")
+    sources = read_lines(corpus_dir / "dev.en")
+    results = translator.translate_batch(sources, beam_size=2)
+    limits = [translator.max_output_length(r.source_tokens, 256, 2.0, 10) for r in results]
+    cut = sum(r.output_tokens == limit for r, limit in zip(results, limits, strict=True))
+    assert report["cut_at_length_limit"] == cut > 0
 
 
 def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
