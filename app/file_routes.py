@@ -403,7 +403,7 @@ async def translate_file(request: Request):
             ) from None
         name = safe_name(filename, language)
         try:
-            file_id = store(state).put(out, name, content_type(filename, out))
+            file_id = await store(state).put(out, name, content_type(filename, out))
         except TooLarge as exc:
             # it was 503 with Retry-After, though no retry could ever make it fit
             raise ApiError(
@@ -432,7 +432,7 @@ def too_large_to_keep(filename: str, what: str, size: int, limit: int) -> str:
 @router.get("/download_file/{file_id}/{name}")
 async def download_file(request: Request, file_id: str, name: str):
     """A translated file, while it is kept (`file_ttl_s`)."""
-    found = store(request.app.state).get(file_id)
+    found = await store(request.app.state).get(file_id)
     if found is None:
         raise ApiError(404, "no such file: the link is wrong or the file expired")
     entry, data = found

@@ -17,6 +17,7 @@ removed when the store opens.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -48,7 +49,7 @@ class TooLarge(Exception):
         self.size, self.limit = size, limit
 
 
-@dataclass(frozen=True)
+@dataclass
 class StoredFile:
     name: str
     content_type: str
@@ -137,6 +138,16 @@ def prepare_directory(directory: Path) -> None:
         raise PermissionError(f"cannot write in {directory}")
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    """Writes a new file whole: under another name first, so that a reader never finds it
+    half written."""
+    partial = path.with_suffix(".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(partial, path)
+
+
 class FileStore:
     def __init__(self, directory: Path | None, ttl_s: float, max_total_bytes: int):
         self.made = directory is None  # a folder of its own, removed by `close`
@@ -146,6 +157,7 @@ class FileStore:
         self.directory = directory.resolve()
         self.ttl_s, self.max_total_bytes = ttl_s, max_total_bytes
         self.index: dict[str, StoredFile] = {}
+        self._writing: set[str] = set()  # ids whose bytes a thread is writing
         for leftover in self.directory.glob("*" + SUFFIX):
             if _ID.fullmatch(leftover.stem):
                 leftover.unlink(missing_ok=True)
@@ -176,35 +188,46 @@ class FileStore:
             with contextlib.suppress(OSError):  # something else put there stays
                 self.directory.rmdir()
 
-    def put(self, data: bytes, name: str, content_type: str) -> str:
+    async def put(self, data: bytes, name: str, content_type: str) -> str:
         """Stores `data`; returns its id. Raises StoreFull when it does not fit now, TooLarge
-        when it never can."""
+        when it never can. The bytes are written on a thread (the event loop answers other
+        requests meanwhile); their room is counted from the start, and `get` finds the file
+        once it is written. A request cancelled meanwhile leaves no file behind."""
         if len(data) > self.max_total_bytes:
             raise TooLarge(len(data), self.max_total_bytes)
         self.prune()
         if self.used_bytes + len(data) > self.max_total_bytes:
-            oldest = min((f.expires for f in self.index.values()), default=time.monotonic())
+            expiries = [f.expires for f in self.index.values() if f.expires != float("inf")]
+            oldest = min(expiries, default=time.monotonic())  # (none: all are being written)
             raise StoreFull(max(1, int(oldest - time.monotonic()) + 1))
         file_id = secrets.token_urlsafe(18)
         path = self._path(file_id)
-        partial = path.with_suffix(".partial")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(partial, path)
-        self.index[file_id] = StoredFile(
-            name, content_type, len(data), time.monotonic() + self.ttl_s
-        )
+        entry = StoredFile(name, content_type, len(data), float("inf"))  # kept while written
+        self.index[file_id] = entry
+        self._writing.add(file_id)
+        written = asyncio.get_running_loop().run_in_executor(None, _write_new, path, data)
+        try:
+            await asyncio.shield(written)
+        except BaseException:
+            self.index.pop(file_id, None)
+            # cancelled: the thread may still be writing; what it leaves is removed after
+            written.add_done_callback(lambda _: path.unlink(missing_ok=True))
+            raise
+        finally:
+            self._writing.discard(file_id)
+        entry.expires = time.monotonic() + self.ttl_s
         return file_id
 
-    def get(self, file_id: str) -> tuple[StoredFile, bytes] | None:
-        """The file and its bytes, or None for an unknown or expired id."""
+    async def get(self, file_id: str) -> tuple[StoredFile, bytes] | None:
+        """The file and its bytes (read on a thread), or None for an unknown or expired id
+        or a file still being written."""
         self.prune()
         entry = self.index.get(file_id) if _ID.fullmatch(file_id) else None
-        if entry is None:
+        if entry is None or file_id in self._writing:
             return None
         try:
-            return entry, self._path(file_id).read_bytes()
-        except FileNotFoundError:  # removed from outside
-            del self.index[file_id]
+            return entry, await asyncio.to_thread(self._path(file_id).read_bytes)
+        except FileNotFoundError:  # removed from outside, or expired while read
+            if self.index.get(file_id) is entry:
+                del self.index[file_id]
             return None

@@ -3,9 +3,11 @@ and formatting, and refuses broken or hostile files with a FormatError."""
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import io
 import re
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -1286,18 +1288,17 @@ def test_safe_names_drop_folders_and_odd_characters():
 
 def test_file_store_ids_expiry_and_total_size(tmp_path):
     store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
-    file_id = store.put(b"12345", "a.txt", "text/plain")
+    put, get = (lambda *a: asyncio.run(store.put(*a))), (lambda i: asyncio.run(store.get(i)))
+    file_id = put(b"12345", "a.txt", "text/plain")
     assert [p.name for p in (tmp_path / "files").iterdir()] == [f"{file_id}.mtfile"]
-    assert store.get(file_id)[1] == b"12345"
-    assert store.get("../../etc/passwd") is None and store.get("x" * 24) is None
+    assert get(file_id)[1] == b"12345"
+    assert get("../../etc/passwd") is None and get("x" * 24) is None
     with pytest.raises(StoreFull):
-        store.put(b"123456", "b.txt", "text/plain")
-    store.index[file_id] = store.index[file_id].__class__(
-        "a.txt", "text/plain", 5, time.monotonic()
-    )
-    assert store.get(file_id) is None  # expired: gone from the index and the disk
+        put(b"123456", "b.txt", "text/plain")
+    store.index[file_id].expires = time.monotonic()
+    assert get(file_id) is None  # expired: gone from the index and the disk
     assert list((tmp_path / "files").iterdir()) == []
-    store.put(b"123456", "b.txt", "text/plain")  # fits again
+    put(b"123456", "b.txt", "text/plain")  # fits again
     # a new store in the same folder removes what an earlier process left
     FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
     assert list((tmp_path / "files").iterdir()) == []
@@ -1306,13 +1307,72 @@ def test_file_store_ids_expiry_and_total_size(tmp_path):
 def test_a_file_larger_than_the_store_keeps_in_all_is_too_large_not_full(tmp_path):
     """It was StoreFull (503 with Retry-After), though no wait could ever make it fit."""
     store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    put = lambda *a: asyncio.run(store.put(*a))  # noqa: E731
     with pytest.raises(TooLarge) as err:
-        store.put(b"12345678901", "a.txt", "text/plain")
+        put(b"12345678901", "a.txt", "text/plain")
     assert (err.value.size, err.value.limit) == (11, 10)
     assert list((tmp_path / "files").iterdir()) == []
-    store.put(b"1234567890", "a.txt", "text/plain")  # as large as kept in all: fits
+    put(b"1234567890", "a.txt", "text/plain")  # as large as kept in all: fits
     with pytest.raises(StoreFull):
-        store.put(b"1", "b.txt", "text/plain")
+        put(b"1", "b.txt", "text/plain")
+
+
+def test_the_file_store_writes_and_reads_off_the_event_loop(tmp_path, monkeypatch):
+    """Its disk work ran on the event loop (up to MT_FILES_MAX_TOTAL_BYTES at once), holding
+    every other request up meanwhile. While a slow disk writes a file, the loop goes on; the
+    file's room is counted, and it is not found until written; a request cancelled while
+    its file is written leaves nothing on disk."""
+    import app.files as files_module
+
+    store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    go = threading.Event()
+    write = files_module._write_new
+
+    def slow_write(path, data):
+        assert go.wait(10)
+        write(path, data)
+
+    monkeypatch.setattr(files_module, "_write_new", slow_write)
+
+    async def scenario():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        tick = asyncio.create_task(ticker())
+        putting = asyncio.create_task(store.put(b"123456", "a.txt", "text/plain"))
+        await asyncio.sleep(0.1)  # the write waits for `go`: the loop goes on
+        assert ticks > 10 and not putting.done()
+        (file_id,) = store.index
+        assert await store.get(file_id) is None  # not written yet
+        with pytest.raises(StoreFull):  # its room is taken
+            await store.put(b"12345", "b.txt", "text/plain")
+        go.set()
+        assert await putting == file_id
+        entry, data = await store.get(file_id)
+        assert data == b"123456" and entry.expires < float("inf")
+        # cancelled while written: no entry, and no file once the thread is done
+        go.clear()
+        cancelled = asyncio.create_task(store.put(b"1234", "c.txt", "text/plain"))
+        await asyncio.sleep(0.05)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert list(store.index) == [file_id]
+        go.set()
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if len(list((tmp_path / "files").iterdir())) == 1:
+                break
+        tick.cancel()
+        return file_id
+
+    file_id = asyncio.run(scenario())
+    assert [p.name for p in (tmp_path / "files").iterdir()] == [f"{file_id}.mtfile"]
 
 
 def test_txt_lines_of_nothing_but_addresses_stay_as_they_are():
