@@ -29,7 +29,15 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect
 
 from .fastpath import check_not_encoded, too_slow
-from .files import FileStore, StoreFull, TooLarge, ascii_name, form_filename, safe_name
+from .files import (
+    FileStore,
+    StoreClosed,
+    StoreFull,
+    TooLarge,
+    ascii_name,
+    form_filename,
+    safe_name,
+)
 from .formats import (
     FormatError,
     Limits,
@@ -404,6 +412,14 @@ async def translate_file(request: Request):
         name = safe_name(filename, language)
         try:
             file_id = await store(state).put(out, name, content_type(filename, out))
+        except (asyncio.CancelledError, StoreClosed):
+            if not state.draining:
+                raise
+            # the shutdown timeout passed (or the store closed) while the file was written
+            raise unavailable(
+                state,
+                "the server shut down before this file was kept; retry on another replica",
+            ) from None
         except TooLarge as exc:
             # it was 503 with Retry-After, though no retry could ever make it fit
             raise ApiError(

@@ -31,6 +31,7 @@ from pathlib import Path, PurePath
 from .formats import extension
 
 SUFFIX = ".mtfile"
+PARTIAL = ".partial"  # a file while it is written
 _ID = re.compile(r"[A-Za-z0-9_-]{24}")
 _UNSAFE = re.compile(r"[^\w.-]+")
 
@@ -39,6 +40,10 @@ class StoreFull(Exception):
     def __init__(self, retry_after_s: int):
         super().__init__(f"retry in {retry_after_s} s")
         self.retry_after_s = retry_after_s
+
+
+class StoreClosed(Exception):
+    """The store was closed (the server stops) while the file was written."""
 
 
 class TooLarge(Exception):
@@ -140,12 +145,16 @@ def prepare_directory(directory: Path) -> None:
 
 def _write_new(path: Path, data: bytes) -> None:
     """Writes a new file whole: under another name first, so that a reader never finds it
-    half written."""
-    partial = path.with_suffix(".partial")
+    half written; a write that fails (a full disk) leaves nothing."""
+    partial = path.with_suffix(PARTIAL)
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(partial, path)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 class FileStore:
@@ -158,9 +167,11 @@ class FileStore:
         self.ttl_s, self.max_total_bytes = ttl_s, max_total_bytes
         self.index: dict[str, StoredFile] = {}
         self._writing: set[str] = set()  # ids whose bytes a thread is writing
-        for leftover in self.directory.glob("*" + SUFFIX):
-            if _ID.fullmatch(leftover.stem):
-                leftover.unlink(missing_ok=True)
+        self.closed = False
+        for suffix in (SUFFIX, PARTIAL):  # what an earlier process left
+            for leftover in self.directory.glob("*" + suffix):
+                if _ID.fullmatch(leftover.stem):
+                    leftover.unlink(missing_ok=True)
 
     def _path(self, file_id: str) -> Path:
         return self.directory / (file_id + SUFFIX)
@@ -178,12 +189,14 @@ class FileStore:
 
     def close(self) -> None:
         """Removes every stored file (their URLs end with the process), and the folder when
-        the store made it."""
+        the store made it. A file still being written is removed when its write ends (its
+        `put` raises StoreClosed)."""
+        self.closed = True
         for file_id in list(self.index):
             self._path(file_id).unlink(missing_ok=True)
         self.index.clear()
         if self.made:
-            for left in self.directory.glob("*.partial"):
+            for left in self.directory.glob("*" + PARTIAL):
                 left.unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # something else put there stays
                 self.directory.rmdir()
@@ -196,10 +209,12 @@ class FileStore:
         if len(data) > self.max_total_bytes:
             raise TooLarge(len(data), self.max_total_bytes)
         self.prune()
+        if self.closed:
+            raise StoreClosed("the server is stopping")
         if self.used_bytes + len(data) > self.max_total_bytes:
-            expiries = [f.expires for f in self.index.values() if f.expires != float("inf")]
-            oldest = min(expiries, default=time.monotonic())  # (none: all are being written)
-            raise StoreFull(max(1, int(oldest - time.monotonic()) + 1))
+            now = time.monotonic()  # (a file being written is kept ttl_s from its end)
+            oldest = min(min(f.expires, now + self.ttl_s) for f in self.index.values())
+            raise StoreFull(max(1, int(oldest - now) + 1))
         file_id = secrets.token_urlsafe(18)
         path = self._path(file_id)
         entry = StoredFile(name, content_type, len(data), float("inf"))  # kept while written
@@ -208,10 +223,15 @@ class FileStore:
         written = asyncio.get_running_loop().run_in_executor(None, _write_new, path, data)
         try:
             await asyncio.shield(written)
-        except BaseException:
+            if self.closed:  # its link ends with the process: nothing is kept
+                path.unlink(missing_ok=True)
+                raise StoreClosed("the server stopped while the file was written")
+        except BaseException as exc:
             self.index.pop(file_id, None)
             # cancelled: the thread may still be writing; what it leaves is removed after
             written.add_done_callback(lambda _: path.unlink(missing_ok=True))
+            if self.closed and isinstance(exc, OSError):  # its folder went with the store
+                raise StoreClosed("the server stopped while the file was written") from None
             raise
         finally:
             self._writing.discard(file_id)

@@ -135,11 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 2),
         "sentences_per_s": round(len(hyps) / seconds, 1),
         "generated_tokens_per_s": round(sum(r.output_tokens + 1 for r in results) / seconds, 1),
-        # outputs the length limit cut before the model ended them: a model that repeats
-        # itself (a sign of too little training) shows here
-        "cut_at_length_limit": sum(
-            not r.hypotheses[0].finished for r in results if r.hypotheses and r.source_tokens
-        ),
+        # outputs that ran to the length limit (cut there, or ended by the EOS a Marian
+        # model's decoding forces there): a model that repeats itself shows here
+        "at_length_limit": sum(r.hypotheses[0].at_limit for r in results if r.hypotheses),
         "device": str(translator.device),
         "dtype": str(translator.dtype).replace("torch.", ""),
     }

@@ -67,7 +67,9 @@ class TranslationHypothesis:
     tokens: list[str]
     ids: list[int]
     score: float
-    finished: bool = True  # ended with EOS (False: cut at the length limit, often a loop)
+    # its tokens (and EOS) reached the output limit: cut there, or ended by the EOS a Marian
+    # model's decoding forces there; either way, often a model repeating itself
+    at_limit: bool = False
 
 
 @dataclass
@@ -248,17 +250,20 @@ class Translator:
         todo.sort(key=lambda i: len(encoded[i]))
         for start in range(0, len(todo), max_batch_size):
             chunk = todo[start : start + max_batch_size]
-            hyps = self.decode_ids([encoded[i] for i in chunk], opts)
-            for i, sent_hyps in zip(chunk, hyps, strict=True):
+            sources = [encoded[i] for i in chunk]
+            hyps = self.decode_ids(sources, opts)
+            limits = self.output_limits(sources, [opts.max_length] * len(sources), opts)
+            for i, sent_hyps, limit in zip(chunk, hyps, limits, strict=True):
                 results[i] = TranslationResult(
-                    [self._hypothesis(h) for h in sent_hyps], len(encoded[i]) + 1
+                    [self._hypothesis(h, limit) for h in sent_hyps], len(encoded[i]) + 1
                 )
         return [r for r in results if r is not None]
 
-    def _hypothesis(self, h: Hypothesis) -> TranslationHypothesis:
+    def _hypothesis(self, h: Hypothesis, limit: int) -> TranslationHypothesis:
         tok = self.target_tokenizer
+        at_limit = len(h.tokens) + h.finished >= limit  # (h.finished: it ended with EOS)
         return TranslationHypothesis(
-            tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score, h.finished
+            tok.decode(h.tokens), tok.id_to_piece(h.tokens), h.tokens, h.score, at_limit
         )
 
     def batch_tensors(self, sources: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import io
+import os
 import re
 import threading
 import time
@@ -1317,22 +1318,33 @@ def test_a_file_larger_than_the_store_keeps_in_all_is_too_large_not_full(tmp_pat
         put(b"1", "b.txt", "text/plain")
 
 
+class SlowDisk:
+    """FileStore's writes wait for `go`; `done` is set after each write (or its failure)."""
+
+    def __init__(self, monkeypatch):
+        import app.files as files_module
+
+        self.go, self.done = threading.Event(), threading.Event()
+        write = files_module._write_new
+
+        def slow_write(path, data):
+            try:
+                assert self.go.wait(10)
+                write(path, data)
+            finally:
+                self.done.set()
+
+        monkeypatch.setattr(files_module, "_write_new", slow_write)
+
+
 def test_the_file_store_writes_and_reads_off_the_event_loop(tmp_path, monkeypatch):
     """Its disk work ran on the event loop (up to MT_FILES_MAX_TOTAL_BYTES at once), holding
     every other request up meanwhile. While a slow disk writes a file, the loop goes on; the
-    file's room is counted, and it is not found until written; a request cancelled while
-    its file is written leaves nothing on disk."""
-    import app.files as files_module
-
-    store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
-    go = threading.Event()
-    write = files_module._write_new
-
-    def slow_write(path, data):
-        assert go.wait(10)
-        write(path, data)
-
-    monkeypatch.setattr(files_module, "_write_new", slow_write)
+    file's room is counted (a file refused meanwhile is told to wait as long as the file
+    being written will be kept), and it is not found until written; a request cancelled
+    while its file is written leaves nothing on disk."""
+    store = FileStore(tmp_path / "files", ttl_s=600, max_total_bytes=10)
+    disk = SlowDisk(monkeypatch)
 
     async def scenario():
         ticks = 0
@@ -1349,30 +1361,81 @@ def test_the_file_store_writes_and_reads_off_the_event_loop(tmp_path, monkeypatc
         assert ticks > 10 and not putting.done()
         (file_id,) = store.index
         assert await store.get(file_id) is None  # not written yet
-        with pytest.raises(StoreFull):  # its room is taken
+        with pytest.raises(StoreFull) as full:  # its room is taken
             await store.put(b"12345", "b.txt", "text/plain")
-        go.set()
+        assert full.value.retry_after_s == 601  # (it was 1 s: a retry every second)
+        disk.go.set()
         assert await putting == file_id
         entry, data = await store.get(file_id)
         assert data == b"123456" and entry.expires < float("inf")
         # cancelled while written: no entry, and no file once the thread is done
-        go.clear()
+        disk.go.clear()
+        disk.done.clear()
         cancelled = asyncio.create_task(store.put(b"1234", "c.txt", "text/plain"))
         await asyncio.sleep(0.05)
         cancelled.cancel()
         with pytest.raises(asyncio.CancelledError):
             await cancelled
         assert list(store.index) == [file_id]
-        go.set()
-        for _ in range(200):
-            await asyncio.sleep(0.01)
-            if len(list((tmp_path / "files").iterdir())) == 1:
-                break
+        disk.go.set()
+        assert await asyncio.to_thread(disk.done.wait, 10)
+        await asyncio.sleep(0.05)  # the removal after the write, on the loop
         tick.cancel()
         return file_id
 
     file_id = asyncio.run(scenario())
     assert [p.name for p in (tmp_path / "files").iterdir()] == [f"{file_id}.mtfile"]
+
+
+@pytest.mark.parametrize("own_folder", [False, True])
+def test_a_file_written_while_the_store_closes_is_not_kept(tmp_path, monkeypatch, own_folder):
+    """The server stops while a translated file is written: its put raises StoreClosed (the
+    route answers 503), and nothing is left on disk. (The file stayed in a configured folder
+    under a dead link; in the store's own folder, removed meanwhile, the write failed: a 500.)"""
+    from app.files import StoreClosed
+
+    store = FileStore(None if own_folder else tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    folder = store.directory
+    disk = SlowDisk(monkeypatch)
+
+    async def scenario():
+        putting = asyncio.create_task(store.put(b"123", "a.txt", "text/plain"))
+        await asyncio.sleep(0.05)
+        store.close()
+        disk.go.set()
+        with pytest.raises(StoreClosed):
+            await putting
+        with pytest.raises(StoreClosed):  # and a later one is refused at once
+            await store.put(b"1", "b.txt", "text/plain")
+
+    asyncio.run(scenario())
+    assert not folder.exists() if own_folder else list(folder.iterdir()) == []
+
+
+def test_a_write_that_fails_leaves_no_partial_file(tmp_path, monkeypatch):
+    """A full disk: the half-written `.partial` stayed in a configured folder for good (a new
+    store removed only whole files an earlier process left)."""
+    store = FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+
+    class FullDisk(io.BytesIO):
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    real_fdopen = os.fdopen
+
+    def fdopen(fd, *args, **kwargs):
+        real_fdopen(fd, *args, **kwargs).close()
+        return FullDisk()
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    with pytest.raises(OSError, match="No space"):
+        asyncio.run(store.put(b"123", "a.txt", "text/plain"))
+    monkeypatch.undo()
+    assert list((tmp_path / "files").iterdir()) == [] and not store.index
+    leftover = tmp_path / "files" / ("A" * 24 + ".partial")  # a process killed mid-write
+    leftover.write_bytes(b"12")
+    FileStore(tmp_path / "files", ttl_s=60, max_total_bytes=10)
+    assert not leftover.exists()
 
 
 def test_txt_lines_of_nothing_but_addresses_stay_as_they_are():

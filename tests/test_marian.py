@@ -551,3 +551,19 @@ def test_forced_eos_given_as_a_list(plain_dir, tmp_path, caplog):
         Translator.load(d, device="cpu", dtype="float32")
     assert "forced_eos_token_id=[0, 5] not applied" in caplog.text
     assert "eos_token_id=[0, 7] not applied" in caplog.text
+
+
+def test_an_output_ended_by_the_forced_eos_counts_as_at_the_length_limit(plain_dir, tmp_path):
+    """mt-evaluate's `at_length_limit`: an OPUS-MT model's decoding forces the end of sentence
+    at the limit, so an output that ran to it ends as one the model ended; it is counted as
+    at the limit all the same (a looping OPUS-MT model showed 0 there)."""
+    d = tmp_path / "opus-mt-en-de"
+    shutil.copytree(plain_dir, d)
+    set_generation(d, forced_eos_token_id=0, max_length=6)
+    t = Translator.load(d, device="cpu", dtype="float32")
+    assert t.config.force_eos_at_limit
+    for beam in (1, 3):
+        best = [r.hypotheses[0] for r in t.translate_batch(SOURCES, beam_size=beam)]
+        # (transformers' max_length 6 counts the decoder's start: 4 tokens and the EOS)
+        assert [h.at_limit for h in best] == [len(h.ids) == 4 for h in best]
+        assert any(h.at_limit for h in best), [h.ids for h in best]

@@ -203,7 +203,7 @@ def test_evaluate_command_reports_bleu(random_checkpoint, corpus_dir, tmp_path, 
     results = translator.translate_batch(sources, beam_size=2)
     limits = [translator.max_output_length(r.source_tokens, 256, 2.0, 10) for r in results]
     cut = sum(r.output_tokens == limit for r, limit in zip(results, limits, strict=True))
-    assert report["cut_at_length_limit"] == cut > 0
+    assert report["at_length_limit"] == cut > 0
 
 
 def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
