@@ -247,15 +247,19 @@ def initial_checkpoint(args: argparse.Namespace) -> Checkpoint:
     (one sentencepiece model for both sides, one target language) for the run's languages.
     Raises DataError naming what does not fit."""
     where = f"--init {args.init}"
+    one_tokenizer = "mt-train trains models with one sentencepiece model for both languages "
+    if marian.is_marian_dir(args.init):
+        raise DataError(
+            f"{where}: {one_tokenizer}(its own exports); an OPUS-MT model has one per side"
+        )
     try:
         init = load_checkpoint(args.init)
     except CheckpointError as exc:
         raise DataError(f"{where}: {exc}") from None
-    meta = read_metadata(args.init) if not marian.is_marian_dir(args.init) else None
-    if meta is None or meta["source_tokenizer"] != meta["target_tokenizer"]:
+    meta = read_metadata(args.init)
+    if meta["source_tokenizer"] != meta["target_tokenizer"]:
         raise DataError(
-            f"{where}: mt-train trains models with one sentencepiece model for both languages "
-            "(its own exports); this checkpoint has one per side"
+            f"{where}: {one_tokenizer}(its own exports); this checkpoint has one per side"
         )
     if len(init.target_languages) > 1:
         raise DataError(f"{where}: a model of several target languages cannot be trained here")
@@ -272,7 +276,9 @@ def adopt_languages(args: argparse.Namespace, source: str, target: str, where: s
             setattr(args, option, own)
         elif own and given != own:
             raise DataError(
-                f"{where} translates {source} -> {target}; --{option} {given} does not match"
+                f"{where} translates {source} -> {target}; --{option} {given} does not match "
+                "(leave --source and --target out to take its languages; files named otherwise "
+                "go by --train-src, --train-tgt, --dev-src and --dev-tgt)"
             )
 
 
@@ -365,16 +371,16 @@ class Run:
         if init is not None:  # the checkpoint's own sentencepiece model, copied
             made_from = {"init": str(init.path.resolve())}
         made_from_path = self.run_dir / SPM_SETTINGS_FILE
-        if self.spm_path.is_file() and not resume and read_json(made_from_path) != made_from:
+        if init is not None:  # (no state saved yet) its tokenizer, copied anew each time
+            tokenizer = init.path / read_metadata(init.path)["source_tokenizer"]
+            self.spm_path.write_bytes(tokenizer.read_bytes())
+            made_from_path.write_text(json.dumps(made_from, indent=1) + "\n")
+        elif self.spm_path.is_file() and not resume and read_json(made_from_path) != made_from:
             self.log(
                 "the run's sentencepiece model was made from other options or files and no "
                 "training state is saved yet: making it again"
             )
             self.spm_path.unlink()
-        if not self.spm_path.is_file() and init is not None:
-            tokenizer = init.path / read_metadata(init.path)["source_tokenizer"]
-            self.spm_path.write_bytes(tokenizer.read_bytes())
-            made_from_path.write_text(json.dumps(made_from, indent=1) + "\n")
         if not self.spm_path.is_file():
             self.log(f"training sentencepiece ({args.vocab_size} pieces, joint)")
             try:

@@ -752,9 +752,7 @@ def test_init_trains_further_from_a_checkpoints_weights_and_tokenizer(corpus_dir
     )
 
 
-def test_init_refuses_a_checkpoint_it_cannot_train_further(
-    corpus_dir, tmp_path, capsys, random_checkpoint
-):
+def test_init_refuses_a_checkpoint_it_cannot_train_further(corpus_dir, tmp_path, capsys):
     first = tmp_path / "first"
     assert (
         train.main(
@@ -766,8 +764,10 @@ def test_init_refuses_a_checkpoint_it_cannot_train_further(
     common = ["--data", str(corpus_dir), "--run", str(tmp_path / "run"), *TINY, "--max-steps", "1"]
     # the other direction
     assert train.main(["--init", str(first), *common, "--source", "de", "--target", "en"]) == 2
-    assert last_error(capsys) == (
-        f"mt-train: error: --init {first} translates en -> de; --source de does not match"
+    assert last_error(capsys).startswith(
+        f"mt-train: error: --init {first} translates en -> de; --source de does not match "
+        "(leave --source and --target out to take its languages; files named otherwise go by "
+        "--train-src"
     )
     assert train.main(["--init", str(tmp_path), *common, "--source", "en", "--target", "de"]) == 2
     assert last_error(capsys).startswith(f"mt-train: error: --init {tmp_path}: ")
@@ -780,4 +780,48 @@ def test_init_refuses_a_checkpoint_it_cannot_train_further(
     (split / "config.json").write_text(json.dumps(meta))
     assert train.main(["--init", str(split), *common, "--source", "en", "--target", "de"]) == 2
     assert "one sentencepiece model for both languages" in last_error(capsys)
-    assert not (tmp_path / "run" / "state.pt").exists()
+    # an OPUS-MT (Marian) folder: refused before its weights are read
+    from tests.test_marian import make_marian_dir
+
+    opus = make_marian_dir(tmp_path / "opus-mt-en-de", seed=1)
+    (opus / "model.safetensors").write_bytes(b"not read")
+    assert train.main(["--init", str(opus), *common, "--source", "en", "--target", "de"]) == 2
+    assert last_error(capsys).endswith("an OPUS-MT model has one per side")
+    assert not (tmp_path / "run").exists()
+
+
+def test_init_copies_the_checkpoints_tokenizer_again_until_a_state_is_saved(
+    corpus_dir, tmp_path, capsys
+):
+    """A run from --init that stopped before saving a state (a bad option) kept the tokenizer
+    it had copied, though the checkpoint was exported again meanwhile with another one: the
+    new weights would have read the old tokenizer's ids."""
+    first, run = tmp_path / "first", tmp_path / "run"
+    assert (
+        train.main(
+            [*train_args(corpus_dir, tmp_path / "a"), "--max-steps", "2", "--export", str(first)]
+        )
+        == 0
+    )
+    args = ["--init", str(first), "--data", str(corpus_dir), "--run", str(run), *TINY]
+    assert train.main([*args, "--max-steps", "1", "--max-tokens-per-sentence", "600"]) == 2
+    assert (run / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    # the checkpoint exported again, with another vocabulary
+    vocab = ["--vocab-size", "300"]
+    assert (
+        train.main(
+            [
+                *train_args(corpus_dir, tmp_path / "b"),
+                *vocab,
+                "--max-steps",
+                "2",
+                "--export",
+                str(first),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert train.main([*args, "--max-steps", "1"]) == 0
+    assert (run / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    assert "making it again" not in capsys.readouterr().err
