@@ -53,7 +53,7 @@ def test_a_bold_word_gives_the_plain_sentences_translation_with_the_word_in_bold
     assert TAG.sub("", out) == plain  # not "Die Tür ist der Tür. öffnen Sie geöffnet.."
     bold = re.search(r"<b>(.*?)</b>", out).group(1)
     assert bold in plain.split() or bold + "." in plain.split()
-    assert bold == "geöffnet"  # the translation of "open" in it
+    assert bold == "offen"  # the translation of "open" in it
 
 
 def test_every_tag_and_atom_comes_back_once_around_the_plain_translation(en_de):
@@ -82,7 +82,7 @@ def test_a_docx_paragraph_with_a_bold_word_reads_as_the_plain_translation(en_de)
     out = docx.Document(io.BytesIO(translate_office(buf.getvalue(), en_de, Limits())))
     paragraph = out.paragraphs[0]
     assert paragraph.text == en_de(["The door is open."])[0]
-    assert [r.text for r in paragraph.runs if r.bold] == ["geöffnet"]
+    assert [r.text for r in paragraph.runs if r.bold] == ["offen"]
 
 
 def test_a_markdown_paragraph_with_bold_words_reads_as_the_plain_translation(en_de):
@@ -236,7 +236,7 @@ def test_a_sentence_all_in_one_run_or_pair_with_addresses_is_translated_whole(en
     b.text(sentence)
     tokens = translate_units([b.build(whole=False)], en_de)[0]
     plain = "".join(t.text for t in tokens)
-    assert plain == "Ich mag https://example.com/a und https://example.com/b sehr."
+    assert plain == "Ich mag https://example.com/a und https://example.com/b viel."
     assert translate_html(f"<p><b>{sentence}</b></p>", en_de) == f"<p><b>{plain}</b></p>"
     doc = docx.Document()
     doc.add_paragraph(sentence)
@@ -292,7 +292,7 @@ def test_a_block_with_pairs_and_atoms_is_translated_whole(en_de):
     out = translate_html("<p>The <b>door</b> is at https://example.com now.</p>", en_de)
     assert out == "<p>Die <b>Tür</b> ist jetzt bei https://example.com.</p>"
     out = translate_html("<p>The <i>cat</i> sat on <code>mat.txt</code> all day.</p>", en_de)
-    assert out == "<p>Die <i>Katze</i> saß am ganzen Tag auf <code>mat.txt</code>.</p>"
+    assert out == "<p>Die <i>Katze</i> saß den ganzen Tag auf <code>mat.txt</code>.</p>"
     md = translate_markdown(b"The **door** is at https://example.com now.\n", en_de, Limits())
     assert md.decode() == "Die **Tür** ist jetzt bei https://example.com.\n"
     runs = [("The ", None), ("door", True), (" is at https://example.com now.", None)]
@@ -366,24 +366,24 @@ def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en
         return "".join(t.text for t in translate_units([b.build(whole=False)], en_de)[0])
 
     assert translated("Send your questions to bob@example.com.") == (
-        "Schicken Sie Ihre Fragen bob@example.com."
+        "Schick deine Fragen bob@example.com!"
     )
     assert translated("https://example.com has the new version.") == (
-        "https://example.com hat die neue Familie."
+        "https://example.com hat die neue Version."
     )
     html = translate_html("<p>Send your questions to <code>bob</code>.</p>", en_de)
-    assert html == "<p>Schicken Sie Ihre Fragen <code>bob</code>.</p>"
+    assert html == "<p>Schick deine Fragen <code>bob</code>!</p>"
     # markup before the words (an icon) is not one of them: the name became the subject
     # ("Tom schloss die Tür." for "Tom The door is open.")
     html = translate_html('<p><img src="i.png"> The door is open.</p>', en_de)
-    assert html == '<p><img src="i.png"> Die Tür ist geöffnet.</p>'
+    assert html == '<p><img src="i.png"> Die Tür ist offen.</p>'
     # nor markup after the sentence's end ("Ich liebe dich <code>x</code>.")
     assert translate_html("<p>I love you. <code>x</code></p>", en_de) == (
         "<p>Ich liebe dich. <code>x</code></p>"
     )
     # markup that ends the block stays last, punctuation the model adds after it too
     md = translate_markdown(b"- Run `make test`\n", en_de, Limits())
-    assert md.decode() == "- Machen Sie `make test`!\n"
+    assert md.decode() == "- Schließ `make test`!\n"
 
 
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
