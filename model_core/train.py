@@ -372,8 +372,7 @@ class Run:
             made_from = {"init": str(init.path.resolve())}
         made_from_path = self.run_dir / SPM_SETTINGS_FILE
         if init is not None:  # (no state saved yet) its tokenizer, copied anew each time
-            tokenizer = init.path / read_metadata(init.path)["source_tokenizer"]
-            self.spm_path.write_bytes(tokenizer.read_bytes())
+            self.spm_path.write_bytes(init.source_tokenizer.path.read_bytes())
             made_from_path.write_text(json.dumps(made_from, indent=1) + "\n")
         elif self.spm_path.is_file() and not resume and read_json(made_from_path) != made_from:
             self.log(
