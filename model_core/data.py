@@ -58,6 +58,47 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str]
     return src, tgt
 
 
+# sentence-final marks that --strip-final-punctuation removes (Latin and CJK full stops,
+# exclamation and question marks; a run of them, as in "Wait...", goes whole)
+FINAL_PUNCTUATION = ".!?\u3002\uff01\uff1f"
+
+
+@dataclass
+class Augmentation:
+    """Training-pair variants a run makes (each a fraction of the pairs it applies to).
+
+    Users type lone words and phrases without a final full stop ("cat", "good morning") and
+    start sentences in lower case; corpora of whole sentences have almost none of these, and
+    a model trained only on them loops on such input ("Katze Katze Katze."). The pairs each
+    variant is drawn for are fixed by the run's seed, so that a resumed run sees the same data.
+    """
+
+    strip_final_punctuation: float = 0.0  # both sides end in FINAL_PUNCTUATION: trained without
+    lowercase_first_letter: float = 0.0  # the source's first letter in lower case
+
+    def apply(
+        self, src: list[str], tgt: list[str], seed: int
+    ) -> tuple[list[str], list[str], dict[str, int]]:
+        """The pairs with the variants drawn for them, and how many of each were made."""
+        rng = random.Random(seed * 1_000_003 + 7)
+        out_src, out_tgt = list(src), list(tgt)
+        made = {"strip_final_punctuation": 0, "lowercase_first_letter": 0}
+        for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
+            # two draws for every pair, used or not: which pairs get a variant does not
+            # depend on the other pairs' text
+            strip, lower = rng.random(), rng.random()
+            if strip < self.strip_final_punctuation:
+                s2, t2 = s.rstrip().rstrip(FINAL_PUNCTUATION), t.rstrip().rstrip(FINAL_PUNCTUATION)
+                if s2 != s.rstrip() and t2 != t.rstrip() and s2.strip() and t2.strip():
+                    s, t = s2.rstrip(), t2.rstrip()
+                    made["strip_final_punctuation"] += 1
+            if lower < self.lowercase_first_letter and s[:1].isupper() and not s[1:2].isupper():
+                s = s[0].lower() + s[1:]  # (not "USA" or "NASA": a word in capitals stays)
+                made["lowercase_first_letter"] += 1
+            out_src[i], out_tgt[i] = s, t
+        return out_src, out_tgt, made
+
+
 @dataclass
 class Batch:
     src: torch.Tensor  # (B, S) ids, padded, ending in EOS

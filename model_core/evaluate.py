@@ -2,8 +2,10 @@
 
     mt-evaluate weights/en-de --src ../shared/data/tatoeba/dev.en --ref ../shared/data/tatoeba/dev.de
 
-Prints BLEU and chrF (detokenized, cased) with sacreBLEU's signature, sentences/s and tokens/s;
-`--output` writes the translations, one per line.
+Prints BLEU and chrF (detokenized, cased) with sacreBLEU's signature, sentences/s and tokens/s,
+and how many outputs show a model looping: run to the length limit (`at_length_limit`), or a
+word repeated at once (`word_repeated`, beside the references' own count); `--output` writes
+the translations, one per line.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ if __name__ == "__main__":
     raise SystemExit(mt_evaluate())
 
 import argparse
+import itertools
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -36,6 +40,17 @@ def same_file(a: Path, b: Path) -> bool:
         return a.samefile(b)
     except OSError:  # one of them does not exist (yet)
         return False
+
+
+WORD = re.compile(r"\w+")
+
+
+def repeats_a_word(text: str) -> bool:
+    """Whether a word follows itself ("Katze Katze"), case and punctuation aside: the loop
+    of a model that does not know how to end (a language has a few such pairs of its own,
+    "had had": count the references too, for the rate of those)."""
+    words = [w.casefold() for w in WORD.findall(text)]
+    return any(a == b for a, b in itertools.pairwise(words))
 
 
 @interruptible("mt-evaluate", ": nothing written")
@@ -138,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         # outputs that ran to the length limit (cut there, or ended by the EOS a Marian
         # model's decoding forces there): a model that repeats itself shows here
         "at_length_limit": sum(r.hypotheses[0].at_limit for r in results if r.hypotheses),
+        "word_repeated": sum(map(repeats_a_word, hyps)),
         "device": str(translator.device),
         "dtype": str(translator.dtype).replace("torch.", ""),
     }
@@ -148,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         report.update(
             bleu=round(bleu.score, 2),
             chrf=round(chrf.score, 2),
+            word_repeated_in_references=sum(map(repeats_a_word, refs)),
             signature=str(bleu_metric.get_signature()),
         )
     if args.json:

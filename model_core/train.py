@@ -31,6 +31,7 @@ import re
 import signal
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,21 @@ from .checkpoint import (
 )
 from .cli import integer, number
 from .config import ModelConfig
-from .data import Batch, DataError, count_batches, iterate_batches, read_parallel
+from .data import (
+    Augmentation,
+    Batch,
+    DataError,
+    count_batches,
+    iterate_batches,
+    read_parallel,
+)
 from .model import Transformer, count_parameters
 from .threads import available_cpus
 from .tokenizer import Tokenizer, train_sentencepiece
 from .translator import Translator, resolve_device
 
 STATE_FILE = "state.pt"
+NO_AUGMENTATION = {"strip_final_punctuation": 0.0, "lowercase_first_letter": 0.0}
 SPM_SETTINGS_FILE = "spm.json"  # what the run's spm.model was made from
 
 
@@ -68,6 +77,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         g.add_argument(f"--{name}", type=Path, help="explicit file (overrides --data)")
     g.add_argument(
         "--max-tokens-per-sentence", type=integer(1), default=128, help="longer pairs are skipped"
+    )
+    g.add_argument(
+        "--strip-final-punctuation",
+        type=number(0.0, 1.0),
+        default=0.0,
+        metavar="FRACTION",
+        help="this fraction of the pairs whose both sides end in . ! or ? is trained without "
+        "it (so that a lone word or a phrase typed without a full stop is translated, not "
+        "looped on)",
+    )
+    g.add_argument(
+        "--lowercase-first-letter",
+        type=number(0.0, 1.0),
+        default=0.0,
+        metavar="FRACTION",
+        help="this fraction of the source sentences starts in lower case (as users type)",
     )
     g = p.add_argument_group("model")
     g.add_argument(
@@ -328,7 +353,9 @@ class Run:
             torch.load(self.state_path, weights_only=True) if self.state_path.is_file() else None
         )
         if resume and "data_settings" in resume:  # keep the data position meaningful
-            for key, value in json.loads(resume["data_settings"]).items():
+            # (a state saved before the augmentation options trained without them)
+            saved = {**NO_AUGMENTATION, **json.loads(resume["data_settings"])}
+            for key, value in saved.items():
                 if getattr(args, key) != value:
                     self.log(
                         f"resuming with the run's --{key.replace('_', '-')} {value} (not {getattr(args, key)})"
@@ -359,6 +386,10 @@ class Run:
             raise DataError(f"--run {args.run}: {exc.strerror or exc}") from None
         train_src, train_tgt = read_parallel(self.files["train_src"], self.files["train_tgt"])
         self.dev_src, self.dev_tgt = read_parallel(self.files["dev_src"], self.files["dev_tgt"])
+        self.augmentation = Augmentation(args.strip_final_punctuation, args.lowercase_first_letter)
+        train_src, train_tgt, self.augmented = self.augmentation.apply(
+            train_src, train_tgt, args.seed
+        )
         self.spm_path = self.run_dir / "spm.model"
         # What the run's sentencepiece model was made from: until a training state is saved,
         # a command with another --vocab-size or other training files makes it again (it
@@ -521,6 +552,8 @@ class Run:
             "batch_tokens": a.batch_tokens,
             "seed": a.seed,
             "max_tokens_per_sentence": a.max_tokens_per_sentence,
+            "strip_final_punctuation": a.strip_final_punctuation,
+            "lowercase_first_letter": a.lowercase_first_letter,
         }
 
     def batch_loss(self, batch: Batch, label_smoothing: float) -> torch.Tensor:
@@ -588,6 +621,12 @@ class Run:
             f"({self.skipped} over {a.max_tokens_per_sentence} tokens skipped); "
             f"{self.batches_per_epoch} batches/epoch; device {self.device}"
         )
+        if any(self.augmented.values()):
+            self.log(
+                f"pairs trained as variants: {self.augmented['strip_final_punctuation']:,} "
+                f"without the final punctuation, {self.augmented['lowercase_first_letter']:,} "
+                "with the source's first letter in lower case"
+            )
         total = a.max_steps or None
         if a.max_epochs:
             epoch_steps = int(a.max_epochs * self.batches_per_epoch / a.accumulate)
@@ -711,6 +750,11 @@ class Run:
             "command": " ".join(["mt-train", *sys.argv[1:]]),
             "data": {k: str(v) for k, v in self.files.items()},
             "training_pairs": len(self.pairs),
+            **(
+                {"augmentation": {**asdict(self.augmentation), "pairs": self.augmented}}
+                if any(self.augmented.values())
+                else {}
+            ),
             "steps": self.step,
             "epochs": round(self.epoch + self.batch_in_epoch / self.batches_per_epoch, 3),
             "wall_time_minutes": round(self.elapsed / 60, 1),

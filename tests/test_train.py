@@ -179,13 +179,16 @@ def test_evaluate_command_reports_bleu(random_checkpoint, corpus_dir, tmp_path, 
     from model_core import evaluate
 
     out = tmp_path / "hyps.txt"
+    refs = read_lines(corpus_dir / "dev.de")
+    refs[3], refs[9] = "Katze Katze Katze.", "Das Haus, haus."  # two that repeat a word
+    write_lines(tmp_path / "dev.de", refs)
     code = evaluate.main(
         [
             str(random_checkpoint),
             "--src",
             str(corpus_dir / "dev.en"),
             "--ref",
-            str(corpus_dir / "dev.de"),
+            str(tmp_path / "dev.de"),
             "--output",
             str(out),
             "--beam-size",
@@ -196,7 +199,11 @@ def test_evaluate_command_reports_bleu(random_checkpoint, corpus_dir, tmp_path, 
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["sentences"] == 40 and 0.0 <= report["bleu"] <= 100.0
-    assert len(out.read_text(encoding="utf-8").splitlines()) == 40
+    written = out.read_text(encoding="utf-8").splitlines()
+    assert len(written) == 40
+    # outputs with a word repeated at once, and the references' own count beside them
+    assert report["word_repeated"] == sum(map(evaluate.repeats_a_word, written))
+    assert report["word_repeated_in_references"] == sum(map(evaluate.repeats_a_word, refs)) >= 2
     # the outputs the length limit cut (an untrained model seldom ends a sentence itself)
     translator = Translator.load(random_checkpoint, device="cpu")
     sources = read_lines(corpus_dir / "dev.en")
@@ -825,3 +832,109 @@ def test_init_copies_the_checkpoints_tokenizer_again_until_a_state_is_saved(
     assert train.main([*args, "--max-steps", "1"]) == 0
     assert (run / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
     assert "making it again" not in capsys.readouterr().err
+
+
+# --- augmentation: lone words and phrases typed without a full stop ------------------------
+
+
+def test_augmentation_varies_only_the_pairs_it_applies_to():
+    from model_core.data import Augmentation
+
+    src = ["Cat.", "Wait...", "USA is big!", '"Go."', "Who?", "Hi", "It is.", "?!"]
+    tgt = ["Katze.", "Warte...", "Die USA sind groß!", '"Geh."', "Wer", "Hallo", "Es ist.", "?!"]
+    every = Augmentation(strip_final_punctuation=1.0, lowercase_first_letter=1.0)
+    out_src, out_tgt, made = every.apply(src, tgt, seed=1)
+    # a pair loses its final marks only where both sides end in them and text is left; a
+    # source's first letter goes to lower case unless it begins a word in capitals
+    assert out_src == ["cat", "wait", "USA is big", '"Go."', "who?", "hi", "it is", "?!"]
+    assert out_tgt == [
+        "Katze",
+        "Warte",
+        "Die USA sind groß",
+        '"Geh."',
+        "Wer",
+        "Hallo",
+        "Es ist",
+        "?!",
+    ]
+    assert made == {"strip_final_punctuation": 4, "lowercase_first_letter": 5}
+    assert src[0] == "Cat." and tgt[0] == "Katze."  # the caller's lists are left as they were
+    assert Augmentation().apply(src, tgt, seed=1) == (src, tgt, {k: 0 for k in made})
+
+
+def test_augmentation_draws_a_fraction_of_the_pairs_fixed_by_the_seed():
+    from model_core.data import Augmentation
+
+    src = [f"Sentence number {i}." for i in range(2000)]
+    tgt = [f"Satz Nummer {i}." for i in range(2000)]
+    some = Augmentation(strip_final_punctuation=0.3, lowercase_first_letter=0.2)
+    a_src, a_tgt, made = some.apply(src, tgt, seed=5)
+    assert 500 < made["strip_final_punctuation"] < 700  # 30% of 2,000
+    assert 330 < made["lowercase_first_letter"] < 470  # 20%
+    assert sum(not s.endswith(".") for s in a_src) == made["strip_final_punctuation"]
+    assert [s.endswith(".") for s in a_src] == [t.endswith(".") for t in a_tgt]
+    assert some.apply(src, tgt, seed=5)[0] == a_src  # the same seed, the same pairs
+    assert some.apply(src, tgt, seed=6)[0] != a_src
+    # which pairs are drawn does not depend on the other pairs: a pair added at the end
+    # leaves the others' draws alone
+    assert some.apply([*src, "One more."], [*tgt, "Noch einer."], seed=5)[0][:2000] == a_src
+
+
+def test_a_run_trains_on_the_variants_and_records_them(corpus_dir, tmp_path, capsys):
+    run, export = tmp_path / "run", tmp_path / "export"
+    options = ["--strip-final-punctuation", "0.5", "--lowercase-first-letter", "0.25"]
+    args = [*train_args(corpus_dir, run), *options, "--max-steps", "2"]
+    assert train.main([*args, "--export", str(export)]) == 0
+    log = capsys.readouterr().err
+    made = re.search(
+        r"pairs trained as variants: (\d+) without the final punctuation, (\d+) with", log
+    )
+    assert made, log
+    stripped, lowered = int(made[1]), int(made[2])
+    assert 240 < stripped < 360 and 100 < lowered < 200  # of the 600 pairs
+    # what the model is trained on: the token ids of the run's pairs
+    r = train.Run(train.parse_args(args))
+    texts = [(r.tok.decode(s), r.tok.decode(t)) for s, t in r.pairs]
+    assert sum(not s.endswith(".") and not t.endswith(".") for s, t in texts) == stripped
+    assert sum(s.endswith(".") != t.endswith(".") for s, t in texts) == 0
+    assert sum(s[0].islower() for s, _ in texts) == lowered
+    record = json.loads((export / "config.json").read_text())["training"]["augmentation"]
+    assert record == {
+        "strip_final_punctuation": 0.5,
+        "lowercase_first_letter": 0.25,
+        "pairs": {"strip_final_punctuation": stripped, "lowercase_first_letter": lowered},
+    }
+    capsys.readouterr()
+    # a resumed run keeps its own fractions (the batches' order depends on them)
+    other = [a if a != "0.5" else "0.1" for a in args]
+    assert train.main([*other[:-1], "3"]) == 0
+    assert "resuming with the run's --strip-final-punctuation 0.5 (not 0.1)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_run_saved_before_augmentation_resumes_without_it(corpus_dir, tmp_path, capsys):
+    import torch
+
+    run = tmp_path / "run"
+    assert train.main([*train_args(corpus_dir, run), "--max-steps", "2"]) == 0
+    state = torch.load(run / "state.pt", weights_only=True)
+    settings = json.loads(state["data_settings"])
+    del settings["strip_final_punctuation"], settings["lowercase_first_letter"]
+    state["data_settings"] = json.dumps(settings)  # as such a run saved it
+    torch.save(state, run / "state.pt")
+    capsys.readouterr()
+    more = ["--strip-final-punctuation", "0.3", "--max-steps", "3"]
+    assert train.main([*train_args(corpus_dir, run), *more]) == 0
+    log = capsys.readouterr().err
+    assert "resuming with the run's --strip-final-punctuation 0.0 (not 0.3)" in log
+    assert "pairs trained as variants" not in log
+
+
+def test_a_word_that_follows_itself_is_a_repeat():
+    from model_core import evaluate
+
+    assert evaluate.repeats_a_word("Katze Katze Katze.")
+    assert evaluate.repeats_a_word("Mein Freund, freund.")  # case and punctuation aside
+    assert not evaluate.repeats_a_word("Die Katze sieht die Katze.")
+    assert not evaluate.repeats_a_word("")
