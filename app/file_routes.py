@@ -100,13 +100,23 @@ def file_pool(state: Any) -> concurrent.futures.ThreadPoolExecutor:
 
 def public_base(request: Request) -> str:
     """The service's address as the client reached it, for the download link: the scheme an
-    `X-Forwarded-Proto` header names (a proxy that ends TLS in front of the service; the
-    header only changes the client's own link), else the request's."""
+    `X-Forwarded-Proto` header names (a proxy that ends TLS in front of the service), else the
+    request's, and the path an `X-Forwarded-Prefix` header names (a proxy that serves the
+    service under a path: nginx `location /mt/ { proxy_pass http://mt/; proxy_set_header
+    X-Forwarded-Prefix /mt; }`). The headers only change the client's own link; a prefix that
+    is not a plain absolute path ("//host", a query, a space) is not taken."""
     base = str(request.base_url).rstrip("/")
     proto = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
     if proto in ("http", "https"):
         base = proto + base[base.index("://") :]
+    prefix = request.headers.get("x-forwarded-prefix", "").split(",")[0].strip().rstrip("/")
+    if PREFIX.fullmatch(prefix):
+        base += prefix
     return base
+
+
+# path segments of RFC 3986's unreserved and sub-delimiter characters, %-escapes, ":" and "@"
+PREFIX = re.compile(r"(/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})+)+")
 
 
 def chunks(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:

@@ -655,6 +655,39 @@ def test_the_download_link_has_the_scheme_the_proxy_names(server):
     assert plain.json()["translatedFileUrl"].startswith("http://127.0.0.1:")
 
 
+@pytest.mark.parametrize(
+    ("prefix", "path"),
+    [
+        ("/mt", "/mt/download_file/"),
+        ("/tools/mt/", "/tools/mt/download_file/"),
+        ("/a%20b,/other", "/a%20b/download_file/"),  # the first proxy's
+        ("", "/download_file/"),
+        ("mt", "/download_file/"),  # not a path: not taken
+        ("//evil.example", "/download_file/"),
+        ("/mt?x=1", "/download_file/"),
+        ("/m t", "/download_file/"),
+    ],
+)
+def test_the_download_link_has_the_path_the_proxy_serves_the_service_under(server, prefix, path):
+    """Behind a proxy that serves the service under a path and says so (X-Forwarded-Prefix),
+    the link goes through it (it named /download_file/ at the proxy's root: a 404 there)."""
+    url, _ = server
+    r = httpx.post(
+        f"{url}/translate_file",
+        files={"file": ("a.txt", b"The cat.")},
+        data={"source": "en", "target": "de"},
+        headers={"X-Forwarded-Prefix": prefix},
+        timeout=60,
+    )
+    assert r.status_code == 200
+    link = httpx.URL(r.json()["translatedFileUrl"])
+    assert (link.host, link.port) == ("127.0.0.1", httpx.URL(url).port)
+    assert link.raw_path.decode().startswith(path), link
+    # what the proxy would ask for, the prefix taken off, is the file
+    got = httpx.get(f"{url}/download_file/{link.raw_path.decode().split('/download_file/')[1]}")
+    assert got.status_code == 200 and got.text.strip()
+
+
 def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
     """RFC 6266: `filename` for every client (curl -OJ saved `Bericht_%C3%BCber_de.txt`),
     `filename*` with the name itself."""

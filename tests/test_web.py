@@ -891,6 +891,32 @@ def test_a_finished_translation_is_announced_once(server, browser, tmp_path):
     assert status.text == "notes.txt is translated."
 
 
+def test_the_download_link_is_the_pages_own_behind_a_proxy(server, browser, tmp_path):
+    """Behind a proxy that serves the service under a path without saying so, the answer's
+    link names the service's own address (http://mt-internal:8000/download_file/...); the
+    page's link is relative to the page, as its API calls are, so it goes through the proxy."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.execute_script(
+        "const f = window.fetch; window.fetch = async (url, options) => {"
+        " const r = await f(url, options); if (String(url) !== 'translate_file') return r;"
+        " const data = await r.json(); window.served = data.translatedFileUrl;"
+        " data.translatedFileUrl = data.translatedFileUrl.replace(/^https?:\\/\\/[^/]+/,"
+        " 'http://mt-internal:8000');"
+        " return new Response(JSON.stringify(data), {status: r.status, headers: r.headers}); };"
+    )
+    upload = tmp_path / "notes.txt"
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    d.find_element(By.ID, "file").send_keys(str(upload))
+    d.find_element(By.ID, "file-submit").click()
+    wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
+    link = d.find_element(By.ID, "download")
+    assert link.get_attribute("href") == d.execute_script("return window.served")
+    assert link.get_attribute("href").startswith(f"{server}/download_file/")
+    assert link.text == "Download notes_de.txt"
+    assert httpx.get(link.get_attribute("href")).text.strip()
+
+
 def test_text_and_file_translations_say_each_their_own_status(server, browser, tmp_path):
     """A text translated while a file is translated does not blank the file's "Translating
     notes.txt…" when it ends (the two shared one status line)."""

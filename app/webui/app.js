@@ -441,7 +441,10 @@ el.fileForm.addEventListener("submit", async (e) => {
     }
     const data = await api("translate_file", { method: "POST", body: form });
     const url = data.translatedFileUrl;
-    el.download.href = url;
+    // the link taken relative to this page, as the API's URLs are: behind a proxy that serves
+    // the service under a path, the answer's absolute link may name the service's own address
+    const at = new URL(url, location.href).pathname.lastIndexOf("/download_file/");
+    el.download.href = at >= 0 ? new URL(url, location.href).pathname.slice(at + 1) : url;
     el.download.textContent = `Download ${decodeURIComponent(url.split("/").pop())}`;
     el.fileResult.hidden = false;
     el.fileStatus.textContent = `${file.name} is translated.`; // said once (aria-live)
