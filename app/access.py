@@ -143,8 +143,10 @@ class Access:
             raise ApiError(403, INVALID_KEY)
         return info
 
-    async def admit(self, params: dict[str, Any], scope: dict) -> Grant:
-        """Checks the request's key and counts it against its requests per minute."""
+    async def admit(self, params: dict[str, Any], scope: dict, cost: Cost | None = None) -> Grant:
+        """Checks the request's key and counts it against its requests per minute; `cost`,
+        where it is known from the parameters, is refused first (413) when it is more than
+        the whole limit (a full window answered 429 and a retry after it then 413)."""
         s = self.settings
         info = await self.key_info(params)
         if info is None and self.key_required:
@@ -161,6 +163,8 @@ class Access:
             client = scope.get("client") or ("unknown", 0)
             grant = Grant(f"addr:{client[0]}", s.req_limit_per_minute, 0, s.char_limit_per_day)
         if grant.req_per_minute:
+            if cost is not None and cost.requests > grant.req_per_minute:
+                raise ApiError(413, cost.too_much(grant.req_per_minute))
             counted = self.requests.hit(grant.req_per_minute, grant.who)
             if counted is None:
                 raise slow_down(

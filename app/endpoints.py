@@ -27,11 +27,14 @@ async def translate_endpoint(
 ) -> dict[str, Any] | None:
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
-    grant = await access.admit(data, scope)  # the key, and the request counted against its rate
+    cost = texts_cost(data.get("q"))
+    grant = await access.admit(
+        data, scope, cost
+    )  # the key, and the request counted against its rate
     with access.charging(grant) as charge:  # a valid request's characters count, and its cost
 
         def on_valid(texts: list[str]) -> None:
-            charge(text_chars(texts), texts_cost(data.get("q")))
+            charge(text_chars(texts), cost)
 
         return await translate_data(state, data, receive, started, on_valid)
 

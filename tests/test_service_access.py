@@ -355,6 +355,11 @@ def test_a_list_or_a_file_counts_as_several_requests(limited):
     assert_slow_down(r, "5 requests per minute; this request counts as 3 and 2 fit now")
     assert translate(url, json=with_key(None) | {"q": ["Hi."] * 2}).status_code == 200  # 5 of 5
     assert_slow_down(translate(url), "5 requests per minute")
+    # the window full, a request that no window can take is a 413 (it was told to retry in a
+    # minute, and refused with 413 then)
+    over = translate(url, json=with_key(None) | {"q": ["Hi."] * 6})
+    assert over.status_code == 413 and "Retry-After" not in over.headers, over.text
+    assert over.json()["error"].startswith("the 6 texts of `q` count as 6 requests; at most 5")
     key, _ = store.add("gina", req_per_minute=9)
     six = with_key(key) | {"q": ["Hi."] * 6}
     refused = translate(url, json=six | {"target": "xx"})  # invalid: counts once
