@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Match, Mount
+from starlette.routing import Match
 
 from .access import Access
 from .batcher import MicroBatcher, Worker
@@ -468,9 +468,8 @@ def create_app(settings: Settings | None = None) -> Service:
         app.include_router(each)
     app.mount(DOCS_PATH, DOCS_FILES, name="docs-files")
     # every route (each with .path and .matches), for the metrics of requests answered before
-    # FastAPI's routing
-    routes = [r for each in routers for r in each.routes]
-    routes += [r for r in app.router.routes if isinstance(r, Mount)]
+    # FastAPI's routing: the routers', the mounts and FastAPI's own (/openapi.json was "other")
+    routes = list(app.router.routes)
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)

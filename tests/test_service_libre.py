@@ -653,6 +653,11 @@ def test_spec_is_the_openapi_schema_as_libretranslate_serves_its_own(server):
     assert r.status_code == 200, r.text
     assert r.json() == httpx.get(f"{server}/openapi.json").json()
     assert "/translate" in r.json()["paths"]
+    # each counted under its own path ("/openapi.json" was "other", an unknown path's)
+    metrics = httpx.get(f"{server}/metrics").text
+    assert 'mt_requests_total{route="/openapi.json",status="200"}' in metrics
+    assert 'mt_requests_total{route="/spec",status="200"}' in metrics
+    assert httpx.options(f"{server}/openapi.json").headers["allow"] == "GET, HEAD, OPTIONS"
 
 
 def test_detect_is_counted_under_its_own_path(server):
