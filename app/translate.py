@@ -25,7 +25,7 @@ from model_core.langcodes import two_letter
 from model_core.translator import Translator
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
-from .detect import named
+from .detect import named, readable
 from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
 from .formats.inline import (
@@ -331,7 +331,7 @@ def too_many_chars(chars: int, texts: list[str] | None, limit: int) -> ApiError:
 def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, int, int]:
     s = state.settings
     texts = [req.q] if isinstance(req.q, str) else list(req.q)
-    if isinstance(req.q, str) and not req.q.strip():
+    if isinstance(req.q, str) and not readable(req.q).strip():  # (a zero-width space alone too)
         raise ApiError(400, "`q` is empty: give the text to translate")
     if not texts:
         raise ApiError(400, "`q` is an empty list: give at least one text")

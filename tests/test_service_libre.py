@@ -844,6 +844,14 @@ def test_a_text_of_invisible_characters_alone_has_no_language_to_detect(server):
     assert "`q` is empty" in r.json()["error"]
 
 
+@pytest.mark.parametrize("q", ["\u200b\u200b", "\u00ad", " \u2060\ufeff "])
+def test_a_text_of_invisible_characters_alone_is_empty_to_translate(server, q):
+    """As a text of spaces is (it was translated, and answered as it came)."""
+    r = post(server, json={"q": q, "source": "en", "target": "de"})
+    assert r.status_code == 400, r.text
+    assert r.json() == {"error": "`q` is empty: give the text to translate"}
+
+
 def form_ways(fields: dict) -> list[dict]:
     """The ways to send `fields` other than JSON (post's keywords): urlencoded, multipart, a
     query string."""
