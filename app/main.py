@@ -222,6 +222,22 @@ def one_line(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
+_ERROR_START = re.compile(r'\{"error":\s*"((?:[^"\\]|\\.)*)')
+
+
+def cut_error(body: bytes) -> str:
+    """The message of an error body cut at LOGGED_ERROR_BYTES (the raw JSON was logged), or
+    the start of another body."""
+    text = body.decode("utf-8", "replace")
+    start = _ERROR_START.match(text)
+    if start is None:
+        return text[:200] or "(no body)"
+    try:
+        return json.loads(f'"{start[1]}"') + "…"
+    except ValueError:  # cut inside an escape
+        return json.loads(f'"{start[1][: start[1].rfind(chr(92))]}"') + "…"
+
+
 def log_refusal(request: dict, client: tuple | None, status: int, body: bytes) -> None:
     """One line for an answer with an error status: the client, the request (its method and
     path as they came), the status and the error the client was sent (the access log has the
@@ -229,7 +245,7 @@ def log_refusal(request: dict, client: tuple | None, status: int, body: bytes) -
     try:
         error = json.loads(body)["error"]
     except (ValueError, TypeError, KeyError):
-        error = body[:200].decode("utf-8", "replace") or "(no body)"
+        error = cut_error(body)
     who = f"{client[0]}:{client[1]}" if client else "-"
     log.info(
         '%s - "%s %s" %d: %s',
@@ -468,8 +484,10 @@ def create_app(settings: Settings | None = None) -> Service:
         app.include_router(each)
     app.mount(DOCS_PATH, DOCS_FILES, name="docs-files")
     # every route (each with .path and .matches), for the metrics of requests answered before
-    # FastAPI's routing: the routers', the mounts and FastAPI's own (/openapi.json was "other")
-    routes = list(app.router.routes)
+    # FastAPI's routing: the routers', and the app's own with a path (the mounts, and
+    # /openapi.json, which was "other"; an included router is a route of the app without one)
+    routes = [r for each in routers for r in each.routes]
+    routes += [r for r in app.router.routes if getattr(r, "path", None)]
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)

@@ -202,6 +202,14 @@ def parse_json(
     return data
 
 
+def quoted(value: str, limit: int = 40) -> str:
+    """A client's value as an error message quotes it: cut after `limit` characters (a
+    50,000-character `source` came back whole in its 400, and in the log)."""
+    if len(value) <= limit:
+        return f"'{value}'"
+    return f"'{value[:limit]}…' ({len(value)} characters)"
+
+
 def available_pairs(state: Any) -> str:
     return ", ".join(f"{s}->{t}" for s, t in sorted(state.engine.pairs))
 
@@ -225,7 +233,7 @@ def resolve_route(state: Any, source: str, target: str) -> list[str]:
         pivot = state.engine.registry.pivot
         raise ApiError(
             400,
-            f"no model translates '{source}' to '{target}'"
+            f"no model translates {quoted(source)} to {quoted(target)}"
             # (no route goes through a language that is the source or the target)
             + (f", directly or through '{pivot}'" if pivot not in ("", source, target) else "")
             + f"; available pairs: {available_pairs(state)}",
@@ -304,7 +312,7 @@ def check_served(state: Any, language: str) -> None:
     if two_letter(language) not in known:
         raise ApiError(
             400,
-            f"no model translates from or into '{language}'; available pairs: "
+            f"no model translates from or into {quoted(language)}; available pairs: "
             f"{available_pairs(state)}",
         )
 
@@ -351,7 +359,7 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
         if not getattr(req, name).strip():  # a form's unset field
             raise ApiError(400, f"`{name}` is empty: give a language code{hint}")
     if req.format not in ("text", "html"):
-        raise ApiError(400, f"format '{req.format}' is not supported; use 'text' or 'html'")
+        raise ApiError(400, f"format {quoted(req.format)} is not supported; use 'text' or 'html'")
     if req.alternatives > s.max_alternatives:
         raise ApiError(
             400, f"{shown('alternatives', req.alternatives)}; at most {s.max_alternatives}"
@@ -694,7 +702,7 @@ async def _detected(
     if not candidates:
         raise ApiError(
             400,
-            f"no model translates to '{target}'; available pairs: {available_pairs(state)}",
+            f"no model translates to {quoted(target)}; available pairs: {available_pairs(state)}",
         )
     among = [*candidates, target]
     detector = state.detector

@@ -365,6 +365,50 @@ def test_a_refusal_is_logged_on_one_line_whatever_the_client_sent(url, caplog):
     assert "\n" not in line and "en\\nFAKE 200 OK" in line, line
 
 
+@pytest.mark.parametrize(
+    "fields, said",
+    [
+        ({"source": "x" * 50_000}, "no model translates 'xxxxxxxxxx"),
+        ({"target": "x" * 50_000}, "no model translates 'en' to 'xxxxxxxxxx"),
+        ({"source": "auto", "target": "x" * 50_000}, "no model translates to 'xxxxxxxxxx"),
+        ({"format": "y" * 50_000}, "format 'yyyyyyyyyy"),
+    ],
+)
+def test_a_long_value_is_quoted_cut_in_the_error_and_the_log(url, caplog, fields, said):
+    """A 50,000-character `source` came back whole in its 400 (and the log line, cut, showed
+    the answer's raw JSON)."""
+    with caplog.at_level("INFO", logger="app"):
+        r = httpx.post(
+            f"{url}/translate",
+            json={"q": "The cat.", "source": "en", "target": "de", **fields},
+            timeout=60,
+        )
+    assert r.status_code == 400, r.text[:300]
+    error = r.json()["error"]
+    assert error.startswith(said) and len(error) < 250, error
+    assert "…' (50000 characters)" in error and "x" * 41 not in error and "y" * 41 not in error
+    (line,) = [m for m in caplog.messages if '"POST /translate" 400' in m]
+    assert line.endswith(f": {error}"), line
+
+
+def test_an_error_body_cut_for_the_log_is_logged_as_its_message():
+    """The log keeps the first LOGGED_ERROR_BYTES of an error answer: a longer one is logged as
+    its message, cut (it was logged as raw JSON)."""
+    import json
+
+    from app.main import LOGGED_ERROR_BYTES, cut_error
+
+    body = json.dumps({"error": 'the "pairs": ' + "é, " * 2000}).encode()
+    assert len(body) > LOGGED_ERROR_BYTES
+    message = cut_error(body[:LOGGED_ERROR_BYTES])
+    assert message.startswith('the "pairs": é, é, ') and message.endswith("…")
+    assert '{"error"' not in message and "\\u" not in message
+    for end in range(11, 40):  # cut anywhere in the message, inside an escape too
+        assert cut_error(body[:end]).endswith("…")
+    assert cut_error(b"<html>Bad gateway</html>") == "<html>Bad gateway</html>"
+    assert cut_error(b"") == "(no body)"
+
+
 def test_a_head_request_refused_is_logged_as_head(url, caplog):
     """HEAD is answered as GET would be, without a body: a 405 names the method sent."""
     with caplog.at_level("INFO", logger="app"):
