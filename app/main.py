@@ -62,6 +62,9 @@ from .web import DOCS_FILES, DOCS_PATH
 from .web import router as web_router
 
 log = logging.getLogger("app")
+# python-multipart warns of a malformed body ("Expected boundary character 45, got 103 at
+# index 2", with no client or path): a client's mistake, which the 400's own line logs
+logging.getLogger("python_multipart").setLevel(logging.ERROR)
 
 
 async def load_models(app: FastAPI) -> None:

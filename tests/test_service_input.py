@@ -4,6 +4,7 @@ multipart form data (the FastAPI route): each is a 400 whose JSON error names th
 from __future__ import annotations
 
 import gzip
+import logging
 import shutil
 import zlib
 
@@ -407,6 +408,22 @@ def test_an_error_body_cut_for_the_log_is_logged_as_its_message():
         assert cut_error(body[:end]).endswith("…")
     assert cut_error(b"<html>Bad gateway</html>") == "<html>Bad gateway</html>"
     assert cut_error(b"") == "(no body)"
+
+
+def test_a_malformed_multipart_body_is_logged_once_as_the_clients_mistake(url, caplog):
+    """python-multipart's own warning (no client, no path) is not logged beside the 400's line."""
+    with caplog.at_level("DEBUG"):
+        r = httpx.post(
+            f"{url}/translate",
+            content=b"garbage",
+            headers={"content-type": "multipart/form-data; boundary=xyz"},
+            timeout=60,
+        )
+    assert r.status_code == 400, r.text
+    assert "malformed" in r.json()["error"]
+    assert [x.name for x in caplog.records if x.levelno >= logging.WARNING] == []
+    (line,) = [m for m in caplog.messages if '"POST /translate" 400' in m]
+    assert "malformed" in line
 
 
 def test_a_head_request_refused_is_logged_as_head(url, caplog):
