@@ -325,6 +325,14 @@ class MetricsMiddleware:
             self.metrics.requests.labels(path, str(status)).inc()
             if status == 499:  # once per request, whatever it waited on when the client went
                 self.metrics.cancelled.inc()
+                # (no answer went out, so the access log has no line of it: one is said here,
+                # for an operator looking for the request a client gave up on)
+                log_refusal(
+                    request,
+                    scope.get("client"),
+                    499,
+                    b'{"error": "the client closed the connection before its answer"}',
+                )
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
 
 

@@ -100,8 +100,8 @@ class RawClient:
         self.sock.close()
 
 
-def test_a_client_gone_before_its_body_arrived_is_counted_499_not_500(weights_dir):
-    with serve_in_thread(weights_dir) as (url, _):
+def test_a_client_gone_before_its_body_arrived_is_counted_499_not_500(weights_dir, caplog):
+    with serve_in_thread(weights_dir) as (url, _), caplog.at_level("INFO", logger="app"):
         for content_type in (JSON, FORM):
             before = {s: counted(url, s) for s in (499, 500)}
             client = RawClient(url)
@@ -110,6 +110,11 @@ def test_a_client_gone_before_its_body_arrived_is_counted_499_not_500(weights_di
             wait_until(lambda b=before: counted(url, 499) == b[499] + 1, "the request is counted")
             assert counted(url, 500) == before[500]
             assert metric(url, "mt_cancelled_requests_total") == counted(url, 499)
+        # a line each (no answer went out: the access log has none)
+        gone = [m for m in caplog.messages if '"POST /translate" 499' in m]
+        assert len(gone) == 2 and all(
+            m.endswith(": the client closed the connection before its answer") for m in gone
+        ), caplog.messages
         assert httpx.post(f"{url}/translate", json=TRANSLATE, timeout=60).status_code == 200
 
 
