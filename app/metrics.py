@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+)
 
 from .batcher import BatchReport
 
@@ -19,6 +28,11 @@ TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384)
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        # the process's own (process_resident_memory_bytes, process_cpu_seconds_total, open
+        # file descriptors; python_gc_*, python_info), as prometheus_client's default registry
+        # has them: read at each scrape, one set per process whatever the apps in it
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            r.register(collector)
         self.requests = Counter(
             "mt_requests_total",
             "HTTP requests by route and status",

@@ -414,6 +414,16 @@ def test_metrics_exposition(server):
     assert re.search(r'mt_requests_total\{route="/translate",status="200"\} [1-9]', text)
     dtype = str(resolve_dtype("auto", resolve_device("auto"))).removeprefix("torch.")
     assert f'dtype="{dtype}"' in text  # float32 on a CPU, half precision on a GPU
+    # the process's own, as a Python service is expected to have them: its resident memory
+    # within a factor of two of what the kernel says (VmRSS), its CPU time counting
+    import os
+
+    rss = float(re.search(r"^process_resident_memory_bytes (\S+)$", text, re.M)[1])
+    with open(f"/proc/{os.getpid()}/status") as status:  # (the server runs in this process)
+        vm_rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
+    assert vm_rss / 2 < rss < vm_rss * 2
+    assert float(re.search(r"^process_cpu_seconds_total (\S+)$", text, re.M)[1]) > 0
+    assert re.search(r'^python_info\{implementation="CPython"', text, re.M)
 
 
 def requests_counted(url: str, route: str, status: int) -> float:
