@@ -891,6 +891,38 @@ def test_a_finished_translation_is_announced_once(server, browser, tmp_path):
     assert status.text == "notes.txt is translated."
 
 
+def test_a_text_already_in_the_target_language_is_offered_another_target(server, browser):
+    """Detect language into German, German typed: the text comes back as it is, and a button
+    offers English; it translates there. Not offered for a text in another language, nor
+    once the target is changed."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    offer = d.find_element(By.ID, "retarget")
+    d.find_element(By.ID, "q").send_keys("Ich liebe dich.", Keys.CONTROL, Keys.ENTER)
+    wait(d, lambda d: translated(d) and offer.is_displayed(), "the offer")
+    assert value(d, "out") == "Ich liebe dich."  # as it came
+    assert d.find_element(By.ID, "detected").text.startswith("Detected: German")
+    assert offer.text == "Translate into English"
+    offer.click()
+    expected = api_translate(server, "Ich liebe dich.", "auto", "en")["translatedText"]
+    wait(d, lambda d: translated(d) and value(d, "out") == expected, "the English translation")
+    assert (
+        Select(d.find_element(By.ID, "target")).first_selected_option.get_attribute("value") == "en"
+        and not offer.is_displayed()
+    )
+    assert d.execute_script("return localStorage.getItem('mt-target')") == "en"
+    # an English text into English: offered German; the target changed by hand: gone
+    d.find_element(By.ID, "q").clear()
+    d.find_element(By.ID, "q").send_keys("I love you.", Keys.CONTROL, Keys.ENTER)
+    wait(d, lambda d: offer.is_displayed(), "the offer")
+    assert offer.text == "Translate into German"
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    assert not offer.is_displayed()
+    wait(d, lambda d: translated(d) and value(d, "out") != "I love you.", "the translation")
+    assert not offer.is_displayed()
+
+
 def test_the_download_link_is_the_pages_own_behind_a_proxy(server, browser, tmp_path):
     """Behind a proxy that serves the service under a path without saying so, the answer's
     link names the service's own address (http://mt-internal:8000/download_file/...); the

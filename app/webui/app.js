@@ -5,7 +5,8 @@
 const $ = (id) => document.getElementById(id);
 const el = {
   source: $("source"), target: $("target"), swap: $("swap"), q: $("q"), out: $("out"),
-  count: $("count"), detected: $("detected"), status: $("status"), copy: $("copy"),
+  count: $("count"), detected: $("detected"), retarget: $("retarget"), status: $("status"),
+  copy: $("copy"),
   staleNote: $("stale-note"), announce: $("announce"),
   alts: $("alternatives"), altsList: $("alternatives-list"), translate: $("translate"),
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
@@ -211,11 +212,24 @@ function showCount() {
   el.count.title = over ? `Too long: ${limitOf()} at most ${charLimit} characters at once` : "";
   return !over;
 }
+// the target a text detected in the target language is offered instead (null: none)
+function otherTarget() {
+  if (!detected || el.source.value !== "auto" || detected !== el.target.value) return null;
+  const from = languages.find((l) => l.code === detected);
+  return (from && from.targets.find((c) => c !== detected)) || null;
+}
 function showDetected(found) {
   detected = found && found.language ? found.language : null;
   el.detected.textContent = detected
     ? `Detected: ${nameOf(detected)} (${Math.round(found.confidence)}%)`
     : "";
+  // a German text with German as the target comes back as it is: one click translates it
+  // into a language it can go to (the page's first target is German: a German reader met
+  // their own text, with "Detected: German" alone)
+  const other = otherTarget();
+  el.retarget.hidden = !other;
+  el.retarget.textContent = other ? `Translate into ${nameOf(other)}` : "";
+  el.retarget.dataset.target = other || "";
   updateSwap();
   updateSourceLang();
 }
@@ -249,7 +263,7 @@ function markStale() {
   // a translation, its alternatives and the detected language of another text (or other
   // languages) are dimmed until the new translation replaces them
   const stale = el.out.value !== "" && shownFor !== request();
-  for (const e of [el.out, el.alts, el.detected]) e.classList.toggle("stale", stale);
+  for (const e of [el.out, el.alts, el.detected, el.retarget]) e.classList.toggle("stale", stale);
   // said in words too, beside the translation and in its description for a screen reader
   el.staleNote.hidden = !stale;
   // nothing to copy but the translation of the text as it is (an outdated one copied would
@@ -363,7 +377,17 @@ el.source.addEventListener("change", () => {
   fillTargets(el.target.value);
   translate();
 });
-el.target.addEventListener("change", () => { store("mt-target", el.target.value); translate(); });
+el.target.addEventListener("change", () => {
+  store("mt-target", el.target.value);
+  el.retarget.hidden = true; // (offered for the target it replaces)
+  translate();
+});
+el.retarget.addEventListener("click", () => {
+  el.target.value = el.retarget.dataset.target;
+  store("mt-target", el.target.value);
+  el.retarget.hidden = true;
+  translate();
+});
 el.swap.addEventListener("click", () => {
   const from = el.source.value === "auto" ? detected : el.source.value;
   const to = el.target.value;
