@@ -51,7 +51,7 @@ from .formats.office_language import tag
 from .html_lang import note_kept
 from .params import NOT_UTF8_FORM, Utf8MultiPartParser, field_limit, fields_of, query_params
 from .request_cost import file_cost
-from .schemas import ErrorResponse
+from .schemas import error_responses
 from .translate import (
     ApiError,
     TooManySentences,
@@ -327,11 +327,7 @@ UPLOAD_SCHEMA = {
 
 @router.post(
     "/translate_file",
-    responses={
-        400: {"model": ErrorResponse},
-        413: {"model": ErrorResponse},
-        503: {"model": ErrorResponse},
-    },
+    responses=error_responses(400, 403, 408, 413, 415, 429, 500, 503, 504),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -455,7 +451,13 @@ def too_large_to_keep(filename: str, what: str, size: int, limit: int) -> str:
     )
 
 
-@router.get("/download_file/{file_id}/{name}")
+@router.get(
+    "/download_file/{file_id}/{name}",
+    responses={
+        200: {"description": "The file, with its Content-Type and a Content-Disposition"},
+        **error_responses(404),
+    },
+)
 async def download_file(request: Request, file_id: str, name: str):
     """A translated file, while it is kept (`file_ttl_s`)."""
     found = await store(request.app.state).get(file_id)

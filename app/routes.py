@@ -18,10 +18,10 @@ from .schemas import (
     LANGUAGE_NAMES,
     Detection,
     DetectRequest,
-    ErrorResponse,
     Language,
     TranslateRequest,
     TranslateResponse,
+    error_responses,
 )
 from .translate import FORM_TYPES, check_accepting, json_bytes, parse_json, still_loading
 
@@ -39,13 +39,7 @@ class JSONBody(JSONResponse):
 @router.post(
     "/translate",
     response_model=TranslateResponse,
-    responses={
-        400: {"model": ErrorResponse},
-        413: {"model": ErrorResponse},
-        503: {"model": ErrorResponse},
-        504: {"model": ErrorResponse},
-        500: {"model": ErrorResponse},
-    },
+    responses=error_responses(400, 403, 408, 413, 415, 429, 500, 503, 504),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -79,7 +73,7 @@ async def translate(request: Request):
 @router.post(
     "/detect",
     response_model=list[Detection],
-    responses={400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}},
+    responses=error_responses(400, 403, 408, 413, 415, 429, 503),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -110,7 +104,7 @@ def started_engine(state: Any):
     return engine
 
 
-@router.get("/languages", response_model=list[Language])
+@router.get("/languages", response_model=list[Language], responses=error_responses(503))
 async def languages(request: Request):
     """LibreTranslate's language list: every served model's languages (loaded or not), with
     the targets each source reaches directly or through the pivot language; 503 while the
@@ -122,14 +116,14 @@ async def languages(request: Request):
     ]
 
 
-@router.get("/frontend/settings")
+@router.get("/frontend/settings", responses=error_responses(503))
 async def frontend_settings(request: Request):
     """LibreTranslate's settings for web pages: limits, keys, file formats, default languages
     (and this server's per-minute and per-day limits, which LibreTranslate does not report)."""
     return settings_for(request.app.state, None)
 
 
-@router.post("/frontend/settings", responses={403: {"model": ErrorResponse}})
+@router.post("/frontend/settings", responses=error_responses(400, 403, 503))
 async def frontend_settings_for_key(request: Request):
     """The same settings as they apply to the key sent in the body (`api_key`, as JSON or form
     data, never in the URL): the key's own limits where it has them (`charLimit`, the lower of
@@ -175,7 +169,7 @@ def settings_for(state: Any, key: KeyInfo | None) -> dict[str, Any]:
 SUGGESTIONS_DISABLED = "Suggestions are disabled on this server."
 
 
-@router.post("/suggest", status_code=403, responses={403: {"model": ErrorResponse}})
+@router.post("/suggest", status_code=403, responses=error_responses(403))
 async def suggest():
     """LibreTranslate's suggestion of a better translation: not taken (/frontend/settings says
     `suggestions: false`); refused as a LibreTranslate server without suggestions refuses it."""
@@ -188,7 +182,7 @@ async def spec(request: Request):
     return JSONBody(request.app.openapi())
 
 
-@router.get("/models")
+@router.get("/models", responses=error_responses(503))
 async def models(request: Request):
     """Each served model: name, languages, whether it is loaded, its weight bytes; once loaded
     also parameters, device, dtype, config and training summary."""
@@ -222,6 +216,12 @@ async def models(request: Request):
     return out
 
 
+HEALTH_503 = (
+    'Not ready: {"status": "loading"}, {"status": "draining"}, or {"status": "failed", '
+    '"error": ...}'
+)
+
+
 def health_of(state: Any) -> tuple[int, dict[str, Any]]:
     """Readiness: 200 when requests can be translated; else 503 and why."""
     if state.draining:
@@ -243,7 +243,7 @@ def health_of(state: Any) -> tuple[int, dict[str, Any]]:
     }
 
 
-@router.get("/health")
+@router.get("/health", responses={503: {"description": HEALTH_503}})
 async def health(request: Request):
     """200 when the models are loaded and requests are taken; 503 while loading or draining,
     after a failed start, or when the batcher's scheduler or worker thread has ended."""
@@ -251,7 +251,7 @@ async def health(request: Request):
     return JSONBody(body, status_code=status)
 
 
-@router.get("/health/ready")
+@router.get("/health/ready", responses={503: {"description": HEALTH_503}})
 async def ready(request: Request):
     """Readiness (same as /health)."""
     status, body = health_of(request.app.state)

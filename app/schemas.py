@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -72,6 +72,27 @@ class Language(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: str
+
+
+# what each error status means, for the OpenAPI schema's responses (`{"error": ...}` bodies)
+ERRORS = {
+    400: "Invalid request; the error names the field",
+    403: "API key missing or not valid",
+    404: "No such file: the link is wrong or the file expired",
+    408: "The body did not arrive in time (MT_BODY_TIMEOUT_S, MT_FILE_BODY_TIMEOUT_S)",
+    413: "Over a limit (characters, texts, body or file size, a key's limits); the error names it",
+    415: "A compressed body (Content-Encoding): send it uncompressed",
+    429: "Over the requests per minute or characters per day; Retry-After says when to retry",
+    500: "A failure inside the server; the error has an id, also in the server's log",
+    503: "Not taking it now (models loading, draining, the queue full, MT_MAX_CONCURRENCY "
+    "requests in progress); Retry-After says when to retry",
+    504: "The request's deadline passed (MT_REQUEST_TIMEOUT_S)",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """FastAPI's `responses` for these error statuses, each an ErrorResponse."""
+    return {code: {"model": ErrorResponse, "description": ERRORS[code]} for code in codes}
 
 
 LANGUAGE_NAMES = {

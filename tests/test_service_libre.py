@@ -660,6 +660,31 @@ def test_spec_is_the_openapi_schema_as_libretranslate_serves_its_own(server):
     assert httpx.options(f"{server}/openapi.json").headers["allow"] == "GET, HEAD, OPTIONS"
 
 
+def test_the_schema_lists_the_errors_the_routes_answer(server):
+    """Each error as it is sent (`{"error": ...}`); not FastAPI's 422, which is never sent (a
+    request it cannot validate is a 400): a client generated from the schema typed errors
+    from it."""
+    spec = httpx.get(f"{server}/openapi.json").json()
+    assert "422" not in json.dumps(spec) and "ValidationError" not in json.dumps(spec)
+
+    def errors(path: str, method: str) -> set[str]:
+        responses = spec["paths"][path][method]["responses"]
+        return {code for code in responses if code >= "400"}
+
+    assert errors("/translate", "post") == {
+        "400", "403", "408", "413", "415", "429", "500", "503", "504"
+    }  # fmt: skip
+    assert errors("/detect", "post") == {"400", "403", "408", "413", "415", "429", "503"}
+    assert errors("/download_file/{file_id}/{name}", "get") == {"404"}
+    assert errors("/languages", "get") == {"503"}
+    error = spec["paths"]["/translate"]["post"]["responses"]["429"]["content"]
+    assert error["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
+    assert spec["components"]["schemas"]["ErrorResponse"]["required"] == ["error"]
+    # and a 404 for a file as the schema says it
+    gone = httpx.get(f"{server}/download_file/nothing/x.txt")
+    assert gone.status_code == 404 and set(gone.json()) == {"error"}
+
+
 def test_detect_is_counted_under_its_own_path(server):
     assert post(server, "/detect", json={"q": EN}).status_code == 200
     metrics = httpx.get(f"{server}/metrics").text
