@@ -1015,7 +1015,10 @@ async def translate(
     body: dict[str, Any] = {
         "translatedText": outputs[0][0] if single else outputs[0],
         "model": ", ".join("+".join(route) for route in named)
-        or "none (the text is in the target language)",
+        # (nothing was translated: source and target the same, a text detected in the target
+        # language, or none with a word; it said "the text is in the target language" of an
+        # English text sent as `source: de, target: de`)
+        or "none (no text needed a model)",
         "models": used,
         "timings": {
             "total_ms": round((now - started) * 1000, 2),
