@@ -832,3 +832,20 @@ def warnings_logged():
         yield records
     finally:
         root.removeHandler(handler)
+
+
+@pytest.mark.parametrize("fmt", ["text", "html"])
+def test_emoji_come_back_as_written_in_their_places(server, fmt):
+    """Whatever the model makes of the words (this one is untrained), each emoji comes back
+    once, as sent, in order: a model of words read their bytes as the start of a word."""
+    url, _ = server
+    emoji = ["🍕", "👩\u200d👩\u200d👧", "🙏🏽", "🇩🇪"]
+    q = "I love 🍕 and 👩\u200d👩\u200d👧. Thank you 🙏🏽! 🇩🇪 is big."
+    if fmt == "html":
+        q = f"<p>{q}</p>"
+    r = post(url, json={"q": q, "source": "en", "target": "de", "format": fmt})
+    assert r.status_code == 200, r.text
+    out = r.json()["translatedText"]
+    from app.formats.addresses import verbatim_spans
+
+    assert [out[a:b] for a, b in verbatim_spans(out)] == emoji, out

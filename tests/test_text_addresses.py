@@ -129,3 +129,28 @@ def test_an_address_does_not_decide_the_language_of_a_text(text, language):
     detector = Detector(["en", "de"])
     assert detector.rank(visible_texts([text], "text")[0])[0][0] == language
     assert visible_texts(["https://x.org"], "text") == ["https://x.org"]  # nothing else: as is
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("I love 🍕 and 👩\u200d👩\u200d👧.", ["🍕", "👩\u200d👩\u200d👧"]),  # a family: one
+        ("Thank you 🙏🏽!", ["🙏🏽"]),  # with its skin tone
+        ("🇩🇪🇫🇷 are neighbours.", ["🇩🇪", "🇫🇷"]),  # flags: two regional indicators each
+        ("Press 1\ufe0f\u20e3 or #\ufe0f\u20e3 now", ["1\ufe0f\u20e3", "#\ufe0f\u20e3"]),
+        ("Love ❤\ufe0f, stars ★ and ⌛.", ["❤\ufe0f", "★", "⌛"]),
+        (
+            "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f rocks",
+            ["🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"],
+        ),
+        ("See https://x.org/🍕 and 🍕🍺", ["https://x.org/🍕", "🍕", "🍺"]),  # the URL's own
+        ("Grüße aus Köln — 10 € · 5 % → fertig", []),  # letters, currency, dashes: words
+    ],
+)
+def test_emoji_are_copied_as_written(text, found):
+    """A model of words has no token for an emoji: a small one read its bytes as the start of a
+    word ("I love pizza 🍕." gave "Ich liebe Pizzaverschreibungsbeschreibung.")."""
+    assert [text[a:b] for a, b in verbatim_spans(text)] == found
+    if found:
+        words = by_runs(text)
+        assert [words[a:b] for a, b in verbatim_spans(words)] == found

@@ -1,5 +1,5 @@
-"""URLs, IPv4 addresses and e-mail addresses in text, which every format copies as written
-(app/formats/inline.py, app/formats/markdown.py, and plain text in app/translate.py).
+"""URLs, IPv4 addresses, e-mail addresses and emoji in text, which every format copies as
+written (app/formats/inline.py, app/formats/markdown.py, and plain text in app/translate.py).
 
 An address is found by `_VERBATIM`, then trimmed of the punctuation after it that is not
 part of it (a full stop, a closing quote, a bracket it did not open); an e-mail address whose
@@ -27,10 +27,33 @@ _DOTLESS_HOST = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
 _TRAILING = ".,;:!?'\")]}\u2026\u201c\u201d\u00bb\u00ab\u2019\u2018\u203a\u2039\u201e"
 
 
+#: a pictograph: the emoji blocks (with the regional indicators of flags and the skin tones),
+#: miscellaneous symbols and dingbats, technical symbols (a watch, an hourglass), the stars
+#: and arrows of U+2B00
+_PICTOGRAPH = "[\U0001f000-\U0001faff\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff]"
+#: an emoji: a flag (two regional indicators), a pictograph or a keycap (1\ufe0f\u20e3), with
+#: its skin tone, variation selectors, keycap mark and tags (a subdivision's flag), and the
+#: pictographs it joins with U+200D (a family)
+_EMOJI = re.compile(
+    f"(?:[\U0001f1e6-\U0001f1ff]{{2}}|{_PICTOGRAPH}|[0-9#*]\ufe0f?\u20e3)"
+    f"(?:[\U0001f3fb-\U0001f3ff\ufe0e\ufe0f\u20e3\U000e0020-\U000e007f]|\u200d{_PICTOGRAPH})*"
+)
+
+
 def verbatim_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each URL and e-mail address in `text`, without the punctuation after it
-    (a full stop, a comma, a closing bracket that it did not open)."""
-    return list(iter_verbatim(text))
+    """(start, end) of each URL, e-mail address and emoji in `text`, in order, an address
+    without the punctuation after it (a full stop, a comma, a closing bracket that it did not
+    open). Emoji are copied as written, as addresses are: a model of words has no token for
+    them, and a small one read their bytes as the start of a word ("I love pizza 🍕." gave
+    "Ich liebe Pizzaverschreibungsbeschreibung.")."""
+    addresses = list(iter_verbatim(text))
+    if not any(c >= "\u2300" for c in text):  # (no emoji: the common case, found at once)
+        return addresses
+    spans = addresses[:]
+    for m in _EMOJI.finditer(text):  # (an emoji inside an address is the address's)
+        if not any(start < m.end() and m.start() < end for start, end in addresses):
+            spans.append(m.span())
+    return sorted(spans)
 
 
 def iter_verbatim(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
