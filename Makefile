@@ -1,7 +1,7 @@
 # Two commands set everything up on a fresh machine with Python >= 3.11:
 #   make serve   install (once) and serve the models in weights/ on port 8000
 #   make fetch   install (once) and download Hub models (MODELS=...) into $MT_WEIGHTS_DIR
-#   make test    install (once, with the dev extra) and run ruff + the whole test suite
+#   make test    install (once, with the dev extra) and run ruff, mypy + the whole test suite
 # Every install takes the versions pinned in requirements.lock; `make lock` refreshes it.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -25,8 +25,8 @@ LOCK_ARGS ?=
 help:
 	@echo 'make serve        install (once) and serve weights/ (MT_WEIGHTS_DIR) on 0.0.0.0:8000 (HOST=, PORT=)'
 	@echo 'make fetch        install (once) and download Hub models (MODELS=...) into $$MT_WEIGHTS_DIR'
-	@echo 'make test         install (once, with the dev extra) and run ruff + the whole test suite'
-	@echo 'make lint         ruff check and ruff format --check'
+	@echo 'make test         install (once, with the dev extra) and run ruff, mypy + the whole test suite'
+	@echo 'make lint         ruff check, ruff format --check and mypy (app, model_core)'
 	@echo 'make format       apply ruff'"'"'s fixes and formatting'
 	@echo 'make bench        install the bench extra and run the engine benchmark'
 	@echo 'make browser      install Chromium and chromedriver (apt) for tests/test_web.py, if missing'
@@ -63,6 +63,7 @@ fetch: $(VENV)/.installed
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy app model_core
 
 format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .

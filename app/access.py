@@ -41,11 +41,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from limits import RateLimitItemPerDay
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter
+from starlette.types import Scope
 
 from .keys import KeyInfo, KeyStore
 from .request_cost import Cost, RequestWindow
@@ -143,7 +144,7 @@ class Access:
             raise ApiError(403, INVALID_KEY)
         return info
 
-    async def admit(self, params: dict[str, Any], scope: dict, cost: Cost | None = None) -> Grant:
+    async def admit(self, params: dict[str, Any], scope: Scope, cost: Cost | None = None) -> Grant:
         """Checks the request's key and counts it against its requests per minute; `cost`,
         where it is known from the parameters, is refused first (413) when it is more than
         the whole limit (a full window answered 429 and a retry after it then 413)."""
@@ -192,7 +193,9 @@ class Access:
         except BaseException as exc:
             if charged and grant.chars_per_day and getattr(exc, "status", None) != 499:
                 item = RateLimitItemPerDay(grant.chars_per_day)
-                self.chars.storage.decr(item.key_for(grant.who), charged)
+                # the limiter's storage is the MemoryStorage of __init__
+                storage = cast(MemoryStorage, self.chars.storage)
+                storage.decr(item.key_for(grant.who), charged)
             raise
 
     def charge(

@@ -100,7 +100,8 @@ class Ticket:
     list in order, or the first failure)."""
 
     future: asyncio.Future
-    items: list[_Item] = field(default_factory=list)
+    # its sentences: _Item here, continuous._Sentence in the continuous scheduler
+    items: list[Any] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     pending: int = 0  # sentences without a result yet
     step_s: float = 0.0  # continuous scheduler: engine time of the joins and steps it was in
@@ -188,6 +189,7 @@ class Worker:
                 future.set_exception(error)
 
         def job() -> None:
+            outcome: tuple[Any, BaseException | None]
             try:
                 outcome = (fn(*args), None)
             except BaseException as exc:

@@ -375,8 +375,10 @@ class ContinuousBatcher(Tickets):
             )
         self._check_idle()
         assert self._loop is not None
+        on_batch = self.on_batch
         for report in reports:
-            self._loop.call_soon(self.on_batch, report)
+            assert on_batch is not None  # reports are made only for it (_report)
+            self._loop.call_soon(on_batch, report)
 
     def _check_idle(self) -> None:
         assert self._idle is not None
@@ -492,7 +494,8 @@ class ContinuousBatcher(Tickets):
     def _admit(self) -> list[tuple[_Running, list[tuple[int, Hashable, Any]]]]:
         """Waiting sentences that may join now, by group; the requests take turns."""
         now = time.monotonic()
-        joins = []
+        joins: list[tuple[_Running, list[tuple[int, Hashable, Any]]]] = []
+        running: _Running | None
         with self._lock:
             if not self._waiting:
                 return joins
@@ -509,8 +512,11 @@ class ContinuousBatcher(Tickets):
             # turn comes after it joins any group: a busy group's newcomers would otherwise take
             # every bit of budget its finished sentences free, and a sentence of another model
             # or beam size wait for good. A heap of each group's next request gives the order.
-            members, places = {}, {}  # of the groups open to newcomers
-            before = {}  # the footprint of those that took newcomers, with them
+            # of the groups open to newcomers
+            members: dict[Hashable, list[tuple[Hashable, int]]] = {}
+            places: dict[Hashable, int] = {}
+            # the footprint of those that took newcomers, with them
+            before: dict[Hashable, int] = {}
             heads = []  # (running, seq, group): each open group's next request
             between = set()  # groups whose next join is steps away: their turn holds its place
             for group, requests in self._waiting.items():
@@ -554,6 +560,7 @@ class ContinuousBatcher(Tickets):
                     # release only what lets it in: enough to fit, or all, for a lone
                     # sentence over the budget with no other group running
                     if rest + footprint <= self.budget or not (mine or rest):
+                        assert self.release is not None  # it goes with `kept` (__init__)
                         for other in others:
                             if used - was + footprint <= self.budget:
                                 break
@@ -597,7 +604,7 @@ class ContinuousBatcher(Tickets):
         return joins
 
     def _guarded(
-        self, running: _Running, call: Callable[[Any], Any], newcomers: list[int] | None = None
+        self, running: _Running, call: Callable[..., Any], newcomers: list[int] | None = None
     ) -> Any:
         """An engine call; if it raises, every sentence of the group fails (error id logged)
         and the group is discarded; but for a join (`newcomers`: its sentences) that raised
@@ -696,15 +703,15 @@ class ContinuousBatcher(Tickets):
             for ticket in {s.ticket for s in stepping}:
                 ticket.step_s += compute_s
             for sid, result in results:
-                s = running.members.pop(sid, None)
-                self._stopped(s)
-                if s is not None and s.state == "running":
-                    s.state = "done"
-                    self._held.append((s, result))
-                    s.ticket.left -= 1
-                    complete = complete or s.ticket.left == 0
-                    if s.request is not None:
-                        s.request.left -= 1
+                member = running.members.pop(sid, None)
+                self._stopped(member)
+                if member is not None and member.state == "running":
+                    member.state = "done"
+                    self._held.append((member, result))
+                    member.ticket.left -= 1
+                    complete = complete or member.ticket.left == 0
+                    if member.request is not None:
+                        member.request.left -= 1
             waits, running.joined_waits = running.joined_waits, []
         size = len(stepping)
         # the engine's time: the step, and the joins (the newcomers' encoder) and leaves since

@@ -9,8 +9,9 @@ query string).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
+
+from starlette.types import Receive, Scope
 
 from .access import text_chars
 from .detect import readable
@@ -19,11 +20,9 @@ from .request_cost import texts_cost
 from .translate import _SURROGATE, Q_TYPE, ApiError, too_many_chars, without_addresses
 from .translate import translate as translate_data
 
-Receive = Callable[[], Awaitable[dict]]
-
 
 async def translate_endpoint(
-    state: Any, scope: dict, raw: bytes, receive: Receive, started: float
+    state: Any, scope: Scope, raw: bytes, receive: Receive, started: float
 ) -> dict[str, Any] | None:
     data = await request_params(scope, raw, field_limit(state.settings))
     access = state.access
@@ -58,7 +57,7 @@ def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
 
 
 async def detect_endpoint(
-    state: Any, scope: dict, raw: bytes, receive: Receive, started: float
+    state: Any, scope: Scope, raw: bytes, receive: Receive, started: float
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer: the languages of the text, best first, each with its confidence
     in percent. For a list `q`, as LibreTranslate answers it, one such list for the texts

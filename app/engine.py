@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -67,10 +68,11 @@ def let_go(exc: BaseException) -> None:
     """Clear the frames of `exc`'s traceback and of those of its causes, so that what their
     locals hold (a model half loaded, or loaded and not warmed up) is freed with them."""
     seen: list[BaseException] = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        traceback.clear_frames(exc.__traceback__)
-        exc = exc.__cause__ or exc.__context__
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
 
 
 @dataclass(frozen=True)
@@ -505,10 +507,10 @@ class Engine:
         sizes = (len(members), longest, max(most.values(), default=0))
         if batch is not None:  # (the members it does not hold yet join now)
             return batch.footprint(*sizes, joining=max(0, len(members) - len(batch)))
-        model = translator.model
-        costs = costs_for(model)
+        net = translator.model
+        costs = costs_for(net)
         return footprint(
-            beam_size, layout_for(model, self.fixed), (0, 0, 0), *sizes, costs, len(members)
+            beam_size, layout_for(net, self.fixed), (0, 0, 0), *sizes, costs, len(members)
         )
 
 
@@ -578,7 +580,8 @@ class RunningGroup:
         with self._failing(), self.engine.threads_for_batch() as batch:
             batch.work = self.running.rows if only is None else len(only) * self.running.k
             finished = self.running.step(only)
-        return [(sid, sentence_result(self.translator, hyps)) for sid, hyps in finished]
+        # the ids are those `join` was given: ints
+        return [(cast(int, sid), sentence_result(self.translator, hyps)) for sid, hyps in finished]
 
     def leave(self, ids: list[int]) -> None:
         with self._failing():

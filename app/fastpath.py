@@ -24,10 +24,12 @@ import asyncio
 import time
 from typing import Any
 
+from starlette.types import Scope
+
 from .translate import ApiError, check_accepting, internal_error, json_bytes
 
 
-def header(scope: dict, wanted: bytes) -> str:
+def header(scope: Scope, wanted: bytes) -> str:
     for name, value in scope["headers"]:
         if name == wanted:
             return value.decode("latin-1")
@@ -43,7 +45,7 @@ def too_slow(what: str, timeout: float, size: int) -> ApiError:
     )
 
 
-def check_not_encoded(scope: dict) -> None:
+def check_not_encoded(scope: Scope) -> None:
     """415 for a body sent compressed (a Content-Encoding other than identity): it is read as
     sent, and its compressed bytes would be refused as JSON or form data that is not valid."""
     coding = header(scope, b"content-encoding").strip().lower()
@@ -60,7 +62,7 @@ def too_large(size: int | str, limit: int) -> ApiError:
     return ApiError(413, f"the body is {size} bytes; at most {limit} (send less text per request)")
 
 
-async def read_all(scope: dict, receive, limit: int, timeout: float) -> bytes | None:
+async def read_all(scope: Scope, receive, limit: int, timeout: float) -> bytes | None:
     """The whole request body, or None when the client disconnected before sending it.
     Raises ApiError 413 as soon as it is known to pass `limit` bytes (by its Content-Length,
     before reading any of it, or while it arrives in chunks), and 408 when all of it has not

@@ -99,7 +99,9 @@ def text_attributes(name: str, attrs: Sequence[tuple[str, str | None]]) -> set[s
 def read_value(raw: str) -> tuple[str, dict[str, str]]:
     """An attribute's value as a browser reads it, and the spellings of the characters it
     wrote as entities (app/html_text.py's `escape` writes them back so)."""
-    out, spellings, at = [], {}, 0
+    out: list[str] = []
+    spellings: dict[str, str] = {}
+    at = 0
     for start, end, decoded in references(raw):
         ref = raw[start:end]
         if not ref.endswith(";") and end < len(raw) and (raw[end] == "=" or raw[end].isalnum()):
@@ -143,7 +145,7 @@ def attribute_texts(
     wanted = text_attributes(name, attrs)
     if not wanted:
         return []
-    parsed = {}
+    parsed: dict[str, str | None] = {}
     for a, v in attrs:
         parsed.setdefault(a, v)
     out, seen = [], set()

@@ -225,7 +225,9 @@ def _charset_in_content(value: bytes) -> bytes | None:
     if rest[:1] in (b'"', b"'"):
         end = rest.find(rest[:1], 1)
         return rest[1:end] if end > 0 else None
-    label = re.match(rb"[^\t\n\x0c\r ;]*", rest).group()
+    token = re.match(rb"[^\t\n\x0c\r ;]*", rest)
+    assert token is not None  # it matches the empty string
+    label = token.group()
     return label or None
 
 
@@ -237,6 +239,8 @@ class HtmlCodec(NamedTuple):
     def decode(self, data: bytes) -> str:
         """Raises UnicodeDecodeError where the bytes are not text in this encoding."""
         codec = self.encoding.codec
+        # not "replacement": decode_html refuses it, and no LegacyCodec holds it
+        assert codec is not None
         if codec in _MULTI_BYTE:
             return data.decode(codec)
         return codecs.charmap_decode(data, "strict", _decoding_table(codec))[0]
@@ -245,6 +249,8 @@ class HtmlCodec(NamedTuple):
         """The text in this encoding; a character it cannot hold as a character reference
         (`errors="strict"`: UnicodeEncodeError)."""
         codec = self.encoding.codec
+        # not "replacement": decode_html refuses it, and no LegacyCodec holds it
+        assert codec is not None
         if codec in _MULTI_BYTE:
             return text.encode(codec, errors)
         return codecs.charmap_encode(text, errors, _encoding_map(codec))[0]

@@ -233,6 +233,7 @@ class HtmlDocument:
             if ref.element in labels:
                 changes = label_edits(ref.raw, ref.spans, *labels[ref.element])
             elif ref.spans and ref.scope in changed:
+                assert language is not None  # `changed` is empty without one
                 changes = edits(ref.raw, ref.spans, language)
             for start, end, quote, k in ref.attrs:
                 value = self._attr_texts[k].written(attr_tokens[k], quote)
@@ -259,6 +260,7 @@ class HtmlDocument:
                     out.append(tok.text if tok.ref is None else tok.ref.raw)
             if id(piece) in wraps:  # kept, in its own language, in a <span> around its text
                 written = _AROUND.fullmatch("".join(out[at:]))
+                assert written is not None  # it matches any text
                 span = apply("<span>", label_edits("<span>", (), *wraps[id(piece)]))
                 out[at:] = [written[1], span, written[2], "</span>", written[3]]
         return "".join(out)
@@ -282,7 +284,8 @@ class HtmlDocument:
         """The elements to label (app/html_lang.py), each with (the language of the unit kept
         as it is that it holds alone, the language declared around it once translated); and
         the units (by id) kept so that no element holds them alone, to put in a `<span>`."""
-        labels, wraps = {}, {}
+        labels: dict[int, tuple[str, str]] = {}
+        wraps: dict[int, tuple[str, str]] = {}
         units = (p for p in self.pieces if isinstance(p, _HtmlUnit))
         for piece, own in zip(units, kept, strict=False):
             if own is None or piece.mark is None:
@@ -303,6 +306,7 @@ class HtmlDocument:
             around = language if follows and scope in changed else written
             if not names_language(around, own):
                 if alone:
+                    assert piece.owner is not None  # alone only in an element of its own
                     labels[piece.owner] = (own, around)
                 else:
                     wraps[id(piece)] = (own, around)
@@ -382,8 +386,10 @@ class HtmlDocument:
 
     def _raw(self, raw: str | _Ref) -> None:
         self._flush()
-        keep = isinstance(raw, str) or raw.spans or raw.attrs or raw.element is not None
-        self.pieces.append(raw if keep else raw.raw)
+        if isinstance(raw, str) or raw.spans or raw.attrs or raw.element is not None:
+            self.pieces.append(raw)
+        else:
+            self.pieces.append(raw.raw)
 
     def _text(self, text: str, raw: str) -> None:
         if not self._run:
@@ -507,12 +513,15 @@ class HtmlDocument:
             if kind == "start" and name not in VOID:
                 hard = inside_skipped or name in SKIPPED
                 translated = not hard and translate_attr(attrs, translating)
-                scope, spans = self._scope, ()
+                scope = self._scope
+                spans: tuple[Span, ...] = ()
                 if any(a in LANG_ATTRS for a, _ in attrs):  # a language scope of its own
                     self._parents.append(scope)
                     scope = len(self._parents) - 1
                     spans = lang_spans(raw) if translated else ()
-                    written = dict(reversed([(a, v or "") for a, v in attrs if a in LANG_ATTRS]))
+                    written: dict[str, str] = dict(
+                        reversed([(a, v or "") for a, v in attrs if a in LANG_ATTRS])
+                    )
                     value = written.get("lang", written.get("xml:lang", ""))
                     self._declares.append((value, bool(spans)))
                 if atom is None and (not translating or name not in INLINE):

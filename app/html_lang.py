@@ -93,12 +93,20 @@ _CODE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
 Span = tuple[int, int, bool]
 
 
+def _matched(pattern: re.Pattern[str], tag: str, at: int = 0) -> re.Match[str]:
+    """pattern.match(tag, at) of a pattern that matches there: a start tag's name (a tag
+    starts with "<"), or one that matches the empty string."""
+    m = pattern.match(tag, at)
+    assert m is not None
+    return m
+
+
 def attributes(tag: str) -> list[tuple[str, str, Span]]:
     """(name in lowercase, value, where the value stands) of each attribute of a start tag."""
-    out = []
-    at = _TAG_NAME.match(tag).end()
+    out: list[tuple[str, str, Span]] = []
+    at = _matched(_TAG_NAME, tag).end()
     while True:
-        at = _SEPARATORS.match(tag, at).end()
+        at = _matched(_SEPARATORS, tag, at).end()
         m = _ATTR.match(tag, at)
         if m is None or not m.group(1):
             return out
@@ -150,7 +158,7 @@ def edits(tag: str, spans: tuple[Span, ...], language: str) -> list[Edit]:
         # a value written as a locale (`en_US`, as Open Graph writes it) gets the target so
         value = language.replace("-", "_") if "_" in tag[start:end] else language
         out.append((start, end, f'="{value}"' if bare else value))
-    if out and _TAG_NAME.match(tag).group()[1:].lower() != "meta":
+    if out and _matched(_TAG_NAME, tag).group()[1:].lower() != "meta":
         out.extend(_direction_edits(tag, direction(language)))
     return out
 
@@ -175,7 +183,7 @@ def _direction_edits(tag: str, wanted: str, around: str = "ltr") -> list[Edit]:
                 return []  # `auto`, or already so
             return [(start, end, wanted)]
     if wanted != around:
-        at = _TAG_NAME.match(tag).end()
+        at = _matched(_TAG_NAME, tag).end()
         return [(at, at, f' dir="{wanted}"')]
     return []
 
@@ -191,7 +199,7 @@ def label_edits(tag: str, spans: tuple[Span, ...], language: str, around: str) -
     ]
     turned = _direction_edits(tag, direction(language), direction(around))
     if not spans:  # (written before a `dir` added)
-        at = _TAG_NAME.match(tag).end()
+        at = _matched(_TAG_NAME, tag).end()
         added = "".join(text for start, end, text in turned if start == end == at)
         out.append((at, at, f' lang="{language}"{added}'))
         turned = [edit for edit in turned if edit[:2] != (at, at)]

@@ -38,8 +38,8 @@ def escape(text: str, spellings: dict[str, str]) -> str:
     # the spellings by their first character, longest first: a unit may hold a thousand
     # different entities, and trying each at every character took time in their product
     by_first: dict[str, list[str]] = {}
-    for key in sorted(spellings, key=len, reverse=True):
-        by_first.setdefault(key[0], []).append(key)
+    for spelling in sorted(spellings, key=len, reverse=True):
+        by_first.setdefault(spelling[0], []).append(spelling)
     out = []
     i, n = 0, len(text)
     while i < n:

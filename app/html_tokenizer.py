@@ -115,8 +115,9 @@ class Tokenizer(HTMLParser):
     #: `escapable` this tokenizer did not take (a TypeError: every page with a <title> was
     #: refused); HtmlDocument gives those elements' content its own reading
     #: (app/html_elements.py: _NO_IMPLIED_ENDS, SKIPPED)
-    CDATA_CONTENT_ELEMENTS = ("script", "style")
-    RCDATA_CONTENT_ELEMENTS = ()
+    # Final in typeshed's html.parser, but a class attribute the parser reads through self
+    CDATA_CONTENT_ELEMENTS = ("script", "style")  # type: ignore[misc]
+    RCDATA_CONTENT_ELEMENTS = ()  # type: ignore[misc]
 
     def set_cdata_mode(self, elem, **_):
         if elem.lower() not in self.CDATA_CONTENT_ELEMENTS:

@@ -41,6 +41,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Scope
 
 from .access import Access
 from .batcher import MicroBatcher, Worker
@@ -96,6 +97,7 @@ async def load_models(app: FastAPI) -> None:
         on_depth=metrics.queue_depth.set,
         worker=worker,
     )
+    batcher: ContinuousBatcher | MicroBatcher
     if s.scheduler == "continuous":
         batcher = ContinuousBatcher(
             engine.open_group,
@@ -357,7 +359,7 @@ class HeadAsGet:
                 scope["route"] = inner["route"]
 
 
-def allowed_methods(routes: list, scope: dict) -> list[str]:
+def allowed_methods(routes: list, scope: Scope) -> list[str]:
     """The methods the routes (`create_app`'s list) take on the scope's path, for an `Allow`
     header: HEAD wherever GET (`HeadAsGet`), and OPTIONS (`AnswerOptions`); [] for an unknown
     path."""
@@ -402,7 +404,7 @@ class JsonCors(CORSMiddleware):
         it is given, so it runs to its end here at once."""
         message: dict = {"type": "http.response.start", "status": 400, "headers": []}
 
-        async def keep(_: dict) -> None:
+        async def keep(_: Message) -> None:
             pass
 
         step = self.send(message, keep, Headers(raw=request_headers))
@@ -440,7 +442,7 @@ class Service(FastAPI):
     request objects and dependencies, and a middleware added with `app.add_middleware` still
     sees it."""
 
-    front = None  # set by create_app
+    front: MetricsMiddleware | None = None  # set by create_app
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and self.front is not None:
@@ -503,10 +505,10 @@ def create_app(settings: Settings | None = None) -> Service:
     # The fast path is the innermost middleware of FastAPI's own stack: a middleware added
     # later with `app.add_middleware` goes around it, so it sees POST /translate and /detect too.
     app.add_middleware(TranslateFastPath, state=app.state, handlers=HANDLERS)
-    front = AnswerOptions(ConcurrencyLimit(HeadAsGet(app.fastapi), app.state), routes)
+    front: ASGIApp = AnswerOptions(ConcurrencyLimit(HeadAsGet(app.fastapi), app.state), routes)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # around the fast path too: every answer and preflight gets the same headers
-        front = JsonCors(
+        cors = JsonCors(
             front,
             allow_origins=origins,
             allow_methods=["GET", "POST"],
@@ -514,7 +516,8 @@ def create_app(settings: Settings | None = None) -> Service:
             expose_headers=["Retry-After"],
             max_age=86400,
         )
-        app.state.cors_headers = front.answer_headers
+        app.state.cors_headers = cors.answer_headers
+        front = cors
     app.front = MetricsMiddleware(front, app.state.metrics, routes)
     # read at each scrape: 0 as soon as /health would answer 503, whatever the reason
     app.state.metrics.ready.set_function(lambda: float(health_of(app.state)[0] == 200))
@@ -534,14 +537,15 @@ def create_app(settings: Settings | None = None) -> Service:
         """FastAPI's schema without the 422 it gives each route with parameters: a request
         FastAPI cannot validate is a 400 with an `{"error": ...}` body here (the handler
         above), listed with the route's other errors."""
-        if app.openapi_schema is None:
+        schema = app.openapi_schema
+        if schema is None:  # (made once, then kept by FastAPI)
             schema = schema_of()
             for operations in schema["paths"].values():
                 for operation in operations.values():
                     operation.get("responses", {}).pop("422", None)
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
-        return app.openapi_schema
+        return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
@@ -564,7 +568,8 @@ def create_app(settings: Settings | None = None) -> Service:
     @app.exception_handler(Exception)
     async def unexpected(request, exc: Exception):
         body = JSONBody({"error": internal_error(exc)}, status_code=500)
-        exc.answered_500 = True  # logged, with its error id: Service.fastapi ends it there
+        # logged, with its error id: Service.fastapi ends it there
+        exc.answered_500 = True  # type: ignore[attr-defined]  # a mark set on the exception
         return body
 
     return app

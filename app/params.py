@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.types import Scope
 
 from .translate import FORM_TYPES, ApiError, parse_json
 
@@ -103,7 +104,7 @@ def parse_urlencoded(raw: bytes, what: str, limit: int) -> list[tuple[str, str]]
         raise too_many(f"more than {limit}", limit) from None
 
 
-def query_params(scope: dict, limit: int) -> dict[str, Any]:
+def query_params(scope: Scope, limit: int) -> dict[str, Any]:
     return fields_of(parse_urlencoded(scope.get("query_string", b""), "query string", limit), limit)
 
 
@@ -145,7 +146,7 @@ def json_sent_as_form(raw: bytes) -> bool:
         return True  # JSON nested too deeply is still JSON
 
 
-async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
+async def form_params(scope: Scope, raw: bytes, limit: int) -> dict[str, Any]:
     """Fields of an urlencoded or multipart body already read (`raw`); a file part is a 400
     (`sent_as_file`), and so is a text field that is not UTF-8, and JSON sent as a form."""
     if content_type(scope["headers"]) == URLENCODED:
@@ -188,7 +189,7 @@ async def form_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
         await form.close()
 
 
-async def request_params(scope: dict, raw: bytes, limit: int) -> dict[str, Any]:
+async def request_params(scope: Scope, raw: bytes, limit: int) -> dict[str, Any]:
     """Every parameter of a request whose body (`raw`) has been read: the query string's,
     then the body's (JSON object, urlencoded or multipart form) over them; at most `limit`
     fields in each of the query string and a form (`field_limit`)."""

@@ -67,7 +67,7 @@ ESCAPE_URL = (
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is missing: uvicorn's own choice (h11) serves
-    HttpToolsProtocol = None
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]  # (the class, or None)
 
 log = logging.getLogger("app")
 
@@ -171,7 +171,8 @@ if HttpToolsProtocol is not None:
                 self.timeout_keep_alive, self.timeout_keep_alive_handler
             )
 
-        def eof_received(self) -> bool | None:
+        # uvicorn annotates it -> None; asyncio.Protocol's (what uvloop reads) is bool | None
+        def eof_received(self) -> bool | None:  # type: ignore[override]
             # uvloop closes the inner transport itself when this returns a false value: what is
             # held goes out first
             self.transport.flush()  # type: ignore[attr-defined]

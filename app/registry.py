@@ -323,7 +323,7 @@ class Registry:
         in use went past it); the most recently used one stays (a model larger than the
         budget alone is not unloaded after each request)."""
         with self._lock:
-            victims = []
+            victims: list[tuple[ModelEntry, Translator]] = []
             total = self.loaded_bytes()
             loaded = sorted(
                 (e for e in self.entries.values() if e.loaded), key=lambda e: e.last_used
@@ -334,7 +334,9 @@ class Registry:
                     break
                 if other.in_use or now - other.last_used < self.idle_s:
                     continue
-                victims.append((other, other.translator))
+                held = other.translator
+                assert held is not None  # one of the loaded models (under the lock)
+                victims.append((other, held))
                 other.translator = None
                 total -= other.size_bytes
         self._unload(victims, "memory budget: loaded past it while other models were in use")
@@ -358,7 +360,7 @@ class Registry:
         first, never one in use); the caller frees them."""
         if not self.budget_bytes:
             return []
-        victims = []
+        victims: list[tuple[ModelEntry, Translator]] = []
         with self._lock:
             total = self.loaded_bytes()
             candidates = sorted(
@@ -370,7 +372,9 @@ class Registry:
                     break
                 if other.in_use:
                     continue
-                victims.append((other, other.translator))
+                held = other.translator
+                assert held is not None  # one of the loaded models (under the lock)
+                victims.append((other, held))
                 other.translator = None  # from here on a request loads it afresh
                 total -= other.size_bytes
         if total + entry.size_bytes > self.budget_bytes:

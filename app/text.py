@@ -114,14 +114,17 @@ def _ends_sentence(last: str, text: str, at: int, before: str = "", language: st
         return False
     if _DAY.fullmatch(last) and language == "de" and before.lower() in _ORDINAL_BEFORE_DE:
         return False
-    next_word = _NEXT_WORD.match(text, at).group().lower()
+    m = _NEXT_WORD.match(text, at)
+    assert m is not None  # it matches the empty string
+    next_word = m.group().lower()
     return not (_DAY.fullmatch(last) and next_word in _MONTH_LIKE)
 
 
 def list_marker(text: str, at: int = 0) -> re.Match | None:
     """A list item's marker at text[at], not a day before a month ("3. Mai ist ...")."""
     marker = LIST_MARKER.match(text, at)
-    after = _NEXT_WORD.match(text, marker.end()).group().lower() if marker else ""
+    next_word = _NEXT_WORD.match(text, marker.end()) if marker else None  # always matches
+    after = next_word.group().lower() if next_word else ""
     if marker and _DAY.fullmatch(marker.group().rstrip()) and after in _MONTH_LIKE:
         return None
     return marker

@@ -15,11 +15,12 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
+from starlette.types import Receive
 
 from model_core.langcodes import two_letter
 from model_core.translator import Translator
@@ -65,7 +66,8 @@ class Deadline:
     first left of it."""
 
     def __init__(self, seconds: float):
-        self.seconds, self._at = seconds, None
+        self.seconds = seconds
+        self._at: float | None = None
 
     def left(self) -> float:
         """Seconds left; the first call starts the clock."""
@@ -395,14 +397,14 @@ def model_max_length(settings: Any, translator: Translator) -> int:
     return settings.max_output_length
 
 
-async def client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
+async def client_gone(receive: Receive) -> None:
     """Returns when the client disconnects (the body has been read, so only that can arrive)."""
     while (await receive())["type"] != "http.disconnect":
         pass
 
 
 async def wait_or_disconnect(
-    state: Any, ticket, timeout: float, receive: Callable[[], Awaitable[dict]]
+    state: Any, ticket, timeout: float, receive: Receive
 ) -> list[SentenceResult] | None:
     """Results, or None when the client went away first (its waiting sentences are dropped).
     Raises ShuttingDown when the server's shutdown timeout passed while the request waited:
@@ -438,7 +440,7 @@ async def translate_leg(
     beam: int,
     n_best: int,
     max_length: int,
-    receive: Callable[[], Awaitable[dict]],
+    receive: Receive,
     leg: Leg,
 ) -> tuple[list[list[str]], float] | None:
     """Translate `texts` into `target` with one model through the batcher (loading the model
@@ -474,7 +476,7 @@ async def _translate_with(
     beam: int,
     n_best: int,
     max_length: int,
-    receive: Callable[[], Awaitable[dict]],
+    receive: Receive,
     leg: Leg,
 ) -> tuple[list[list[str]], float] | None:
     limit = min(state.settings.max_sentence_tokens, translator.max_source_tokens)
@@ -512,7 +514,7 @@ async def _translate_with(
     sent: dict[tuple[int, ...], int] = {}  # a piece's token ids -> its index in `payloads`
     for text in texts:
         prefix, sentences = split_text(text, two_letter(translator.source_language))
-        layout = []
+        layout: list[tuple[list[list[int]], Unit | None, str]] = []
         for sentence, sep in sentences:
             unit = None
             if verbatim_spans(sentence):  # URLs and e-mail addresses are copied as written
@@ -531,8 +533,8 @@ async def _translate_with(
             # no letter (a number, `---`), or nothing but addresses: kept as sent
             layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
-    sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
-    over = await leg.claim(sentences, len(payloads))
+    n_sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
+    over = await leg.claim(n_sentences, len(payloads))
     if over:  # 503 would invite a retry that cannot work
         raise TooManySentences(413, over)
     key = DecodeKey(model, beam, n_best, max_length)
@@ -820,7 +822,7 @@ async def run_route(
     texts: list[str],
     fmt: str,
     options: tuple[int, int, int],
-    receive: Callable[[], Awaitable[dict]],
+    receive: Receive,
     share: RequestShare,
     route: int,
     deadline: Deadline,
@@ -868,7 +870,7 @@ async def run_route(
     return Outputs(outputs, compute_s, queued)
 
 
-async def run_routes(routes: list[Awaitable[Outputs | None]]) -> list[Outputs | None]:
+async def run_routes(routes: Sequence[Awaitable[Outputs | None]]) -> list[Outputs | None]:
     """The routes' outputs, in order; they run side by side, and when one raises, the others
     are cancelled (their waiting sentences dropped)."""
     if len(routes) == 1:  # the usual case: one route, no task of its own to schedule
@@ -898,7 +900,7 @@ def distinct_alternatives(translation: str, others: list[str]) -> list[str]:
 async def translate(
     state: Any,
     data: dict[str, Any],
-    receive: Callable[[], Awaitable[dict]],
+    receive: Receive,
     started: float,
     on_valid: Callable[[list[str]], None] | None = None,
 ) -> dict[str, Any] | None:
@@ -934,7 +936,8 @@ async def translate(
     # HTML with `source: auto`: the documents' units, each routed from its own language (cut
     # before any route is known: with inline markup's placeholders, as a file's with `auto`)
     documents: list[HtmlDocument] | None = None
-    sent, fmt = texts, req.format  # what goes to the models, and as what
+    sent: Sequence[str] = texts  # what goes to the models, and as what
+    fmt = req.format
     if req.source == "auto":  # from the text a reader sees: for HTML, not its markup
         if req.format == "html":  # parsed in a thread, as run_route parses it
             documents = await asyncio.to_thread(html_documents, texts)
@@ -964,9 +967,9 @@ async def translate(
     if documents is not None:
         for doc, language in zip(documents, languages, strict=True):
             if not doc.texts and language != req.target:
-                route = tuple(resolve_route(state, language, req.target))
-                if route not in named:
-                    named.append(route)
+                doc_route = tuple(resolve_route(state, language, req.target))
+                if doc_route not in named:
+                    named.append(doc_route)
     options = (beam, n_best, max_length)
     settings = state.settings
     share = RequestShare(  # counted over all the request's routes (app/share.py)
@@ -998,8 +1001,9 @@ async def translate(
         raise
     if any(r is None for r in results):
         return None
+    outs = cast(list[Outputs], results)  # none is None (checked above)
     outputs: list[list[str]] = [list(sent) for _ in range(n_best)]  # untouched: in the target
-    for idx, result in zip(groups.values(), results, strict=True):
+    for idx, result in zip(groups.values(), outs, strict=True):
         for k in range(n_best):
             for j, i in enumerate(idx):
                 outputs[k][i] = result.texts[k][j]
@@ -1009,7 +1013,7 @@ async def translate(
             rendered, documents, texts, routed, outputs, req.target, kept
         )
     now = time.perf_counter()
-    queued = min((r.queued for r in results), default=now)
+    queued = min((r.queued for r in outs), default=now)
     single = isinstance(req.q, str)
     used = list(dict.fromkeys(name for route in named for name in route))
     body: dict[str, Any] = {
@@ -1023,7 +1027,7 @@ async def translate(
         "timings": {
             "total_ms": round((now - started) * 1000, 2),
             "queue_and_compute_ms": round((now - queued) * 1000, 2),
-            "compute_ms": round(sum(r.compute_s for r in results) * 1000, 2),
+            "compute_ms": round(sum(r.compute_s for r in outs) * 1000, 2),
         },
     }
     if req.alternatives:

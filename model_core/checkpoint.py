@@ -49,8 +49,8 @@ class CheckpointError(Exception):
 class Checkpoint:
     model: Transformer
     config: ModelConfig
-    source_tokenizer: Tokenizer
-    target_tokenizer: Tokenizer
+    source_tokenizer: Tokenizer | marian.MarianTokenizer
+    target_tokenizer: Tokenizer | marian.MarianTokenizer
     source_language: str
     target_language: str
     path: Path

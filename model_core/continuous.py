@@ -50,7 +50,7 @@ import logging
 import math
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -287,6 +287,7 @@ class RunningBatch:
             cache.steps = torch.zeros(b, dtype=torch.long, device=device)
             old_kv, t = None, 0
         else:
+            assert cache.steps is not None  # set at the first join
             old_kv, t = cache.kv, cache.length
             capacity = max(capacity, cache.kv.shape[1])
             width = max(cache.src_bias.shape[-1], fresh.src_bias.shape[-1])
@@ -325,6 +326,7 @@ class RunningBatch:
         device, k = cache.kv.device, self.k
         index = torch.tensor(places, dtype=torch.long, device=device)
         _put_state(cache, index, fresh)
+        assert cache.steps is not None  # the fixed buffers' (_fixed_buffers)
         cache.steps.index_fill_(0, index, 0)
         rows = (index[:, None] * k + torch.arange(k, device=device)).flatten()
         self.tokens.index_fill_(0, rows, self.cfg.bos_id)
@@ -348,6 +350,7 @@ class RunningBatch:
         anew."""
         held, k = self.cache or self._idle, self.k
         if held is not None:
+            assert held.steps is not None  # the fixed buffers' (_fixed_buffers)
             sentences = max(sentences, held.steps.numel())
             width, capacity = max(width, held.src_bias.shape[-1]), max(capacity, held.kv.shape[1])
         places, width, positions = (fixed_size(x) for x in (sentences, width, capacity))
@@ -369,7 +372,9 @@ class RunningBatch:
         limits = torch.full((places,), positions, dtype=torch.long, device=device)
         active = torch.zeros(places, dtype=torch.bool, device=device)
         if self.cache is not None:  # the live sentences, in their places
-            old, n = self.cache, self.cache.steps.numel()
+            old = self.cache
+            assert old.steps is not None and cache.steps is not None  # the fixed buffers'
+            n = old.steps.numel()
             t = cache.length = old.length
             cache.kv[: n * k, :t] = old.kv[:, :t]
             cache.steps[:n] = old.steps
@@ -389,7 +394,9 @@ class RunningBatch:
 
     def _fixed_step(
         self,
-    ) -> tuple[Callable[[], Any], Callable[[torch.Tensor], Report] | None, Callable[[], Any]]:
+    ) -> tuple[
+        Callable[[], Any], Callable[[torch.Tensor], Report] | None, Callable[[], Any] | None
+    ]:
         """The fixed layout's step over every row of the buffers, with no value read back to
         the host: the rows' steps set (each place's while it holds a sentence, else 0), the
         decoder's layers and output projection, the beam selection, and the rows' new tokens,
@@ -407,6 +414,7 @@ class RunningBatch:
         nothing holds gives its memory to the next allocation."""
         cache, model, k, cfg = self.cache, self.model, self.k, self.cfg
         assert cache is not None and self._inputs is not None
+        assert cache.steps is not None  # the fixed buffers' (_fixed_buffers)
         tokens, scores, seqs, before = self._inputs
         limits, active, steps = self._limits, self._active, cache.steps
         top, places = cache.kv.shape[1] - 1, steps.numel()
@@ -469,7 +477,8 @@ class RunningBatch:
         read back of the report; the prefixes of ending hypotheses in a second, only when
         some end."""
         cache, k = self.cache, self.k
-        assert cache is not None
+        assert cache is not None and cache.steps is not None  # the fixed buffers' (_fixed_buffers)
+        assert self._inputs is not None  # set with the buffers (_fixed_buffers)
         written = max(s.step for s in self.sentences) + 1  # positions written after this step
         if self._graph is None:
             self._parts = run, select, set_rows = self._fixed_step()  # (kept: see there)
@@ -482,8 +491,10 @@ class RunningBatch:
                     self._graph = capture(run, cache.kv.device, keep=keep)
                 except RuntimeError as exc:  # the step still runs, eagerly
                     log.warning("no CUDA graph of the decoder step (%s): it runs eagerly", exc)
-        elif self._parts[2] is not None:
-            self._parts[2]()
+        else:
+            assert self._parts is not None  # set with the graph
+            if self._parts[2] is not None:
+                self._parts[2]()
         if isinstance(self._graph, tuple):
             graph, out = self._graph
             graph.replay()
@@ -505,7 +516,7 @@ class RunningBatch:
         sents, places = self.sentences, self.places
         mine = table[places]  # (n, 4K' + 1) the live sentences' rows, in their order
         ends = mine[:, :kept] > 0
-        ending = ends.any(1).tolist()
+        ending = cast(list[bool], ends.any(1).tolist())  # (n,) a flat list
         best = mine[:, -1].tolist()
         generated = [s.step + 1 for s in sents]
         done = [g >= s.limit for g, s in zip(generated, sents, strict=True)]
@@ -520,8 +531,8 @@ class RunningBatch:
                 done[j] = self._ended(sents[j], total, prefix, word, generated[j]) or done[j]
         for j, sent in enumerate(sents):
             if self.keep_best and len(sent.finished) >= k:  # no running beam can beat them
-                run = length_normalise(best[j], generated[j], self.alpha)
-                done[j] = done[j] or run <= sent.finished[-1][0]
+                running = length_normalise(best[j], generated[j], self.alpha)
+                done[j] = done[j] or running <= sent.finished[-1][0]
             done[j] = done[j] or best[j] == float("-inf")  # no beam left to extend
             sent.step += 1
         cache.length = written
@@ -578,6 +589,9 @@ class RunningBatch:
         newcomers' cross-attention keys, values and bias (Transformer.slot_cross_state)."""
         cache, k = self.cache, self.k
         assert cache is not None
+        # the slot layout's, set at its first join (_start_slots)
+        assert cache.history is not None and cache.slots is not None
+        assert cache.sentence is not None and cache.steps is not None
         add_k, add_v, add_bias = state
         device = add_bias.device
         taken = [self.free.pop() for _ in range(min(b, len(self.free)))]
@@ -652,7 +666,7 @@ class RunningBatch:
         if self._in_place:
             return self._step_fixed()
         cfg, k, cache = self.cfg, self.k, self.cache
-        assert cache is not None
+        assert cache is not None and cache.steps is not None  # set at the first join
         sents = self.sentences
         device = self.tokens.device
         act = None  # the positions of the sentences that step, None: all of them
@@ -799,6 +813,7 @@ class RunningBatch:
         seqs = self.seqs.index_select(0, rows)
         partial = isinstance(wrote, torch.Tensor)
         if partial or wrote:  # at each row's step (its parent's: the same sentence's)
+            assert cache.row_steps is not None  # set by this step (Transformer.decode_step)
             row_steps = cache.row_steps if kept is None else cache.row_steps.index_select(0, rows)
             at = torch.arange(rows.numel(), device=seqs.device)
             if partial:
@@ -810,6 +825,9 @@ class RunningBatch:
         if not self.slots:
             cache.select(rows, sentences=kept, group=self.k)
         else:  # slot layout: nothing moves; the history says where each prefix is
+            # the slot layout's, set at its first join (_start_slots)
+            assert cache.slots is not None and cache.history is not None
+            assert cache.steps is not None
             device = rows.device
             parents = cache.slots.index_select(0, rows)
             if kept is None:  # the same sentences in the same places: the same slots
@@ -953,7 +971,7 @@ def footprint(
     costs = costs or Costs()
     held = places * (k * positions + width)
     rows = places * k
-    step = held + rows * (_copies(k, layout) - 1) * positions
+    step: float = held + rows * (_copies(k, layout) - 1) * positions
     step += rows * (costs.row + costs.pair * (positions + width))
     join = held + joining * width * (costs.token + costs.pair * width)
     if any(now) and want != now:

@@ -34,8 +34,8 @@ def read_lines(path: str | Path) -> list[str]:
     try:  # bytes decoded as they are: lines end at "\n" only (a lone "\r" is in a line)
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8 ({exc.reason})") from exc
+        line_no = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}: line {line_no} is not valid UTF-8 ({exc.reason})") from exc
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -126,7 +126,9 @@ def batch_indices(
     """Group pair indices into batches of at most `max_tokens` padded tokens (either side)."""
     rng = random.Random(seed * 100_003 + epoch)
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i][1], lengths[i][0], rng.random()))
-    batches, current, widest = [], [], 0
+    batches: list[list[int]] = []
+    current: list[int] = []
+    widest = 0
     for i in order:
         w = max(widest, lengths[i][0] + 1, lengths[i][1] + 1)
         if current and w * (len(current) + 1) > max_tokens:

@@ -23,6 +23,7 @@ if __name__ == "__main__":
 import argparse
 import sys
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -84,17 +85,17 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
         ffn(s.ffn, layer)
     dec.embeddings.weight = _np(model.tgt_embed.weight)
     dec.position_encodings.encodings = table
-    for s, layer in zip(dec.layer, model.decoder_layers, strict=True):
-        self_attention(s.self_attention, layer.self_attn, layer.res_self.norm)
-        cross = layer.cross_attn
+    for s, dec_layer in zip(dec.layer, model.decoder_layers, strict=True):
+        self_attention(s.self_attention, dec_layer.self_attn, dec_layer.res_self.norm)
+        cross = dec_layer.cross_attn
         linear(s.attention.linear[0], cross.q_proj)
         fused(s.attention.linear[1], [cross.k_proj, cross.v_proj])
         linear(s.attention.linear[2], cross.out_proj)
-        norm(s.attention.layer_norm, layer.res_cross.norm)
-        ffn(s.ffn, layer)
-    if cfg.norm == "pre":
-        norm(enc.layer_norm, model.encoder_norm)
-        norm(dec.layer_norm, model.decoder_norm)
+        norm(s.attention.layer_norm, dec_layer.res_cross.norm)
+        ffn(s.ffn, dec_layer)
+    if cfg.norm == "pre":  # pre-norm stacks end with a LayerNorm
+        norm(enc.layer_norm, cast(torch.nn.LayerNorm, model.encoder_norm))
+        norm(dec.layer_norm, cast(torch.nn.LayerNorm, model.decoder_norm))
     linear(dec.projection, model.generator)
     if cfg.suppress_ids:  # never generated: a -1e9 logit leaves the softmax of the rest as is
         bias = dec.projection.bias if dec.projection.has_bias() else None

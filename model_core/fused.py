@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 try:
-    from . import _kernels
+    from . import _kernels  # type: ignore[attr-defined]  # the C extension: no stub
 except ImportError:  # built without a C compiler: the torch path below serves
     _kernels = None
 
@@ -376,7 +376,7 @@ def beam_select(
         next_s.data_ptr(), next_r.data_ptr(), next_w.data_ptr(),
         fin_count.data_ptr(), fin_s.data_ptr(), fin_r.data_ptr(), fin_w.data_ptr(),
     )  # fmt: skip
-    finished = []
+    finished: list[tuple[int, float, int, int]] = []
     if total:
         counts = fin_count.tolist()
         fs, fr, fw = fin_s.tolist(), fin_r.tolist(), fin_w.tolist()

@@ -33,7 +33,7 @@ from torch import nn
 from . import fused
 
 if TYPE_CHECKING:  # model imports this module
-    from .model import DecoderCache, Transformer
+    from .model import DecoderCache, FeedForward, MultiHeadAttention, Transformer
 
 ENABLED = True
 
@@ -101,7 +101,7 @@ class _Plan:
         self._add(embed, positions)
         return True
 
-    def self_attention(self, attn: nn.Module, norm: nn.Module) -> bool:
+    def self_attention(self, attn: MultiHeadAttention, norm: nn.Module) -> bool:
         """The fused q|k|v projection, the LayerNorm before it, the output projection."""
         d = self.cfg.d_model
         return (
@@ -111,7 +111,7 @@ class _Plan:
             and self.weight(attn.out_proj, d, d)
         )
 
-    def feed_forward(self, ffn: nn.Module, norm: nn.Module) -> bool:
+    def feed_forward(self, ffn: FeedForward, norm: nn.Module) -> bool:
         """The LayerNorm before it, then both ReLU feed-forward layers."""
         d, ff = self.cfg.d_model, self.cfg.d_ff
         return (
@@ -251,6 +251,7 @@ class DecoderStep(_Stack):
         mask = src_mask.reshape(b, s).to(torch.uint8).contiguous()
         keys = torch.zeros((self.layers, b, self.heads, s, hd), dtype=torch.float32)
         values = torch.zeros_like(keys)
+        assert self.cross.bias is not None  # built with the biases (build)
         fused._kernels.cross_kv(
             self.cross.panels.data_ptr(), self.cross.bias.data_ptr(), self.layers, self.d,
             self.heads, memory.data_ptr(), mask.data_ptr(), b, s, 1.0 / math.sqrt(hd),
@@ -315,6 +316,8 @@ class DecoderStep(_Stack):
         if bias.shape != (sentences, src_len) or not _float_cpu(bias):
             raise ValueError("decoder step: src_bias must be (sentences, S), float32, contiguous")
         kv, history, slots, sentence = cache.kv, cache.history, cache.slots, cache.sentence
+        # slot mode (fits) sets them all
+        assert history is not None and slots is not None and sentence is not None
         row_steps = cache.row_steps if cache.steps is not None else None
         for index in (slots, sentence, row_steps):
             if index is not None and (

@@ -16,11 +16,14 @@ so a row's result depends on that row alone: a translation is the same in any ba
 from __future__ import annotations
 
 import warnings
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 from .model import swap_linears
+
+M = TypeVar("M", bound=nn.Module)
 
 ROW_LEVELS = 63  # |quantized input| <= 63: 7 bits with the sign
 ZERO_POINT = 64  # stored unsigned: 1..127
@@ -64,7 +67,7 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per row"
 
 
-def quantize_linears(module: nn.Module) -> nn.Module:
+def quantize_linears(module: M) -> M:
     """Replace every float nn.Linear inside `module` by an Int8Linear, in place."""
     swap_linears(module, lambda m: Int8Linear(m) if type(m) is nn.Linear else m)
     return module

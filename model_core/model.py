@@ -11,7 +11,9 @@ Two ways to run the decoder:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +25,11 @@ from .fused_stack import DecoderStep, EncoderStack
 from .linear_backend import available_backends
 from .masks import pad_mask, target_mask
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "swish": F.silu,
+}
 INITIAL_CACHE_POSITIONS = 32  # self-attention cache positions allocated up front (then doubled)
 
 
@@ -174,6 +180,7 @@ class DecoderLayer(nn.Module):
             h = x if norm is None else norm(x)
             qkv = torch.cat([sa.q_proj(h), sa.k_proj(h), sa.v_proj(h)], dim=1)  # (N, 3d)
         if cache.slots is not None:  # the fused kernel writes k|v and attends in one call
+            assert cache.history is not None  # set with the slots (slot mode)
             a = fused.attend_cached(
                 qkv, cache.kv, cache.history, cache.slots, cache.length, layer, cache.row_steps
             )
@@ -188,6 +195,7 @@ class DecoderLayer(nn.Module):
 
         q = _norm_project(self.res_cross.norm if pre else None, ca.q_proj, x)
         if cache.slots is not None:
+            assert cache.sentence is not None  # set with the slots (slot mode)
             a = fused.attend_cross(
                 q, cache.cross_k[layer], cache.cross_v[layer], cache.src_bias, cache.sentence
             )
@@ -352,6 +360,8 @@ class DecoderCache:
     def _select_slots(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> None:
         """Slot mode: row r of sentence s, beam j = r % group, moves to slot s * beams + j and
         records where its prefix is; nothing in the buffer moves."""
+        # slot mode sets them all (init_cache); select calls this only there
+        assert self.slots is not None and self.history is not None and self.active is not None
         if sentences is not None:
             self.active = self.active.index_select(0, sentences)
         g = self.group
@@ -376,6 +386,9 @@ def identity_history(slots: int, capacity: int, device: torch.device) -> torch.T
 class Transformer(nn.Module):
     """Encoder-decoder Transformer; `encode` once per batch, then `decode` or `decode_step`."""
 
+    positions: torch.Tensor  # buffers (register_buffer)
+    suppressed: torch.Tensor
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -396,8 +409,15 @@ class Transformer(nn.Module):
             "suppressed", torch.tensor(sorted(cfg.suppress_ids), dtype=torch.long), persistent=False
         )
         self.embed_dropout = nn.Dropout(cfg.dropout)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # ModuleLists, typed by their layers
+        self.encoder_layers = cast(
+            Sequence[EncoderLayer],
+            nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers)),
+        )
+        self.decoder_layers = cast(
+            Sequence[DecoderLayer],
+            nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers)),
+        )
         pre = cfg.norm == "pre"  # pre-norm stacks end with a LayerNorm; post-norm ones already do
         eps = cfg.layer_norm_eps
         self.encoder_norm = nn.LayerNorm(cfg.d_model, eps=eps) if pre else nn.Identity()
@@ -570,6 +590,7 @@ class Transformer(nn.Module):
         if rows is not None:
             if cache.slots is None or cache.row_steps is None:
                 raise ValueError("decode_step(rows=...) needs the slot layout with per-row steps")
+            assert cache.sentence is not None  # set with the slots (slot mode)
             whole = cache.slots, cache.sentence, cache.row_steps
             cache.slots, cache.sentence, cache.row_steps = (t.index_select(0, rows) for t in whole)
             try:
@@ -589,6 +610,7 @@ class Transformer(nn.Module):
         if cache.steps is None:
             position = self.positions[cache.length]  # (d,)
         else:
+            assert cache.row_steps is not None  # set from the steps (decode_step)
             position = self.positions.index_select(0, cache.row_steps)  # (N, d)
             if cache.slots is None:  # gather mode: a mask (the slot kernel stops at the step)
                 width = torch.arange(cache.length + 1, device=tokens.device)
@@ -607,7 +629,8 @@ class Transformer(nn.Module):
         every linear layer for a PackedLinear on `backend` (None: the first available). Outputs are unchanged up to float rounding; the model can no
         longer be trained."""
         self.eval()
-        for layer in [*self.encoder_layers, *self.decoder_layers]:
+        layers: list[EncoderLayer | DecoderLayer] = [*self.encoder_layers, *self.decoder_layers]
+        for layer in layers:
             attn = layer.self_attn
             parts = (attn.q_proj, attn.k_proj, attn.v_proj)
             if attn.fused_qkv is None and all(type(p) is nn.Linear for p in parts):
@@ -700,7 +723,7 @@ class PackedLinear(nn.Module):
     def dense_weight(self) -> torch.Tensor:
         if self.backend == "panels":
             return self.packed.dense()
-        return self.packed.to_dense()
+        return cast(torch.Tensor, self.packed).to_dense()  # the onednn backend's: a tensor
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
         """Saved like nn.Linear (dense weight, bias), so a prepared model still checkpoints."""

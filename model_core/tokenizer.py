@@ -13,10 +13,19 @@ Behaviour at the edges (tested):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import sentencepiece as spm
 
-SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
+
+class SpecialIds(TypedDict):
+    pad_id: int
+    unk_id: int
+    bos_id: int
+    eos_id: int
+
+
+SPECIAL_IDS: SpecialIds = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 
 
 class Tokenizer:
@@ -43,7 +52,7 @@ class Tokenizer:
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.sp.id_to_piece(i) for i in ids]
 
-    def special_ids(self) -> dict[str, int]:
+    def special_ids(self) -> SpecialIds:
         return {
             "pad_id": self.pad_id,
             "unk_id": self.unk_id,

@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -179,7 +179,7 @@ def data_files(args: argparse.Namespace) -> dict[str, Path]:
     that give it."""
     if args.data is not None and not args.data.is_dir():
         raise DataError(f"--data {args.data}: folder not found")
-    files = {}
+    files: dict[str, Path | None] = {}
     for split in ("train", "dev"):
         for side, lang in (("src", args.source), ("tgt", args.target)):
             explicit = getattr(args, f"{split}_{side}")
@@ -191,14 +191,17 @@ def data_files(args: argparse.Namespace) -> dict[str, Path]:
     for split in ("train", "dev"):
         keys = (f"{split}_src", f"{split}_tgt")
         for key in keys:
+            path = files[key]
+            # the dev files are checked above; parse_args asks for --data or both train files
+            assert path is not None
             if getattr(args, key) is not None:  # given by its own option
-                if not files[key].exists():  # (read_lines names a folder or unreadable file)
-                    raise DataError(f"--{key.replace('_', '-')} {files[key]}: file not found")
+                if not path.exists():  # (read_lines names a folder or unreadable file)
+                    raise DataError(f"--{key.replace('_', '-')} {path}: file not found")
                 continue
-            if files[key].is_file():
+            if path.is_file():
                 continue
-            raise DataError(missing_from_data(args, split, files[key]))
-    return files
+            raise DataError(missing_from_data(args, split, path))
+    return cast(dict[str, Path], files)  # none is None (checked above)
 
 
 def missing_from_data(args: argparse.Namespace, split: str, path: Path) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -21,6 +22,7 @@ from .decoding import Hypothesis, beam_search, greedy_search, reference_greedy_s
 from .int8 import int8_available, quantize_linears
 from .langcodes import two_letter
 from .linear_backend import choose_linear_backend
+from .marian import MarianTokenizer
 from .masks import pad_mask
 from .model import count_parameters, packed_linear_available
 
@@ -211,7 +213,9 @@ class Translator:
                 raise ValueError(
                     f"this model translates to {', '.join(self.target_languages)}, not {target!r}"
                 )
-            ids = [self.source_tokenizer.vocab[token], *ids]
+            # target tokens come with Marian checkpoints (checkpoint.load_marian)
+            source = cast(MarianTokenizer, self.source_tokenizer)
+            ids = [source.vocab[token], *ids]
         return ids
 
     def max_output_length(self, source_len: int, max_length: int, ratio: float, extra: int) -> int:

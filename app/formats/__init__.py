@@ -130,7 +130,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
     def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
         return functools.partial(office.translate_office, kind=kind, language=language)
 
-    return {
+    handlers: dict[str, Handler] = {
         ".txt": plain.translate_txt,
         ".html": functools.partial(plain.translate_html_file, target=language),
         ".htm": functools.partial(plain.translate_html_file, target=language),
@@ -139,7 +139,8 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
         ".docx": office_file("docx"),
         ".pptx": office_file("pptx"),
         ".odt": office_file("odt"),
-    }.get(extension(filename))
+    }
+    return handlers.get(extension(filename))
 
 
 def supported() -> list[str]:

@@ -71,7 +71,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from .addresses import verbatim_spans
 from .projection import Anchor, Pair, as_word, count_words, inside_word, joins, place
@@ -278,7 +278,10 @@ class Unit:
             # name became the sentence's subject ("Tom The door is open." gave "Tom schloss die
             # Tür."); an address there is (`https://example.com is a good site.`)
             return []
-        parts, named, stand_ins = [], [], {}  # named: the items with a name for each atom
+        # named: the items with a name for each atom
+        parts: list[str] = []
+        named: list[Item] = []
+        stand_ins: dict[str, Item] = {}
         for k, item in enumerate(self.items):
             if item.kind in ("open", "close"):
                 named.append(item)
@@ -630,12 +633,12 @@ class Unit:
                 stack.append(number)
             elif kind == "close":
                 stack.pop()
-                source = collapse(text[opens[number] : clipped])
-                pairs[number].source = source
+                inner = collapse(text[opens[number] : clipped])
+                pairs[number].source = inner
                 wrapped = text[opens[number] : clipped]
                 pairs[number].spaced = wrapped[-1:] in tuple(_SPACE)
                 pairs[number].spaced_before = wrapped[:1] in tuple(_SPACE)
-                pairs[number].end = pairs[number].start + count_words(source)
+                pairs[number].end = pairs[number].start + count_words(inner)
         filled = {p for p in [None, *pairs] if any(q.parent == p for q in pairs.values())} - {
             owner[k] for k in range(lo, hi) if text[k].isalpha()
         }
@@ -900,7 +903,7 @@ class UnitBuilder:
         if limit is None or max(map(len, unit.requests), default=0) <= limit:
             return unit
         items = [
-            Item("text", piece, i.ref) if i.kind == "text" else i
+            Item("text", cast(str, piece), i.ref) if i.kind == "text" else i  # (a text's: str)
             for i in self.items
             for piece in (_cut(str(i.value), limit) if i.kind == "text" else [None])
         ]

@@ -279,12 +279,12 @@ def translate_markdown(
                 units.extend(doc.units)
             continue
         if block.type == "definition" and block.map and block.meta.get("title"):
-            found = definition_title(block.map[1] - 1, block.meta["title"])
+            title_found = definition_title(block.map[1] - 1, block.meta["title"])
             unit = UnitBuilder()
             unit.text(block.meta["title"])
             built_title = unit.build(limit=limits.max_request_chars)
-            if found is not None and built_title is not None:
-                title_start, title_end, quote = found
+            if title_found is not None and built_title is not None:
+                title_start, title_end, quote = title_found
 
                 def write_title(tokens, quote=quote) -> str:
                     return title_text("".join(t.text for t in tokens[0] if t.kind == "text"), quote)
@@ -329,7 +329,7 @@ def translate_markdown(
     sent = list(itertools.accumulate((len(u.requests) for u in units), initial=0))
     changed = any(t.translated for unit in translated for t in unit)
     out, at, done = [], 0, 0
-    for start, end, count, render, html in pieces:
+    for start, end, count, render_piece, is_html in pieces:
         out.append(text[at:start])
         tokens = translated[done : done + count]
         written = None
@@ -337,8 +337,8 @@ def translate_markdown(
         # one no model serves) is copied as written; but in a file whose text was translated,
         # an HTML block's paragraphs kept so are labelled with their language, as in an .html
         # file whose other text was translated (its `lang` named the target, or was wrong)
-        if (html and changed) or any(t.translated for unit in tokens for t in unit):
-            written = render(tokens)
+        if (is_html and changed) or any(t.translated for unit in tokens for t in unit):
+            written = render_piece(tokens)
         out.append(text[start:end] if written is None else written)
         at, done = end, done + count
     out.append(text[at:])

@@ -22,7 +22,9 @@ class Inner(NamedTuple):
     """Text inside a piece of markup, translated as a unit of its own: an image's alternative
     text, a link's title (a screen reader reads one, a browser shows the other)."""
 
-    index: int  # its unit among its block's (0: the block's text)
+    # its unit among its block's (0: the block's text); a field over tuple.index, as
+    # NamedTuple allows
+    index: int  # type: ignore[assignment]
     source: str  # as written, for where it is not translated
     quote: str  # a title's opening delimiter (`"`, `'`, `(`); "" for alternative text
 
@@ -141,7 +143,7 @@ def _escape(text: str, cell: bool = False) -> str:
     strikethrough; the first `$` or `:` of math or an emoji's shortcode, as AS_WRITTEN finds
     them; a `&` that starts a character reference)."""
     out = []
-    syntax = set()  # each `$` that opens math, the `:` that opens a shortcode
+    syntax: set[int] = set()  # each `$` that opens math, the `:` that opens a shortcode
     for m in AS_WRITTEN.finditer(text):
         if text[m.start()] in "$:" and not VARIABLE.fullmatch(m.group()):
             opening = len(m.group()) - len(m.group().lstrip("$")) or 1

@@ -64,6 +64,7 @@ def block_unit(
         if found is None:
             return (markup,)
         before, quote, written, after = found
+        assert title is not None  # (found only with a title)
         inner.append(UnitBuilder())
         inner[-1].text(title)
         return (before + quote, Inner(len(inner), written, quote), after)
@@ -154,7 +155,9 @@ def segments(children: list, count: int) -> list[tuple[int, int, list, int]]:
     definitions are one paragraph in CommonMark: they were joined into one line, the second
     no longer a definition), and
     around each directive line (DIRECTIVE), left out; `count`: the block's lines."""
-    out, first, current = [], 0, []
+    out: list[tuple[int, int, list, int]] = []
+    first = 0
+    current: list = []
     for tok in children:
         line = tok.meta.get("line", 0) if tok.type == PREFIX else 0
         directive = tok.type == PREFIX and DIRECTIVE.match(tok.content)
@@ -183,6 +186,7 @@ def without_attributes(children: list) -> tuple[list, int]:
     m = _ATTRIBUTES.search(last.content) if last is not None and last.type == "text" else None
     if m is None:
         return children, 0
+    assert last is not None  # (m was found in it)
     kept = last.copy()
     kept.content = last.content[: m.start()].rstrip(" \t")
     return children[:-1] + [kept], len(last.content) - len(kept.content)

@@ -56,6 +56,7 @@ from .office_runs import (
     PPTX,
     TEXT,
     Paragraphs,
+    RunFormat,
     apply_tokens,
     drop,
     odt_units,
@@ -84,7 +85,10 @@ HEADERS = frozenset({"hdr", "ftr"})
 #: names: app/formats/office_labels.py); `chart*.xml` holds an Office 2016 chart's
 #: `chartEx*.xml` too
 #: (kind, required entry, parts translated, run format or None for .odt)
-KINDS = [
+# (extension, the part every file of the kind holds, the parts whose text is translated, the
+# runs' format: None for an .odt)
+Kind = tuple[str, str, list[str], RunFormat | None]
+KINDS: list[Kind] = [
     ("docx", "word/document.xml", ["word/document.xml", "word/header*.xml", "word/footer*.xml",
                                    "word/footnotes.xml", "word/endnotes.xml",
                                    "word/comments.xml", *["word/" + d for d in DIAGRAMS],
@@ -132,10 +136,10 @@ def translate_office(
     is another kind (None: whichever it is). `language`: the tag the translated text is marked
     with (app/formats/office_language.py; None: its marks are kept)."""
     archive = open_archive(data, limits)
-    kind = kind_of(archive, kind, KINDS)
-    if kind[0] == "odt":
+    found: Kind = kind_of(archive, kind, KINDS)
+    if found[0] == "odt":
         check_not_encrypted(archive)
-    _, _, patterns, fmt = kind
+    _, _, patterns, fmt = found
     text_parts = [
         i for i in archive.infolist() if any(fnmatch.fnmatchcase(i.filename, p) for p in patterns)
     ]
@@ -162,8 +166,8 @@ def translate_office(
                 continue
             raise
         parts[info.filename] = (root, raw)
-        if info.filename == kind[1] and fmt is not None:  # the main part of a .docx or .pptx
-            check_transitional(kind[0], root)
+        if info.filename == found[1] and fmt is not None:  # the main part of a .docx or .pptx
+            check_transitional(found[0], root)
         if info.filename == "word/numbering.xml":
             extras.append((info.filename, NumberingLabels(root)))
         elif fmt is DOCX and info.filename not in PROPERTY_PARTS:

@@ -82,6 +82,7 @@ def _alt_texts(root: etree._Element) -> Iterator[Slot]:
         tag = el.tag
         if not isinstance(tag, str):
             continue
+        names: tuple[str, ...]
         if tag.endswith(ALT_HOLDERS):
             names = ALT_ATTRIBUTES
         elif tag.startswith(VML) and el.get("alt"):

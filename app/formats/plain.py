@@ -39,6 +39,7 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from typing import cast
 
 from ..html_charset import PRESCAN_BYTES, HtmlCodec, declared, prescan
 from ..html_format import HtmlDocument, HtmlError
@@ -243,7 +244,7 @@ def translate_html_file(
     return out
 
 
-def decode_html(data: bytes) -> tuple[str, Codec | HtmlCodec]:
+def decode_html(data: bytes) -> tuple[str, Codec | text_charset.LegacyCodec | HtmlCodec]:
     """An HTML file's text, in the encoding a browser reads it in (app/html_charset.py), and
     the codec to write it back with."""
     if data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -345,7 +346,8 @@ def translate_srt(data: bytes, translate: Translate, limits: Limits) -> bytes:
         dashes = [_DASH.match(line) for line in cue_lines]
         if all(dashes):  # a dialogue: each line on its own
             parts = [
-                (m.group(), line[m.end() :]) for m, line in zip(dashes, cue_lines, strict=True)
+                (m.group(), line[m.end() :])
+                for m, line in zip(cast(list[re.Match[str]], dashes), cue_lines, strict=True)
             ]
         else:
             parts = [("", " ".join(cue_lines))]

@@ -261,8 +261,8 @@ def _options(lo, width, sizes, hits, expected, centre, longest) -> _Options:
     if width <= 0:
         return _Options(np.zeros(0), np.zeros(0, int), np.zeros(0, int))
     longest = min(longest, width)  # (a stretch ends within the words)
-    start, length = np.meshgrid(np.arange(width), np.arange(1, longest + 1), indexing="ij")
-    start, length = start.ravel(), length.ravel()
+    grid = np.meshgrid(np.arange(width), np.arange(1, longest + 1), indexing="ij")
+    start, length = grid[0].ravel(), grid[1].ravel()
     keep = start + length <= width
     start, length = start[keep], length[keep]
     end = start + length
