@@ -93,6 +93,43 @@ def test_an_everyday_sentence_in_a_language_no_model_serves_is_a_400_naming_it(s
     assert all(d["confidence"] < 1.0 for d in r.json()), r.json()
 
 
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("Привет", "the Cyrillic script"),  # 25% Serbian to the full model: not named
+        ("Спасибо", "the Cyrillic script"),
+        ("東京", "Chinese characters"),
+        ("Αθήνα", "Greek (el)"),  # the full model sure of it (82%): named
+    ],
+)
+def test_a_short_text_in_a_script_no_model_reads_is_a_400_naming_the_script(server, text, script):
+    """A word in a script none of the served languages is written in cannot be in one of them,
+    whatever the n-grams say: "Привет" and "東京" were taken for English and translated into
+    German nonsense. Where the full model cannot name such a word's language, its script is
+    named. /detect gives each served language 0."""
+    for target in ("de", "en"):
+        r = translate(server, text, target)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"].startswith(f"the text is in {script}, which no model here")
+    r = httpx.post(f"{server}/detect", json={"q": text}, timeout=60)
+    assert r.status_code == 200 and all(d["confidence"] == 0.0 for d in r.json()), r.json()
+    listed = translate(server, ["Guten Morgen", text], "en")
+    assert listed.status_code == 400
+    assert listed.json()["error"].startswith(f"q[1] is in {script}, which no model here")
+
+
+def test_the_script_check_holds_only_where_every_served_language_has_known_scripts():
+    from app.detect import Detector
+
+    assert Detector(["en", "de"]).unserved_script("Привет") == "Cyrl"
+    assert Detector(["en", "ru"]).unserved_script("Привет") is None  # a Russian model
+    assert Detector(["en", "ja"]).unserved_script("東京") is None
+    assert Detector(["en", "de"]).unserved_script("Tokyo 東京") is None  # Latin letters too
+    assert Detector(["en", "de"]).unserved_script("123 ★ 🍕") is None  # no letter
+    # a served language whose script is not known here: no text is refused by its script
+    assert Detector(["en", "ht"]).unserved_script("Привет") is None
+
+
 def test_german_and_english_texts_short_or_with_foreign_names_are_translated(server):
     r = translate(server, OURS, "de")
     assert r.status_code == 200, r.text
