@@ -199,6 +199,7 @@ if HttpToolsProtocol is not None:
             if self.refused:
                 return
             self.begun = False
+            self.last_read = data  # (for a refusal's reason: `send_400_response`)
             super().data_received(data)
             if self.in_head and not self.transport.is_closing():
                 # a read that began the request also holds the end of the one before it
@@ -301,13 +302,21 @@ if HttpToolsProtocol is not None:
             )
             self.transport.write(b"".join(head) + body)
 
+        def wrong_version(self) -> bool:
+            """Whether the request line just read has three parts, the last not an HTTP
+            version (`GET / FOO/1.1`: the parser expected HTTP/ there, as after a URL cut by a
+            space, but no URL is to be escaped)."""
+            line = getattr(self, "last_read", b"").split(b"\n", 1)[0].rstrip(b"\r")
+            parts = line.split(b" ")
+            return len(parts) == 3 and not parts[2].startswith(b"HTTP/")
+
         def send_400_response(self, msg: str) -> None:
             """uvicorn's answer to a request its parser refused (called while the parser's
             error is handled), in JSON with the parser's reason; the connection closes."""
             exc = sys.exc_info()[1]
             why = (str(exc) if exc is not None else "") or msg.rstrip(".")
             error = f"invalid HTTP request ({why}); send a well-formed HTTP/1.1 request"
-            if why.startswith(UNESCAPED_URL):
+            if why.startswith(UNESCAPED_URL) and not self.wrong_version():
                 error += f" ({ESCAPE_URL})"
             # a warning, as uvicorn logs its own line for it (left out: WithoutParserRefusal)
             self.refuse(b"400 Bad Request", error, linger=False, level=logging.WARNING)

@@ -311,6 +311,21 @@ def test_a_url_with_a_character_to_escape_is_a_400_that_says_to_escape_it(weight
     assert "Gr%C3%BC%C3%9Fe" in error, error
 
 
+@pytest.mark.parametrize("line", [b"GET / FOO/1.1", b"GET /languages HTTPS/1.1"])
+def test_a_request_line_with_another_protocol_is_not_told_to_escape_its_url(weights_dir, line):
+    """The parser's reason is the one of a URL cut by a space ("Expected HTTP/"): the advice to
+    %-escape the URL was given too."""
+    with (
+        serve_in_thread(weights_dir) as (url, _),
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as sock,
+    ):
+        sock.sendall(line + b"\r\nhost: x\r\n\r\n")
+        _, head, body = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 400")
+    error = json.loads(body)["error"]
+    assert error.startswith("invalid HTTP request (") and "escape" not in error, error
+
+
 def send_header_of(sock: socket.socket, size: int, headers: bytes = b"") -> None:
     """A GET /languages (with `headers` first) whose X-Big header holds `size` bytes, sent in
     pieces until the server answers (it may answer before all of it is sent)."""
