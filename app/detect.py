@@ -133,7 +133,7 @@ SCRIPTS = {
     "ARABIC": ("Arab", "the Arabic script"), "DEVANAGARI": ("Deva", "the Devanagari script"),
     "BENGALI": ("Beng", "the Bengali script"), "TAMIL": ("Taml", "the Tamil script"),
     "THAI": ("Thai", "the Thai script"), "CJK": ("Hani", "Chinese characters"),
-    "HIRAGANA": ("Kana", "Japanese kana"), "KATAKANA": ("Kana", "Japanese kana"),
+    "HIRAGANA": ("Hrkt", "Japanese kana"), "KATAKANA": ("Hrkt", "Japanese kana"),
     "HANGUL": ("Hang", "the Korean script"), "ETHIOPIC": ("Ethi", "the Ethiopic script"),
 }  # fmt: skip
 #: a text in a script no served language is written in, as its language: BCP 47's tag of an
@@ -150,9 +150,13 @@ LANGUAGE_SCRIPTS = {
     "sr": {"Cyrl", "Latn"}, "el": {"Grek"}, "hy": {"Armn"}, "ka": {"Geor"},
     "he": {"Hebr"}, "yi": {"Hebr"}, "ar": {"Arab"}, "fa": {"Arab"}, "ur": {"Arab"},
     "hi": {"Deva"}, "mr": {"Deva"}, "ne": {"Deva"}, "bn": {"Beng"}, "ta": {"Taml"},
-    "th": {"Thai"}, "zh": {"Hani"}, "yue": {"Hani"}, "ja": {"Hani", "Kana"},
+    "th": {"Thai"}, "zh": {"Hani"}, "yue": {"Hani"}, "ja": {"Hani", "Hrkt"},
     "ko": {"Hang", "Hani"}, "am": {"Ethi"},
 }  # fmt: skip
+
+
+#: two letters side by side: a word, for the script check (a symbol-like letter alone is not)
+_WORD = re.compile(r"[^\W\d_]{2}")
 
 
 def scripts_of(text: str) -> set[str]:
@@ -292,8 +296,8 @@ class Detector:
                 return None
             served |= LANGUAGE_SCRIPTS[lang]
         found = scripts_of(text)
-        if not found or found & served:
-            return None
+        if not found or found & served or not _WORD.search(text):
+            return None  # (a letter alone is no word: "π ≈ 3.14", "Ω = 5")
         counts = {s: 0 for s in found}
         for ch in text:
             if ch.isalpha():

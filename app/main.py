@@ -66,7 +66,8 @@ from .web import router as web_router
 log = logging.getLogger("app")
 # python-multipart warns of a malformed body ("Expected boundary character 45, got 103 at
 # index 2", with no client or path): a client's mistake, which the 400's own line logs
-logging.getLogger("python_multipart").setLevel(logging.ERROR)
+for _name in ("python_multipart", "multipart"):  # (its name before python-multipart 0.0.13)
+    logging.getLogger(_name).setLevel(logging.ERROR)
 
 
 async def load_models(app: FastAPI) -> None:

@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report))
     else:
+        width = max(map(len, report))
         for key, value in report.items():
-            print(f"{key:>24}: {value}")
+            print(f"{key:>{width}}: {value}")
     return 0

@@ -136,14 +136,18 @@ def test_an_address_does_not_decide_the_language_of_a_text(text, language):
     [
         ("I love 🍕 and 👩\u200d👩\u200d👧.", ["🍕", "👩\u200d👩\u200d👧"]),  # a family: one
         ("Thank you 🙏🏽!", ["🙏🏽"]),  # with its skin tone
-        ("🇩🇪🇫🇷 are neighbours.", ["🇩🇪", "🇫🇷"]),  # flags: two regional indicators each
+        ("🇩🇪 and 🇫🇷 are neighbours.", ["🇩🇪", "🇫🇷"]),  # flags: two regional indicators
         ("Press 1\ufe0f\u20e3 or #\ufe0f\u20e3 now", ["1\ufe0f\u20e3", "#\ufe0f\u20e3"]),
-        ("Love ❤\ufe0f, stars ★ and ⌛.", ["❤\ufe0f", "★", "⌛"]),
+        ("Love ❤\ufe0f, coffee ☕ and ⌛.", ["❤\ufe0f", "☕", "⌛"]),
+        ("Happy birthday 🎉🎂 to you, 😀 😀!", ["🎉🎂", "😀 😀"]),  # side by side: one span
+        ("©\ufe0f 2024 and © 2024, ▶\ufe0f play", ["©\ufe0f", "▶\ufe0f"]),  # with U+FE0F
+        ("Das Hotel hat 5★ und ist toll.", []),  # a star without it is text, as before
+        ("Press 1\u20e3 now", ["1\u20e3"]),  # a keycap without U+FE0F
         (
             "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f rocks",
             ["🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"],
         ),
-        ("See https://x.org/🍕 and 🍕🍺", ["https://x.org/🍕", "🍕", "🍺"]),  # the URL's own
+        ("See https://x.org/🍕 and 🍕🍺", ["https://x.org/🍕", "🍕🍺"]),  # the URL's own
         ("Grüße aus Köln — 10 € · 5 % → fertig", []),  # letters, currency, dashes: words
     ],
 )
@@ -154,3 +158,17 @@ def test_emoji_are_copied_as_written(text, found):
     if found:
         words = by_runs(text)
         assert [words[a:b] for a, b in verbatim_spans(words)] == found
+
+
+@pytest.mark.parametrize(
+    "sentence", ["⚠\ufe0f The door is open.", "✅ Done.", "🔥 Hot deals today!", "😀 😀 Hi there."]
+)
+def test_an_emoji_before_the_words_is_not_named_in_the_sentence(sentence):
+    """A name stands in for an emoji inside the words ("I love Tom and Boston."), not before
+    them: "Tom The door is open." gave "Tom schloss die Tür." (as for an icon's markup)."""
+    builder = UnitBuilder()
+    builder.text(sentence)
+    unit = builder.build(whole=False)
+    assert unit is not None
+    words = sentence.split(" ", 1 + sentence.startswith("😀"))[-1]
+    assert unit.requests == [words]

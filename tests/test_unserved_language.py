@@ -126,6 +126,9 @@ def test_the_script_check_holds_only_where_every_served_language_has_known_scrip
     assert Detector(["en", "ja"]).unserved_script("東京") is None
     assert Detector(["en", "de"]).unserved_script("Tokyo 東京") is None  # Latin letters too
     assert Detector(["en", "de"]).unserved_script("123 ★ 🍕") is None  # no letter
+    for formula in ("π ≈ 3.14", "Ω = 5", "x = α"):  # a letter alone is no word
+        assert Detector(["en", "de"]).unserved_script(formula) is None
+    assert Detector(["en", "de"]).unserved_script("ねこ") == "Hrkt"  # ISO 15924's kana
     # a served language whose script is not known here: no text is refused by its script
     assert Detector(["en", "ht"]).unserved_script("Привет") is None
 

@@ -27,27 +27,48 @@ _DOTLESS_HOST = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
 _TRAILING = ".,;:!?'\")]}\u2026\u201c\u201d\u00bb\u00ab\u2019\u2018\u203a\u2039\u201e"
 
 
-#: a pictograph: the emoji blocks (with the regional indicators of flags and the skin tones),
-#: miscellaneous symbols and dingbats, technical symbols (a watch, an hourglass), the stars
-#: and arrows of U+2B00
-_PICTOGRAPH = "[\U0001f000-\U0001faff\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff]"
-#: an emoji: a flag (two regional indicators), a pictograph or a keycap (1\ufe0f\u20e3), with
-#: its skin tone, variation selectors, keycap mark and tags (a subdivision's flag), and the
-#: pictographs it joins with U+200D (a family)
-_EMOJI = re.compile(
-    f"(?:[\U0001f1e6-\U0001f1ff]{{2}}|{_PICTOGRAPH}|[0-9#*]\ufe0f?\u20e3)"
-    f"(?:[\U0001f3fb-\U0001f3ff\ufe0e\ufe0f\u20e3\U000e0020-\U000e007f]|\u200d{_PICTOGRAPH})*"
+#: a pictograph shown as an emoji without a variation selector (Unicode's Emoji_Presentation):
+#: the emoji blocks of U+1F000 (with the regional indicators of flags and the skin tones), and
+#: those among the older symbols (a watch, a coffee, a check mark, a star, ...)
+_PICTOGRAPH = (
+    "[\U0001f000-\U0001faff\u231a\u231b\u23e9-\u23ec\u23f0\u23f3\u25fd\u25fe\u2614\u2615"
+    "\u2648-\u2653\u267f\u2693\u26a1\u26aa\u26ab\u26bd\u26be\u26c4\u26c5\u26ce\u26d4\u26ea"
+    "\u26f2\u26f3\u26f5\u26fa\u26fd\u2705\u270a\u270b\u2728\u274c\u274e\u2753-\u2755\u2757"
+    "\u2795-\u2797\u27b0\u27bf\u2b1b\u2b1c\u2b50\u2b55]"
 )
+#: a symbol shown as an emoji with U+FE0F after it (a heart, a sun, (c), an arrow): as text
+#: without it (a star in "5★", an arrow in a sentence go to the model as before)
+_SYMBOL = (
+    "[\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2199\u21a9\u21aa\u2300-\u23ff\u24c2"
+    "\u25aa-\u25fe\u2600-\u27bf\u2934\u2935\u2b00-\u2bff\u3030\u303d\u3297\u3299]"
+)
+#: one emoji: a flag (two regional indicators), a pictograph, a symbol with U+FE0F or a skin
+#: tone, or a keycap (1\ufe0f\u20e3); with its skin tone, variation selectors, keycap mark and
+#: tags (a subdivision's flag), and the pictographs it joins with U+200D (a family)
+_ONE_EMOJI = (
+    f"(?:[\U0001f1e6-\U0001f1ff]{{2}}|{_PICTOGRAPH}|{_SYMBOL}(?=[\ufe0f\U0001f3fb-\U0001f3ff])"
+    f"|[0-9#*]\ufe0f?\u20e3)"
+    f"(?:[\U0001f3fb-\U0001f3ff\ufe0e\ufe0f\u20e3\U000e0020-\U000e007f]"
+    f"|\u200d(?:{_PICTOGRAPH}|{_SYMBOL}))*"
+)
+#: emoji side by side, or with spaces between them, as one span ("🎉🎂": each alone cut the
+#: sentence there, its stand-in names run together)
+_EMOJI = re.compile(f"{_ONE_EMOJI}(?:[ \u00a0]*{_ONE_EMOJI})*")
+
+
+def is_emoji(text: str) -> bool:
+    """Whether `text` is emoji alone (a span `verbatim_spans` gives that is not an address)."""
+    return _EMOJI.fullmatch(text) is not None
 
 
 def verbatim_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each URL, e-mail address and emoji in `text`, in order, an address
-    without the punctuation after it (a full stop, a comma, a closing bracket that it did not
-    open). Emoji are copied as written, as addresses are: a model of words has no token for
-    them, and a small one read their bytes as the start of a word ("I love pizza 🍕." gave
-    "Ich liebe Pizzaverschreibungsbeschreibung.")."""
+    """(start, end) of each URL, e-mail address and run of emoji in `text`, in order, an
+    address without the punctuation after it (a full stop, a comma, a closing bracket that it
+    did not open). Emoji are copied as written, as addresses are: a model of words has no
+    token for them, and a small one read their bytes as the start of a word ("I love pizza
+    🍕." gave "Ich liebe Pizzaverschreibungsbeschreibung.")."""
     addresses = list(iter_verbatim(text))
-    if not any(c >= "\u2300" for c in text):  # (no emoji: the common case, found at once)
+    if text.isascii():  # (no emoji: the common case, found at once)
         return addresses
     spans = addresses[:]
     for m in _EMOJI.finditer(text):  # (an emoji inside an address is the address's)

@@ -73,7 +73,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, cast
 
-from .addresses import verbatim_spans
+from .addresses import is_emoji, verbatim_spans
 from .projection import Anchor, Pair, as_word, count_words, inside_word, joins, place
 
 log = logging.getLogger(__name__)
@@ -273,10 +273,11 @@ class Unit:
             # after the sentence's end, not in it ("I love you. Tom" came back "Ich liebe
             # dich Tom.")
             return []
-        if marks[0].kind == "atom":
-            # markup before the words (an icon before a paragraph) is rarely one of them: the
-            # name became the sentence's subject ("Tom The door is open." gave "Tom schloss die
-            # Tür."); an address there is (`https://example.com is a good site.`)
+        if marks[0].kind == "atom" or (marks[0].kind == "keep" and is_emoji(marks[0].text)):
+            # markup before the words (an icon before a paragraph) is rarely one of them, nor
+            # an emoji ("⚠️ The door is open."): the name became the sentence's subject ("Tom
+            # The door is open." gave "Tom schloss die Tür."); an address there is
+            # (`https://example.com is a good site.`)
             return []
         # named: the items with a name for each atom
         parts: list[str] = []
