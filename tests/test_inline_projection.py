@@ -58,7 +58,7 @@ def test_a_bold_word_gives_the_plain_sentences_translation_with_the_word_in_bold
 
 def test_every_tag_and_atom_comes_back_once_around_the_plain_translation(en_de):
     doc = (
-        '<p>Tom <a href="/who">and</a> Mary <b>teach</b> at the same school, '
+        '<p>Tom <a href="/who">and</a> Mary <b>work</b> at the same school, '
         "see <code>school.txt</code> and https://example.com/school today.</p>"
     )
     out = translate_html(doc, en_de)
@@ -66,7 +66,7 @@ def test_every_tag_and_atom_comes_back_once_around_the_plain_translation(en_de):
         assert out.count(markup) == 1, out
     assert out.count("https://example.com/school") == 1
     # one sentence: the translation of its text with a name for each atom
-    named = en_de(["Tom and Mary teach at the same school, see Boston and Paris today."])[0]
+    named = en_de(["Tom and Mary work at the same school, see Boston and Paris today."])[0]
     plain = named.replace("Boston", "school.txt").replace("Paris", "https://example.com/school")
     assert TAG.sub("", out) == plain
     assert re.search(r"<a href=\"/who\">\w+</a>", out) and re.search(r"<b>\w+</b>", out)
@@ -366,13 +366,13 @@ def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en
         return "".join(t.text for t in translate_units([b.build(whole=False)], en_de)[0])
 
     assert translated("Send your questions to bob@example.com.") == (
-        "Schick deine Fragen bob@example.com!"
+        "Schicken Sie Ihre Fragen bob@example.com!"
     )
     assert translated("https://example.com has the new version.") == (
         "https://example.com hat die neue Version."
     )
     html = translate_html("<p>Send your questions to <code>bob</code>.</p>", en_de)
-    assert html == "<p>Schick deine Fragen <code>bob</code>!</p>"
+    assert html == "<p>Schicken Sie Ihre Fragen <code>bob</code>!</p>"
     # markup before the words (an icon) is not one of them: the name became the subject
     # ("Tom schloss die Tür." for "Tom The door is open.")
     html = translate_html('<p><img src="i.png"> The door is open.</p>', en_de)
@@ -381,9 +381,11 @@ def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en
     assert translate_html("<p>I love you. <code>x</code></p>", en_de) == (
         "<p>Ich liebe dich. <code>x</code></p>"
     )
-    # markup that ends the block stays last, punctuation the model adds after it too
+    # markup that ends the block stays last, punctuation the model gives after it too
     md = translate_markdown(b"- Run `make test`\n", en_de, Limits())
-    assert md.decode() == "- Schließ `make test`!\n"
+    assert md.decode() == "- Machen Sie `make test`\n"
+    md = translate_markdown(b"- Run `make test`.\n", en_de, Limits())
+    assert md.decode() == "- Gehe `make test`!\n"
 
 
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():

@@ -93,3 +93,25 @@ def test_shipped_model_translates_into_the_target_language(pair):
     votes = language_votes(texts)
     other = source
     assert votes[target] >= 5 and votes[target] > 2 * votes[other], (texts, votes)
+
+
+LONE = {
+    "en": ["cat", "house", "water", "book", "tree", "car", "school", "friend", "good morning"],
+    "de": ["Katze", "Haus", "Wasser", "Buch", "Baum", "Auto", "Schule", "Freund", "guten Morgen"],
+}
+
+
+@pytest.mark.parametrize("pair", ["en-de", "de-en"])
+def test_shipped_model_answers_a_lone_word_with_a_word(pair):
+    """A word typed alone, without a full stop, as people type into a translation box: its
+    translation is a few words at most, not the word repeated ("cat" gave "Katze Katze
+    Katze.") nor a sentence made up around it ("Katze" gave "cat is a cat.", "Hund" "dog is
+    taking a dog."). (de-en still adds a word or two at times: "Haus" gives "The house is".)"""
+    from model_core.evaluate import repeats_a_word
+
+    source, _ = pair.split("-")
+    translator = Translator.load(WEIGHTS / pair, device="cpu")
+    texts = [r.text for r in translator.translate_batch(LONE[source], beam_size=4)]
+    for word, text in zip(LONE[source], texts, strict=True):
+        assert not repeats_a_word(text), (word, text)
+        assert 1 <= len(re.findall(r"\w+", text)) <= len(word.split()) + 2, (word, text)

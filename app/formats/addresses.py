@@ -66,7 +66,7 @@ def verbatim_spans(text: str) -> list[tuple[int, int]]:
     address without the punctuation after it (a full stop, a comma, a closing bracket that it
     did not open). Emoji are copied as written, as addresses are: a model of words has no
     token for them, and a small one read their bytes as the start of a word ("I love pizza
-    🍕." gave "Ich liebe Pizzaverschreibungsbeschreibung.")."""
+    🍕." gave "Ich liebe Pizzaschreibbungsbeschreibung.")."""
     addresses = list(iter_verbatim(text))
     if text.isascii():  # (no emoji: the common case, found at once)
         return addresses
