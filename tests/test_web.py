@@ -923,6 +923,24 @@ def test_a_text_already_in_the_target_language_is_offered_another_target(server,
     assert not offer.is_displayed()
 
 
+def test_an_error_shows_the_servers_field_names_as_code(server, browser):
+    """The server words its errors for API clients ("Give the source language (`source: en`)
+    to translate it anyway"): the page shows the backticked parts as code, not backticks."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    french = "Nous aimons le pain et le fromage du village."
+    d.find_element(By.ID, "q").send_keys(french, Keys.CONTROL, Keys.ENTER)
+    error = d.find_element(By.ID, "error")
+    wait(d, lambda d: error.is_displayed(), "the error")
+    said = httpx.post(
+        f"{server}/translate", json={"q": french, "source": "auto", "target": "de"}
+    ).json()["error"]
+    assert "`source: en`" in said
+    assert error.text == "Error: " + said.replace("`", "")
+    assert [c.text for c in error.find_elements(By.TAG_NAME, "code")] == ["source: en"]
+
+
 def test_the_download_link_is_the_pages_own_behind_a_proxy(server, browser, tmp_path):
     """Behind a proxy that serves the service under a path without saying so, the answer's
     link names the service's own address (http://mt-internal:8000/download_file/...); the

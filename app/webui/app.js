@@ -83,7 +83,14 @@ async function api(path, options) {
   return data;
 }
 function showError(message, where = el.error) {
-  where.textContent = message ? `Error: ${message}` : "";
+  // the server's words, its `source: en` and `q` set as code (they read as backticks)
+  const parts = message ? `Error: ${message}`.split(/`([^`]+)`/) : [];
+  where.replaceChildren(...parts.map((part, i) => {
+    if (i % 2 === 0) return document.createTextNode(part);
+    const code = document.createElement("code");
+    code.textContent = part;
+    return code;
+  }));
   where.hidden = !message;
 }
 // A button that is busy stays focusable (a disabled one would drop the keyboard focus to the
