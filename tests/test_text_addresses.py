@@ -172,3 +172,19 @@ def test_an_emoji_before_the_words_is_not_named_in_the_sentence(sentence):
     assert unit is not None
     words = sentence.split(" ", 1 + sentence.startswith("😀"))[-1]
     assert unit.requests == [words]
+
+
+@pytest.mark.parametrize("kept", ["https://x.org", "🍕", "<code>x</code>"])
+def test_the_space_between_a_pair_and_what_is_kept_after_it_stays(kept):
+    """Translated by runs (the model gives back no name for what is kept), the space after a
+    closing tag and before an address, an emoji or an atom stayed out ("Ich liebe
+    <b>Pizza</b>🍕 und Tee.")."""
+    from app.html_format import translate_html
+
+    def runs(texts: list[str]) -> list[str]:
+        return [words_only(t) for t in texts]
+
+    out = translate_html(f"<p>I love <b>pizza</b> {kept} and tea.</p>", runs)
+    assert out == f"<p>I LOVE <b>PIZZA</b> {kept} AND TEA</p>"
+    out = translate_html(f"<p>I love <b>pizza</b>{kept} and tea.</p>", runs)
+    assert out == f"<p>I LOVE <b>PIZZA</b>{kept} AND TEA</p>"

@@ -613,7 +613,11 @@ class Unit:
         if any(0 < at < len(text) and inside_word(text[at - 1], text[at]) for at, _, _ in marks):
             return None  # markup inside a word (a docx no-break hyphen): by runs
         lead = self._run(start, source)[0] if items[0].kind == "text" else ""
-        trail = self._run(end - 1, source)[2] if items[-1].kind == "text" else ""
+        trail = ""
+        if items[-1].kind == "text":  # (text of spaces alone, as after a pair before an atom:
+            # all trail; `_run` gives it as lead, and "<b>pizza</b> 🍕" lost its space)
+            before, core, trail = self._run(end - 1, source)
+            trail = trail if core else before
         lead = lead[: min(len(lead), marks[0][0])]
         trail = trail[len(trail) - min(len(trail), len(text) - marks[-1][0]) :]
         lo, hi = len(lead), len(text) - len(trail)
