@@ -81,6 +81,7 @@ import re
 import sys
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
@@ -143,7 +144,12 @@ SCRIPT_NAMES = {f"und-{code}": name for code, name in SCRIPTS.values()}
 #: language not listed here turns the script check off (`Detector.unserved`)
 LANGUAGE_SCRIPTS = {
     **dict.fromkeys(
-        ["af", "az", "bs", "ca", "cs", "cy", "da", "de", "en", "eo", "es", "et", "eu", "fi", "fr", "ga", "gl", "hr", "hu", "id", "is", "it", "la", "lb", "lt", "lv", "ms", "mt", "nl", "nn", "no", "nb", "pl", "pt", "ro", "sk", "sl", "sq", "sv", "sw", "tl", "tr", "uz", "vi"],
+        [
+            "af", "az", "bs", "ca", "cs", "cy", "da", "de", "en", "eo", "es", "et", "eu", "fi",
+            "fr", "ga", "gl", "hr", "hu", "id", "is", "it", "la", "lb", "lt", "lv", "ms", "mt",
+            "nl", "nn", "no", "nb", "pl", "pt", "ro", "sk", "sl", "sq", "sv", "sw", "tl", "tr",
+            "uz", "vi",
+        ],
         {"Latn"},
     ),
     **dict.fromkeys(["ru", "uk", "be", "bg", "mk", "kk", "ky", "tg", "mn"], {"Cyrl"}),
@@ -159,15 +165,15 @@ LANGUAGE_SCRIPTS = {
 _WORD = re.compile(r"[^\W\d_]{2}")
 
 
-def scripts_of(text: str) -> set[str]:
-    """The scripts (ISO 15924 codes) of the letters of `text` whose script SCRIPTS knows."""
-    found = set()
+def script_counts(text: str) -> Counter[str]:
+    """How many letters of `text` each script (ISO 15924 code) SCRIPTS knows holds."""
+    counts: Counter[str] = Counter()
     for ch in text:
         if ch.isalpha():
             script = SCRIPTS.get(unicodedata.name(ch, "").split(" ")[0])
             if script is not None:
-                found.add(script[0])
-    return found
+                counts[script[0]] += 1
+    return counts
 
 
 def named(code: str) -> str:
@@ -295,15 +301,9 @@ class Detector:
             if lang not in LANGUAGE_SCRIPTS:
                 return None
             served |= LANGUAGE_SCRIPTS[lang]
-        found = scripts_of(text)
-        if not found or found & served or not _WORD.search(text):
+        counts = script_counts(text)
+        if not counts or counts.keys() & served or not _WORD.search(text):
             return None  # (a letter alone is no word: "π ≈ 3.14", "Ω = 5")
-        counts = {s: 0 for s in found}
-        for ch in text:
-            if ch.isalpha():
-                script = SCRIPTS.get(unicodedata.name(ch, "").split(" ")[0])
-                if script is not None:
-                    counts[script[0]] += 1
         return max(sorted(counts), key=counts.__getitem__)
 
     def rank_checked(self, text: str) -> list[tuple[str, float]]:
