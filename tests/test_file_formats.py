@@ -1012,7 +1012,66 @@ def test_odt_translates_spans_and_keeps_mimetype_first_and_stored():
     )
 
 
-@pytest.mark.parametrize("make", [make_docx, make_pptx, make_odt], ids=["docx", "pptx", "odt"])
+def make_odp() -> bytes:
+    """A slide with a title box and a paragraph with a bold span, and its speaker notes."""
+    from odf.draw import Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+
+    doc = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    doc.automaticstyles.addElement(layout)
+    master = MasterPage(name="Master", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    bold = Style(name="Bold", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    page = Page(name="page1", masterpagename=master)
+    doc.presentation.addElement(page)
+
+    def box(parent, *paragraphs) -> None:
+        frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+        parent.addElement(frame)
+        text_box = TextBox()
+        frame.addElement(text_box)
+        for paragraph in paragraphs:
+            text_box.addElement(paragraph)
+
+    p = P(text="Hello ")
+    p.addElement(Span(stylename=bold, text="bold words"))
+    p.addText(" and more.")
+    box(page, P(text="The slide title"), p)
+    notes = Notes()
+    page.addElement(notes)
+    box(notes, P(text="Say hello to everyone."))
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
+
+
+def test_odp_translates_slides_and_notes_and_keeps_mimetype_first_and_stored():
+    """LibreTranslate translates .odp files (argos-translate-files); they were refused here."""
+    src = make_odp()
+    out = translate_office(src, upper, LIMITS, "odp")
+    assert_only_changed(src, out, {"content.xml"})
+    first = zipfile.ZipFile(io.BytesIO(out)).infolist()[0]
+    assert first.filename == "mimetype" and first.compress_type == zipfile.ZIP_STORED
+    got = load(io.BytesIO(out))
+    texts = [teletype.extractText(e) for e in got.getElementsByType(P)]
+    assert texts == ["THE SLIDE TITLE", "HELLO BOLD WORDS AND MORE.", "SAY HELLO TO EVERYONE."]
+    assert (
+        b'<text:span text:style-name="Bold">BOLD WORDS</text:span>' in entries(out)["content.xml"]
+    )
+    # the translated paragraphs are marked with the target's language, as an .odt's
+    marked = entries(translate_office(src, upper, LIMITS, "odp", language="de"))["content.xml"]
+    assert marked.count(b'text:style-name="Default_de"') == 3
+    assert b'fo:language="de"' in marked
+
+
+@pytest.mark.parametrize(
+    "make", [make_docx, make_pptx, make_odt, make_odp], ids=["docx", "pptx", "odt", "odp"]
+)
 def test_characters_xml_does_not_allow_in_a_translation_are_left_out(make):
     """A model whose tokenizer falls back to bytes can write control characters: lxml refused
     them (ValueError, a server error for the whole file)."""
@@ -1263,11 +1322,19 @@ def test_an_office_file_of_another_kind_than_its_extension_is_refused():
         ("x.pptx", make_odt(), "an OpenDocument text (.odt)"),
         ("x.docx", make_pptx(), "a PowerPoint presentation (.pptx)"),
         ("x.odt", ods, "'application/vnd.oasis.opendocument.spreadsheet'"),
+        ("x.odp", ods, "'application/vnd.oasis.opendocument.spreadsheet'"),
+        ("x.odt", make_odp(), "an OpenDocument presentation (.odp)"),
+        ("x.odp", make_odt(), "an OpenDocument text (.odt)"),
     ]:
         with pytest.raises(FormatError, match="not what its extension") as caught:
             handler_for(name)(data, upper, LIMITS)
         assert caught.value.status == 400 and what in str(caught.value)
-    for name, data in [("x.docx", make_docx()), ("x.pptx", make_pptx()), ("x.odt", make_odt())]:
+    for name, data in [
+        ("x.docx", make_docx()),
+        ("x.pptx", make_pptx()),
+        ("x.odt", make_odt()),
+        ("x.odp", make_odp()),
+    ]:
         assert handler_for(name)(data, upper, LIMITS)
 
 

@@ -28,7 +28,7 @@ from odf.text import Span
 from app import translate as translate_module
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_thread
-from tests.test_file_formats import make_docx, make_odt, make_pptx, zip_of
+from tests.test_file_formats import make_docx, make_odp, make_odt, make_pptx, zip_of
 from tests.test_html_format import Attrs, Tags
 from tests.test_service import metric
 
@@ -290,6 +290,24 @@ def test_odt_round_trip(server):
     spans = doc.text.getElementsByType(Span)
     assert len(spans) == 1 and spans[0].getAttribute("stylename") == "Bold"
     assert teletype.extractText(doc.text.childNodes[0]) != "A heading"
+
+
+def test_odp_round_trip(server):
+    url, _ = server
+    src = make_odp()
+    got = download(url, upload(url, "slides.odp", src))
+    assert got.headers["content-type"] == "application/vnd.oasis.opendocument.presentation"
+    assert got.headers["content-disposition"] == 'attachment; filename="slides_de.odp"'
+    before, after = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got.content))
+    changed = {n for n in before.namelist() if before.read(n) != after.read(n)}
+    assert changed == {"content.xml"}
+    assert after.infolist()[0].filename == "mimetype"
+    from odf.text import P
+
+    texts = [
+        teletype.extractText(e) for e in odf_load(io.BytesIO(got.content)).getElementsByType(P)
+    ]
+    assert len(texts) == 3 and "The slide title" not in texts and all(texts)
 
 
 def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):

@@ -13,7 +13,7 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 | .html, .htm | plain.translate_html_file | as format=html (app/html_format.py) |
 | .md | markdown.translate_markdown | paragraphs, headings, list items, table cells; code untouched |
 | .srt | plain.translate_srt | cue text (dialogue line by line); indices, timestamps, `{\\an8}` untouched |
-| .docx, .pptx, .odt | office.translate_office | the text runs of the XML parts; every other part copied |
+| .docx, .pptx, .odt, .odp | office.translate_office | the text runs of the XML parts; every other part copied |
 
 An office file of another kind than its extension says (a .docx named `x.odt`) is refused
 with 400.
@@ -65,7 +65,7 @@ class Limits:
         return max((5 if ext == ".md" else 20) * self.max_chars, 1_000_000)
 
 
-ARCHIVES = frozenset({".docx", ".pptx", ".odt"})
+ARCHIVES = frozenset({".docx", ".pptx", ".odt", ".odp"})
 
 
 def check_text_file(filename: str, data: bytes, limits: Limits) -> None:
@@ -94,6 +94,7 @@ CONTENT_TYPES = {
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     ".odt": "application/vnd.oasis.opendocument.text",
+    ".odp": "application/vnd.oasis.opendocument.presentation",
 }
 
 
@@ -139,6 +140,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
         ".docx": office_file("docx"),
         ".pptx": office_file("pptx"),
         ".odt": office_file("odt"),
+        ".odp": office_file("odp"),
     }
     return handlers.get(extension(filename))
 

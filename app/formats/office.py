@@ -1,4 +1,5 @@
-"""Word (.docx), PowerPoint (.pptx) and OpenDocument text (.odt) files: zip archives of XML.
+"""Word (.docx), PowerPoint (.pptx), OpenDocument text (.odt) and presentation (.odp) files: zip
+archives of XML.
 
 The archive is checked, and its kind told, before anything is unpacked
 (app/formats/office_archive.py). Only the parts that hold the document's text are parsed
@@ -102,6 +103,8 @@ KINDS: list[Kind] = [
                                       *PRINT_MASTERS,
                                       "ppt/presentation.xml", "docProps/core.xml"], PPTX),
     ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
+    # (a presentation's slides and notes hold the same text:p paragraphs in draw:frame boxes)
+    ("odp", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
 
 
@@ -132,12 +135,12 @@ def translate_office(
     kind: str | None = None,
     language: str | None = None,
 ) -> bytes:
-    """`kind`: "docx", "pptx" or "odt", the file's extension: FormatError 400 when the file
+    """`kind`: "docx", "pptx", "odt" or "odp", the file's extension: FormatError 400 when the file
     is another kind (None: whichever it is). `language`: the tag the translated text is marked
     with (app/formats/office_language.py; None: its marks are kept)."""
     archive = open_archive(data, limits)
     found: Kind = kind_of(archive, kind, KINDS)
-    if found[0] == "odt":
+    if found[0] in ("odt", "odp"):
         check_not_encrypted(archive)
     _, _, patterns, fmt = found
     text_parts = [

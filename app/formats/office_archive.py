@@ -103,8 +103,13 @@ NAMES = {
     "docx": "a Word document (.docx)",
     "pptx": "a PowerPoint presentation (.pptx)",
     "odt": "an OpenDocument text (.odt)",
+    "odp": "an OpenDocument presentation (.odp)",
 }
-ODT_MIMETYPE = b"application/vnd.oasis.opendocument.text"
+#: the OpenDocument kinds by their `mimetype` entry (every one has a content.xml)
+ODF_MIMETYPES = {
+    b"application/vnd.oasis.opendocument.text": "odt",
+    b"application/vnd.oasis.opendocument.presentation": "odp",
+}
 
 
 def kind_of(archive: zipfile.ZipFile, expected: str | None, kinds: list[tuple]) -> tuple:
@@ -116,23 +121,28 @@ def kind_of(archive: zipfile.ZipFile, expected: str | None, kinds: list[tuple]) 
     kind = next((k for k in found if k[0] == expected), found[0] if found else None)
     if kind is None:
         raise FormatError(
-            "the archive is not a Word, PowerPoint or OpenDocument text file "
+            "the archive is not a Word, PowerPoint or OpenDocument text or presentation file "
             "(no word/document.xml, ppt/presentation.xml or content.xml)"
         )
-    what = NAMES[kind[0]]
-    if kind[0] == "odt" and "mimetype" in names:  # an .ods or .odp has a content.xml too
+    if kind[1] == "content.xml" and "mimetype" in names:  # which OpenDocument kind (an .ods
+        # has a content.xml too)
         info = archive.getinfo("mimetype")
         mimetype = read_entry(archive, info).strip() if info.file_size <= 200 else b"?"
-        if not mimetype.startswith(ODT_MIMETYPE):
+        odf = next((k for m, k in ODF_MIMETYPES.items() if mimetype.startswith(m)), None)
+        kind = next((k for k in found if k[0] == odf), None)
+        if kind is None:
             what = f"an OpenDocument file of type {mimetype.decode('ascii', 'replace')!r}"
-            kind = None
+    if kind is not None:
+        what = NAMES[kind[0]]
     if expected is not None and (kind is None or kind[0] != expected):
         raise FormatError(
             f"the file is {what}, not what its extension .{expected} says; "
             "send it with its own extension"
         )
     if kind is None:
-        raise FormatError(f"the file is {what}, not a Word, PowerPoint or OpenDocument text file")
+        raise FormatError(
+            f"the file is {what}, not a Word, PowerPoint or OpenDocument text or presentation file"
+        )
     return kind
 
 
