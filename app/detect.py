@@ -161,8 +161,11 @@ LANGUAGE_SCRIPTS = {
 }  # fmt: skip
 
 
-#: two letters side by side: a word, for the script check (a symbol-like letter alone is not)
+#: two letters side by side: a word in an alphabet, for the script check (a letter of one
+#: alone is a symbol as often: "π ≈ 3.14", "Ω = 5"); a character of the other scripts, a
+#: syllable or a word ("猫", "눈", "का"), is enough
 _WORD = re.compile(r"[^\W\d_]{2}")
+ALPHABETS = frozenset({"Latn", "Cyrl", "Grek", "Armn", "Geor", "Hebr", "Arab"})
 
 
 def script_counts(text: str) -> Counter[str]:
@@ -302,7 +305,9 @@ class Detector:
                 return None
             served |= LANGUAGE_SCRIPTS[lang]
         counts = script_counts(text)
-        if not counts or counts.keys() & served or not _WORD.search(text):
+        if not counts or counts.keys() & served:
+            return None
+        if counts.keys() <= ALPHABETS and not _WORD.search(text):
             return None  # (a letter alone is no word: "π ≈ 3.14", "Ω = 5")
         return max(sorted(counts), key=counts.__getitem__)
 

@@ -1069,6 +1069,33 @@ def test_odp_translates_slides_and_notes_and_keeps_mimetype_first_and_stored():
     assert b'fo:language="de"' in marked
 
 
+def test_an_odp_master_pages_placeholder_prompts_are_not_translated():
+    """A master page's placeholder holds a prompt ("Click to edit the title text format"),
+    never shown in the slide show: left as it is, as a .pptx master's; its other text (a
+    footer typed on the master) is shown on every slide, and translated."""
+    parts = entries(make_odp())
+    styles = parts["styles.xml"].decode()
+    master = (
+        '<draw:frame presentation:class="title" presentation:placeholder="true">'
+        "<draw:text-box><text:p>Click to edit the title text format</text:p></draw:text-box>"
+        "</draw:frame><draw:frame><draw:text-box><text:p>Our company</text:p></draw:text-box>"
+        "</draw:frame>"
+    )
+    styles = re.sub(r"(<style:master-page[^>]*?)/>", rf"\1>{master}</style:master-page>", styles)
+    styles = re.sub(r"(<style:master-page[^>]*?[^/])>(?!<draw)", rf"\1>{master}", styles)
+    assert styles.count("Click to edit") == 1, styles
+    if "xmlns:presentation=" not in styles:
+        styles = styles.replace(
+            "<office:document-styles ",
+            '<office:document-styles xmlns:presentation="urn:oasis:names:tc:opendocument:'
+            'xmlns:presentation:1.0" ',
+            1,
+        )
+    parts["styles.xml"] = styles.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "odp"))["styles.xml"]
+    assert b"Click to edit the title text format" in out and b"OUR COMPANY" in out
+
+
 @pytest.mark.parametrize(
     "make", [make_docx, make_pptx, make_odt, make_odp], ids=["docx", "pptx", "odt", "odp"]
 )

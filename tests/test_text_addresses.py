@@ -148,6 +148,7 @@ def test_an_address_does_not_decide_the_language_of_a_text(text, language):
             ["🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"],
         ),
         ("See https://x.org/🍕 and 🍕🍺", ["https://x.org/🍕", "🍕🍺"]),  # the URL's own
+        ("See https://x.org/🍕 🍕 now", ["https://x.org/🍕", "🍕"]),  # and one after it
         ("Grüße aus Köln — 10 € · 5 % → fertig", []),  # letters, currency, dashes: words
     ],
 )

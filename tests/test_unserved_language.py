@@ -129,6 +129,9 @@ def test_the_script_check_holds_only_where_every_served_language_has_known_scrip
     for formula in ("π ≈ 3.14", "Ω = 5", "x = α"):  # a letter alone is no word
         assert Detector(["en", "de"]).unserved_script(formula) is None
     assert Detector(["en", "de"]).unserved_script("ねこ") == "Hrkt"  # ISO 15924's kana
+    # a character of Chinese, Japanese or Korean, or a Devanagari syllable, is a word
+    for word, script in [("猫", "Hani"), ("눈", "Hang"), ("ね", "Hrkt"), ("का", "Deva")]:
+        assert Detector(["en", "de"]).unserved_script(word) == script
     # a served language whose script is not known here: no text is refused by its script
     assert Detector(["en", "ht"]).unserved_script("Привет") is None
 

@@ -27,9 +27,10 @@ _DOTLESS_HOST = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
 _TRAILING = ".,;:!?'\")]}\u2026\u201c\u201d\u00bb\u00ab\u2019\u2018\u203a\u2039\u201e"
 
 
-#: a pictograph shown as an emoji without a variation selector (Unicode's Emoji_Presentation):
-#: the emoji blocks of U+1F000 (with the regional indicators of flags and the skin tones), and
-#: those among the older symbols (a watch, a coffee, a check mark, a star, ...)
+#: a pictograph shown as an emoji without a variation selector: the blocks of U+1F000 whole
+#: (the emoji, with the regional indicators of flags and the skin tones, and the game,
+#: alchemical and other symbols beside them), and the older symbols Unicode shows as emoji
+#: (Emoji_Presentation: a watch, a coffee, a check mark, a star, ...)
 _PICTOGRAPH = (
     "[\U0001f000-\U0001faff\u231a\u231b\u23e9-\u23ec\u23f0\u23f3\u25fd\u25fe\u2614\u2615"
     "\u2648-\u2653\u267f\u2693\u26a1\u26aa\u26ab\u26bd\u26be\u26c4\u26c5\u26ce\u26d4\u26ea"
@@ -70,11 +71,13 @@ def verbatim_spans(text: str) -> list[tuple[int, int]]:
     addresses = list(iter_verbatim(text))
     if text.isascii():  # (no emoji: the common case, found at once)
         return addresses
-    spans = addresses[:]
-    for m in _EMOJI.finditer(text):  # (an emoji inside an address is the address's)
-        if not any(start < m.end() and m.start() < end for start, end in addresses):
-            spans.append(m.span())
-    return sorted(spans)
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for start, end in addresses:  # emoji between the addresses (one inside one is its own)
+        spans += [m.span() for m in _EMOJI.finditer(text, at, start)]
+        spans.append((start, end))
+        at = end
+    return spans + [m.span() for m in _EMOJI.finditer(text, at)]
 
 
 def iter_verbatim(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:

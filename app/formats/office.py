@@ -52,6 +52,7 @@ from .office_language import mark_document
 from .office_numbering import NumberingLabels
 from .office_runs import (
     DOCX,
+    DRAW,
     ODT_PARAGRAPHS,
     ODT_TEMPLATES,
     PPTX,
@@ -120,6 +121,21 @@ def _once_each(translate: Translate) -> Translate:
     return once
 
 
+_PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
+_MASTER_PAGE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}master-page"
+
+
+def _odp_prompt(paragraph: etree._Element) -> bool:
+    """Whether an OpenDocument paragraph is in a master page's placeholder, whose text is a
+    prompt ("Click to edit the title text format"), as a .pptx master's placeholders are."""
+    frame = next(paragraph.iterancestors(DRAW + "frame"), None)
+    return (
+        frame is not None
+        and frame.get(_PRESENTATION + "placeholder") == "true"
+        and next(frame.iterancestors(_MASTER_PAGE), None) is not None
+    )
+
+
 def _prompt(paragraph: etree._Element, printed: bool) -> bool:
     """Whether a master's paragraph is in a placeholder, whose text is a prompt (`printed`: a
     notes or handout master, whose header and footer are no prompts)."""
@@ -181,7 +197,7 @@ def translate_office(
                 p for c in root.iter(TEXT + "tracked-changes") for p in c.iter(*units_of)
             }
             for p in root.iter(*units_of):
-                if p not in deleted:
+                if p not in deleted and not _odp_prompt(p):
                     odt_units(p, acc)
         else:
             drawingml = "/diagrams/" in info.filename or "/charts/" in info.filename

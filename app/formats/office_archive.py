@@ -34,7 +34,7 @@ def open_archive(data: bytes, limits: Limits) -> zipfile.ZipFile:
     if data.startswith(OLE2):
         raise FormatError(
             "the file is an older binary Office file (.doc, .ppt) or a password-protected "
-            "document, not a zip archive; save it, without a password, as .docx, .pptx or .odt"
+            "document, not a zip archive; save it, without a password, as .docx, .pptx, .odt or .odp"
         )
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))

@@ -82,7 +82,9 @@ async function api(path, options) {
   }
   return data;
 }
+let shownError = ""; // the message the page's error line shows (as sent: backticks and all)
 function showError(message, where = el.error) {
+  if (where === el.error) shownError = message || "";
   // the server's words, its `source: en` and `q` set as code (they read as backticks)
   const parts = message ? `Error: ${message}`.split(/`([^`]+)`/) : [];
   where.replaceChildren(...parts.map((part, i) => {
@@ -146,7 +148,7 @@ async function loadLanguages() {
     setTimeout(loadLanguages, 2000);
     return;
   }
-  if (loadError && el.error.textContent === `Error: ${loadError}`) showError("");
+  if (loadError && shownError === loadError) showError("");
   loadError = "";
   el.status.textContent = "";
   el.source.replaceChildren(
