@@ -219,6 +219,14 @@ def value(driver, element_id: str) -> str:
     return driver.find_element(By.ID, element_id).get_property("value")
 
 
+def send_notes(driver, folder: Path) -> None:
+    """Chooses a notes.txt of "Good morning." (in `folder`) in the file form and sends it."""
+    upload = folder / "notes.txt"
+    upload.write_text("Good morning.\n", encoding="utf-8")
+    driver.find_element(By.ID, "file").send_keys(str(upload))
+    driver.find_element(By.ID, "file-submit").click()
+
+
 def languages_loaded(driver) -> bool:
     return len(Select(driver.find_element(By.ID, "source")).options) > 1
 
@@ -881,10 +889,7 @@ def test_a_finished_translation_is_announced_once(server, browser, tmp_path):
     wait(d, lambda d: d.find_element(By.ID, "status").text == "Translating…", "the request")
     assert d.execute_script("return window.said") == said
     # a file: "notes.txt is translated." in the file form's live status once it is done
-    upload = tmp_path / "notes.txt"
-    upload.write_text("Good morning.\n", encoding="utf-8")
-    d.find_element(By.ID, "file").send_keys(str(upload))
-    d.find_element(By.ID, "file-submit").click()
+    send_notes(d, tmp_path)
     status = d.find_element(By.ID, "file-status")
     wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
     assert status.get_attribute("aria-live") == "polite"
@@ -955,10 +960,7 @@ def test_the_download_link_is_the_pages_own_behind_a_proxy(server, browser, tmp_
         " 'http://mt-internal:8000');"
         " return new Response(JSON.stringify(data), {status: r.status, headers: r.headers}); };"
     )
-    upload = tmp_path / "notes.txt"
-    upload.write_text("Good morning.\n", encoding="utf-8")
-    d.find_element(By.ID, "file").send_keys(str(upload))
-    d.find_element(By.ID, "file-submit").click()
+    send_notes(d, tmp_path)
     wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the download link")
     link = d.find_element(By.ID, "download")
     assert link.get_attribute("href") == d.execute_script("return window.served")
@@ -980,10 +982,7 @@ def test_text_and_file_translations_say_each_their_own_status(server, browser, t
         " ? new Promise((r) => { window.releaseFile = () => r(f(url, options)); })"
         " : f(url, options);"
     )
-    upload = tmp_path / "notes.txt"
-    upload.write_text("Good morning.\n", encoding="utf-8")
-    d.find_element(By.ID, "file").send_keys(str(upload))
-    d.find_element(By.ID, "file-submit").click()
+    send_notes(d, tmp_path)
     body = d.find_element(By.TAG_NAME, "body")
     wait(d, lambda d: "Translating notes.txt…" in body.text, "the file's status")
     d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
@@ -1160,10 +1159,7 @@ def test_a_file_chosen_anew_drops_the_link_of_the_last_one(server, browser, tmp_
     stayed beside the new file's name, as if it were its translation)."""
     d = browser
     wait(d, languages_loaded, "the language lists")
-    upload = tmp_path / "notes.txt"
-    upload.write_text("Good morning.\n", encoding="utf-8")
-    d.find_element(By.ID, "file").send_keys(str(upload))
-    d.find_element(By.ID, "file-submit").click()
+    send_notes(d, tmp_path)
     result = d.find_element(By.ID, "file-result")
     wait(d, lambda d: result.is_displayed(), "the download link")
     other = tmp_path / "letter.txt"
@@ -1243,10 +1239,7 @@ def test_a_file_sent_before_the_languages_arrive_is_told_why(server, tmp_path):
     d = chromium_driver()
     try:
         open_without_languages(d, server)
-        upload = tmp_path / "notes.txt"
-        upload.write_text("Good morning.\n", encoding="utf-8")
-        d.find_element(By.ID, "file").send_keys(str(upload))
-        d.find_element(By.ID, "file-submit").click()
+        send_notes(d, tmp_path)
         error = d.find_element(By.ID, "file-error")
         wait(d, lambda d: error.is_displayed(), "the error")
         assert error.text == "Error: No target language: the server has no models loaded yet."
