@@ -122,12 +122,13 @@ class AttrText:
     def __init__(self, unit: Unit, spellings: dict[str, str], scope: int, text: str):
         self.unit, self.spellings, self.scope, self.text = unit, spellings, scope, text
 
-    def written(self, tokens: list[Token], quote: str) -> str | None:
+    def written(self, tokens: list[Token], quote: str, xml: bool = False) -> str | None:
         """The translated value as written between `quote` (`"`, `'`, or "" where it had
-        none: then quoted), or None where nothing was translated (written as it was)."""
+        none: then quoted), or None where nothing was translated (written as it was); `xml`:
+        escaped for XHTML (app/html_text.py)."""
         if not any(t.translated for t in tokens):
             return None
-        out = escape("".join(t.text for t in tokens), self.spellings)
+        out = escape("".join(t.text for t in tokens), self.spellings, xml)
         q = quote or '"'
         out = out.replace(q, "&quot;" if q == '"' else "&#39;")
         return out if quote else f'"{out}"'

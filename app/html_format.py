@@ -143,13 +143,18 @@ class HtmlDocument:
         atoms: re.Pattern[str] | None = None,
         limit: int | None = None,
         attributes: bool = False,
+        xml: bool = False,
     ):
         """`atoms`: what in the text is markup of another kind, kept as it is (the override
         tags of subtitles, `{\\an8}`); `limit`: the characters one text sent may have
         (`UnitBuilder.build`); `attributes`: whether the attribute values that are text for
-        people are translated too (app/html_attrs.py)."""
+        people are translated too (app/html_attrs.py); `xml`: the document is XHTML, read as
+        XML is (`<div/>` and `<script src="s.js"/>` end where they start, where HTML ignores
+        the slash and took the rest of the page for the script's, never translated; no end tag
+        implied) and its translated text written as XML (app/html_text.py)."""
         self.pieces: list[str | _Ref | _HtmlUnit] = []
         self._atoms, self._limit, self._with_attrs = atoms, limit, attributes
+        self._xml = xml
         # the attribute values to translate, in document order: their units follow the text's
         self._attr_texts: list[AttrText] = []
         # the language scopes (app/html_lang.py): 0 is the document outside every lang
@@ -231,12 +236,12 @@ class HtmlDocument:
         def markup(ref: _Ref) -> str:
             changes = []
             if ref.element in labels:
-                changes = label_edits(ref.raw, ref.spans, *labels[ref.element])
+                changes = label_edits(ref.raw, ref.spans, *labels[ref.element], self._xml)
             elif ref.spans and ref.scope in changed:
                 assert language is not None  # `changed` is empty without one
                 changes = edits(ref.raw, ref.spans, language)
             for start, end, quote, k in ref.attrs:
-                value = self._attr_texts[k].written(attr_tokens[k], quote)
+                value = self._attr_texts[k].written(attr_tokens[k], quote, self._xml)
                 if value is not None:
                     changes.append((start, end, value))
             return apply(ref.raw, changes) if changes else ref.raw
@@ -255,13 +260,13 @@ class HtmlDocument:
                 if tok.kind != "text":
                     out.append(markup(tok.ref))
                 elif tok.translated:
-                    out.append(tok.text if plain else escape(tok.text, piece.spellings))
+                    out.append(tok.text if plain else escape(tok.text, piece.spellings, self._xml))
                 else:  # the original, as written (whitespace around a unit has no ref)
                     out.append(tok.text if tok.ref is None else tok.ref.raw)
             if id(piece) in wraps:  # kept, in its own language, in a <span> around its text
                 written = _AROUND.fullmatch("".join(out[at:]))
                 assert written is not None  # it matches any text
-                span = apply("<span>", label_edits("<span>", (), *wraps[id(piece)]))
+                span = apply("<span>", label_edits("<span>", (), *wraps[id(piece)], self._xml))
                 out[at:] = [written[1], span, written[2], "</span>", written[3]]
         return "".join(out)
 
@@ -477,12 +482,13 @@ class HtmlDocument:
             raw = text[start:end]
             if (
                 kind == "startend"
+                and not self._xml
                 and name not in VOID
                 and name not in FOREIGN
                 and all(stack.last(f) is None for f in FOREIGN)
             ):
                 kind = "start"  # `<div/>`: HTML ignores the slash (only SVG and MathML close)
-            if kind in ("start", "startend") and stack.implies_ends():
+            if kind in ("start", "startend") and not self._xml and stack.implies_ends():
                 # the end tags HTML implies here (not inside <svg> or <math>, whose content
                 # follows other rules, nor in a <textarea> or <title>)
                 self._close(stack, implied_end(stack, name))

@@ -188,10 +188,13 @@ def _direction_edits(tag: str, wanted: str, around: str = "ltr") -> list[Edit]:
     return []
 
 
-def label_edits(tag: str, spans: tuple[Span, ...], language: str, around: str) -> list[Edit]:
+def label_edits(
+    tag: str, spans: tuple[Span, ...], language: str, around: str, xml: bool = False
+) -> list[Edit]:
     """The changes that label an element whose text is kept in `language` inside text
-    declared in `around`: its `lang` and `xml:lang` (at `spans`) set, or a `lang` added; its
-    `dir` turned, or added where the direction differs from `around`'s."""
+    declared in `around`: its `lang` and `xml:lang` (at `spans`) set, or a `lang` added (in
+    XHTML, `xml`, an `xml:lang` too: XHTML 1.1, in which EPUB 2 books are written, has no
+    `lang`); its `dir` turned, or added where the direction differs from `around`'s."""
     out = [
         (start, end, f'="{language}"' if bare else language)
         for start, end, bare in spans
@@ -201,7 +204,8 @@ def label_edits(tag: str, spans: tuple[Span, ...], language: str, around: str) -
     if not spans:  # (written before a `dir` added)
         at = _matched(_TAG_NAME, tag).end()
         added = "".join(text for start, end, text in turned if start == end == at)
-        out.append((at, at, f' lang="{language}"{added}'))
+        both = f' xml:lang="{language}"' if xml else ""
+        out.append((at, at, f' lang="{language}"{both}{added}'))
         turned = [edit for edit in turned if edit[:2] != (at, at)]
     return out + turned
 

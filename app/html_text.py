@@ -4,7 +4,10 @@ Character references in text are read as a browser reads them (`AT&T` and `&#` a
 `&copy2023` is "\u00a92023"). Translated text is escaped for HTML: a character the unit wrote
 as an entity (`&copy;`, `&nbsp;`, `&#169;`) is written with that same entity when it comes
 back (with a `;`, which a legacy `&copy` may lack), `<` is written `&lt;`, and `&` is written
-`&amp;` unless a space follows it.
+`&amp;` unless a space follows it. Written for XHTML (`xml`), `&` is always `&amp;` (a bare one
+makes the file no XML, which an EPUB reader refuses to open), `>` is `&gt;` (`]]>` may not stand
+in XML text), and the characters XML 1.0 cannot hold (C0 controls other than tab and line
+breaks, U+FFFE, U+FFFF, lone surrogates) are left out.
 """
 
 from __future__ import annotations
@@ -33,8 +36,15 @@ def references(text: str):
                 break
 
 
-def escape(text: str, spellings: dict[str, str]) -> str:
-    """Translated text as HTML; see the module docstring."""
+#: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
+#: them, and lxml refused the translation (ValueError: the file failed with a server error)
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def escape(text: str, spellings: dict[str, str], xml: bool = False) -> str:
+    """Translated text as HTML (`xml`: as XHTML); see the module docstring."""
+    if xml:
+        text = NOT_XML.sub("", text)
     # the spellings by their first character, longest first: a unit may hold a thousand
     # different entities, and trying each at every character took time in their product
     by_first: dict[str, list[str]] = {}
@@ -51,8 +61,11 @@ def escape(text: str, spellings: dict[str, str]) -> str:
             continue
         if ch == "<":
             out.append("&lt;")
+        elif ch == ">" and xml:
+            out.append("&gt;")
         elif ch == "&":
-            out.append("&" if i + 1 < n and text[i + 1] in " \t\n" else "&amp;")
+            bare = not xml and i + 1 < n and text[i + 1] in " \t\n"
+            out.append("&" if bare else "&amp;")
         else:
             out.append(ch)
         i += 1

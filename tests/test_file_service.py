@@ -28,6 +28,7 @@ from odf.text import Span
 from app import translate as translate_module
 from tests.conftest import save_random_checkpoint
 from tests.service_helpers import serve_in_thread
+from tests.test_epub_format import make_book, read_book, well_formed
 from tests.test_file_formats import make_docx, make_odp, make_odt, make_pptx, zip_of
 from tests.test_html_format import Attrs, Tags
 from tests.test_service import metric
@@ -308,6 +309,32 @@ def test_odp_round_trip(server):
         teletype.extractText(e) for e in odf_load(io.BytesIO(got.content)).getElementsByType(P)
     ]
     assert len(texts) == 3 and "The slide title" not in texts and all(texts)
+
+
+def test_epub_round_trip(server):
+    """A book (LibreTranslate translates .epub) through the service and the shipped model:
+    its chapters, navigation, NCX and title translated, a reading system's XML throughout."""
+    url, _ = server
+    src = make_book()
+    got = download(url, upload(url, "book.epub", src))
+    assert got.headers["content-type"] == "application/epub+zip"
+    assert got.headers["content-disposition"] == 'attachment; filename="book_de.epub"'
+    before, after = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got.content))
+    changed = {n for n in before.namelist() if before.read(n) != after.read(n)}
+    assert changed == {
+        "EPUB/chap_01.xhtml",
+        "EPUB/chap_02.xhtml",
+        "EPUB/nav.xhtml",
+        "EPUB/toc.ncx",
+        "EPUB/content.opf",
+    }
+    assert after.infolist()[0].filename == "mimetype"
+    well_formed(got.content)
+    book = read_book(got.content)
+    assert book.get_metadata("DC", "language")[0][0] == "de"
+    assert book.get_metadata("DC", "title")[0][0] != "The Old House"
+    chapter = after.read("EPUB/chap_01.xhtml").decode()
+    assert "<em>" in chapter and '<a id="p1"/>' in chapter and "children" not in chapter
 
 
 def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):

@@ -14,6 +14,7 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 | .md | markdown.translate_markdown | paragraphs, headings, list items, table cells; code untouched |
 | .srt | plain.translate_srt | cue text (dialogue line by line); indices, timestamps, `{\\an8}` untouched |
 | .docx, .pptx, .odt, .odp | office.translate_office | the text runs of the XML parts; every other part copied |
+| .epub | epub.translate_epub | the XHTML chapters (as .html, read as XML), the table of contents, the title and description |
 
 An office file of another kind than its extension says (a .docx named `x.odt`) is refused
 with 400.
@@ -28,8 +29,25 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from ..html_charset import charset
+from ..html_lang import kept_languages, note_kept
 
 Translate = Callable[[list[str]], list[str]]
+
+
+def once_each(translate: Translate) -> Translate:
+    """`translate`, sent each distinct text once: a chart writes its categories again in each
+    series, Word a picture's description in two places, a book its chapters' titles in its
+    table of contents, its navigation document and each chapter's head (each copy was sent)."""
+
+    def once(texts: list[str]) -> list[str]:
+        unique = list(dict.fromkeys(texts))
+        with kept_languages() as kept:  # the language each unique text was kept in
+            done = dict(zip(unique, translate(unique) if unique else [], strict=True))
+        if kept:  # told for each text sent, copies too (app/html_lang.py)
+            note_kept([dict(zip(unique, kept, strict=True))[t] for t in texts])
+        return [done[t] for t in texts]
+
+    return once
 
 
 class FormatError(ValueError):
@@ -65,7 +83,7 @@ class Limits:
         return max((5 if ext == ".md" else 20) * self.max_chars, 1_000_000)
 
 
-ARCHIVES = frozenset({".docx", ".pptx", ".odt", ".odp"})
+ARCHIVES = frozenset({".docx", ".pptx", ".odt", ".odp", ".epub"})
 
 
 def check_text_file(filename: str, data: bytes, limits: Limits) -> None:
@@ -95,6 +113,7 @@ CONTENT_TYPES = {
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     ".odt": "application/vnd.oasis.opendocument.text",
     ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".epub": "application/epub+zip",
 }
 
 
@@ -126,7 +145,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
     the target's tag, that the translated text is marked with (the lang attributes of an HTML
     file and of a Markdown file's HTML blocks, an office file's run and paragraph languages;
     None: not marked)."""
-    from . import markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
+    from . import epub, markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
 
     def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
         return functools.partial(office.translate_office, kind=kind, language=language)
@@ -141,6 +160,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
         ".pptx": office_file("pptx"),
         ".odt": office_file("odt"),
         ".odp": office_file("odp"),
+        ".epub": functools.partial(epub.translate_epub, language=language),
     }
     return handlers.get(extension(filename))
 

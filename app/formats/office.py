@@ -34,7 +34,7 @@ import fnmatch
 
 from lxml import etree
 
-from . import FormatError, Limits, Translate
+from . import FormatError, Limits, Translate, once_each
 from .inline import SOFT_HYPHEN, UnitBuilder, distribute
 from .office_archive import (
     check_not_encrypted,
@@ -107,18 +107,6 @@ KINDS: list[Kind] = [
     # (a presentation's slides and notes hold the same text:p paragraphs in draw:frame boxes)
     ("odp", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
 ]  # fmt: skip
-
-
-def _once_each(translate: Translate) -> Translate:
-    """`translate`, sent each distinct text once: a chart writes its categories again in each
-    series, Word a picture's description in two places (each copy was sent)."""
-
-    def once(texts: list[str]) -> list[str]:
-        unique = list(dict.fromkeys(texts))
-        done = dict(zip(unique, translate(unique) if unique else [], strict=True))
-        return [done[t] for t in texts]
-
-    return once
 
 
 _PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
@@ -232,7 +220,7 @@ def translate_office(
             unit_parts.append(part)
     requests = [r for u in units for r in u.requests]
     texts = requests + [t for _, extra in extras for t in extra.texts]
-    translations = _once_each(translate)(texts) if texts else []
+    translations = once_each(translate)(texts) if texts else []
     if len(translations) != len(texts):
         raise ValueError(f"{len(texts)} texts sent, {len(translations)} translations received")
     tokens_of = distribute(units, translations[: len(requests)])

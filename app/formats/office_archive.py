@@ -104,6 +104,7 @@ NAMES = {
     "pptx": "a PowerPoint presentation (.pptx)",
     "odt": "an OpenDocument text (.odt)",
     "odp": "an OpenDocument presentation (.odp)",
+    "epub": "an EPUB book (.epub)",
 }
 #: the OpenDocument kinds by their `mimetype` entry (every one has a content.xml)
 ODF_MIMETYPES = {
@@ -119,6 +120,11 @@ def kind_of(archive: zipfile.ZipFile, expected: str | None, kinds: list[tuple]) 
     names = set(archive.namelist())
     found = [k for k in kinds if k[1] in names]
     kind = next((k for k in found if k[0] == expected), found[0] if found else None)
+    if kind is None and expected is not None and "META-INF/container.xml" in names:
+        raise FormatError(  # an EPUB book (app/formats/epub.py) named otherwise
+            f"the file is {NAMES['epub']}, not what its extension .{expected} says; "
+            "send it with its own extension"
+        )
     if kind is None:
         raise FormatError(
             "the archive is not a Word, PowerPoint or OpenDocument text or presentation file "

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
+from ..html_text import NOT_XML
+
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
@@ -49,9 +51,6 @@ DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-#: characters XML 1.0 does not allow: a model whose tokenizer falls back to bytes can write
-#: them, and lxml refused the translation (ValueError: the file failed with a server error)
-NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
