@@ -8,8 +8,9 @@ names screen readers say (`aria-label`, ...), and what search engines and link p
 translated, each value one text sent with the document's others (in the same call):
 
 - on any element: `title` (not the `title` of a style sheet, which names a set of style sheets
-  to choose from), `aria-label`, `aria-description`, `aria-roledescription`, `aria-placeholder`
-  and `aria-valuetext`;
+  to choose from, nor the `title` and `aria-label` of a page break, `role="doc-pagebreak"` or
+  `epub:type="pagebreak"`, which give the printed page's number: `xii`), `aria-label`,
+  `aria-description`, `aria-roledescription`, `aria-placeholder` and `aria-valuetext`;
 - `alt` of `<img>`, `<area>` and `<input type="image">`; `placeholder` of `<input>` and
   `<textarea>`; `value` of `<input type="button">`, `"submit"` and `"reset"`; `label` of
   `<track>`, `<optgroup>` and `<option>`; `abbr` of `<th>`;
@@ -93,6 +94,11 @@ def text_attributes(name: str, attrs: Sequence[tuple[str, str | None]]) -> set[s
             out.add("value")
     elif name == "style" or (name == "link" and "stylesheet" in first.get("rel", "").split()):
         out.discard("title")
+    if (
+        "doc-pagebreak" in first.get("role", "").split()
+        or "pagebreak" in first.get("epub:type", "").split()
+    ):
+        out -= {"title", "aria-label"}  # a printed page's number, "xii"
     return out & first.keys()
 
 

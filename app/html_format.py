@@ -480,6 +480,8 @@ class HtmlDocument:
             zip(events, offsets[1:], strict=True)
         ):
             raw = text[start:end]
+            if self._xml and name.rpartition(":")[2] in FOREIGN:
+                name = name.rpartition(":")[2]  # `<m:math>`, `<svg:svg>`: XML may prefix them
             if (
                 kind == "startend"
                 and not self._xml

@@ -359,23 +359,23 @@ def test_the_media_type_and_handler():
 
 
 def test_the_books_language_and_page_progression_follow_the_target():
-    """Into Arabic the spine is paged right to left (a reading system turns pages the other
-    way otherwise), and the text takes the target's direction; a language already named
-    (`en-GB` for `en`) is kept as written."""
-    out = entries(translate_epub(epub2(), upper, LIMITS, language="ar"))
-    opf = out["OEBPS/content.opf"].decode()
+    """Into Arabic an EPUB 3 spine is paged right to left (a reading system turns pages the
+    other way otherwise; EPUB 2 has no such setting), and the text takes the target's
+    direction; a language already named (`en-GB` for `en`) is kept as written."""
+    out = entries(translate_epub(make_book(), upper, LIMITS, language="ar"))
+    opf = out["EPUB/content.opf"].decode()
     assert "<dc:language>ar</dc:language>" in opf
     assert '<spine toc="ncx" page-progression-direction="rtl">' in opf
+    back = entries(translate_epub(zip_of(out), lambda ts: [t.lower() for t in ts], LIMITS, "en"))
+    assert '<spine toc="ncx" page-progression-direction="ltr">' in back["EPUB/content.opf"].decode()
+    out = entries(translate_epub(epub2(), upper, LIMITS, language="ar"))
+    assert b"page-progression" not in out["OEBPS/content.opf"]
     assert (
         '<html dir="rtl" xmlns="http://www.w3.org/1999/xhtml" xml:lang="ar">'
         in out["OEBPS/Text/ch 1.html"].decode()
     )
-    back = entries(
-        translate_epub(zip_of(out), lambda ts: [t.lower() for t in ts], LIMITS, language="en")
-    )
-    assert 'page-progression-direction="ltr"' in back["OEBPS/content.opf"].decode()
     kept = entries(translate_epub(epub2(), upper, LIMITS, language="en"))["OEBPS/content.opf"]
-    assert b"<dc:language>en-GB</dc:language>" in kept and b"page-progression" not in kept
+    assert b"<dc:language>en-GB</dc:language>" in kept
 
 
 def test_a_package_that_lists_no_xhtml_document_is_refused():
@@ -385,3 +385,106 @@ def test_a_package_that_lists_no_xhtml_document_is_refused():
     )
     with pytest.raises(FormatError, match="lists no XHTML document"):
         translate_epub(zip_of(parts), upper, LIMITS)
+
+
+def test_a_page_breaks_number_is_not_sent_and_prefixed_formulas_are_kept():
+    """A page break's `title` is the printed page's number ("xii", which the model turned into
+    a word); MathML and SVG may be written with a prefix in XHTML, and are kept as such."""
+    body = (
+        '<p>One<span epub:type="pagebreak" id="p12" title="xii"/> two.</p>'
+        '<div role="doc-pagebreak" aria-label="xiii"/>'
+        '<p><m:math xmlns:m="http://www.w3.org/1998/Math/MathML"><m:mtext>is big</m:mtext>'
+        "</m:math> stays.</p>"
+        '<svg:svg xmlns:svg="http://www.w3.org/2000/svg"><svg:text>Label</svg:text></svg:svg>'
+    )
+    chapter = (
+        '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">'
+        f"<body>{body}</body></html>"
+    )
+    sent: list[str] = []
+
+    def recording(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return upper(texts)
+
+    out = entries(translate_epub(epub2(chapter.encode()), recording, LIMITS))
+    written = out["OEBPS/Text/ch 1.html"].decode()
+    assert not {"xii", "xiii", "is big", "Label"} & set(sent)
+    assert 'title="xii"' in written and 'aria-label="xiii"' in written
+    assert "<m:mtext>is big</m:mtext></m:math> STAYS." in written
+    assert "<svg:text>Label</svg:text>" in written
+
+
+def test_a_chapter_listed_as_text_html_that_is_xhtml_is_written_as_xml():
+    """Older tools list XHTML chapters as `text/html`; reading systems parse them as XML, and
+    a bare `&` (HTML's escaping of "Tom & Anna") made the chapter unreadable."""
+    parts = entries(epub2())
+    opf = parts["OEBPS/content.opf"].replace(b"application/xhtml+xml", b"text/html")
+    parts["OEBPS/content.opf"] = opf
+    out = translate_epub(zip_of(parts), lambda ts: [t.replace("was", "& was") for t in ts], LIMITS)
+    well_formed(out)
+    assert "It &amp; was cold." in entries(out)["OEBPS/Text/ch 1.html"].decode()
+
+
+@pytest.mark.parametrize(
+    ("chapter", "message"),
+    [
+        (
+            '<?xml version="1.0" encoding="UTF-16"?><html><body><p>Hi</p></body></html>'.encode(
+                "utf-16-le"
+            ),
+            None,
+        ),
+        ('<?xml version="1.0"?><html/>'.encode("utf-32"), "UTF-32"),
+        (b'<?xml version="1.0" encoding="base64"?><html/>', "'base64', which is unknown"),
+        (b'<?xml version="1.0" encoding="idna"?><html/>', "'idna', which is unknown"),
+        (b'<?xml version="1.0" encoding="rot13"?><html/>', "'rot13', which is unknown"),
+        (b"<html><body><p>Caf\xe9</p></body></html>", "not valid utf-8 text"),
+        (b"<html><body>\x00</body></html>", "holds NUL characters"),
+    ],
+)
+def test_a_chapters_encoding_is_told_as_xml_tells_it_or_refused(chapter, message):
+    """UTF-16 without a byte order mark (told by its `<?`) was read as UTF-8, and the whole
+    chapter, markup and all, sent as one text; codecs that are no text encodings (`base64`)
+    failed with a server error."""
+    book = epub2(chapter)
+    if message is None:
+        out = entries(translate_epub(book, upper, LIMITS))["OEBPS/Text/ch 1.html"]
+        assert out.decode("utf-16-le").endswith("<html><body><p>HI</p></body></html>")
+        return
+    with pytest.raises(FormatError, match=message) as caught:
+        translate_epub(book, upper, LIMITS)
+    assert caught.value.status == 400
+
+
+def test_manifest_items_without_ids_are_each_translated():
+    parts = entries(epub2(extra={"OEBPS/b.xhtml": b"<html><body><p>Second.</p></body></html>"}))
+    opf = parts["OEBPS/content.opf"].decode()
+    opf = opf.replace('<item id="c1" ', "<item ").replace(
+        "</manifest>", '<item href="b.xhtml" media-type="application/xhtml+xml"/></manifest>'
+    )
+    parts["OEBPS/content.opf"] = opf.encode()
+    out = entries(translate_epub(zip_of(parts), upper, LIMITS))
+    assert b"IT WAS COLD." in out["OEBPS/Text/ch 1.html"]
+    assert b"SECOND." in out["OEBPS/b.xhtml"]
+
+
+def test_a_package_too_large_is_refused_before_it_is_parsed():
+    parts = entries(epub2())
+    items = "".join(
+        f'<item id="i{n}" href="x{n}.png" media-type="image/png"/>' for n in range(3000)
+    )
+    opf = parts["OEBPS/content.opf"].decode().replace("<manifest>", "<manifest>" + items)
+    parts["OEBPS/content.opf"] = opf.encode()
+    small = Limits(max_chars=1)  # (its XML bound: 5 MB at least)
+    assert len(opf) < small.max_xml_bytes
+    translate_epub(zip_of(parts), upper, small)
+    with pytest.raises(FormatError, match="content.opf has .* bytes; at most 100") as caught:
+        translate_epub(zip_of(parts), upper, _TinyXml())
+    assert caught.value.status == 413
+
+
+class _TinyXml(Limits):
+    @property
+    def max_xml_bytes(self) -> int:
+        return 100

@@ -39,6 +39,7 @@ from urllib.parse import unquote, urlsplit
 
 from lxml import etree
 
+from ..html_charset import lookup
 from ..html_format import HtmlDocument
 from ..html_lang import direction, kept_languages, names_language
 from ..html_text import NOT_XML
@@ -58,8 +59,11 @@ _ENC = "{http://www.w3.org/2001/04/xmlenc#}"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 #: the algorithms of font obfuscation (IDPF's, and Adobe's older one): only fonts use them
 _OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"})
-#: the media types of the content documents translated, and whether each is read as XML
+#: the media types of the content documents translated, and whether each is read as XML (one
+#: listed as `text/html`, as older tools list XHTML chapters, is read as XML where it is XHTML:
+#: `_XHTML`)
 _DOCUMENTS = {"application/xhtml+xml": True, "text/html": False}
+_XHTML = re.compile(r"""\A\s*<\?xml|xmlns\s*=\s*["']http://www\.w3\.org/1999/xhtml["']""")
 _NCX_TYPE = "application/x-dtbncx+xml"
 #: an XML declaration's encoding
 _DECLARED = re.compile(rb"""^<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
@@ -88,21 +92,23 @@ def _serialize(root: etree._Element) -> bytes:
     """A part written back, with its XML declaration and DOCTYPE."""
     info = root.getroottree().docinfo
     return etree.tostring(
-        root.getroottree(), encoding=info.encoding or "UTF-8", xml_declaration=True
+        root.getroottree(),
+        encoding=info.encoding or "UTF-8",
+        xml_declaration=True,
+        standalone=True if info.standalone else None,  # (lxml says False where none is)
     )
 
 
 def _kind(archive: zipfile.ZipFile) -> None:
-    """FormatError 400 where the archive is no EPUB."""
+    """FormatError 400 where the archive is no EPUB: an office file is refused as what it is;
+    an archive with a `META-INF/container.xml` is taken for a book whatever its `mimetype`
+    entry says (a reading system does so; a stray byte order mark in it is not worth a
+    refusal)."""
     names = set(archive.namelist())
     mimetype = b""
     if "mimetype" in names:
         info = archive.getinfo("mimetype")
         mimetype = read_entry(archive, info).strip() if info.file_size <= 200 else b"?"
-    if mimetype == MIMETYPE or (not mimetype and CONTAINER in names):
-        if CONTAINER not in names:
-            raise FormatError(f"the book has no {CONTAINER}, which names its package document")
-        return
     what = next(
         (NAMES[k] for k, part in (("docx", "word/document.xml"), ("pptx", "ppt/presentation.xml"))
          if part in names),
@@ -110,13 +116,17 @@ def _kind(archive: zipfile.ZipFile) -> None:
     )  # fmt: skip
     if what is None and mimetype.startswith(b"application/vnd.oasis.opendocument"):
         what = f"an OpenDocument file of type {mimetype.decode('ascii', 'replace')!r}"
-    if what is None:
+    if what is not None:
         raise FormatError(
-            "the archive is not an EPUB book (its mimetype entry does not say "
-            f"{MIMETYPE.decode()}, and it has no {CONTAINER})"
+            f"the file is {what}, not what its extension .epub says; send it with its own extension"
         )
+    if CONTAINER in names:
+        return
+    if mimetype == MIMETYPE:
+        raise FormatError(f"the book has no {CONTAINER}, which names its package document")
     raise FormatError(
-        f"the file is {what}, not what its extension .epub says; send it with its own extension"
+        f"the archive is not an EPUB book (it has no {CONTAINER}, and no mimetype entry that "
+        f"says {MIMETYPE.decode()})"
     )
 
 
@@ -159,34 +169,60 @@ class _Document:
     bom: bytes
 
 
+#: how an XML document's first bytes tell its encoding (XML 1.0, appendix F): byte order
+#: marks, then UTF-16 without one by its `<?`; None: UTF-32, which no EPUB may use
+_SIGNATURES: list[tuple[bytes, str | None, bool]] = [  # (bytes, codec, whether a mark)
+    (b"\x00\x00\xfe\xff", None, True),
+    (b"\xff\xfe\x00\x00", None, True),
+    (b"\x00\x00\x00<", None, False),
+    (b"<\x00\x00\x00", None, False),
+    (codecs.BOM_UTF8, "utf-8", True),
+    (codecs.BOM_UTF16_LE, "utf-16-le", True),
+    (codecs.BOM_UTF16_BE, "utf-16-be", True),
+    (b"<\x00?\x00", "utf-16-le", False),
+    (b"\x00<\x00?", "utf-16-be", False),
+]
+
+
 def _decode(name: str, raw: bytes) -> tuple[str, str, bytes]:
-    """(text, encoding, byte order mark) of a content document: UTF-8 or UTF-16 by its byte
-    order mark, else the encoding its XML declaration names, else UTF-8."""
-    boms = {
-        codecs.BOM_UTF8: "utf-8",
-        codecs.BOM_UTF16_LE: "utf-16-le",
-        codecs.BOM_UTF16_BE: "utf-16-be",
-    }
-    bom = next((b for b in boms if raw.startswith(b)), b"")
-    encoding = boms.get(bom, "utf-8")
-    declared = None if bom else _DECLARED.match(raw)
-    if declared is not None:
-        try:
-            encoding = codecs.lookup(declared.group(1).decode("ascii")).name
-        except LookupError:
-            raise FormatError(
-                f"{name} declares the encoding {declared.group(1).decode('ascii')!r}, which is "
-                "unknown; save the book in UTF-8"
-            ) from None
-        if encoding.startswith("utf-16"):  # UTF-16 without its byte order mark
-            encoding = "utf-16"
+    """(text, codec, byte order mark) of a content document: told by its first bytes (a byte
+    order mark, or UTF-16's `<?`), else by the encoding its XML declaration names (among
+    those browsers know: app/html_charset.py), else UTF-8."""
+    bom, codec = b"", "utf-8"
+    for signature, known, mark in _SIGNATURES:
+        if raw.startswith(signature):
+            if known is None:
+                raise FormatError(f"{name} is UTF-32 text; save the book in UTF-8")
+            bom, codec = (signature if mark else b""), known
+            break
+    else:
+        declared = _DECLARED.match(raw)
+        if declared is not None:
+            label = declared.group(1).decode("ascii")
+            found = lookup(label)
+            if found is None or found.codec is None:
+                raise FormatError(
+                    f"{name} declares the encoding {label!r}, which is unknown; "
+                    "save the book in UTF-8"
+                )
+            # the encoding as XML reads the label (ISO-8859-1 as itself, where a browser
+            # reads an HTML page so labelled as windows-1252), among those browsers know
+            try:
+                codec = codecs.lookup(label).name
+            except LookupError:  # (a label of the web's that Python lacks: x-mac-cyrillic)
+                codec = found.codec
+            if codec.startswith(("utf-16", "utf-32")):  # declared, but read as ASCII: UTF-8
+                codec = "utf-8"
     try:
-        return raw[len(bom) :].decode(encoding), encoding, bom
+        text = raw[len(bom) :].decode(codec)
     except UnicodeDecodeError as exc:
         raise FormatError(
-            f"{name} is not valid {encoding} text (at byte {exc.start + len(bom)}); "
+            f"{name} is not valid {codec} text (at byte {exc.start + len(bom)}); "
             "save the book in UTF-8"
         ) from None
+    if "\x00" in text:  # (UTF-16 read as UTF-8, or a file of another kind)
+        raise FormatError(f"{name} holds NUL characters: it is not {codec} text")
+    return text, codec, bom
 
 
 class _Slot:
@@ -233,9 +269,9 @@ class _Slot:
 def _declare(package: etree._Element, name: str, language: str) -> set[str]:
     """The package set to say that the book is in `language`, once its text was translated:
     its first `dc:language` (others, of a book in several, kept) and its `xml:lang` (each kept
-    where it names the language already: `de-CH` for `de`), and its spine's page progression
-    turned to the language's direction (an Arabic book is paged right to left); {name} where
-    the package changed."""
+    where it names the language already: `de-CH` for `de`), and its `dir` and an EPUB 3
+    spine's page progression turned to the language's direction (an Arabic book is paged
+    right to left); {name} where the package changed."""
     changed = False
     metadata = package.find(_OPF + "metadata")
     first = None if metadata is None else next(metadata.iter(_DC + "language"), None)
@@ -245,12 +281,16 @@ def _declare(package: etree._Element, name: str, language: str) -> set[str]:
     if written is not None and not names_language(written, language):
         package.set(_XML_LANG, language)
         changed = True
-    spine = package.find(_OPF + "spine")
     wanted = direction(language)
-    progression = spine.get("page-progression-direction") if spine is not None else None
-    if spine is not None and progression != wanted and (wanted == "rtl" or progression == "rtl"):
-        spine.set("page-progression-direction", wanted)
+    if package.get("dir") not in (None, wanted):  # the direction of the metadata's text
+        package.set("dir", wanted)
         changed = True
+    spine = package.find(_OPF + "spine")
+    if spine is not None and package.get("version", "").startswith("3"):  # (not in EPUB 2)
+        progression = spine.get("page-progression-direction")
+        if progression != wanted and (wanted == "rtl" or progression == "rtl"):
+            spine.set("page-progression-direction", wanted)
+            changed = True
     return {name} if changed else set()
 
 
@@ -291,23 +331,32 @@ def translate_epub(
         return archive.getinfo(name)
 
     package_info = checked(package_name)
+    if package_info.file_size > limits.max_xml_bytes:  # (before it is parsed: lxml's tree
+        # takes tens of times the bytes it reads)
+        raise FormatError(
+            f"{package_name} has {package_info.file_size} bytes; at most {limits.max_xml_bytes}",
+            413,
+        )
     package = _parse(package_name, read_entry(archive, package_info))
-    items = {
-        item.get("id"): item
+    items = [  # (a manifest may name a file twice, or one the book lacks, or lack ids)
+        item
         for item in package.iter(_OPF + "item")
         if item.getparent() is not None and item.getparent().tag == _OPF + "manifest"
-    }
-    spine = [ref.get("idref") for ref in package.iter(_OPF + "itemref")]
-    in_spine = set(spine)
-    ordered = [items[i] for i in dict.fromkeys(spine) if i in items]
-    ordered += [item for key, item in items.items() if key not in in_spine]
+    ]
+    by_id: dict[str | None, etree._Element] = {}
+    for item in items:
+        if item.get("id") is not None:
+            by_id.setdefault(item.get("id"), item)
+    spine = [
+        by_id[i] for i in (r.get("idref") for r in package.iter(_OPF + "itemref")) if i in by_id
+    ]
     documents: list[tuple[str, bool]] = []  # (entry, read as XML)
     ncx_name = None
-    for item in ordered:
+    for item in dict.fromkeys([*spine, *items]):  # the spine's in reading order first
         name = _entry(base, item.get("href", ""))
         media = item.get("media-type", "")
         if name not in names or any(name == n for n, _ in documents):
-            continue  # (a manifest may name a file twice, or one the book lacks)
+            continue
         if media in _DOCUMENTS:
             documents.append((name, _DOCUMENTS[media]))
         elif media == _NCX_TYPE and ncx_name is None:
@@ -329,6 +378,7 @@ def translate_epub(
     docs: list[_Document] = []
     for name, xml in documents:
         text, encoding, bom = _decode(name, read_entry(archive, archive.getinfo(name)))
+        xml = xml or _XHTML.search(text, 0, 4096) is not None
         try:
             doc = HtmlDocument(text, limit=limits.max_request_chars, attributes=True, xml=xml)
         except HtmlError as exc:
