@@ -63,18 +63,73 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str]
 FINAL_PUNCTUATION = ".!?\u3002\uff01\uff1f"
 
 
+#: the variants `Augmentation` makes, by their field's name
+VARIANTS = ("strip_final_punctuation", "lowercase_first_letter", "title_case", "upper_case")
+#: the longest source (in words) that --title-case writes as a heading, and --upper-case in
+#: capitals
+TITLE_WORDS, UPPER_WORDS = 10, 20
+#: the words English titles keep in lower case inside a title (articles, conjunctions and
+#: short prepositions, as most style guides have it)
+MINOR_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "but",
+        "or",
+        "nor",
+        "for",
+        "so",
+        "yet",
+        "as",
+        "at",
+        "by",
+        "in",
+        "of",
+        "off",
+        "on",
+        "per",
+        "to",
+        "up",
+        "via",
+        "with",
+        "from",
+        "into",
+    ]
+)
+
+
+def title_cased(text: str, every_word: bool = False) -> str:
+    """`text` as a title: each word's first letter in capitals, but for the minor words
+    inside it (`every_word`: all of them, as many web pages and slides write titles)."""
+    words = text.split(" ")
+    out = []
+    for n, word in enumerate(words):
+        inside = 0 < n < len(words) - 1
+        if word[:1].isalpha() and (every_word or not inside or word.lower() not in MINOR_WORDS):
+            word = word[0].upper() + word[1:]
+        out.append(word)
+    return " ".join(out)
+
+
 @dataclass
 class Augmentation:
     """Training-pair variants a run makes (each a fraction of the pairs it applies to).
 
     Users type lone words and phrases without a final full stop ("cat", "good morning") and
     start sentences in lower case; corpora of whole sentences have almost none of these, and
-    a model trained only on them loops on such input ("Katze Katze Katze."). The pairs each
+    a model trained only on them loops on such input ("Katze Katze Katze."). Documents have
+    headings in Title Case ("The Old House" gave "Der Alte Hosus", "The old house" "Das alte
+    Haus") and in capitals ("WARNING" gave quotation marks and letters); so do the
+    corpora, hardly. The pairs each
     variant is drawn for are fixed by the run's seed, so that a resumed run sees the same data.
     """
 
     strip_final_punctuation: float = 0.0  # both sides end in FINAL_PUNCTUATION: trained without
     lowercase_first_letter: float = 0.0  # the source's first letter in lower case
+    title_case: float = 0.0  # a short source as a heading: Title Case, no final punctuation
+    upper_case: float = 0.0  # both sides in capitals, as a warning or a slide's heading
 
     def apply(
         self, src: list[str], tgt: list[str], seed: int
@@ -82,11 +137,15 @@ class Augmentation:
         """The pairs with the variants drawn for them, and how many of each were made."""
         rng = random.Random(seed * 1_000_003 + 7)
         out_src, out_tgt = list(src), list(tgt)
-        made = {"strip_final_punctuation": 0, "lowercase_first_letter": 0}
+        # the later variants draw from a stream of their own: the pairs the first two are drawn
+        # for stay those a run saved before them had
+        rng_case = random.Random(seed * 1_000_003 + 11)
+        made = {key: 0 for key in VARIANTS}
         for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-            # two draws for every pair, used or not: which pairs get a variant does not
-            # depend on the other pairs' text
+            # draws for every pair, used or not: which pairs get a variant does not depend on
+            # the other pairs' text
             strip, lower = rng.random(), rng.random()
+            title, upper, style = rng_case.random(), rng_case.random(), rng_case.random()
             if strip < self.strip_final_punctuation:
                 s2, t2 = s.rstrip().rstrip(FINAL_PUNCTUATION), t.rstrip().rstrip(FINAL_PUNCTUATION)
                 if s2 != s.rstrip() and t2 != t.rstrip() and s2.strip() and t2.strip():
@@ -95,6 +154,15 @@ class Augmentation:
             if lower < self.lowercase_first_letter and s[:1].isupper() and not s[1:2].isupper():
                 s = s[0].lower() + s[1:]  # (not "USA" or "NASA": a word in capitals stays)
                 made["lowercase_first_letter"] += 1
+            if title < self.title_case and len(s.split()) <= TITLE_WORDS:
+                s2, t2 = s.rstrip().rstrip(FINAL_PUNCTUATION), t.rstrip().rstrip(FINAL_PUNCTUATION)
+                headed = title_cased(s2.rstrip(), every_word=style < 0.5)
+                if headed != s2.rstrip() and t2.strip():  # (a letter was turned)
+                    s, t = headed, t2.rstrip()
+                    made["title_case"] += 1
+            if upper < self.upper_case and len(s.split()) <= UPPER_WORDS and s.upper() != s:
+                s, t = s.upper(), t.upper()
+                made["upper_case"] += 1
             out_src[i], out_tgt[i] = s, t
         return out_src, out_tgt, made
 

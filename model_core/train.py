@@ -50,6 +50,9 @@ from .checkpoint import (
 from .cli import integer, number
 from .config import ModelConfig
 from .data import (
+    TITLE_WORDS,
+    UPPER_WORDS,
+    VARIANTS,
     Augmentation,
     Batch,
     DataError,
@@ -63,7 +66,7 @@ from .tokenizer import Tokenizer, train_sentencepiece
 from .translator import Translator, resolve_device
 
 STATE_FILE = "state.pt"
-NO_AUGMENTATION = {"strip_final_punctuation": 0.0, "lowercase_first_letter": 0.0}
+NO_AUGMENTATION = dict.fromkeys(VARIANTS, 0.0)
 SPM_SETTINGS_FILE = "spm.json"  # what the run's spm.model was made from
 
 
@@ -93,6 +96,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         metavar="FRACTION",
         help="this fraction of the source sentences starts in lower case (as users type)",
+    )
+    g.add_argument(
+        "--title-case",
+        type=number(0.0, 1.0),
+        default=0.0,
+        metavar="FRACTION",
+        help=f"this fraction of the sources of at most {TITLE_WORDS} words is written as a "
+        "heading: in Title Case, without the final punctuation (the target's removed too)",
+    )
+    g.add_argument(
+        "--upper-case",
+        type=number(0.0, 1.0),
+        default=0.0,
+        metavar="FRACTION",
+        help=f"this fraction of the pairs whose source has at most {UPPER_WORDS} words is "
+        "written in capitals on both sides (as warnings and some headings are)",
     )
     g = p.add_argument_group("model")
     g.add_argument(
@@ -389,7 +408,7 @@ class Run:
             raise DataError(f"--run {args.run}: {exc.strerror or exc}") from None
         train_src, train_tgt = read_parallel(self.files["train_src"], self.files["train_tgt"])
         self.dev_src, self.dev_tgt = read_parallel(self.files["dev_src"], self.files["dev_tgt"])
-        self.augmentation = Augmentation(args.strip_final_punctuation, args.lowercase_first_letter)
+        self.augmentation = Augmentation(**{key: getattr(args, key) for key in VARIANTS})
         train_src, train_tgt, self.augmented = self.augmentation.apply(
             train_src, train_tgt, args.seed
         )
@@ -555,8 +574,7 @@ class Run:
             "batch_tokens": a.batch_tokens,
             "seed": a.seed,
             "max_tokens_per_sentence": a.max_tokens_per_sentence,
-            "strip_final_punctuation": a.strip_final_punctuation,
-            "lowercase_first_letter": a.lowercase_first_letter,
+            **{key: getattr(a, key) for key in VARIANTS},
         }
 
     def batch_loss(self, batch: Batch, label_smoothing: float) -> torch.Tensor:
@@ -625,10 +643,12 @@ class Run:
             f"{self.batches_per_epoch} batches/epoch; device {self.device}"
         )
         if any(self.augmented.values()):
+            made = self.augmented
             self.log(
-                f"pairs trained as variants: {self.augmented['strip_final_punctuation']:,} "
-                f"without the final punctuation, {self.augmented['lowercase_first_letter']:,} "
-                "with the source's first letter in lower case"
+                f"pairs trained as variants: {made['strip_final_punctuation']:,} "
+                f"without the final punctuation, {made['lowercase_first_letter']:,} "
+                f"with the source's first letter in lower case, {made['title_case']:,} as "
+                f"headings in Title Case, {made['upper_case']:,} in capitals"
             )
         total = a.max_steps or None
         if a.max_epochs:

@@ -857,7 +857,12 @@ def test_augmentation_varies_only_the_pairs_it_applies_to():
         "Es ist",
         "?!",
     ]
-    assert made == {"strip_final_punctuation": 4, "lowercase_first_letter": 5}
+    assert made == {
+        "strip_final_punctuation": 4,
+        "lowercase_first_letter": 5,
+        "title_case": 0,
+        "upper_case": 0,
+    }
     assert src[0] == "Cat." and tgt[0] == "Katze."  # the caller's lists are left as they were
     assert Augmentation().apply(src, tgt, seed=1) == (src, tgt, {k: 0 for k in made})
 
@@ -878,6 +883,47 @@ def test_augmentation_draws_a_fraction_of_the_pairs_fixed_by_the_seed():
     # which pairs are drawn does not depend on the other pairs: a pair added at the end
     # leaves the others' draws alone
     assert some.apply([*src, "One more."], [*tgt, "Noch einer."], seed=5)[0][:2000] == a_src
+
+
+def test_headings_in_title_case_and_text_in_capitals():
+    """Documents have headings in Title Case and in capitals, which the shipped models
+    turned into nonsense ("The Old House": "Der Alte Hosus"): trained as such."""
+    from model_core.data import Augmentation, title_cased
+
+    assert title_cased("the history of the world in ten days") == (
+        "The History of the World in Ten Days"
+    )
+    assert title_cased("go to the park and play", every_word=True) == "Go To The Park And Play"
+    assert title_cased("what it is for") == "What It Is For"  # the last word in capitals
+    src = ["The old house.", "Where is the station?", "USA", "1 2 3.", " ".join(["word"] * 11)]
+    tgt = ["Das alte Haus.", "Wo ist der Bahnhof?", "USA", "1 2 3.", "Wort"]
+    headed, headed_tgt, made = Augmentation(title_case=1.0).apply(src, tgt, seed=3)
+    # no final punctuation on either side, as a heading has none; a source over ten words, or
+    # one a title would not change, is left
+    assert headed[:2] in (
+        ["The Old House", "Where Is the Station"],
+        ["The Old House", "Where Is The Station"],
+    )
+    assert headed_tgt[:2] == ["Das alte Haus", "Wo ist der Bahnhof"]
+    assert headed[2:] == src[2:] and headed_tgt[2:] == tgt[2:]
+    assert made["title_case"] == 2
+    shouted, shouted_tgt, made = Augmentation(upper_case=1.0).apply(src, tgt, seed=3)
+    assert shouted[:2] == ["THE OLD HOUSE.", "WHERE IS THE STATION?"]
+    assert shouted_tgt[:2] == ["DAS ALTE HAUS.", "WO IST DER BAHNHOF?"]
+    assert shouted[2:4] == src[2:4] and made["upper_case"] == 3  # (eleven words: 20 at most)
+
+
+def test_the_later_variants_leave_the_pairs_drawn_for_the_first_ones():
+    """A run saved before --title-case and --upper-case existed resumes on the same pairs:
+    those variants draw from a stream of their own."""
+    from model_core.data import Augmentation
+
+    src = [f"Sentence number {i}." for i in range(500)]
+    tgt = [f"Satz Nummer {i}." for i in range(500)]
+    before = Augmentation(strip_final_punctuation=0.3).apply(src, tgt, seed=5)[1]
+    after = Augmentation(strip_final_punctuation=0.3, upper_case=1.0).apply(src, tgt, seed=5)[1]
+    assert [t.endswith(".") for t in after] == [t.endswith(".") for t in before]
+    assert all(t.isupper() for t in after)
 
 
 def test_a_run_trains_on_the_variants_and_records_them(corpus_dir, tmp_path, capsys):
@@ -902,7 +948,14 @@ def test_a_run_trains_on_the_variants_and_records_them(corpus_dir, tmp_path, cap
     assert record == {
         "strip_final_punctuation": 0.5,
         "lowercase_first_letter": 0.25,
-        "pairs": {"strip_final_punctuation": stripped, "lowercase_first_letter": lowered},
+        "title_case": 0.0,
+        "upper_case": 0.0,
+        "pairs": {
+            "strip_final_punctuation": stripped,
+            "lowercase_first_letter": lowered,
+            "title_case": 0,
+            "upper_case": 0,
+        },
     }
     capsys.readouterr()
     # a resumed run keeps its own fractions (the batches' order depends on them)
