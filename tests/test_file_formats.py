@@ -1096,6 +1096,27 @@ def test_an_odp_master_pages_placeholder_prompts_are_not_translated():
     assert b"Click to edit the title text format" in out and b"OUR COMPANY" in out
 
 
+def test_an_odp_footer_and_header_are_translated_its_fixed_date_and_slide_names_are_not():
+    """The footer an .odp's slides show is declared once (`presentation:footer-decl`) and was
+    left in the source's language; a slide's name is a link's target, kept."""
+    parts = entries(make_odp())
+    content = parts["content.xml"].decode()
+    decls = (
+        '<presentation:footer-decl presentation:name="ftr1">Our company</presentation:footer-decl>'
+        '<presentation:header-decl presentation:name="hdr1">Draft</presentation:header-decl>'
+        '<presentation:date-time-decl presentation:name="dtd1" presentation:source="fixed">'
+        "Monday</presentation:date-time-decl>"
+    )
+    content = re.sub(r"(<office:presentation>)", rf"\1{decls}", content, count=1)
+    assert "footer-decl" in content
+    parts["content.xml"] = content.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "odp"))["content.xml"].decode()
+    assert ">OUR COMPANY</presentation:footer-decl>" in out
+    assert ">DRAFT</presentation:header-decl>" in out
+    assert ">Monday</presentation:date-time-decl>" in out
+    assert 'draw:name="page1"' in out
+
+
 @pytest.mark.parametrize(
     "make", [make_docx, make_pptx, make_odt, make_odp], ids=["docx", "pptx", "odt", "odp"]
 )

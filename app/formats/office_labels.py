@@ -14,6 +14,10 @@ what app/formats/office.py sends besides the paragraphs it walks.
   title in its window or tab. Keywords, author, dates and the like are not translated.
 - The text of a legacy .pptx comment (`p:cm/p:text`; a modern comment's text is DrawingML
   paragraphs, as a slide's). Authors are kept in parts of their own, never translated.
+- The footer and header an .odp's slides show (`presentation:footer-decl`,
+  `presentation:header-decl`, declared once and named by each page that shows it). A fixed
+  date's text (`presentation:date-time-decl`) stays as written, and so do the slides' names
+  (`draw:page/@draw:name`), which links to a slide name as their target.
 - The names of a .pptx's sections (`p14:section/@name` in ppt/presentation.xml), shown over
   its slides in PowerPoint's slide pane and slide sorter.
 - A chart's series and category names written as text in the chart (`c:strCache`,
@@ -51,6 +55,9 @@ C15 = "{http://schemas.microsoft.com/office/drawing/2012/chart}"
 NAME_HOLDERS = frozenset(C + t for t in ["strCache", "strLit", "tx", "lvl"]) | frozenset(
     C15 + t for t in ["dlblRangeCache", "dlblFieldTableCache"]
 )
+PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
+#: an .odp's footer and header texts, declared once for the pages that show them
+ODP_DECLARATIONS = (PRESENTATION + "footer-decl", PRESENTATION + "header-decl")
 #: the document properties translated (a viewer shows the title; the others describe it)
 PROPERTIES = (DC + "title", DC + "subject", DC + "description")
 #: the parts that hold them
@@ -140,6 +147,10 @@ def label_slots(part: str, root: etree._Element) -> Iterator[Slot]:
             if has_letters(el.get("name") or ""):
                 yield el, "@name"
         return
+    if part in ("content.xml", "styles.xml"):
+        for el in root.iter(*ODP_DECLARATIONS):
+            if el.text and has_letters(el.text):
+                yield el, "text"
     if "/charts/" in part:
         yield from _chart_names(root)
         yield from _chartex_names(root)
