@@ -173,6 +173,12 @@ def test_an_emoji_before_the_words_is_not_named_in_the_sentence(sentence):
     assert unit is not None
     words = sentence.split(" ", 1 + sentence.startswith("😀"))[-1]
     assert unit.requests == [words]
+    # nor after a bullet or a number: they are no words ("• Tom Done.")
+    for lead in ("• ", "1. ", "- "):
+        builder = UnitBuilder()
+        builder.text(lead + sentence)
+        listed = builder.build(whole=False)
+        assert listed is not None and listed.requests == [words]
 
 
 @pytest.mark.parametrize("kept", ["https://x.org", "🍕", "<code>x</code>"])

@@ -273,7 +273,9 @@ class Unit:
             # after the sentence's end, not in it ("I love you. Tom" came back "Ich liebe
             # dich Tom.")
             return []
-        if marks[0].kind == "atom" or (marks[0].kind == "keep" and is_emoji(marks[0].text)):
+        # (a bullet or a number before it, "• ✅ Done.", "1. ⚠️ ...", is no word either)
+        first = next((m for m in marks if m.kind != "text" or has_letters(str(m.value))), marks[0])
+        if first.kind == "atom" or (first.kind == "keep" and is_emoji(first.text)):
             # markup before the words (an icon before a paragraph) is rarely one of them, nor
             # an emoji ("⚠️ The door is open."): the name became the sentence's subject ("Tom
             # The door is open." gave "Tom schloss die Tür."); an address there is
