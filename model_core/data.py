@@ -121,8 +121,10 @@ class Augmentation:
     start sentences in lower case; corpora of whole sentences have almost none of these, and
     a model trained only on them loops on such input ("Katze Katze Katze."). Documents have
     headings in Title Case ("The Old House" gave "Der Alte Hosus", "The old house" "Das alte
-    Haus") and in capitals ("WARNING" gave quotation marks and letters); so do the
-    corpora, hardly. The pairs each
+    Haus") and text in capitals ("WARNING" gave quotation marks and letters), which the
+    corpora hardly have. Title Case follows English usage (German writes headings as
+    sentences). Each pair is counted under the last variant of case it got (capitals undo
+    a lower-case first letter), and under the final punctuation's where that went. The pairs each
     variant is drawn for are fixed by the run's seed, so that a resumed run sees the same data.
     """
 
@@ -151,18 +153,20 @@ class Augmentation:
                 if s2 != s.rstrip() and t2 != t.rstrip() and s2.strip() and t2.strip():
                     s, t = s2.rstrip(), t2.rstrip()
                     made["strip_final_punctuation"] += 1
+            # the case variant each pair ends with (a later one undoes an earlier one's case)
+            case = None
             if lower < self.lowercase_first_letter and s[:1].isupper() and not s[1:2].isupper():
                 s = s[0].lower() + s[1:]  # (not "USA" or "NASA": a word in capitals stays)
-                made["lowercase_first_letter"] += 1
+                case = "lowercase_first_letter"
             if title < self.title_case and len(s.split()) <= TITLE_WORDS:
                 s2, t2 = s.rstrip().rstrip(FINAL_PUNCTUATION), t.rstrip().rstrip(FINAL_PUNCTUATION)
                 headed = title_cased(s2.rstrip(), every_word=style < 0.5)
                 if headed != s2.rstrip() and t2.strip():  # (a letter was turned)
-                    s, t = headed, t2.rstrip()
-                    made["title_case"] += 1
+                    s, t, case = headed, t2.rstrip(), "title_case"
             if upper < self.upper_case and len(s.split()) <= UPPER_WORDS and s.upper() != s:
-                s, t = s.upper(), t.upper()
-                made["upper_case"] += 1
+                s, t, case = s.upper(), t.upper(), "upper_case"
+            if case is not None:
+                made[case] += 1
             out_src[i], out_tgt[i] = s, t
         return out_src, out_tgt, made
 

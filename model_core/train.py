@@ -103,7 +103,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         metavar="FRACTION",
         help=f"this fraction of the sources of at most {TITLE_WORDS} words is written as a "
-        "heading: in Title Case, without the final punctuation (the target's removed too)",
+        "heading: in Title Case as English writes it (half of them with every word "
+        "capitalised), without the final punctuation (the target's removed too)",
     )
     g.add_argument(
         "--upper-case",

@@ -173,12 +173,21 @@ def test_an_emoji_before_the_words_is_not_named_in_the_sentence(sentence):
     assert unit is not None
     words = sentence.split(" ", 1 + sentence.startswith("😀"))[-1]
     assert unit.requests == [words]
-    # nor after a bullet or a number: they are no words ("• Tom Done.")
-    for lead in ("• ", "1. ", "- "):
+    # nor after a list's bullet or number: they are no words ("• Tom Done.")
+    for lead in ("• ", "1. ", "- ", "(2) ", "» "):
         builder = UnitBuilder()
         builder.text(lead + sentence)
         listed = builder.build(whole=False)
         assert listed is not None and listed.requests == [words]
+
+
+def test_an_emoji_after_a_count_stands_in_the_sentence():
+    """A number before an emoji counts it ("5 🍕 for the team"): the sentence goes whole, a
+    name in the emoji's place, as for one inside the words."""
+    builder = UnitBuilder()
+    builder.text("5 🍕 for the team.")
+    unit = builder.build(whole=False)
+    assert unit is not None and unit.requests[0] == "5 Tom for the team."
 
 
 @pytest.mark.parametrize("kept", ["https://x.org", "🍕", "<code>x</code>"])

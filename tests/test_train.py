@@ -911,6 +911,16 @@ def test_headings_in_title_case_and_text_in_capitals():
     assert shouted[:2] == ["THE OLD HOUSE.", "WHERE IS THE STATION?"]
     assert shouted_tgt[:2] == ["DAS ALTE HAUS.", "WO IST DER BAHNHOF?"]
     assert shouted[2:4] == src[2:4] and made["upper_case"] == 3  # (eleven words: 20 at most)
+    # a pair is counted under the variant of case it ends with: capitals undo the others
+    every = Augmentation(lowercase_first_letter=1.0, title_case=1.0, upper_case=1.0)
+    out, _, made = every.apply(src[:2], tgt[:2], seed=3)
+    assert out == ["THE OLD HOUSE", "WHERE IS THE STATION"]
+    assert made == {
+        "strip_final_punctuation": 0,
+        "lowercase_first_letter": 0,
+        "title_case": 0,
+        "upper_case": 2,
+    }
 
 
 def test_the_later_variants_leave_the_pairs_drawn_for_the_first_ones():

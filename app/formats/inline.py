@@ -99,6 +99,10 @@ STAND_INS = ("Tom", "Boston", "Paris")
 #: what ends a sentence: markup or an address after it is not in it
 _ENDS = frozenset(".!?…。！？")
 #: the pairs a segment may hold, and the pairs and atoms a unit may be sent with as
+#: what a list's item starts with, before its words: a bullet or a dash (any run of
+#: punctuation and symbols), or a number with its `.` or `)` ("1.", "(2)"); not a letter ("a)",
+#: "IV."), which translated by runs would be sent as a word
+_LIST_MARK = re.compile(r"\s*(?:[^\w\s]+|\(?\d{1,3}[.)])?\s*\Z")
 #: placeholders: a stretch with more is translated by runs, a unit with more is not sent with
 #: placeholders. Placing pairs costs time that grows with the pairs times the words (a
 #: paragraph of 2,200 bold words, 20 kB, took seconds of CPU), its placeholder text was decoded
@@ -273,8 +277,11 @@ class Unit:
             # after the sentence's end, not in it ("I love you. Tom" came back "Ich liebe
             # dich Tom.")
             return []
-        # (a bullet or a number before it, "• ✅ Done.", "1. ⚠️ ...", is no word either)
-        first = next((m for m in marks if m.kind != "text" or has_letters(str(m.value))), marks[0])
+        # (a list's bullet or number before it, "• ✅ Done.", "1. ⚠️ ...", is no word
+        # either; a count is: "5 🍕 for the team")
+        first = next(
+            (m for m in marks if m.kind != "text" or not _LIST_MARK.match(m.value)), marks[0]
+        )
         if first.kind == "atom" or (first.kind == "keep" and is_emoji(first.text)):
             # markup before the words (an icon before a paragraph) is rarely one of them, nor
             # an emoji ("⚠️ The door is open."): the name became the sentence's subject ("Tom

@@ -14,8 +14,9 @@ what app/formats/office.py sends besides the paragraphs it walks.
   title in its window or tab. Keywords, author, dates and the like are not translated.
 - The text of a legacy .pptx comment (`p:cm/p:text`; a modern comment's text is DrawingML
   paragraphs, as a slide's). Authors are kept in parts of their own, never translated.
-- The footer and header an .odp's slides show (`presentation:footer-decl`,
-  `presentation:header-decl`, declared once and named by each page that shows it). A fixed
+- The footer an .odp's slides show and the header of its notes pages and handouts
+  (`presentation:footer-decl`, `presentation:header-decl`, declared once and named by each
+  page that shows it). A fixed
   date's text (`presentation:date-time-decl`) stays as written, and so do the slides' names
   (`draw:page/@draw:name`), which links to a slide name as their target.
 - The names of a .pptx's sections (`p14:section/@name` in ppt/presentation.xml), shown over
