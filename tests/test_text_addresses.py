@@ -1,4 +1,4 @@
-"""URLs and e-mail addresses in a text: copied as written, and the punctuation and spacing
+"""URLs, e-mail addresses, file names and emoji in a text: copied as written, and the punctuation and spacing
 that touch them kept, however the model treats the words beside them."""
 
 from __future__ import annotations
@@ -67,6 +67,32 @@ def test_an_address_with_any_scheme_or_mailto_is_kept_whole(sentence, address):
 def test_an_ellipsis_or_a_typographic_quote_after_an_address_is_not_part_of_it(after):
     text = f"Siehe \u201ehttps://x.org/a{after} und mehr"
     assert [text[a:b] for a, b in verbatim_spans(text)] == ["https://x.org/a"]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Open setup.py and edit it.", ["setup.py"]),
+        ("Read README.md.", ["README.md"]),
+        ("Edit src/app/main.py, then run it.", ["src/app/main.py"]),
+        ("The archive (data.tar.gz) is big.", ["data.tar.gz"]),
+        ("Send the report.final.docx and photo.JPG files.", ["report.final.docx", "photo.JPG"]),
+        ("Node.js is fast.", ["Node.js"]),
+        ("d.h. es geht, z.B. hier, e.g. this, i.e. that.", []),  # abbreviations
+        ("Visit example.com or example.net.", []),  # domains: words a model keeps anyway
+        ("Version 3.14 weighs 2.5 GB.", []),
+        ("See www.example.com/a.pdf now.", ["www.example.com/a.pdf"]),  # one address
+    ],
+)
+def test_a_file_name_is_kept_as_written(text, found):
+    """A model translated a file's name as words: "Open setup.py and edit it." gave "Öffnen
+    Sie sich.", and an EPUB chapter titled by its file, "ch001.xhtml", "Knöcher."."""
+    assert [text[a:b] for a, b in verbatim_spans(text)] == found
+    for name in found:
+        assert name in by_runs(text)
+    builder = UnitBuilder()
+    builder.text("ch001.xhtml")
+    assert builder.build() is None  # nothing to send
 
 
 @pytest.mark.parametrize(

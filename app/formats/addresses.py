@@ -1,5 +1,5 @@
-"""URLs, IPv4 addresses, e-mail addresses and emoji in text, which every format copies as
-written (app/formats/inline.py, app/formats/markdown.py, and plain text in app/translate.py).
+"""URLs, IPv4 addresses, e-mail addresses, file names and emoji in text, which every format
+copies as written (app/formats/inline.py, app/formats/markdown.py, and plain text in app/translate.py).
 
 An address is found by `_VERBATIM`, then trimmed of the punctuation after it that is not
 part of it (a full stop, a closing quote, a bracket it did not open); an e-mail address whose
@@ -11,11 +11,29 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-#: URLs and e-mail addresses, kept as written (their end trimmed by `verbatim_spans`)
+#: the extensions of the files a text names (`setup.py`, `README.md`, `report.pdf`), which a
+#: model translated as words ("Open setup.py and edit it." gave "Öffnen Sie sich.", a chapter
+#: titled "ch001.xhtml" "Knöcher."); not `.com` or `.net` (domains), nor one letter (`c`,
+#: `h`: "d.h." is German for "i.e.")
+FILE_TYPES = sorted([
+    "txt", "md", "markdown", "rst", "html", "htm", "xhtml", "xml", "json", "jsonl", "yaml", "yml",
+    "toml", "ini", "cfg", "conf", "csv", "tsv", "log", "pdf", "doc", "docx", "odt", "ods", "odp",
+    "xls", "xlsx", "ppt", "pptx", "rtf", "epub", "srt", "py", "ipynb", "js", "mjs", "ts", "tsx",
+    "jsx", "java", "kt", "cpp", "hpp", "cc", "cs", "go", "rs", "rb", "php", "sh", "bash", "ps1",
+    "bat", "sql", "css", "scss", "png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "mp3",
+    "mp4", "wav", "mov", "mkv", "zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar", "exe", "dll",
+    "so", "dmg", "apk", "deb", "rpm", "jar", "whl", "safetensors", "onnx",
+], key=len, reverse=True)  # fmt: skip
+# (the longest first: `.json` before `.js`)
+#: URLs, e-mail addresses and file names, kept as written (their end trimmed by
+#: `verbatim_spans`)
 _VERBATIM = re.compile(
     r"(?:\b[a-z][a-z0-9+-]{1,15}://|\bwww\.)[^\s<>\"]+"
     r"|(?:\bmailto:)?(?<![\w.+-])[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)*"
-    r"|(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.]\w)",  # an IPv4 address
+    r"|(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.]\w)"  # an IPv4 address
+    # a file's name, in its folders: two characters or more, and an extension of FILE_TYPES
+    rf"|(?<![\w./@-])(?:[\w.-]+/)*[\w-]{{2,}}(?:\.[\w-]+)*\.(?:{'|'.join(FILE_TYPES)})"
+    r"(?![\w.]\w|[\w-])",
     re.IGNORECASE,
 )
 _CLOSING = {")": "(", "]": "[", "}": "{"}
@@ -103,13 +121,14 @@ def trim_address(text: str, start: int, end: int, extra: str = "") -> tuple[int,
 
 
 def _is_address(span: str) -> bool:
-    """Whether a match of _VERBATIM, trimmed, is an address: a URL, an IPv4 address, an e-mail
-    address whose host has a dot, or one whose host has none under the rule of _DOTLESS_HOST
-    (any, after `mailto:`). A `@mention` never matches: an address needs a local part."""
+    """Whether a match of _VERBATIM, trimmed, is an address: a URL, an IPv4 address or a file
+    name, an e-mail address whose host has a dot, or one whose host has none under the rule of
+    _DOTLESS_HOST (any, after `mailto:`). A `@mention` never matches: an address needs a local
+    part."""
     if "://" in span or span[:4].lower() == "www.":
         return True
     local, at, host = span.rpartition("@")
-    if not at:  # an IPv4 address
+    if not at:  # an IPv4 address or a file name
         return "." in span
     if "." in host:
         return True
