@@ -12,6 +12,7 @@ import io
 import random
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 from ebooklib import epub
@@ -488,3 +489,32 @@ class _TinyXml(Limits):
     @property
     def max_xml_bytes(self) -> int:
         return 100
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("version", ["epub3", "epub2"])
+def test_a_book_pandoc_made_is_translated_and_stays_a_book(version):
+    """pandoc's books (tests/fixtures/README.md): a title page, chapters titled by their file
+    names ("ch001.xhtml", which the model made "Knöcher.": a file name is kept as written),
+    footnotes and their links, a block quote, a list."""
+    src = (FIXTURES / f"pandoc-book-{version}.epub").read_bytes()
+    sent: list[str] = []
+
+    def recording(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return upper(texts)
+
+    out = translate_epub(src, recording, LIMITS, language="de")
+    well_formed(out)
+    assert not [t for t in sent if "xhtml" in t]
+    assert "A footnote about the night." in sent and "Apples" in sent
+    book = read_book(out)
+    assert book.get_metadata("DC", "title")[0][0] == "THE OLD HOUSE"
+    assert book.get_metadata("DC", "language")[0][0] == "de"
+    chapter = next(v for k, v in entries(out).items() if k.endswith("ch002.xhtml")).decode()
+    assert "<title>ch002.xhtml</title>" in chapter
+    assert 'IT WAS A <strong>DARK</strong> NIGHT.<a href="#fn1" class="footnote-ref"' in chapter
+    assert '<a href="ch001.xhtml#the-garden">THE GARDEN</a>' in chapter
+    assert 'xml:lang="de"' in chapter
