@@ -280,7 +280,7 @@ class Unit:
         # (a list's bullet or number before it, "• ✅ Done.", "1. ⚠️ ...", is no word
         # either; a count is: "5 🍕 for the team")
         first = next(
-            (m for m in marks if m.kind != "text" or not _LIST_MARK.match(m.value)), marks[0]
+            (m for m in marks if m.kind != "text" or not _LIST_MARK.match(str(m.value))), marks[0]
         )
         if first.kind == "atom" or (first.kind == "keep" and is_emoji(first.text)):
             # markup before the words (an icon before a paragraph) is rarely one of them, nor
