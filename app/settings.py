@@ -186,6 +186,12 @@ class Settings(BaseSettings):
     max_sentence_tokens: int = Field(
         200, ge=8, description="longer sentences are split into pieces"
     )
+    recase: bool = Field(
+        True,
+        description="a sentence in capitals or in Title Case is sent with each word cased as "
+        "the model's vocabulary writes it most often, and the translation of one in capitals "
+        "given back in capitals (model_core/truecase.py)",
+    )
     default_beam_size: int = Field(
         4, ge=1, le=MAX_BEAM, description="beam size when the request gives none"
     )

@@ -24,6 +24,7 @@ from starlette.types import Receive
 
 from model_core.langcodes import two_letter
 from model_core.translator import Translator
+from model_core.truecase import upper
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .detect import named, readable
@@ -506,15 +507,24 @@ async def _translate_with(
             out.append(at)
         return out
 
+    # a sentence in capitals or in Title Case: each word as the model's vocabulary writes it
+    # most often, the translation of one in capitals in capitals (model_core/truecase.py)
+    recaser = translator.truecaser if state.settings.recase else None
+
+    def added(requests: list[str]) -> tuple[list[list[int]], list[bool]]:
+        """`add` for each request, recased, and whether its translation goes in capitals."""
+        sent_as = [recaser.recase(r) if recaser else (r, False) for r in requests]
+        return [add(r) for r, _ in sent_as], [loud for _, loud in sent_as]
+
     # per text: prefix, and per sentence (per request of its Unit, else one: the indices of
-    # its pieces' results; the Unit that puts them together or None; separator): no pieces for
-    # a sentence kept as sent
-    layouts: list[tuple[str, list[tuple[list[list[int]], Unit | None, str]]]] = []
+    # its pieces' results; the Unit that puts them together or None; separator; per request,
+    # whether its translation goes in capitals): no pieces for a sentence kept as sent
+    layouts: list[tuple[str, list[tuple[list[list[int]], Unit | None, str, list[bool]]]]] = []
     payloads: list[list[int]] = []  # each distinct piece once (decoding is deterministic)
     sent: dict[tuple[int, ...], int] = {}  # a piece's token ids -> its index in `payloads`
     for text in texts:
         prefix, sentences = split_text(text, two_letter(translator.source_language))
-        layout: list[tuple[list[list[int]], Unit | None, str]] = []
+        layout: list[tuple[list[list[int]], Unit | None, str, list[bool]]] = []
         for sentence, sep in sentences:
             unit = None
             if verbatim_spans(sentence):  # URLs and e-mail addresses are copied as written
@@ -525,13 +535,15 @@ async def _translate_with(
                 # and the shipped models never do, so it was computed and thrown away
                 unit = builder.build(whole=False)  # None: no letters beside them
                 if unit is not None:
-                    layout.append(([add(r) for r in unit.requests], unit, sep))
+                    pieces, loud = added(unit.requests)
+                    layout.append((pieces, unit, sep, loud))
                     continue
             elif has_content(sentence):
-                layout.append(([add(sentence)], None, sep))
+                pieces, loud = added([sentence])
+                layout.append((pieces, None, sep, loud))
                 continue
             # no letter (a number, `---`), or nothing but addresses: kept as sent
-            layout.append(([], None, sentence + sep))
+            layout.append(([], None, sentence + sep, []))
         layouts.append((prefix, layout))
     n_sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
     over = await leg.claim(n_sentences, len(payloads))
@@ -587,12 +599,13 @@ async def _translate_with(
     outputs: list[list[str]] = [[] for _ in range(n_best)]  # per alternative, per text
     for prefix, layout in layouts:
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
-        for pieces, unit, sep in layout:
+        for pieces, unit, sep, loud in layout:
             chunks = [[results[i] for i in indices] for indices in pieces]
             for k in range(n_best):  # (no pieces: `sep` is the sentence kept as sent, and its own)
                 texts_k = [
                     " ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) for chunk in chunks
                 ]
+                texts_k = [upper(t) if up else t for t, up in zip(texts_k, loud, strict=True)]
                 if unit is not None:
                     texts_k = ["".join(t.text for t in unit.tokens(texts_k))]
                 parts[k].append("".join(texts_k) + sep)

@@ -32,6 +32,7 @@ from .checkpoint import CheckpointError
 from .cli import folder_of_models, integer, interruptible, number
 from .data import DataError, read_lines
 from .translator import Translator
+from .truecase import upper
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -66,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    p.add_argument(
+        "--recase",
+        action="store_true",
+        help="recase each line in capitals or in Title Case as the service does, and give the "
+        "translation of one in capitals in capitals (model_core/truecase.py)",
+    )
     args = p.parse_args(argv)
     if args.output is not None and (
         args.output.is_dir()
@@ -124,15 +131,18 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    sent, loud = list(sources), [False] * len(sources)
+    if args.recase:
+        sent, loud = map(list, zip(*map(translator.truecaser.recase, sources), strict=True))
     start = time.perf_counter()
     results = translator.translate_batch(
-        sources,
+        sent,
         beam_size=args.beam_size,
         length_penalty=args.length_penalty,
         max_batch_size=args.batch_size,
     )
     seconds = time.perf_counter() - start
-    hyps = [r.text for r in results]
+    hyps = [upper(r.text) if up else r.text for r, up in zip(results, loud, strict=True)]
     if args.output:
         try:  # (a full disk or a folder made read-only meanwhile was a traceback)
             args.output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

@@ -10,6 +10,7 @@ support it (float16 otherwise) and float32 on the CPU.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -25,6 +26,7 @@ from .linear_backend import choose_linear_backend
 from .marian import MarianTokenizer
 from .masks import pad_mask
 from .model import count_parameters, packed_linear_available
+from .truecase import NOUN_CAPITALS, Truecaser
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -200,6 +202,13 @@ class Translator:
     def max_source_tokens(self) -> int:
         """Longest source (pieces) the model accepts; one position is kept for EOS."""
         return self.config.max_positions - 1
+
+    @functools.cached_property
+    def truecaser(self) -> Truecaser:
+        """Recases a source sentence in capitals or in Title Case (model_core/truecase.py) by
+        the source tokenizer's pieces."""
+        title = two_letter(self.source_language) not in NOUN_CAPITALS
+        return Truecaser(self.source_tokenizer.sp, title=title)
 
     def encode_source(self, text: str, target: str | None = None) -> list[int]:
         """Source ids; a multi-target model gets the `target` language's token first (its

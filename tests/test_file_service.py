@@ -314,7 +314,7 @@ def test_odp_round_trip(server):
 
 
 def test_epub_round_trip(server):
-    """A book (LibreTranslate translates .epub) through the service and the shipped model:
+    """A book (LibreTranslate translates .epub) through the service (a model of random weights):
     its chapters, navigation, NCX and title translated, a reading system's XML throughout."""
     url, _ = server
     src = make_book()
