@@ -236,7 +236,7 @@ def test_a_sentence_all_in_one_run_or_pair_with_addresses_is_translated_whole(en
     b.text(sentence)
     tokens = translate_units([b.build(whole=False)], en_de)[0]
     plain = "".join(t.text for t in tokens)
-    assert plain == "Ich mag https://example.com/a und https://example.com/b viel."
+    assert plain == "Ich mag https://example.com/a und https://example.com/b sehr."
     assert translate_html(f"<p><b>{sentence}</b></p>", en_de) == f"<p><b>{plain}</b></p>"
     doc = docx.Document()
     doc.add_paragraph(sentence)
@@ -383,9 +383,9 @@ def test_an_address_at_the_start_or_the_end_of_a_sentence_stands_in_as_a_name(en
     )
     # markup that ends the block stays last, punctuation the model gives after it too
     md = translate_markdown(b"- Run `make test`\n", en_de, Limits())
-    assert md.decode() == "- Machen Sie `make test`\n"
+    assert md.decode() == "- Reiße `make test`\n"
     md = translate_markdown(b"- Run `make test`.\n", en_de, Limits())
-    assert md.decode() == "- Gehe `make test`!\n"
+    assert md.decode() == "- Runter `make test`!\n"
 
 
 def test_an_atom_whose_stand_in_does_not_come_back_once_cuts_the_sentence():
