@@ -32,6 +32,7 @@ from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
 from .formats.inline import (
     SOFT_HYPHEN,
+    STAND_INS,
     PlaceholderUse,
     Unit,
     UnitBuilder,
@@ -511,20 +512,27 @@ async def _translate_with(
     # most often, the translation of one in capitals in capitals (model_core/truecase.py)
     recaser = translator.truecaser if state.settings.recase else None
 
-    def added(requests: list[str]) -> tuple[list[list[int]], list[bool]]:
-        """`add` for each request, recased, and whether its translation goes in capitals."""
-        sent_as = [recaser.recase(r) if recaser else (r, False) for r in requests]
-        return [add(r) for r, _ in sent_as], [loud for _, loud in sent_as]
+    def added(requests: list[str]) -> tuple[list[list[int]], list[frozenset[str] | None]]:
+        """`add` for each request, recased; and per request, the names standing in for markup
+        that its translation keeps where it goes in capitals (else None)."""
+        pieces, loud = [], []
+        for request in requests:
+            sent_as, capitals = recaser.recase(request, STAND_INS) if recaser else (request, False)
+            pieces.append(add(sent_as))
+            names = frozenset(n for n in STAND_INS if re.search(rf"\b{n}\b", request))
+            loud.append(names if capitals else None)
+        return pieces, loud
 
     # per text: prefix, and per sentence (per request of its Unit, else one: the indices of
     # its pieces' results; the Unit that puts them together or None; separator; per request,
     # whether its translation goes in capitals): no pieces for a sentence kept as sent
-    layouts: list[tuple[str, list[tuple[list[list[int]], Unit | None, str, list[bool]]]]] = []
+    Layout = tuple[list[list[int]], Unit | None, str, list[frozenset[str] | None]]
+    layouts: list[tuple[str, list[Layout]]] = []
     payloads: list[list[int]] = []  # each distinct piece once (decoding is deterministic)
     sent: dict[tuple[int, ...], int] = {}  # a piece's token ids -> its index in `payloads`
     for text in texts:
         prefix, sentences = split_text(text, two_letter(translator.source_language))
-        layout: list[tuple[list[list[int]], Unit | None, str, list[bool]]] = []
+        layout: list[Layout] = []
         for sentence, sep in sentences:
             unit = None
             if verbatim_spans(sentence):  # URLs and e-mail addresses are copied as written
@@ -605,7 +613,10 @@ async def _translate_with(
                 texts_k = [
                     " ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) for chunk in chunks
                 ]
-                texts_k = [upper(t) if up else t for t, up in zip(texts_k, loud, strict=True)]
+                texts_k = [
+                    t if keep is None else upper(t, keep)
+                    for t, keep in zip(texts_k, loud, strict=True)
+                ]
                 if unit is not None:
                     texts_k = ["".join(t.text for t in unit.tokens(texts_k))]
                 parts[k].append("".join(texts_k) + sep)

@@ -2,41 +2,53 @@
 DO NOT ENTER") or in Title Case ("The Old House").
 
 Corpora of sentences have few of either, and a model trained on them translates such a
-sentence badly: the shipped en-de model gave "Der Alte Hosus" for "The Old House" (and "Das
-alte Haus" for "The old house"), and quotation marks and letters for "THE OLD HOUSE"; on the
-sentences of tatoeba/dev in capitals it scored 1.75 BLEU, written as below 39.47 (weights/
-README.md). So each word of such a sentence is sent as the source tokenizer's vocabulary writes
-it most often: among the word as written, in lower case and capitalised, the one that is a
-whole-word piece of the sentencepiece model with the highest score (its log-probability in
-the unigram model: how often the word was seen so); a word none of whose forms is a piece keeps
-its casing (in capitals: lower case). The first word is capitalised. "THE OLD HOUSE" is sent as
-"The old house", "DAS ALTE HAUS" as "Das alte Haus" (German writes "Haus" capitalised more
-often), "I SAW TOM" as "I saw Tom", "The History Of Germany" as "The history of Germany".
+sentence badly: the shipped en-de model of the third training run gave "Der Alte Hosus" for
+"The Old House" (and "Das alte Haus" for "The old house"), and quotation marks and letters
+for "THE OLD HOUSE"; the fourth run's, trained on such sentences for an hour, still scores 1.75
+BLEU on the sentences of tatoeba/dev in capitals as written, and 41.98 recased so
+(weights/README.md). Each word of such a sentence is sent as the source tokenizer's vocabulary
+writes it most often: among the word as written, in lower case and capitalised, the one that
+is a whole-word piece of the sentencepiece model with the highest score (its log-probability in
+the unigram model: how often the word was seen so). A word in capitals none of whose forms is a
+piece goes in lower case where that takes half as many pieces (a word the vocabulary cuts in
+two or three, "warning"), and is kept as written otherwise (an acronym, "FAQ", "MP3", takes a
+piece a letter either way), as is a Roman numeral ("II"); a word
+with an apostrophe is recased before it ("TOM'S": "Tom's"). The first word is capitalised.
+"THE OLD HOUSE" is sent as "The old house", "DAS ALTE HAUS" as "Das alte Haus" (German writes
+"Haus" capitalised more often), "I SAW TOM" as "I saw Tom", "The History of Germany" as "The
+history of Germany".
 
-German capitalises its nouns, so that many of its sentences look like Title Case: only its
-sentences in capitals are recased (`NOUN_CAPITALS`).
+A sentence is in Title Case where, after its first word, each word is capitalised or one of the
+minor words English titles keep in lower case ("of", "the", "and": `MINOR_WORDS`), more than
+half of its words are capitalised, and it does not end with `.` or `!` (a heading does not;
+"Welcome to New York City!" is a sentence with names). German capitalises its nouns, so that many
+of its sentences look so: only its sentences in capitals are recased (`NOUN_CAPITALS`).
 
-Placeholders (`<g1>`, `</g1>`, `<x2/>`: app/formats/inline.py) are left as they are, and a
-translation of a sentence in capitals is given back in capitals (`upper`) outside them.
+Placeholders (`<g1>`, `</g1>`, `<x2/>`: app/formats/inline.py) are left as they are, and so are
+the names that stand in for markup in a text sent (`names`: "Tom" in "VISIT Tom NOW" is no word
+of the sentence, neither for telling its case nor in its translation, where `upper` keeps it so
+that it is found). The translation of a sentence in capitals is given back in capitals.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from collections.abc import Collection
+from typing import Any
 
 #: the languages that capitalise their nouns (ISO 639-1): no Title Case is told in them
 NOUN_CAPITALS = frozenset({"de", "lb"})
+#: the words English titles keep in lower case inside a title (articles, conjunctions and
+#: short prepositions, as most style guides have it)
+MINOR_WORDS = frozenset(
+    ["a", "an", "the", "and", "but", "or", "nor", "for", "so", "yet", "as", "at", "by", "in"]
+    + ["of", "off", "on", "per", "to", "up", "via", "with", "from", "into"]
+)
 #: a placeholder of app/formats/inline.py, never recased
 _PLACEHOLDER = re.compile(r"</?[gx]\d+/?>")
 #: a word: letters, with the apostrophes and hyphens inside it
 _WORD = re.compile(r"[^\W\d_](?:[\w'\u2019-]*\w)?")
-
-
-class _Pieces(Protocol):
-    def get_piece_size(self) -> int: ...
-    def id_to_piece(self, i: int) -> str: ...
-    def get_score(self, i: int) -> float: ...
+_ROMAN = re.compile(r"[IVXLCDM]{2,}")
 
 
 def _text_parts(text: str) -> list[tuple[bool, str]]:
@@ -52,57 +64,92 @@ def _text_parts(text: str) -> list[tuple[bool, str]]:
     return out
 
 
-def upper(text: str) -> str:
-    """`text` in capitals, but for its placeholders."""
-    return "".join(part.upper() if is_text else part for is_text, part in _text_parts(text))
+def upper(text: str, keep: Collection[str] = ()) -> str:
+    """`text` in capitals, but for its placeholders and the words in `keep`."""
+
+    def word(m: re.Match[str]) -> str:
+        return m.group() if m.group() in keep else m.group().upper()
+
+    return "".join(_WORD.sub(word, part) if t else part for t, part in _text_parts(text))
+
+
+def _cased(word: str) -> bool:
+    return any(c.isupper() or c.islower() for c in word)
+
+
+def kind(text: str, names: Collection[str] = ()) -> str | None:
+    """ "capitals" for a sentence in capitals (two cased letters or more, none in lower case),
+    "title" for one in Title Case (see the module docstring), else None; `names`: words that
+    stand in for markup, not counted."""
+    words = [
+        w
+        for is_text, part in _text_parts(text)
+        if is_text
+        for w in _WORD.findall(part)
+        if w not in names
+    ]
+    cased = [c for w in words for c in w if c.isupper() or c.islower()]
+    if len(cased) >= 2 and not any(c.islower() for c in cased):
+        return "capitals"
+    rest = [w for w in words[1:] if len(w) > 1 and _cased(w)]
+    if not rest or text.rstrip()[-1:] in (".", "!"):
+        return None
+    if any(not w[0].isupper() and w.lower() not in MINOR_WORDS for w in rest):
+        return None
+    if 2 * sum(w[0].isupper() for w in rest) <= len(rest):
+        return None
+    return "title"
 
 
 class Truecaser:
     """Recases sentences in capitals or in Title Case by a sentencepiece model's pieces."""
 
-    def __init__(self, sp: _Pieces, title: bool = True):
-        """`title`: whether Title Case is recased (not for a language that capitalises its
-        nouns, German: most of its sentences look so)."""
-        self.title = title
+    def __init__(self, sp: Any, title: bool = True):
+        """`sp`: a sentencepiece.SentencePieceProcessor; `title`: whether Title Case is
+        recased (not for a language that capitalises its nouns)."""
+        self.sp, self.title = sp, title
         self.scores: dict[str, float] = {}
         for i in range(sp.get_piece_size()):
             piece = sp.id_to_piece(i)
             if piece.startswith("\u2581") and len(piece) > 1:
                 self.scores[piece[1:]] = sp.get_score(i)
 
-    @staticmethod
-    def kind(text: str) -> str | None:
-        """ "capitals" for a sentence in capitals (two cased letters or more, none in lower
-        case), "title" for one in Title Case (two words or more; every word after the first
-        of four letters or more capitalised, and one at least), else None."""
-        words = [w for is_text, part in _text_parts(text) if is_text for w in _WORD.findall(part)]
-        cased = [c for w in words for c in w if c.isupper() or c.islower()]
-        if len(cased) >= 2 and not any(c.islower() for c in cased):
-            return "capitals"
-        rest = [w for w in words[1:] if len(w) > 1 and any(c.isupper() or c.islower() for c in w)]
-        if not rest or any(len(w) > 4 and not w[0].isupper() for w in rest):
-            return None
-        if 2 * sum(w[0].isupper() for w in rest) <= len(rest):
-            return None  # (mostly short words in lower case: "How do I get to Park Street?")
-        return "title"
+    def kind(self, text: str, names: Collection[str] = ()) -> str | None:
+        """`kind`, but None for Title Case where it is not recased."""
+        found = kind(text, names)
+        return None if found == "title" and not self.title else found
 
     def _best(self, word: str, capitals: bool) -> str:
+        split = re.split(r"(['\u2019])", word, maxsplit=1)
+        if len(split) == 3 and split[0]:  # "TOM'S": "Tom" and "'s"
+            base, apostrophe, rest = split
+            return self._best(base, capitals) + apostrophe + (rest.lower() if capitals else rest)
         forms = [word, word.lower(), word[:1].upper() + word[1:].lower()]
         scored = [(self.scores[f], -n, f) for n, f in enumerate(forms) if f in self.scores]
-        if not scored:
-            return word.lower() if capitals else word
-        return max(scored)[2]
+        if scored:
+            return max(scored)[2]
+        if not capitals or _ROMAN.fullmatch(word):
+            return word
+        # (a word the vocabulary cuts in two or three takes twice as many pieces in capitals, or
+        # more; an acronym, "FAQ", takes a piece a letter either way)
+        pieces = len(self.sp.encode(word, out_type=str))
+        lower = len(self.sp.encode(word.lower(), out_type=str))
+        return word.lower() if 2 * lower <= pieces else word
 
-    def recase(self, text: str) -> tuple[str, bool]:
-        """`text` to send, and whether its translation goes back in capitals; `text` itself
-        where its casing says something of its words."""
-        kind = self.kind(text)
-        if kind is None or (kind == "title" and not self.title):
+    def recase(self, text: str, names: Collection[str] = ()) -> tuple[str, bool]:
+        """`text` to send, and whether its translation goes back in capitals (`upper`, with
+        `names` kept); `text` itself where its casing says something of its words."""
+        found = self.kind(text, names)
+        if found is None:
             return text, False
-        capitals = kind == "capitals"
+        capitals = found == "capitals"
         first = [True]
 
         def word(m: re.Match[str]) -> str:
+            if m.group() in names or (
+                len(m.group()) == 1 and m.string[m.end() : m.end() + 1] == "."
+            ):
+                return m.group()  # (a name standing in for markup; an initial, "U.S.A.")
             out = self._best(m.group(), capitals)
             if first:
                 first.clear()

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from model_core.tokenizer import Tokenizer
-from model_core.truecase import Truecaser, upper
+from model_core.truecase import Truecaser, kind, upper
 from tests.service_helpers import serve_in_thread
 
 WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
@@ -22,7 +22,7 @@ def english() -> Truecaser:
 
 
 @pytest.mark.parametrize(
-    ("text", "kind"),
+    ("text", "told"),
     [
         ("THE OLD HOUSE", "capitals"),
         ("WARNING: DO NOT ENTER!", "capitals"),
@@ -34,13 +34,16 @@ def english() -> Truecaser:
         ("How do I get to Park Street?", None),  # names in a sentence
         ("Excuse me. Who are you?", None),
         ("I love Tom and Mary.", None),
+        ("I met Tom and Mary in New York", None),  # "met": no minor word
+        ("Welcome to New York City!", None),  # a heading has no final "!" or "."
+        ("VISIT Tom NOW", "capitals"),  # a name standing in for markup is no word of it
         ("USA", "capitals"),
         ("I", None),  # one letter says nothing
         ("1984", None),
     ],
 )
-def test_a_sentence_whose_casing_says_nothing_is_told(text, kind):
-    assert Truecaser.kind(text) == kind
+def test_a_sentence_whose_casing_says_nothing_is_told(text, told):
+    assert kind(text, names=("Tom", "Boston", "Paris")) == told
 
 
 @pytest.mark.parametrize(
@@ -51,6 +54,10 @@ def test_a_sentence_whose_casing_says_nothing_is_told(text, kind):
         ("The History Of Germany", "The history of Germany", False),
         ("<g1>WARNING</g1>: DO NOT ENTER", "<g1>Warning</g1>: do not enter", True),
         ("USA", "USA", True),  # a piece as written: kept so
+        ("THE FAQ PAGE", "The FAQ page", True),  # an acronym no piece holds: as written
+        ("WARNING", "Warning", True),  # a word the vocabulary cuts in pieces
+        ("I SAW TOM'S CAR IN THE U.S.A.", "I saw Tom's car in the U.S.A.", True),
+        ("WORLD WAR II", "World war II", True),
         ("I love Tom.", "I love Tom.", False),  # as it is
     ],
 )
@@ -59,21 +66,22 @@ def test_each_word_is_cased_as_the_vocabulary_writes_it_most_often(english, text
 
 
 def test_german_nouns_keep_their_capital_and_no_title_case_is_told():
-    """German capitalises its nouns: "Der Bus fuhr in Richtung Norden." looks like Title Case
-    ("Bus" became "bus", the English word being more frequent in the shared vocabulary)."""
+    """German capitalises its nouns: "Der Bus in Richtung Norden" looks like Title Case ("Bus"
+    became "bus", the English word being more frequent in the shared vocabulary)."""
     from model_core.translator import Translator
 
     german = Translator.load(WEIGHTS / "de-en", device="cpu").truecaser
     assert german.recase("DAS ALTE HAUS IST SCHÖN") == ("Das alte Haus ist schön", True)
-    sentence = "Der Bus fuhr in Richtung Norden."
+    sentence = "Der Bus in Richtung Norden"
     assert german.recase(sentence) == (sentence, False)
     assert Truecaser(Tokenizer(WEIGHTS / "de-en" / "spm.model").sp).recase(sentence)[0] != (
         sentence
     )
 
 
-def test_upper_leaves_placeholders_as_they_are():
+def test_upper_leaves_placeholders_and_the_names_standing_in_as_they_are():
     assert upper("<g1>Straße</g1> und <x2/> hier") == "<g1>STRASSE</g1> UND <x2/> HIER"
+    assert upper("Besuchen Sie Tom jetzt", keep={"Tom"}) == "BESUCHEN SIE Tom JETZT"
 
 
 @pytest.mark.parametrize("recase", [True, False])
@@ -82,10 +90,15 @@ def test_the_service_translates_a_heading_in_capitals_into_capitals(recase):
     MT_RECASE=false sends every sentence as it is written."""
     with serve_in_thread(WEIGHTS, warmup=False, recase=recase) as (url, _):
         q = ["THE OLD HOUSE", "The Old House", "The old house", "I love you."]
+        q.append("VISIT https://example.com TODAY.")  # a name stands in for the address
         body = {"q": q, "source": "en", "target": "de"}
         out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
     if recase:
         assert out[:3] == ["DAS ALTE HAUS", "Das alte Haus", "Das alte Haus"]
+        # the address where it was, the words around it in capitals
+        assert "https://example.com" in out[4] and out[4] == out[4].upper().replace(
+            "HTTPS://EXAMPLE.COM", "https://example.com"
+        ), out[4]
     else:
         assert out[2] == "Das alte Haus" and out[0] != "DAS ALTE HAUS"
     assert out[3] == "Ich liebe dich."
