@@ -5,14 +5,14 @@ Corpora of sentences have few of either, and a model trained on them translates 
 sentence badly: the shipped en-de model of the third training run gave "Der Alte Hosus" for
 "The Old House" (and "Das alte Haus" for "The old house"), and quotation marks and letters
 for "THE OLD HOUSE"; the fourth run's, trained on such sentences for an hour, still scores 1.75
-BLEU on the sentences of tatoeba/dev in capitals as written, and 41.98 recased so
+BLEU on the sentences of tatoeba/dev in capitals as written, and 42.17 recased so
 (weights/README.md). Each word of such a sentence is sent as the source tokenizer's vocabulary
 writes it most often: among the word as written, in lower case and capitalised, the one that
 is a whole-word piece of the sentencepiece model with the highest score (its log-probability in
 the unigram model: how often the word was seen so). A word in capitals none of whose forms is a
-piece goes in lower case where that takes half as many pieces (a word the vocabulary cuts in
-two or three, "warning"), and is kept as written otherwise (an acronym, "FAQ", "MP3", takes a
-piece a letter either way), as is a Roman numeral ("II"); a word
+piece goes in lower case (a word the vocabulary cuts in two or three, "warning"), but where it
+has a digit ("MP3") or three letters or more that the vocabulary spells a piece a letter in
+lower case too (an acronym, "FAQ"): kept as written, as is a Roman numeral ("II"); a word
 with an apostrophe is recased before it ("TOM'S": "Tom's"). The first word is capitalised.
 "THE OLD HOUSE" is sent as "The old house", "DAS ALTE HAUS" as "Das alte Haus" (German writes
 "Haus" capitalised more often), "I SAW TOM" as "I saw Tom", "The History of Germany" as "The
@@ -130,11 +130,10 @@ class Truecaser:
             return max(scored)[2]
         if not capitals or _ROMAN.fullmatch(word):
             return word
-        # (a word the vocabulary cuts in two or three takes twice as many pieces in capitals, or
-        # more; an acronym, "FAQ", takes a piece a letter either way)
-        pieces = len(self.sp.encode(word, out_type=str))
-        lower = len(self.sp.encode(word.lower(), out_type=str))
-        return word.lower() if 2 * lower <= pieces else word
+        # (an acronym, "FAQ", the vocabulary spells a letter a piece in lower case too; a word
+        # with a digit, "MP3", is a name)
+        spelled = len(self.sp.encode(word.lower(), out_type=str)) >= len(word) >= 3
+        return word if spelled or any(c.isdigit() for c in word) else word.lower()
 
     def recase(self, text: str, names: Collection[str] = ()) -> tuple[str, bool]:
         """`text` to send, and whether its translation goes back in capitals (`upper`, with
