@@ -186,6 +186,11 @@ class Settings(BaseSettings):
     max_sentence_tokens: int = Field(
         200, ge=8, description="longer sentences are split into pieces"
     )
+    normalize_quotes: bool = Field(
+        True,
+        description="typographic double quotation marks (“ ” „ « ») are read as the straight "
+        "one by the model (app/translate.py QUOTES); the translation keeps what the model writes",
+    )
     recase: bool = Field(
         True,
         description="a sentence in capitals or in Title Case is sent with each word cased as "

@@ -486,11 +486,12 @@ async def _translate_with(
     max_length = max_length or model_max_length(state.settings, translator)
 
     encoded: dict[str, list[int]] = {}  # each piece is tokenized once (counted, then sent)
+    unread = UNREAD_QUOTES if state.settings.normalize_quotes else UNREAD
 
     def encode(text: str) -> list[int]:
         if text not in encoded:
             # (UNREAD: sent, they cut a word into letters and bytes for the model)
-            encoded[text] = translator.encode_source(text.translate(UNREAD), target)
+            encoded[text] = translator.encode_source(text.translate(unread), target)
         return encoded[text]
 
     def count(text: str) -> int:
@@ -631,6 +632,13 @@ async def _translate_with(
 #: ("transla\u00adtion": "tra n s l a <0xC2> ..."; a zero-width space read as a space). Zero-width
 #: joiners and non-joiners stay: Persian and Indic scripts spell with them, emoji join with them.
 UNREAD = str.maketrans(dict.fromkeys(SOFT_HYPHEN + "\u200b\u2060\ufeff"))
+#: typographic double quotation marks, read as the straight one (`MT_NORMALIZE_QUOTES`): the
+#: English side of the shipped models' corpus has none, and a sentence quoted so came out as
+#: nonsense ("“Come home,” she said." gave "ER PRACHT, hat sie gesagt.", with straight
+#: quotation marks "„Kommen Sie zu Hause, sagte sie."); the model writes its own in the
+#: translation
+QUOTES = str.maketrans(dict.fromkeys("\u201c\u201d\u201e\u201f\u00ab\u00bb\u2033", '"'))
+UNREAD_QUOTES = {**UNREAD, **QUOTES}
 
 
 def without_addresses(text: str) -> str:

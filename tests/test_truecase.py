@@ -114,3 +114,14 @@ def test_mt_evaluate_recases_as_the_service_does(tmp_path):
     assert out.read_text(encoding="utf-8").splitlines() == ["DAS ALTE HAUS", "Das alte Haus"]
     assert evaluate.main(args) == 0
     assert out.read_text(encoding="utf-8").splitlines()[0] != "DAS ALTE HAUS"
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_typographic_quotation_marks_are_read_as_straight_ones(normalize):
+    """The English side of the shipped models' corpus has straight quotation marks only: "“Come
+    home,” she said." gave "ER PRACHT, hat sie gesagt." (a pandoc book writes them so)."""
+    with serve_in_thread(WEIGHTS, warmup=False, normalize_quotes=normalize) as (url, _):
+        q = ["\u201cCome home,\u201d she said.", '"Come home," she said.']
+        body = {"q": q, "source": "en", "target": "de"}
+        out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
+    assert (out[0] == out[1]) is normalize, out
