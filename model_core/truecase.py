@@ -19,8 +19,8 @@ with an apostrophe is recased before it ("TOM'S": "Tom's"). The first word is ca
 history of Germany".
 
 A sentence is in Title Case where, after its first word, each word is capitalised or one of the
-minor words English titles keep in lower case ("of", "the", "and": `MINOR_WORDS`), more than
-half of its words are capitalised, and it does not end with `.` or `!` (a heading does not;
+minor words English titles keep in lower case ("of", "the", "and": `MINOR_WORDS`), one at least
+is capitalised, and it does not end with `.` or `!` (a heading does not;
 "Welcome to New York City!" is a sentence with names). German capitalises its nouns, so that many
 of its sentences look so: only its sentences in capitals are recased (`NOUN_CAPITALS`).
 
@@ -96,9 +96,7 @@ def kind(text: str, names: Collection[str] = ()) -> str | None:
         return None
     if any(not w[0].isupper() and w.lower() not in MINOR_WORDS for w in rest):
         return None
-    if 2 * sum(w[0].isupper() for w in rest) <= len(rest):
-        return None
-    return "title"
+    return "title" if any(w[0].isupper() for w in rest) else None
 
 
 class Truecaser:

@@ -30,6 +30,7 @@ def english() -> Truecaser:
         ("The Old House", "title"),
         ("A Letter from My Father", "title"),
         ("How to Cook Rice", "title"),
+        ("Results for the Year", "title"),  # minor words, however many
         ("The old house", None),
         ("How do I get to Park Street?", None),  # names in a sentence
         ("Excuse me. Who are you?", None),
