@@ -513,6 +513,9 @@ def test_a_book_pandoc_made_is_translated_and_stays_a_book(version):
     book = read_book(out)
     assert book.get_metadata("DC", "title")[0][0] == "THE OLD HOUSE"
     assert book.get_metadata("DC", "language")[0][0] == "de"
+    # the guide's reference (EPUB 2's landmarks) titled as the book is
+    package = entries(out)["EPUB/content.opf"].decode()
+    assert '<reference type="toc" title="THE OLD HOUSE" href="nav.xhtml"/>' in package
     chapter = next(v for k, v in entries(out).items() if k.endswith("ch002.xhtml")).decode()
     assert "<title>ch002.xhtml</title>" in chapter
     assert 'IT WAS A <strong>DARK</strong> NIGHT.<a href="#fn1" class="footnote-ref"' in chapter

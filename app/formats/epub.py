@@ -18,7 +18,8 @@ Translated, in one call for the whole book:
   for XML, which a reading system requires: one bare `&` and it refuses the chapter);
 - the NCX table of contents of an EPUB 2 book: its title and its entries' labels;
 - the package's titles and description (a description written as HTML, as Calibre writes it,
-  translated as HTML); its first `dc:language` becomes the target's, and the `xml:lang` of
+  translated as HTML), and the titles of its guide's references (EPUB 2's landmarks: "Cover",
+  "Table of Contents"); its first `dc:language` becomes the target's, and the `xml:lang` of
   the package and of what was translated with it.
 
 Author names, subjects, identifiers, styles, images and fonts are not translated. Every entry
@@ -226,12 +227,15 @@ def _decode(name: str, raw: bytes) -> tuple[str, str, bytes]:
 
 
 class _Slot:
-    """A text of the NCX or the package (a title, a label): its element, the whitespace
-    around its text, and its unit (or, for a description written as HTML, its document)."""
+    """A text of the NCX or the package (a title, a label): its element (and `attribute`,
+    where the text is that attribute's value), the whitespace around its text, and its unit
+    (or, for a description written as HTML, its document)."""
 
-    def __init__(self, element: etree._Element, limit: int, html: bool = False):
-        self.element = element
-        text = element.text or ""
+    def __init__(
+        self, element: etree._Element, limit: int, html: bool = False, attribute: str = ""
+    ):
+        self.element, self.attribute = element, attribute
+        text = (element.get(attribute) if attribute else element.text) or ""
         stripped = text.strip()
         self.before = text[: len(text) - len(text.lstrip())]
         self.after = text[len(text.rstrip()) :]
@@ -259,7 +263,11 @@ class _Slot:
         else:
             text = "".join(t.text for t in tokens[0])
         # (lxml refuses the characters XML cannot hold, which a model may write)
-        self.element.text = self.before + NOT_XML.sub("", text) + self.after
+        text = self.before + NOT_XML.sub("", text) + self.after
+        if self.attribute:
+            self.element.set(self.attribute, text)
+            return True
+        self.element.text = text
         written = self.element.get(_XML_LANG)
         if language is not None and written is not None and not names_language(written, language):
             self.element.set(_XML_LANG, language)
@@ -396,6 +404,10 @@ def translate_epub(
         for element in metadata.iter(_DC + "title", _DC + "description"):
             html = element.tag == _DC + "description"
             slots.append((package_name, _Slot(element, limits.max_request_chars, html)))
+    for reference in package.iterfind(f"{_OPF}guide/{_OPF}reference"):  # (EPUB 2's landmarks)
+        if reference.get("title"):
+            slot = _Slot(reference, limits.max_request_chars, attribute="title")
+            slots.append((package_name, slot))
 
     units = [u for d in docs for u in d.doc.units] + [u for _, s in slots for u in s.units]
     with kept_languages() as kept:  # the language of each text kept as it is
