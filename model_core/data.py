@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from .truecase import MINOR_WORDS
+
 
 class DataError(Exception):
     """A problem with the training or evaluation files; the message says which file and line."""
@@ -68,36 +70,6 @@ VARIANTS = ("strip_final_punctuation", "lowercase_first_letter", "title_case", "
 #: the longest source (in words) that --title-case writes as a heading, and --upper-case in
 #: capitals
 TITLE_WORDS, UPPER_WORDS = 10, 20
-#: the words English titles keep in lower case inside a title (articles, conjunctions and
-#: short prepositions, as most style guides have it)
-MINOR_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "but",
-        "or",
-        "nor",
-        "for",
-        "so",
-        "yet",
-        "as",
-        "at",
-        "by",
-        "in",
-        "of",
-        "off",
-        "on",
-        "per",
-        "to",
-        "up",
-        "via",
-        "with",
-        "from",
-        "into",
-    ]
-)
 
 
 def title_cased(text: str, every_word: bool = False) -> str:
