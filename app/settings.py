@@ -197,6 +197,12 @@ class Settings(BaseSettings):
         "the model's vocabulary writes it most often, and the translation of one in capitals "
         "given back in capitals (model_core/truecase.py)",
     )
+    keep_numbers: bool = Field(
+        True,
+        description="a sentence with numbers of two digits or more is translated as written "
+        "and with stand-in numbers, and the translation that keeps the source's numbers is "
+        "given (model_core/numbers.py)",
+    )
     default_beam_size: int = Field(
         4, ge=1, le=MAX_BEAM, description="beam size when the request gives none"
     )

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from starlette.types import Receive
 
 from model_core.langcodes import two_letter
+from model_core.numbers import keep_numbers, protect
 from model_core.translator import Translator
 from model_core.truecase import upper
 
@@ -469,6 +470,31 @@ async def translate_leg(
         ) from None
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What is sent for one request of a sentence: the indices of its pieces' results, the
+    names standing in for markup that its translation keeps where it goes in capitals (else
+    None: it does not), the text sent, and where it has numbers to keep (model_core/numbers.py)
+    the indices of the pieces of that text with stand-in numbers and what they stand for."""
+
+    pieces: list[int]
+    loud: frozenset[str] | None
+    source: str
+    protected: list[int]
+    numbers: dict[str, str]
+
+    def text(self, results: Sequence[SentenceResult], k: int) -> str:
+        """Its translation, alternative `k` (or the last one there is)."""
+
+        def joined(indices: list[int]) -> str:
+            return " ".join(results[i].texts[min(k, len(results[i].texts) - 1)] for i in indices)
+
+        text = joined(self.pieces)
+        if self.numbers:
+            text, _ = keep_numbers(self.source, text, joined(self.protected), self.numbers)
+        return text if self.loud is None else upper(text, self.loud)
+
+
 async def _translate_with(
     state: Any,
     model: str,
@@ -513,21 +539,30 @@ async def _translate_with(
     # most often, the translation of one in capitals in capitals (model_core/truecase.py)
     recaser = translator.truecaser if state.settings.recase else None
 
-    def added(requests: list[str]) -> tuple[list[list[int]], list[frozenset[str] | None]]:
-        """`add` for each request, recased; and per request, the names standing in for markup
-        that its translation keeps where it goes in capitals (else None)."""
-        pieces, loud = [], []
+    def added(requests: list[str]) -> list[Sent]:
+        """What is sent for each request: `add`ed, recased, and with numbers kept."""
+        out = []
         for request in requests:
             sent_as, capitals = recaser.recase(request, STAND_INS) if recaser else (request, False)
-            pieces.append(add(sent_as))
             names = frozenset(n for n in STAND_INS if re.search(rf"\b{n}\b", request))
-            loud.append(names if capitals else None)
-        return pieces, loud
+            numbers: dict[str, str] = {}
+            if state.settings.keep_numbers:
+                protected, numbers = protect(sent_as)
+            out.append(
+                Sent(
+                    add(sent_as),
+                    names if capitals else None,
+                    sent_as,
+                    add(protected) if numbers else [],
+                    numbers,
+                )
+            )
+        return out
 
-    # per text: prefix, and per sentence (per request of its Unit, else one: the indices of
-    # its pieces' results; the Unit that puts them together or None; separator; per request,
-    # whether its translation goes in capitals): no pieces for a sentence kept as sent
-    Layout = tuple[list[list[int]], Unit | None, str, list[frozenset[str] | None]]
+    # per text: prefix, and per sentence (per request of its Unit, else one: what is sent;
+    # the Unit that puts them together or None; separator): none sent for a sentence kept
+    # as it is
+    Layout = tuple[list[Sent], Unit | None, str]
     layouts: list[tuple[str, list[Layout]]] = []
     payloads: list[list[int]] = []  # each distinct piece once (decoding is deterministic)
     sent: dict[tuple[int, ...], int] = {}  # a piece's token ids -> its index in `payloads`
@@ -544,15 +579,13 @@ async def _translate_with(
                 # and the shipped models never do, so it was computed and thrown away
                 unit = builder.build(whole=False)  # None: no letters beside them
                 if unit is not None:
-                    pieces, loud = added(unit.requests)
-                    layout.append((pieces, unit, sep, loud))
+                    layout.append((added(unit.requests), unit, sep))
                     continue
             elif has_content(sentence):
-                pieces, loud = added([sentence])
-                layout.append((pieces, None, sep, loud))
+                layout.append((added([sentence]), None, sep))
                 continue
             # no letter (a number, `---`), or nothing but addresses: kept as sent
-            layout.append(([], None, sentence + sep, []))
+            layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
     n_sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
     over = await leg.claim(n_sentences, len(payloads))
@@ -608,16 +641,9 @@ async def _translate_with(
     outputs: list[list[str]] = [[] for _ in range(n_best)]  # per alternative, per text
     for prefix, layout in layouts:
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
-        for pieces, unit, sep, loud in layout:
-            chunks = [[results[i] for i in indices] for indices in pieces]
-            for k in range(n_best):  # (no pieces: `sep` is the sentence kept as sent, and its own)
-                texts_k = [
-                    " ".join(r.texts[min(k, len(r.texts) - 1)] for r in chunk) for chunk in chunks
-                ]
-                texts_k = [
-                    t if keep is None else upper(t, keep)
-                    for t, keep in zip(texts_k, loud, strict=True)
-                ]
+        for sents, unit, sep in layout:
+            for k in range(n_best):  # (none sent: `sep` is the sentence kept as sent, and its own)
+                texts_k = [one.text(results, k) for one in sents]
                 if unit is not None:
                     texts_k = ["".join(t.text for t in unit.tokens(texts_k))]
                 parts[k].append("".join(texts_k) + sep)

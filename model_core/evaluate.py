@@ -31,6 +31,7 @@ import sacrebleu
 from .checkpoint import CheckpointError
 from .cli import folder_of_models, integer, interruptible, number
 from .data import DataError, read_lines
+from .numbers import holds_numbers, keep_numbers, protect
 from .translator import Translator
 from .truecase import upper
 
@@ -72,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="recase each line in capitals or in Title Case as the service does, and give the "
         "translation of one in capitals in capitals (model_core/truecase.py)",
+    )
+    p.add_argument(
+        "--keep-numbers",
+        action="store_true",
+        help="translate each line with numbers also with stand-in numbers, and keep the "
+        "translation that holds the source's numbers, as the service does (model_core/numbers.py)",
     )
     args = p.parse_args(argv)
     if args.output is not None and (
@@ -141,8 +148,24 @@ def main(argv: list[str] | None = None) -> int:
         length_penalty=args.length_penalty,
         max_batch_size=args.batch_size,
     )
+    texts = [r.text for r in results]
+    again: list = []  # (the lines with numbers, translated with stand-ins)
+    kept_how: dict[str, int] = {}  # how the lines with numbers to keep were given
+    if args.keep_numbers:
+        protected = [protect(line) for line in sent]
+        numbered = [i for i, (_, numbers) in enumerate(protected) if numbers]
+        again = translator.translate_batch(
+            [protected[i][0] for i in numbered],
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+            max_batch_size=args.batch_size,
+        )
+        for i, result in zip(numbered, again, strict=True):
+            texts[i], how = keep_numbers(sent[i], texts[i], result.text, protected[i][1])
+            kept_how[how] = kept_how.get(how, 0) + 1
     seconds = time.perf_counter() - start
-    hyps = [upper(r.text) if up else r.text for r, up in zip(results, loud, strict=True)]
+    hyps = [upper(t) if up else t for t, up in zip(texts, loud, strict=True)]
+    with_numbers = [i for i, line in enumerate(sources) if protect(line)[1]]
     if args.output:
         try:  # (a full disk or a folder made read-only meanwhile was a traceback)
             args.output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -159,14 +182,22 @@ def main(argv: list[str] | None = None) -> int:
         "beam_size": args.beam_size,
         "seconds": round(seconds, 2),
         "sentences_per_s": round(len(hyps) / seconds, 1),
-        "generated_tokens_per_s": round(sum(r.output_tokens + 1 for r in results) / seconds, 1),
+        "generated_tokens_per_s": round(
+            sum(r.output_tokens + 1 for r in [*results, *again]) / seconds, 1
+        ),
         # outputs that ran to the length limit (cut there, or ended by the EOS a Marian
         # model's decoding forces there): a model that repeats itself shows here
         "at_length_limit": sum(r.hypotheses[0].at_limit for r in results if r.hypotheses),
         "word_repeated": sum(map(repeats_a_word, hyps)),
+        # the lines with a number of two digits or more (or a sign or separators), and those
+        # whose translation holds each of them (model_core/numbers.py; by sign and digits)
+        "lines_with_numbers": len(with_numbers),
+        "numbers_held": sum(holds_numbers(sources[i], hyps[i]) for i in with_numbers),
         "device": str(translator.device),
         "dtype": str(translator.dtype).replace("torch.", ""),
     }
+    if args.keep_numbers:  # how the lines with numbers were given (model_core/numbers.py)
+        report["numbers_given"] = kept_how
     if refs is not None:
         bleu_metric = sacrebleu.BLEU()
         bleu = bleu_metric.corpus_score(hyps, [refs])
