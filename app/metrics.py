@@ -90,7 +90,8 @@ class Metrics:
         self.sentences = Counter(
             "mt_sentences_total",
             "texts decoded (each piece of a long sentence, a text sent whole and in pieces"
-            " both ways, each leg of a pivot; a piece repeated within a request once)",
+            " both ways, a text with numbers or names to keep as written and with stand-ins,"
+            " each leg of a pivot; a piece repeated within a request once)",
             registry=r,
         )
         self.rejected = Counter(

@@ -201,7 +201,13 @@ class Settings(BaseSettings):
         True,
         description="a sentence with numbers of two digits or more is translated as written "
         "and with stand-in numbers, and the translation that keeps the source's numbers is "
-        "given (model_core/numbers.py)",
+        "given (model_core/verbatim.py)",
+    )
+    keep_names: bool = Field(
+        True,
+        description="a sentence with names the model's vocabulary does not know (not in a "
+        "language that capitalises its nouns) is translated as written and with stand-in "
+        "names, and the translation that keeps the names is given (model_core/verbatim.py)",
     )
     default_beam_size: int = Field(
         4, ge=1, le=MAX_BEAM, description="beam size when the request gives none"

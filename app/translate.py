@@ -23,9 +23,9 @@ from pydantic import ValidationError
 from starlette.types import Receive
 
 from model_core.langcodes import two_letter
-from model_core.numbers import keep_numbers, protect
 from model_core.translator import Translator
 from model_core.truecase import upper
+from model_core.verbatim import has_numbers, keep, notation, protect
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
 from .detect import named, readable
@@ -474,14 +474,18 @@ async def translate_leg(
 class Sent:
     """What is sent for one request of a sentence: the indices of its pieces' results, the
     names standing in for markup that its translation keeps where it goes in capitals (else
-    None: it does not), the text sent, and where it has numbers to keep (model_core/numbers.py)
-    the indices of the pieces of that text with stand-in numbers and what they stand for."""
+    None: it does not), the text sent, and where it has numbers or names to keep
+    (model_core/verbatim.py) the indices of the pieces of that text with stand-ins and what
+    they stand for."""
 
     pieces: list[int]
     loud: frozenset[str] | None
     source: str
-    protected: list[int]
-    numbers: dict[str, str]
+    protected: list[int]  # (filled once the request is within its share: `_translate_with`)
+    stand_ins: dict[str, str]
+    checked: bool  # whether what it keeps is checked (it has stand-ins, or numbers to keep)
+    protected_text: str
+    write: Callable[[str], str]  # how a number of the source is written in the translation
 
     def text(self, results: Sequence[SentenceResult], k: int) -> str:
         """Its translation, alternative `k` (or the last one there is)."""
@@ -490,8 +494,9 @@ class Sent:
             return " ".join(results[i].texts[min(k, len(results[i].texts) - 1)] for i in indices)
 
         text = joined(self.pieces)
-        if self.numbers:
-            text, _ = keep_numbers(self.source, text, joined(self.protected), self.numbers)
+        if self.checked:
+            stand_in_text = joined(self.protected) if self.protected else None
+            text, _ = keep(self.source, text, stand_in_text, self.stand_ins, self.write)
         return text if self.loud is None else upper(text, self.loud)
 
 
@@ -538,23 +543,28 @@ async def _translate_with(
     # a sentence in capitals or in Title Case: each word as the model's vocabulary writes it
     # most often, the translation of one in capitals in capitals (model_core/truecase.py)
     recaser = translator.truecaser if state.settings.recase else None
+    # numbers and names the model does not know, kept as written (model_core/verbatim.py)
+    keep_numbers, keep_names = state.settings.keep_numbers, state.settings.keep_names
+    write = notation(two_letter(translator.source_language), two_letter(target))
 
     def added(requests: list[str]) -> list[Sent]:
-        """What is sent for each request: `add`ed, recased, and with numbers kept."""
+        """What is sent for each request: `add`ed, recased, with numbers and names kept."""
         out = []
         for request in requests:
             sent_as, capitals = recaser.recase(request, STAND_INS) if recaser else (request, False)
             names = frozenset(n for n in STAND_INS if re.search(rf"\b{n}\b", request))
-            numbers: dict[str, str] = {}
-            if state.settings.keep_numbers:
-                protected, numbers = protect(sent_as)
+            unknown = translator.truecaser.names(sent_as, STAND_INS) if keep_names else []
+            protected, stand_ins = protect(sent_as, keep_numbers, unknown)
             out.append(
                 Sent(
                     add(sent_as),
                     names if capitals else None,
                     sent_as,
-                    add(protected) if numbers else [],
-                    numbers,
+                    [],
+                    stand_ins,
+                    bool(stand_ins) or (keep_numbers and has_numbers(sent_as)),
+                    protected,
+                    write,
                 )
             )
         return out
@@ -588,7 +598,19 @@ async def _translate_with(
             layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
     n_sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
+    # the texts with stand-ins go in the queue after those as written, and only where the
+    # request is within its share with them: without, they are left out (each then as written)
+    asked = len(payloads)
+    seconds = [one for _, layout in layouts for sents, _, _ in layout for one in sents]
+    for one in seconds:
+        if one.stand_ins:
+            one.protected.extend(add(one.protected_text))
     over = await leg.claim(n_sentences, len(payloads))
+    if over and len(payloads) > asked and not await leg.claim(n_sentences, asked):
+        del payloads[asked:]
+        for one in seconds:
+            one.protected.clear()
+        over = None
     if over:  # 503 would invite a retry that cannot work
         raise TooManySentences(413, over)
     key = DecodeKey(model, beam, n_best, max_length)

@@ -31,9 +31,9 @@ import sacrebleu
 from .checkpoint import CheckpointError
 from .cli import folder_of_models, integer, interruptible, number
 from .data import DataError, read_lines
-from .numbers import holds_numbers, keep_numbers, protect
 from .translator import Translator
 from .truecase import upper
+from .verbatim import has_numbers, holds_names, holds_numbers, keep, notation, protect
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -78,7 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-numbers",
         action="store_true",
         help="translate each line with numbers also with stand-in numbers, and keep the "
-        "translation that holds the source's numbers, as the service does (model_core/numbers.py)",
+        "translation that holds the source's numbers, as the service does "
+        "(model_core/verbatim.py)",
+    )
+    p.add_argument(
+        "--keep-names",
+        action="store_true",
+        help="translate each line with names the vocabulary does not know also with stand-in "
+        "names, and keep the translation that holds them, as the service does "
+        "(model_core/verbatim.py)",
     )
     args = p.parse_args(argv)
     if args.output is not None and (
@@ -149,23 +157,31 @@ def main(argv: list[str] | None = None) -> int:
         max_batch_size=args.batch_size,
     )
     texts = [r.text for r in results]
-    again: list = []  # (the lines with numbers, translated with stand-ins)
-    kept_how: dict[str, int] = {}  # how the lines with numbers to keep were given
-    if args.keep_numbers:
-        protected = [protect(line) for line in sent]
-        numbered = [i for i, (_, numbers) in enumerate(protected) if numbers]
+    again: list = []  # (the lines with numbers or names, translated with stand-ins)
+    kept_how: dict[str, int] = {}  # how the lines with numbers or names to keep were given
+    names = [translator.truecaser.names(line) for line in sent]
+    if args.keep_numbers or args.keep_names:
+        protected = [
+            protect(line, args.keep_numbers, spans if args.keep_names else [])
+            for line, spans in zip(sent, names, strict=True)
+        ]
+        kept = [i for i, (_, stand_ins) in enumerate(protected) if stand_ins]
         again = translator.translate_batch(
-            [protected[i][0] for i in numbered],
+            [protected[i][0] for i in kept],
             beam_size=args.beam_size,
             length_penalty=args.length_penalty,
             max_batch_size=args.batch_size,
         )
-        for i, result in zip(numbered, again, strict=True):
-            texts[i], how = keep_numbers(sent[i], texts[i], result.text, protected[i][1])
-            kept_how[how] = kept_how.get(how, 0) + 1
+        stand_in_texts = {i: r.text for i, r in zip(kept, again, strict=True)}
+        write = notation(translator.source_language, translator.target_language)
+        for i, (_, stand_ins) in enumerate(protected):
+            if stand_ins or (args.keep_numbers and has_numbers(sent[i])):
+                texts[i], how = keep(sent[i], texts[i], stand_in_texts.get(i), stand_ins, write)
+                kept_how[how] = kept_how.get(how, 0) + 1
     seconds = time.perf_counter() - start
     hyps = [upper(t) if up else t for t, up in zip(texts, loud, strict=True)]
-    with_numbers = [i for i, line in enumerate(sources) if protect(line)[1]]
+    with_numbers = [i for i, line in enumerate(sent) if has_numbers(line)]
+    with_names = [i for i, spans in enumerate(names) if spans]
     if args.output:
         try:  # (a full disk or a folder made read-only meanwhile was a traceback)
             args.output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -190,14 +206,20 @@ def main(argv: list[str] | None = None) -> int:
         "at_length_limit": sum(r.hypotheses[0].at_limit for r in results if r.hypotheses),
         "word_repeated": sum(map(repeats_a_word, hyps)),
         # the lines with a number of two digits or more (or a sign or separators), and those
-        # whose translation holds each of them (model_core/numbers.py; by sign and digits)
+        # whose translation holds each of them (by sign and digits); the lines with names the
+        # vocabulary does not know, and those whose translation holds each as written
+        # (model_core/verbatim.py)
         "lines_with_numbers": len(with_numbers),
-        "numbers_held": sum(holds_numbers(sources[i], hyps[i]) for i in with_numbers),
+        "numbers_held": sum(holds_numbers(sent[i], hyps[i]) for i in with_numbers),
+        "lines_with_names": len(with_names),
+        "names_held": sum(
+            holds_names((sent[i][a:b] for a, b in names[i]), hyps[i]) for i in with_names
+        ),
         "device": str(translator.device),
         "dtype": str(translator.dtype).replace("torch.", ""),
     }
-    if args.keep_numbers:  # how the lines with numbers were given (model_core/numbers.py)
-        report["numbers_given"] = kept_how
+    if args.keep_numbers or args.keep_names:  # how the lines with them were given
+        report["kept_given"] = kept_how
     if refs is not None:
         bleu_metric = sacrebleu.BLEU()
         bleu = bleu_metric.corpus_score(hyps, [refs])

@@ -157,3 +157,92 @@ class Truecaser:
             _WORD.sub(word, part) if is_text else part for is_text, part in _text_parts(text)
         )
         return out, capitals
+
+    def _known(self, word: str) -> bool:
+        """Whether `word` is a common word: a whole-word piece of the vocabulary as written or in
+        lower case, or so without a plural's "s" ("Italians"), a people's adjective of a place
+        that is one ("Korean"), or one of `_COMMON_CAPITALS` (a month, "Asian")."""
+        forms = (word, word.lower())
+        if any(f in self.scores for f in forms) or word in _COMMON_CAPITALS:
+            return True
+        if word.endswith("s") and (word[:-1] in _COMMON_CAPITALS or word[:-1] in self.scores):
+            return True
+        # a people's adjective of a place the vocabulary knows ("Korean": "Korea")
+        return word.endswith("n") and len(word) > 4 and word[:-1] in self.scores
+
+    def names(self, text: str, known: Collection[str] = ()) -> list[tuple[int, int]]:
+        """(start, end) of each name in `text` the vocabulary does not know: a run of
+        capitalised words (or acronyms) none of which the vocabulary knows (`_known`), side by
+        side with single spaces (a possessive's "'s" after it not part of it); a run of one word at the start of the sentence (where any word is
+        capitalised) is none. "Jane Doe wrote it." gives "Jane Doe", "I met Professor
+        Hoffmann." "Hoffmann" ("Professor" is a piece), "Consequently, ..." nothing, and a word
+        of `known` (the names standing in for markup) is none. None in a language that
+        capitalises its nouns (`title` False), nor in placeholders, nor a title's
+        abbreviation ("Mrs." goes to the model)."""
+        if not self.title:
+            return []
+        runs: list[list[tuple[int, int]]] = []
+        at = 0
+        for is_text, part in _text_parts(text):
+            for m in _NAME_WORD.finditer(part) if is_text else ():
+                word, start, end = m.group(), at + m.start(), at + m.end()
+                if _CLITIC.search(word):  # "Priya's", "I'm": the word before the apostrophe
+                    word = _CLITIC.sub("", word)
+                    end = start + len(word)
+                unknown = (
+                    word[0].isupper()
+                    and len(word) > 1
+                    and not self._known(word)
+                    and word not in known
+                    and not (word in _TITLES and text[end : end + 1] == ".")
+                )
+                if not unknown:
+                    runs.append([])
+                elif runs and runs[-1] and text[runs[-1][-1][1] : start] == " ":
+                    runs[-1].append((start, end))
+                else:
+                    runs.append([(start, end)])
+            at += len(part)
+            runs.append([])
+        spans = []
+        for run in runs:
+            if not run or (len(run) == 1 and _sentence_start(text, run[0][0])):
+                continue
+            spans.append((run[0][0], run[-1][1]))
+        return spans
+
+
+#: an English clitic or possessive after a word ("'s", "'m", "'ll", "'d", "'ve", "'re", "'t")
+_CLITIC = re.compile(r"['\u2019](?:s|m|ll|d|ve|re|t)$", re.IGNORECASE)
+#: capitalised words of English that are no names: the months, and adjectives of peoples,
+#: languages and religions ("an Asian man", "Two Indian men"; the shipped vocabulary has few
+#: as pieces); a word of a place's name with "n" after it is one too (`_known`)
+_COMMON_CAPITALS = frozenset(
+    ["January", "February", "March", "April", "May", "June", "July", "August", "September"]
+    + ["October", "November", "December", "American", "African", "Asian", "European"]
+    + ["Indian", "Chinese", "Japanese", "Korean", "Vietnamese", "Thai", "Filipino", "Indonesian"]
+    + ["Australian", "Canadian", "Mexican", "Brazilian", "Argentine", "Argentinian", "Chilean"]
+    + ["Colombian", "Peruvian", "Cuban", "British", "English", "Scottish", "Irish", "Welsh"]
+    + ["French", "German", "Italian", "Spanish", "Portuguese", "Dutch", "Belgian", "Swiss"]
+    + ["Austrian", "Swedish", "Norwegian", "Danish", "Finnish", "Icelandic", "Polish", "Czech"]
+    + ["Slovak", "Hungarian", "Romanian", "Bulgarian", "Greek", "Turkish", "Russian", "Ukrainian"]
+    + ["Serbian", "Croatian", "Arab", "Arabic", "Egyptian", "Moroccan", "Nigerian", "Kenyan"]
+    + ["Ethiopian", "Israeli", "Iranian", "Persian", "Iraqi", "Afghan", "Pakistani", "Nepalese"]
+    + ["Tibetan", "Mongolian", "Latin", "Hispanic", "Oriental", "Western", "Eastern", "Northern"]
+    + ["Southern", "Mayan", "Aztec", "Roman", "Catholic", "Christian", "Muslim", "Jewish"]
+    + ["Buddhist", "Hindu", "Islamic", "Olympic"]
+)
+#: a word a name may be: letters, with hyphens or apostrophes inside ("Jean-Luc", "O'Neill")
+_NAME_WORD = re.compile(r"[^\W\d_]+(?:[-'\u2019][^\W\d_]+)*")
+#: titles written before a name, abbreviated
+_TITLES = frozenset(["Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "Mt", "Rev", "Gen", "Capt"])
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    """Whether the word at `at` begins its sentence: nothing but quotes, brackets, dashes or
+    a list's marks before it in `text`, or a sentence's end."""
+    before = text[:at].rstrip()
+    if not re.search(r"[^\W_]", before):
+        return True
+    title = re.search(r"(?<![^\W\d_])([^\W\d_]+)\.$", before)
+    return before[-1] in ".!?:;\u2026" and not (title and title.group(1) in _TITLES)

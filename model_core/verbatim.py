@@ -1,0 +1,294 @@
+"""Numbers and names kept as the source writes them.
+
+Corpora of everyday sentences write few numbers in digits (1% of the Tatoeba pairs the shipped
+models learned from) and few names but the same dozen ("Tom", "Mary"), and a small model
+copies what it has not learned badly: the shipped en-de model gave "in 2099" for "in 2019",
+"125 Dollar" for "12.50 dollars", "um 552" for "at 555-1234", "zweiundzwanzig Minuten in drei
+Minuten" for "27 points in 36 minutes", "Jano" for "Jane Doe" and "Da und Läkan" for "Anna and
+Lukas". A model copies a number or a name it knows well more reliably than one it has to
+spell, and the sentence around it keeps its grammar when a number or a name still stands
+where one was.
+
+So a sentence with such numbers or names is translated twice, as written and with each number
+of two digits or more (or with a sign or separators: "-5", "2:30", "12.50", "555-1234",
+"5-10") replaced by a stand-in number of `STAND_INS`, and each name the model's vocabulary
+does not know (`Truecaser.names`: "Jane Doe", "Hoffmann" in "Professor Hoffmann") by a stand-in
+name of `NAME_STAND_INS`, each one it does not hold; and of the two translations (`keep`):
+
+1. the one as written, where it holds each such number of the source and no other (compared
+   by value, `_key`: "12,50" for "12.50", "3.400" for "3,400" and "2.30 Uhr" for "2:30"
+   count, as the model may write a number as its language does; "275" for "2.75" does not),
+   and each such name as written;
+2. else the stand-in translation, where each stand-in comes back exactly once (and the
+   numbers then hold as in 1.): each is replaced by what it stands for, as the source writes
+   it;
+3. else the one as written with its numbers put back (`put_back`: each that is one of the
+   source's by value stays, the others take the source's missing numbers in order, where as
+   many are missing), where it holds each name;
+4. else the stand-in translation with the stand-ins that came back once given back and its
+   other numbers put back so, where each stand-in name came back once;
+5. else the one as written with its numbers put back;
+6. else the one as written.
+
+A number given back (2. to 5.) is written as the target language writes numbers, where its
+decimal and thousands' marks differ from the source language's (`notation`: English to
+German, "12.50" as "12,50" and "3,400" as "3.400"; German to English, "3.400" as "3,400",
+which an English reader would read as 3.4).
+
+docs/BENCHMARKS.md section 9 measures it on sentences written for the purpose
+(bench/data/*_eval.*).
+
+A number of one digit is left to the model (a stand-in would change "1 dollar" into a plural);
+one inside a word ("MP3", "2nd", "COVID-19"), or a placeholder's (`<x1/>`), is no number here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+#: the names that stand in for names the model does not know (Truecaser.names): those the
+#: shipped models copied most reliably (docs/BENCHMARKS.md section 8; app/formats/inline.py
+#: has them stand in for markup)
+NAME_STAND_INS = ("Tom", "Paris", "Boston")
+#: the numbers that stand in for the source's: two-digit numbers the shipped models copied
+#: in 19 or 20 of 20 sentence frames each ("It costs {} dollars.", "I was born in {}.", ...),
+#: in both directions, where others (100, 300, 1990) came back as words or misspelt
+STAND_INS = ("38", "70", "78", "42", "72", "35", "16", "27")
+#: a number: digits, with a sign before them (not after a letter or a digit) and separators
+#: between groups of them ("12.50", "3,400", "2:30", "555-1234", "14/03/2024", "5-10"); not
+#: inside a word, a decimal or a placeholder
+NUMBER = re.compile(
+    r"(?<![\w.,:/'\u2019+\-\u2212])[-+\u2212]?\d+(?:[.,:/'\u2019-]\d+)*(?![\w]|[.,:/'\u2019-]\d)"
+)
+
+
+def _key(number: str) -> str:
+    """A number's value as a key: its sign and digits, a group of three after a separator a
+    thousands' group ("3,400" and "3.400": "3400"), any other separator a decimal mark
+    ("12.50", "12,50" and "12:50": "12.50"), so that a number written as another language
+    writes it is the same number, and "2.75" is not "275"."""
+    sign = "-" if number[0] in "-\u2212" else ""
+    groups = re.split(r"[^\d]+", number.lstrip("+-\u2212"))
+    out = groups[0]
+    for group in groups[1:]:
+        out += group if len(group) == 3 else "." + group
+    return sign + out
+
+
+def _guarded(number: str) -> bool:
+    """Whether a number of the source gets a stand-in: two digits or more, or a sign."""
+    return not (len(number) == 1 and number.isdigit())
+
+
+def has_numbers(text: str) -> bool:
+    """Whether `text` holds a number to keep (two digits or more, or a sign)."""
+    return any(_guarded(n) for n in NUMBER.findall(text))
+
+
+def protect(
+    text: str, numbers: bool = True, names: Sequence[tuple[int, int]] = ()
+) -> tuple[str, dict[str, str]]:
+    """`text` with each number of two digits or more (`numbers`) and each span of `names`
+    (Truecaser.names) replaced by a stand-in it does not hold (while any is left), and
+    {stand-in: what it stands for, as written}; ({}: nothing to replace)."""
+    held = set(re.findall(r"\d+", text))
+    free = [s for s in STAND_INS if s not in held]
+    free_names = [n for n in NAME_STAND_INS if not _as_word(n).search(text)]
+    stand_ins: dict[str, str] = {}
+    spans = [(*span, "name") for span in names]
+    if numbers:
+        spans += [(*m.span(), "number") for m in NUMBER.finditer(text) if _guarded(m.group())]
+    out, at = [], 0
+    for start, end, what in sorted(spans):
+        pool = free if what == "number" else free_names
+        if start < at or not pool:
+            continue
+        stand_in = pool.pop(0)
+        stand_ins[stand_in] = text[start:end]
+        out += [text[at:start], stand_in]
+        at = end
+    return ("".join(out) + text[at:], stand_ins) if stand_ins else (text, {})
+
+
+def _as_word(name: str) -> re.Pattern[str]:
+    """`name` as a word of a text (not inside another, nor joined to one by a hyphen)."""
+    return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+
+
+def _keys(text: str) -> list[str]:
+    """The keys of the numbers to keep in `text`, sorted."""
+    return sorted(_key(n) for n in NUMBER.findall(text) if _guarded(n))
+
+
+def holds_numbers(source: str, translation: str) -> bool:
+    """Whether `translation` holds each number of two digits or more that `source` does (by
+    `_key`: "12,50" holds "12.50", "275" does not hold "2.75")."""
+    have = _keys(translation)
+    for key in _keys(source):
+        if key not in have:
+            return False
+        have.remove(key)
+    return True
+
+
+def same_numbers(source: str, translation: str) -> bool:
+    """Whether `translation` holds the numbers to keep of `source`, and no others."""
+    return _keys(source) == _keys(translation)
+
+
+def holds_names(names: Iterable[str], translation: str) -> bool:
+    """Whether `translation` holds each of `names` as written, as a word."""
+    return all(_as_word(name).search(translation) for name in names)
+
+
+def _found(translation: str, stand_ins: dict[str, str]) -> list[tuple[int, int, str, str]]:
+    """(start, end, stand-in, suffix) of each stand-in in `translation`, in order; a stand-in
+    name with an "s" after it is the name's genitive ("Toms Brief": "Priyas Brief")."""
+    found = [(m.start(), m.end(), m.group(), "") for m in NUMBER.finditer(translation)]
+    found = [f for f in found if f[2] in stand_ins]
+    for name in (k for k in stand_ins if not k[0].isdigit()):
+        pattern = rf"(?<![\w-]){re.escape(name)}(s?)(?![\w-])"
+        found += [(m.start(), m.end(), name, m.group(1)) for m in re.finditer(pattern, translation)]
+    return sorted(found)
+
+
+def _replaced(
+    translation: str,
+    found: list[tuple[int, int, str, str]],
+    stand_ins: dict[str, str],
+    write: Callable[[str], str],
+) -> str:
+    out, at = [], 0
+    for start, end, stand_in, suffix in found:
+        was = stand_ins[stand_in]
+        out += [translation[at:start], (write(was) if stand_in[0].isdigit() else was) + suffix]
+        at = end
+    return "".join(out) + translation[at:]
+
+
+def restore(
+    translation: str, stand_ins: dict[str, str], write: Callable[[str], str] = str
+) -> str | None:
+    """`translation` with each stand-in replaced by what it stands for (a number as `write`
+    writes it: `notation`), or None when one of them is not in it exactly once."""
+    found = _found(translation, stand_ins)
+    if sorted(f[2] for f in found) != sorted(stand_ins):
+        return None
+    return _replaced(translation, found, stand_ins, write)
+
+
+def restore_some(
+    translation: str, stand_ins: dict[str, str], write: Callable[[str], str] = str
+) -> str | None:
+    """`translation` with each stand-in that is in it exactly once replaced by what it stands
+    for (a number's lost or misspelt stand-in left to `put_back`); None where a stand-in name
+    is not in it exactly once."""
+    found = _found(translation, stand_ins)
+    counts: dict[str, int] = {}
+    for f in found:
+        counts[f[2]] = counts.get(f[2], 0) + 1
+    if any(counts.get(k) != 1 for k in stand_ins if not k[0].isdigit()):
+        return None
+    return _replaced(translation, [f for f in found if counts[f[2]] == 1], stand_ins, write)
+
+
+def put_back(source: str, translation: str, write: Callable[[str], str] = str) -> str:
+    """`translation` with the numbers that are none of the source's (by `_key`) replaced, in
+    order, by the source's numbers it lacks (as `write` writes them), where there are as many
+    of each; else as it is (the same object)."""
+    wanted = NUMBER.findall(source)
+    odd = []
+    for m in NUMBER.finditer(translation):
+        match = next((n for n in wanted if _key(n) == _key(m.group())), None)
+        if match is None:
+            odd.append(m)
+        else:
+            wanted.remove(match)
+    if not odd or len(odd) != len(wanted):
+        return translation
+    out, at = [], 0
+    for m, number in zip(odd, wanted, strict=True):
+        out += [translation[at : m.start()], write(number)]
+        at = m.end()
+    return "".join(out) + translation[at:]
+
+
+def keep(
+    source: str,
+    translation: str,
+    stand_in_translation: str | None,
+    stand_ins: dict[str, str],
+    write: Callable[[str], str] = str,
+) -> tuple[str, str]:
+    """Of a translation of `source` as written and one of it with `stand_ins` (`protect`), the
+    one that keeps the source's numbers and names (the module's docstring), and which it is:
+    "as written", "stand-ins", "put back" (numbers, into the one as written), "put back in
+    stand-ins" (into the other, its names given back) or "lost" (the one as written, which
+    does not hold them). The numbers it writes are written by `write` (`notation`)."""
+    names = {k: v for k, v in stand_ins.items() if not k[0].isdigit()}
+    named_as_written = holds_names(names.values(), translation)
+    if named_as_written and same_numbers(source, translation):
+        return translation, "as written"
+    if stand_in_translation is not None and stand_ins:
+        restored = restore(stand_in_translation, stand_ins, write)
+        if restored is not None and same_numbers(source, restored):
+            return restored, "stand-ins"
+    # numbers put back: into the translation as written where it holds the names, else first
+    # into the stand-in one with its names given back
+    put = put_back(source, translation, write)
+    if named_as_written and put is not translation:
+        return put, "put back"
+    some = restore_some(stand_in_translation, stand_ins, write) if stand_in_translation else None
+    if some is not None and stand_ins:
+        put_some = put_back(source, some, write)
+        if same_numbers(source, put_some):
+            return put_some, "put back in stand-ins"
+    if put is not translation:
+        return put, "put back"
+    return translation, "lost"
+
+
+#: languages that write a decimal comma and group thousands with a point or a space (ISO 639-1)
+DECIMAL_COMMA = frozenset([
+    "de", "fr", "es", "it", "pt", "nl", "ru", "pl", "cs", "sk", "sl", "hr", "sr", "bs", "bg",
+    "ro", "hu", "el", "tr", "uk", "be", "lt", "lv", "et", "fi", "sv", "da", "nb", "nn", "no",
+    "is", "id", "vi", "ca", "eu", "gl", "af", "az", "ka", "kk", "mk", "sq", "lb",
+])  # fmt: skip
+#: languages that write a decimal point and group thousands with a comma
+DECIMAL_POINT = frozenset([
+    "en", "zh", "ja", "ko", "he", "th", "hi", "ms", "tl", "ga", "mt", "ur", "bn", "ta", "te",
+    "mr", "gu", "kn", "ml", "si",
+])  # fmt: skip
+#: a number written with a thousands' mark and a decimal mark only
+_MARKED = re.compile(r"[-+\u2212]?\d+(?:[.,]\d+)*")
+
+
+def notation(source: str, target: str) -> Callable[[str], str]:
+    """How a number of a `source` text is written in a `target` text: the decimal and
+    thousands' marks swapped between a language of `DECIMAL_POINT` and one of
+    `DECIMAL_COMMA` (en -> de: "12.50" as "12,50", "3,400" as "3.400"); where the number is
+    not plainly written so (a time "7.45" in German, a version "2.13.0", a date), or the
+    languages write alike or are not known here, as it is."""
+    src, tgt = source.lower()[:2], target.lower()[:2]
+    if (src in DECIMAL_POINT and tgt in DECIMAL_COMMA) or (
+        src in DECIMAL_COMMA and tgt in DECIMAL_POINT
+    ):
+        point, comma = (".", ",") if src in DECIMAL_POINT else (",", ".")  # decimal, thousands
+        return lambda number: _swapped(number, point, comma)
+    return str
+
+
+def _swapped(number: str, decimal: str, thousands: str) -> str:
+    """`number` with its `decimal` and `thousands` marks swapped, where it is written with
+    them plainly: thousands' marks each before three digits, then one decimal mark at most."""
+    if not _MARKED.fullmatch(number) or ("," not in number and "." not in number):
+        return number
+    parts = re.split(r"([.,])", number)
+    marks = parts[1::2]
+    if marks.count(decimal) > 1 or (decimal in marks and marks[-1] != decimal):
+        return number
+    groups = parts[2::2]
+    if any(m == thousands and len(g) != 3 for m, g in zip(marks, groups, strict=True)):
+        return number
+    return number.translate(str.maketrans(decimal + thousands, thousands + decimal))

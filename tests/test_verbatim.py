@@ -1,0 +1,392 @@
+"""Numbers and names kept as the source writes them (model_core/verbatim.py,
+`MT_KEEP_NUMBERS`, `MT_KEEP_NAMES`): the shipped models gave "in 2099" for "in 2019", "125
+Dollar" for "12.50 dollars" and "Jano" for "Jane Doe"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from model_core.translator import Translator
+from model_core.verbatim import (
+    NAME_STAND_INS,
+    NUMBER,
+    STAND_INS,
+    holds_numbers,
+    keep,
+    notation,
+    protect,
+    put_back,
+    restore,
+)
+from tests.service_helpers import serve_in_thread
+
+WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("It costs 12.50 dollars.", ["12.50"]),
+        ("We sold 3,400 cars in 2021.", ["3,400", "2021"]),
+        ("At 2:30, call 555-1234.", ["2:30", "555-1234"]),
+        ("It fell to -5 degrees, then \u22123.", ["-5", "\u22123"]),
+        ("Read pages 5-10 of the 14/03/2024 issue.", ["5-10", "14/03/2024"]),
+        ("Ich habe 12,50 Euro und 3.400 Punkte.", ["12,50", "3.400"]),
+        # inside a word, an ordinal, a placeholder: no number
+        ("MP3, the 2nd one, COVID-19, <x1/> and <g12>it</g12>.", []),
+    ],
+)
+def test_numbers_are_told_with_their_separators_and_sign(text, numbers):
+    assert NUMBER.findall(text) == numbers
+
+
+def test_each_number_of_two_digits_or_more_gets_a_stand_in_the_text_does_not_hold():
+    text = "Tom, 38, paid 12.50 for 3 books in 2019."
+    protected, stand_ins = protect(text)
+    free = [s for s in STAND_INS if s != "38"]  # "38" is the text's own: no stand-in
+    assert stand_ins == {free[0]: "38", free[1]: "12.50", free[2]: "2019"}
+    # one digit is left to the model
+    assert protected == f"Tom, {free[0]}, paid {free[1]} for 3 books in {free[2]}."
+    assert protect("I have 3 cats.") == ("I have 3 cats.", {})
+    many = " ".join(str(100 + i) for i in range(len(STAND_INS) + 2))
+    protected, stand_ins = protect(many)
+    assert len(stand_ins) == len(STAND_INS)  # the rest go as written
+    assert protected.endswith("108 109")
+
+
+def test_stand_ins_come_back_once_each_or_not_at_all():
+    stand_ins = {"38": "12.50", "70": "2019"}
+    assert restore("In 70 kostete es 38 Euro.", stand_ins) == "In 2019 kostete es 12.50 Euro."
+    assert restore("Es kostete 38 Euro.", stand_ins) is None  # one lost
+    assert restore("In 70 kostete es 38 oder 38 Euro.", stand_ins) is None  # one twice
+    assert restore("In 70 kostete es 388 Euro.", stand_ins) is None  # "38" misspelt: no match
+    assert restore("In 70 kostete es drei38 Euro.", stand_ins) is None  # inside a word
+
+
+def test_numbers_are_put_back_in_order_only_where_as_many_came():
+    """A number of the source (by value) stays as the model wrote it; the others take the
+    source's numbers that are missing, in order, where as many are missing."""
+    assert put_back("We sold 3,400 cars in 2021.", "Wir haben 3400 Autos 2012 verkauft.") == (
+        "Wir haben 3400 Autos 2021 verkauft."
+    )
+    assert put_back(
+        "He paid 12 dollars for 30 apples in 2019.",
+        "Im Jahr 2019 zahlte er 388 Dollar für 30 Äpfel.",
+    ) == ("Im Jahr 2019 zahlte er 12 Dollar für 30 Äpfel.")
+    odd = "Wir haben 3400 Autos verkauft."
+    assert put_back("We sold 3,400 cars in 2021.", odd) is odd
+
+
+def test_a_translation_as_written_that_holds_the_numbers_is_kept_in_its_own_notation():
+    """A model may write a number as its language does: "12,50" for "12.50", "2.30 Uhr"
+    for "2:30"; compared by sign and digits, it is kept."""
+    source = "It costs 12.50 dollars at 2:30."
+    protected, stand_ins = protect(source)
+    out = keep(source, "Es kostet um 2.30 Uhr 12,50 Dollar.", "(unused)", stand_ins)
+    assert out == ("Es kostet um 2.30 Uhr 12,50 Dollar.", "as written")
+    assert holds_numbers("It fell to -5 degrees.", "Es fiel auf 5 Grad.") is False  # the sign
+
+
+def test_the_stand_in_translation_is_taken_where_the_model_lost_a_number():
+    source = "He scored 27 points in 36 minutes."
+    protected, stand_ins = protect(source)
+    assert protected == "He scored 38 points in 70 minutes."
+    assert keep(
+        source,
+        "Er schoss zweiundzwanzig Minuten.",
+        "Er erzielte 38 Punkte in 70 Minuten.",
+        stand_ins,
+    ) == ("Er erzielte 27 Punkte in 36 Minuten.", "stand-ins")
+    # stand-ins lost too: the translation as written, its numbers put back where as many came
+    assert keep(
+        source, "Er schoss 22 Punkte in 63 Minuten.", "Er schoss 388 Punkte.", stand_ins
+    ) == ("Er schoss 27 Punkte in 36 Minuten.", "put back")
+    # else the stand-in translation, its numbers put back where as many came
+    lost = "Er schoss in drei Minuten."
+    assert keep(source, lost, "Er schoss 388 Punkte in 70 Minuten.", stand_ins) == (
+        "Er schoss 27 Punkte in 36 Minuten.",
+        "put back in stand-ins",
+    )
+    # else as it came
+    assert keep(source, lost, "Er schoss.", stand_ins) == (lost, "lost")
+
+
+def test_a_text_without_numbers_to_keep_is_given_as_translated():
+    assert keep("I have 3 cats.", "Ich habe drei Katzen.", None, {}) == (
+        "Ich habe drei Katzen.",
+        "as written",
+    )
+
+
+def test_mt_evaluate_keeps_numbers_as_the_service_does(tmp_path):
+    """`mt-evaluate --keep-numbers` measures the service's way, and every run counts the
+    lines whose translation holds the source's numbers."""
+
+    from model_core import evaluate
+
+    src, out = tmp_path / "src.en", tmp_path / "out.de"
+    lines = ["It costs 12.50 dollars.", "He scored 27 points in 36 minutes.", "I love you."]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [str(WEIGHTS / "en-de"), "--src", str(src), "--output", str(out), "--json"]
+    reports = []
+    for extra in ([], ["--keep-numbers"]):
+        assert evaluate.main([*args, *extra]) == 0
+        reports.append(out.read_text(encoding="utf-8").splitlines())
+    plain, kept = reports
+    assert "12,50" in kept[0] and "27" in kept[1] and "36" in kept[1], kept  # German notation
+    assert kept[2] == plain[2]  # a line without numbers: the same translation
+
+
+def test_mt_evaluate_reports_the_numbers_held(tmp_path, capsys):
+    import json
+
+    from model_core import evaluate
+
+    src = tmp_path / "src.en"
+    src.write_text("It costs 12.50 dollars.\nI love you.\n", encoding="utf-8")
+    assert (
+        evaluate.main([str(WEIGHTS / "en-de"), "--src", str(src), "--json", "--keep-numbers"]) == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["lines_with_numbers"] == 1
+    assert report["numbers_held"] == 1
+    assert sum(report["kept_given"].values()) == 1
+
+
+#: sentences whose numbers the shipped en-de model lost or changed, translated as written
+MANGLED = [
+    "It costs 12.50 dollars.",
+    "We sold 3,400 cars in 2021.",
+    "He scored 27 points in 36 minutes.",
+    "The bridge is 1,280 meters long.",
+    "There are 365 days in a year.",
+]
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_service_keeps_the_numbers_a_model_loses(keep):
+    """Through the server: plain text, a sentence in capitals, and inline HTML. Without the
+    setting, the shipped model loses or changes numbers in most of them."""
+    with serve_in_thread(WEIGHTS, warmup=False, keep_numbers=keep) as (url, _):
+        body = {"q": MANGLED, "source": "en", "target": "de"}
+        out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
+        loud = {"q": "IT COSTS 12.50 DOLLARS.", "source": "en", "target": "de"}
+        shouted = httpx.post(f"{url}/translate", json=loud, timeout=60).json()["translatedText"]
+        html = {
+            "q": "<p>He scored <b>27 points</b> in 36 minutes.</p>",
+            "source": "en",
+            "target": "de",
+            "format": "html",
+        }
+        marked = httpx.post(f"{url}/translate", json=html, timeout=60).json()["translatedText"]
+    held = [holds_numbers(s, t) for s, t in zip(MANGLED, out, strict=True)]
+    if keep:
+        assert all(held), list(zip(MANGLED, out, strict=True))
+        assert "12,50" in shouted and shouted == shouted.upper(), shouted
+        assert "27" in marked and "36" in marked and marked.startswith("<p>"), marked
+    else:
+        assert sum(held) <= 1, list(zip(MANGLED, out, strict=True))
+
+
+@pytest.fixture(scope="module")
+def en_de():
+    return Translator.load(WEIGHTS / "en-de", device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Jane Doe wrote this book.", ["Jane Doe"]),  # a run of two at the start
+        ("I met Professor Hoffmann in Lisbon.", ["Hoffmann", "Lisbon"]),  # "Professor" known
+        ("Please write to Mrs. Patel and Dr. Nakamura.", ["Patel", "Nakamura"]),  # titles
+        ("The parcel came with DHL.", ["DHL"]),  # an acronym
+        ("Jean-Luc O'Neill came.", ["Jean-Luc O'Neill"]),
+        ('"Carlos Mendez," she said.', ["Carlos Mendez"]),
+        # known to the model: "Tom", "Berlin", "Monday", "Germany" are whole pieces
+        ("Tom went to Berlin on Monday, not to Germany.", []),
+        # one word at the start of a sentence: capitalised as any word is there
+        ("Consequently, we left. Nakamura stayed.", []),
+        ("I saw <g1>Carlos Mendez</g1> today.", ["Carlos Mendez"]),  # around placeholders
+        ("We sent Boston the Kowalski file.", ["Kowalski"]),  # a stand-in for markup: kept
+        # a possessive's "'s" is not part of the name, and "I'm" none
+        ("I'm sure it's Priya's car, not Tom's.", ["Priya"]),
+        # common words capitalised: a piece in lower case, a plural, a month
+        ("Italians eat pasta in January.", []),
+    ],
+)
+def test_names_the_vocabulary_does_not_know_are_found(en_de, text, names):
+    spans = en_de.truecaser.names(text, ("Tom", "Boston", "Paris"))
+    assert [text[a:b] for a, b in spans] == names
+
+
+def test_no_names_are_told_in_a_language_that_capitalises_its_nouns():
+    de_en = Translator.load(WEIGHTS / "de-en", device="cpu")
+    assert de_en.truecaser.names("Ich habe Frau Kowalski im Bahnhofsgebäude getroffen.") == []
+
+
+def test_names_and_numbers_get_stand_ins_and_come_back_as_written():
+    text = "Jane Doe paid Tom 12.50 in Lisbon."
+    names = [(0, 8), (27, 33)]
+    protected, stand_ins = protect(text, names=names)
+    free = [n for n in NAME_STAND_INS if n != "Tom"]  # "Tom" is the text's own
+    assert protected == f"{free[0]} paid Tom {STAND_INS[0]} in {free[1]}."
+    assert stand_ins == {free[0]: "Jane Doe", STAND_INS[0]: "12.50", free[1]: "Lisbon"}
+    back = restore(f"{free[0]} hat Tom in {free[1]} {STAND_INS[0]} bezahlt.", stand_ins)
+    assert back == "Jane Doe hat Tom in Lisbon 12.50 bezahlt."
+    # a genitive's "s" goes with the name; a stand-in inside a word is none
+    genitive = restore(f"{free[0]}s Geld: Tom in {free[1]} {STAND_INS[0]}.", stand_ins)
+    assert genitive == "Jane Does Geld: Tom in Lisbon 12.50."
+    assert restore(f"{free[0]}ian Tom in {free[1]} {STAND_INS[0]}.", stand_ins) is None
+    # numbers alone (MT_KEEP_NAMES off) or names alone
+    assert protect(text, numbers=False, names=names)[1] == {free[0]: "Jane Doe", free[1]: "Lisbon"}
+    assert protect(text, names=[])[1] == {STAND_INS[0]: "12.50"}
+
+
+def test_a_translation_that_drops_a_name_is_not_taken():
+    source = "Ask Priya whether she has seen it."
+    stand_ins = {"Tom": "Priya"}
+    # as written, the name lost: the stand-in translation
+    assert keep(
+        source, "Frag, ob sie es gesehen hat.", "Frag Tom, ob sie es gesehen hat.", stand_ins
+    ) == (
+        "Frag Priya, ob sie es gesehen hat.",
+        "stand-ins",
+    )
+    # as written, the name kept: that one
+    assert keep(source, "Frag Priya, ob sie es sah.", "Frag Tom.", stand_ins)[1] == "as written"
+    # the stand-in lost too: as written
+    assert keep(source, "Frag, ob sie es sah.", "Frag sie.", stand_ins) == (
+        "Frag, ob sie es sah.",
+        "lost",
+    )
+
+
+#: sentences whose names the shipped en-de model mangled, translated as written
+NAMED = [
+    "My name is Sarah and I live in Berlin.",
+    "Our company works with Siemens and Bosch.",
+    "Ask Priya whether she has seen the email.",
+    "Have you read the latest report from Greenpeace?",
+]
+
+
+@pytest.mark.parametrize("keep_names", [True, False])
+def test_the_service_keeps_the_names_a_model_does_not_know(keep_names):
+    with serve_in_thread(WEIGHTS, warmup=False, keep_names=keep_names) as (url, _):
+        body = {"q": NAMED, "source": "en", "target": "de"}
+        out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
+    wanted = [["Sarah", "Berlin"], ["Siemens", "Bosch"], ["Priya"], ["Greenpeace"]]
+    held = [all(n in t for n in names) for t, names in zip(out, wanted, strict=True)]
+    if keep_names:
+        assert all(held), out
+    else:
+        assert sum(held) <= 1, out
+
+
+@pytest.mark.parametrize(
+    ("source", "translation", "held"),
+    [
+        ("It costs 12.50 dollars.", "Es kostet 12,50 Dollar.", True),
+        ("It costs 2.75 euros.", "Es kostet 275 Euro.", False),  # the decimal mark moved
+        ("It weighs 2.5 kg.", "Es wiegt 25 kg.", False),
+        ("We sold 3,400 cars.", "Wir verkauften 3.400 Autos.", True),  # thousands
+        ("We sold 3,400 cars.", "Wir verkauften 3400 Autos.", True),
+        ("It was 12,8 million.", "It was 128 million.", False),
+        ("At 2:30.", "Um 2.30 Uhr.", True),
+    ],
+)
+def test_a_number_is_held_by_its_value_not_its_digits(source, translation, held):
+    assert holds_numbers(source, translation) is held
+
+
+def test_a_wrong_number_as_written_or_an_extra_one_is_not_taken():
+    """The shipped model gave "275 Euro" for "2.75 euros": the stand-in translation is taken.
+    A translation with a number the source does not hold is not taken as it is either."""
+    source = "The price is 2.75 euros."
+    protected, stand_ins = protect(source)
+    assert keep(source, "Der Preis ist 275 Euro.", "Der Preis ist 38 Euro.", stand_ins) == (
+        "Der Preis ist 2.75 Euro.",
+        "stand-ins",
+    )
+    source = "In May 2019, 12 people came."
+    protected, stand_ins = protect(source)
+    invented = "Im Mai 38 kamen 198 Leute zu 70 Leuten."
+    out, how = keep(source, "Im Mai 2019 kamen 198 Leute zu 12 Leuten.", invented, stand_ins)
+    assert how != "stand-ins" and how != "as written", (out, how)
+
+
+def test_stand_ins_that_came_back_say_where_their_numbers_go():
+    """One stand-in misspelt: the others go where they came back, the one number left where
+    the misspelt one is."""
+    source = "He paid 12 dollars for 30 apples in 2019."
+    protected, stand_ins = protect(source)
+    assert stand_ins == {"38": "12", "70": "30", "78": "2019"}
+    lost = "Er zahlte viel."
+    assert keep(source, lost, "Im Jahr 78 zahlte er 388 Dollar für 70 Äpfel.", stand_ins) == (
+        "Im Jahr 2019 zahlte er 12 Dollar für 30 Äpfel.",
+        "put back in stand-ins",
+    )
+
+
+def test_a_text_holding_every_stand_in_still_has_its_numbers_put_back():
+    source = "Lines 16, 27, 35, 38, 42, 70, 72 and 78 open in 2019."
+    protected, stand_ins = protect(source)
+    assert stand_ins == {}  # no stand-in left for "2019"
+    wrong = "Die Linien 16, 27, 35, 38, 42, 70, 72 und 78 öffnen 2099."
+    assert keep(source, wrong, None, stand_ins) == (wrong.replace("2099", "2019"), "put back")
+
+
+def test_a_request_within_its_share_as_written_is_translated_without_its_stand_ins():
+    """The translations with stand-ins take places in the queue: where a request is over its
+    share of the queue only with them, they are left out (each sentence then as written)
+    rather than the request refused."""
+    text = "In 2019 we won. The cat is big. In 2020 we lost. He has 12 dogs."
+    with serve_in_thread(WEIGHTS, warmup=False, max_queue_size=10) as (url, _):  # share: 5
+        body = {"q": text, "source": "en", "target": "de"}
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        body = {"q": text.replace(" He has 12 dogs.", ""), "source": "en", "target": "de"}
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)  # 3 sentences, 5 pieces
+        assert r.status_code == 200, r.text
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+    decoded = [line for line in metrics.splitlines() if line.startswith("mt_sentences_total")]
+    assert float(decoded[0].split()[-1]) == 4 + 5, decoded
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "number", "written"),
+    [
+        ("en", "de", "12.50", "12,50"),
+        ("en", "de", "3,400", "3.400"),
+        ("en", "de", "1,234,567.89", "1.234.567,89"),
+        ("de", "en", "3.400", "3,400"),  # a thousands' point read as a decimal one in English
+        ("de", "en", "2,6", "2.6"),
+        ("de", "en", "7.45", "7.45"),  # a time, not a number written with marks
+        ("de", "en", "14.03.2024", "14.03.2024"),
+        ("en", "de", "2.13.0", "2.13.0"),  # a version
+        ("en", "de", "7:45", "7:45"),
+        ("en", "fr", "12.50", "12,50"),
+        ("de", "fr", "12,50", "12,50"),  # written alike
+        ("en", "xx", "12.50", "12.50"),  # a language not known here
+    ],
+)
+def test_a_number_put_back_is_written_as_the_target_language_writes_it(
+    source, target, number, written
+):
+    assert notation(source, target)(number) == written
+
+
+def test_numbers_given_back_follow_the_target_language():
+    source = "Wir haben 3.400 Autos für 12,50 Euro verkauft."
+    protected, stand_ins = protect(source)
+    out = keep(
+        source,
+        "We sold 340 cars for 1250 euros.",
+        f"We sold {STAND_INS[0]} cars for {STAND_INS[1]} euros.",
+        stand_ins,
+        notation("de", "en"),
+    )
+    assert out == ("We sold 3,400 cars for 12.50 euros.", "stand-ins")
