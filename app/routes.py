@@ -243,19 +243,27 @@ def health_of(state: Any) -> tuple[int, dict[str, Any]]:
     }
 
 
+def health_answer(state: Any) -> JSONBody:
+    """`health_of` as an answer: while loading or draining, with Retry-After (the models
+    will be ready, or another replica takes the requests); a failed start never recovers."""
+    status, body = health_of(state)
+    passing = body["status"] in ("loading", "draining")
+    headers = {"Retry-After": str(state.settings.retry_after_s)} if passing else None
+    return JSONBody(body, status_code=status, headers=headers)
+
+
 @router.get("/health", responses={503: {"description": HEALTH_503}})
 async def health(request: Request):
-    """200 when the models are loaded and requests are taken; 503 while loading or draining,
-    after a failed start, or when the batcher's scheduler or worker thread has ended."""
-    status, body = health_of(request.app.state)
-    return JSONBody(body, status_code=status)
+    """200 when the models are loaded and requests are taken; 503 while loading or draining
+    (with Retry-After), after a failed start, or when the batcher's scheduler or worker thread
+    has ended."""
+    return health_answer(request.app.state)
 
 
 @router.get("/health/ready", responses={503: {"description": HEALTH_503}})
 async def ready(request: Request):
     """Readiness (same as /health)."""
-    status, body = health_of(request.app.state)
-    return JSONBody(body, status_code=status)
+    return health_answer(request.app.state)
 
 
 @router.get("/health/live")

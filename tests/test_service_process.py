@@ -433,6 +433,10 @@ def test_sigterm_while_loading_loads_no_further_model(weights_dir, tmp_path):
             )
             assert early.status_code == 503 and "still loading" in early.json()["error"]
             # no empty language list while loading (a client would take it as nothing served)
+            for path in ("/health", "/health/ready"):  # a probe is told when to look again
+                early = httpx.get(f"{url}{path}")
+                assert early.status_code == 503 and early.json() == {"status": "loading"}
+                assert early.headers["retry-after"] == "2", early.headers
             for path in ("/languages", "/frontend/settings", "/models"):
                 early = httpx.get(f"{url}{path}")
                 assert early.status_code == 503 and early.headers["retry-after"], early.text
@@ -541,3 +545,20 @@ def test_an_argument_close_to_a_setting_is_told_that_setting(argument, following
     """`mt-serve --weights models` was told "e.g. MT_PORT=9000 mt-serve", a setting it did not
     mean, where MT_WEIGHTS_DIR is the one it starts."""
     assert setting_for(argument, following) == meant
+
+
+def test_health_while_draining_says_when_to_look_again_and_a_failed_start_does_not():
+    """A draining replica will be gone, a loading one ready: both 503 with Retry-After; a
+    failed start never recovers, so no Retry-After there."""
+    from types import SimpleNamespace
+
+    from app.routes import health_answer
+
+    settings = SimpleNamespace(retry_after_s=7)
+    draining = SimpleNamespace(draining=True, startup_error=None, ready=True, settings=settings)
+    answer = health_answer(draining)
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "7"
+    assert json.loads(answer.body) == {"status": "draining"}
+    failed = SimpleNamespace(draining=False, startup_error="bad", ready=False, settings=settings)
+    answer = health_answer(failed)
+    assert answer.status_code == 503 and "retry-after" not in answer.headers
