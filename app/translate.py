@@ -553,7 +553,12 @@ async def _translate_with(
         for request in requests:
             sent_as, capitals = recaser.recase(request, STAND_INS) if recaser else (request, False)
             names = frozenset(n for n in STAND_INS if re.search(rf"\b{n}\b", request))
-            unknown = translator.truecaser.names(sent_as, STAND_INS) if keep_names else []
+            # (not in a heading in Title Case or in capitals: what is not a word of the
+            # vocabulary there is no more a name than a word it lacks)
+            titled = keep_names and translator.truecaser.kind(request, STAND_INS) is not None
+            unknown = (
+                translator.truecaser.names(sent_as, STAND_INS) if keep_names and not titled else []
+            )
             protected, stand_ins = protect(sent_as, keep_numbers, unknown)
             out.append(
                 Sent(

@@ -159,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     texts = [r.text for r in results]
     again: list = []  # (the lines with numbers or names, translated with stand-ins)
     kept_how: dict[str, int] = {}  # how the lines with numbers or names to keep were given
-    names = [translator.truecaser.names(line) for line in sent]
+    names = [
+        translator.truecaser.names(line) if translator.truecaser.kind(source) is None else []
+        for line, source in zip(sent, sources, strict=True)
+    ]
     if args.keep_numbers or args.keep_names:
         protected = [
             protect(line, args.keep_numbers, spans if args.keep_names else [])

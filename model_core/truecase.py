@@ -165,7 +165,9 @@ class Truecaser:
         forms = (word, word.lower())
         if any(f in self.scores for f in forms) or word in _COMMON_CAPITALS:
             return True
-        if word.endswith("s") and (word[:-1] in _COMMON_CAPITALS or word[:-1] in self.scores):
+        if word.endswith("s") and (
+            word[:-1] in _COMMON_CAPITALS or any(f[:-1] in self.scores for f in forms)
+        ):
             return True
         # a people's adjective of a place the vocabulary knows ("Korean": "Korea")
         return word.endswith("n") and len(word) > 4 and word[:-1] in self.scores

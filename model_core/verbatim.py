@@ -56,10 +56,15 @@ NAME_STAND_INS = ("Tom", "Paris", "Boston")
 #: in both directions, where others (100, 300, 1990) came back as words or misspelt
 STAND_INS = ("38", "70", "78", "42", "72", "35", "16", "27")
 #: a number: digits, with a sign before them (not after a letter or a digit) and separators
-#: between groups of them ("12.50", "3,400", "2:30", "555-1234", "14/03/2024", "5-10"); not
-#: inside a word, a decimal or a placeholder
+#: between groups of them ("12.50", "3,400", "2:30", "555-1234", "14/03/2024", "5-10", "12 500"
+#: with a narrow space, "+49 30 1234567"); not inside a word, a decimal or a placeholder
 NUMBER = re.compile(
-    r"(?<![\w.,:/'\u2019+\-\u2212])[-+\u2212]?\d+(?:[.,:/'\u2019-]\d+)*(?![\w]|[.,:/'\u2019-]\d)"
+    r"(?<![\w.,:/'\u2019+\-\u2212])"
+    # an international telephone number, its groups apart ("+49 30 1234567")
+    r"(?:\+\d{1,3}(?: \d{2,})+"
+    # or digits, their groups joined by marks, or by a narrow or no-break space before three
+    r"|[-+\u2212]?\d+(?:(?:[.,:/'\u2019-]|[\u00a0\u202f\u2009](?=\d{3}(?!\d)))\d+)*)"
+    r"(?![\w]|[.,:/'\u2019-]\d)"
 )
 
 
@@ -162,6 +167,8 @@ def _replaced(
     out, at = [], 0
     for start, end, stand_in, suffix in found:
         was = stand_ins[stand_in]
+        if suffix and was[-1:].lower() in "sxzß":  # German writes "Marcus' Auto"
+            suffix = "'"
         out += [translation[at:start], (write(was) if stand_in[0].isdigit() else was) + suffix]
         at = end
     return "".join(out) + translation[at:]
@@ -173,9 +180,21 @@ def restore(
     """`translation` with each stand-in replaced by what it stands for (a number as `write`
     writes it: `notation`), or None when one of them is not in it exactly once."""
     found = _found(translation, stand_ins)
-    if sorted(f[2] for f in found) != sorted(stand_ins):
+    if sorted(f[2] for f in found) != sorted(stand_ins) or _debris(translation, found, stand_ins):
         return None
     return _replaced(translation, found, stand_ins, write)
+
+
+def _debris(translation: str, found, stand_ins: dict[str, str]) -> bool:
+    """Whether a stand-in number is in `translation` but where it was found, misspelt into a
+    word or another number ("3888s" for "38")."""
+    rest, at = [], 0
+    for start, end, _, _ in found:
+        rest.append(translation[at:start])
+        at = end
+    rest.append(translation[at:])
+    text = " ".join(rest)
+    return any(k in text for k in stand_ins if k[0].isdigit())
 
 
 def restore_some(
@@ -226,6 +245,10 @@ def keep(
     "as written", "stand-ins", "put back" (numbers, into the one as written), "put back in
     stand-ins" (into the other, its names given back) or "lost" (the one as written, which
     does not hold them). The numbers it writes are written by `write` (`notation`)."""
+    fixed = _fixed(source)
+    write = _but(write, fixed)
+    # a number the model copied as the source writes it is written as the target language does
+    translation = _localized(source, translation, write)
     names = {k: v for k, v in stand_ins.items() if not k[0].isdigit()}
     named_as_written = holds_names(names.values(), translation)
     if named_as_written and same_numbers(source, translation):
@@ -247,6 +270,56 @@ def keep(
     if put is not translation:
         return put, "put back"
     return translation, "lost"
+
+
+def _but(write: Callable[[str], str], fixed: set[str]) -> Callable[[str], str]:
+    """`write`, but for the numbers of `fixed`, written as they are."""
+    return lambda number: number if number in fixed else write(number)
+
+
+def _localized(source: str, translation: str, write: Callable[[str], str]) -> str:
+    """`translation` with each number written exactly as `source` writes one written as
+    `write` writes it ("1,200" copied into German: "1.200")."""
+    numbers = set(NUMBER.findall(source))
+    return NUMBER.sub(
+        lambda m: write(m.group()) if m.group() in numbers else m.group(), translation
+    )
+
+
+#: words before a time ("at 7.45"), in English and German
+_TIME_BEFORE = frozenset(
+    ["at", "by", "until", "till", "from", "to", "between", "and", "around", "about", "before"]
+    + ["after", "um", "ab", "bis", "gegen", "von", "zwischen", "und", "vor", "nach"]
+)
+#: what follows a time ("7.45 pm", "7.45 Uhr")
+_TIME_AFTER = re.compile(r"\s*(?:[ap]\.?m\b\.?|uhr\b|h\b|o'clock\b|hrs?\b)", re.IGNORECASE)
+#: words before the number of a version or a part ("version 3.12", "section 4.12")
+_LABELS = frozenset(
+    ["version", "v", "release", "section", "chapter", "part", "figure", "fig", "table"]
+    + ["article", "paragraph", "step", "no", "nr", "kapitel", "abschnitt", "teil", "abbildung"]
+    + ["abb", "tabelle", "artikel", "schritt", "absatz", "ziffer", "punkt"]
+)
+
+
+def _fixed(source: str) -> set[str]:
+    """The numbers of `source` with one mark that are a time or a version rather than a
+    decimal number, written as they are in any language: "7.45" after "at" or before "pm",
+    "3.12" after "version", "section" or a name ("Python 3.12")."""
+    fixed = set()
+    for m in NUMBER.finditer(source):
+        number = m.group()
+        if not re.fullmatch(r"\d+[.,]\d+", number):
+            continue
+        words = re.findall(r"[^\W\d_][\w'.]*", source[: m.start()])
+        word = words[-1].rstrip(".") if words else ""
+        whole, part = re.split(r"[.,]", number)
+        time = len(part) == 2 and int(whole) <= 24 and int(part) < 60
+        time = time and (word.lower() in _TIME_BEFORE or bool(_TIME_AFTER.match(source, m.end())))
+        right_before = source[: m.start()].endswith(" " + words[-1] + " ") if words else False
+        named = right_before and word[:1].isupper() and len(words) > 1
+        if time or word.lower() in _LABELS or named:
+            fixed.add(number)
+    return fixed
 
 
 #: languages that write a decimal comma and group thousands with a point or a space (ISO 639-1)

@@ -390,3 +390,67 @@ def test_numbers_given_back_follow_the_target_language():
         notation("de", "en"),
     )
     assert out == ("We sold 3,400 cars for 12.50 euros.", "stand-ins")
+
+
+@pytest.mark.parametrize(
+    ("source", "as_written", "given"),
+    [
+        # copied as the source writes it: written as German does
+        ("It costs 1,200 dollars.", "Es kostet 1,200 Dollar.", "Es kostet 1.200 Dollar."),
+        ("It weighs 1.5 kilos.", "Es wiegt 1.5 Kilo.", "Es wiegt 1,5 Kilo."),
+        # a time, a version, a section: as they are
+        ("The train leaves at 7.45.", "Der Zug fährt um 7.45.", "Der Zug fährt um 7.45."),
+        ("We met at 10.15 pm.", "Wir trafen uns um 10.15 Uhr.", "Wir trafen uns um 10.15 Uhr."),
+        ("Install Python 3.12 now.", "Installiere Python 3.12.", "Installiere Python 3.12."),
+        ("Read section 4.12 first.", "Lies Abschnitt 4.12.", "Lies Abschnitt 4.12."),
+        ("Version 3.8 is old.", "Version 3.8 ist alt.", "Version 3.8 ist alt."),
+    ],
+)
+def test_numbers_copied_as_written_follow_the_target_language_but_times_and_versions(
+    source, as_written, given
+):
+    protected, stand_ins = protect(source)
+    assert keep(source, as_written, None, stand_ins, notation("en", "de"))[0] == given
+
+
+def test_a_name_ending_in_s_takes_an_apostrophe_for_its_german_genitive():
+    stand_ins = {"Tom": "Marcus", "Paris": "Priya"}
+    assert restore("Ich habe Toms Auto und Paris Buch.", stand_ins) == (
+        "Ich habe Marcus' Auto und Priya Buch."
+    )
+    assert restore("Parises Toms.", {"Tom": "Priya", "Paris": "X"}) is None  # "Parises": none
+
+
+def test_a_stand_in_misspelt_into_a_word_or_number_is_not_taken_as_restored():
+    """ "Linda Okafor: 12,50 €" gave a stand-in translation "Linda or 38, 3888s": "38" back once,
+    and its misspelt copy would have stayed in the answer."""
+    stand_ins = {"38": "12,50"}
+    assert restore("Linda or 38, 3888s.", stand_ins) is None
+    assert restore("Linda or 38 Euro.", stand_ins) == "Linda or 12,50 Euro."
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("Call +49 30 1234567 today.", ["+49 30 1234567"]),  # one telephone number
+        ("It costs 12\u202f500 or 3\u00a0400 euros.", ["12\u202f500", "3\u00a0400"]),
+        ("In 2019 3 people came.", ["2019", "3"]),  # a plain space joins none
+    ],
+)
+def test_numbers_with_spaces_inside_are_one(text, numbers):
+    assert NUMBER.findall(text) == numbers
+
+
+def test_a_plural_of_a_common_word_is_no_name(en_de):
+    text = "I love the Mountains and the Oceans near Oakridge."
+    assert [text[a:b] for a, b in en_de.truecaser.names(text)] == ["Oakridge"]
+
+
+def test_a_heading_in_title_case_has_no_names_told():
+    """ "Priya Sharma Wins Oakridge Marathon" was one name (a stand-in for five words, the
+    heading copied untranslated)."""
+    heading = "Priya Sharma Wins Oakridge Marathon in 2:14:05"
+    with serve_in_thread(WEIGHTS, warmup=False) as (url, _):
+        body = {"q": heading, "source": "en", "target": "de"}
+        out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
+    assert out != heading and "2:14:05" in out, out
