@@ -53,7 +53,6 @@ class RequestShare:
         self.limit, self.routes, self.pivot = limit, routes, pivot
         self._sentences = [0] * len(routes)  # each route's sentences (its first leg's text)
         self._pieces: list[int | None] = [None] * len(routes)  # each route's larger leg so far
-        self._legs: list[dict[int, int]] = [{} for _ in routes]  # each route's legs' pieces
         self._counted = asyncio.Event()  # every route's first leg is counted
 
     @property
@@ -64,12 +63,9 @@ class RequestShare:
         """Counts `pieces` (from `sentences`) of leg `leg` (0: the first) of route `route`;
         returns why the request is then over its share, or None. A first leg returns once
         every route's first leg is counted (a route that fails before is cancelled with the
-        request, and its waiting routes with it). A leg claimed again is counted anew (with
-        fewer pieces: the texts with stand-ins left out, app/translate.py)."""
-        self._legs[route][leg] = pieces
+        request, and its waiting routes with it)."""
         if leg == 0:
-            self._sentences[route] = sentences
-            self._pieces[route] = max(self._legs[route].values())
+            self._sentences[route], self._pieces[route] = sentences, pieces
             if None in self._pieces:
                 await self._counted.wait()
             else:
@@ -79,7 +75,7 @@ class RequestShare:
             if len(self.routes) == 1:
                 return too_many_pieces(sentences, pieces, self.limit)
             return self._over_routes()
-        self._pieces[route] = max(self._legs[route].values())
+        self._pieces[route] = max(self._pieces[route] or 0, pieces)
         if self.total <= self.limit:
             return None
         return self._over_pivot(route, pieces)

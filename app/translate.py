@@ -481,11 +481,12 @@ class Sent:
     pieces: list[int]
     loud: frozenset[str] | None
     source: str
-    protected: list[int]  # (filled once the request is within its share: `_translate_with`)
+    protected: list[int]  # (filled once the request is counted in its share: `_translate_with`)
     stand_ins: dict[str, str]
     checked: bool  # whether what it keeps is checked (it has stand-ins, or numbers to keep)
     protected_text: str
     write: Callable[[str], str]  # how a number of the source is written in the translation
+    numbers: bool  # whether numbers are kept (MT_KEEP_NUMBERS), or names alone
 
     def text(self, results: Sequence[SentenceResult], k: int) -> str:
         """Its translation, alternative `k` (or the last one there is)."""
@@ -496,7 +497,14 @@ class Sent:
         text = joined(self.pieces)
         if self.checked:
             stand_in_text = joined(self.protected) if self.protected else None
-            text, _ = keep(self.source, text, stand_in_text, self.stand_ins, self.write)
+            text, _ = keep(
+                self.source,
+                text,
+                stand_in_text,
+                self.stand_ins,
+                self.write,
+                self.numbers,
+            )
         return text if self.loud is None else upper(text, self.loud)
 
 
@@ -570,6 +578,7 @@ async def _translate_with(
                     bool(stand_ins) or (keep_numbers and has_numbers(sent_as)),
                     protected,
                     write,
+                    keep_numbers,
                 )
             )
         return out
@@ -603,21 +612,15 @@ async def _translate_with(
             layout.append(([], None, sentence + sep))
         layouts.append((prefix, layout))
     n_sentences = sum(1 for _, layout in layouts for entry in layout if entry[0])
-    # the texts with stand-ins go in the queue after those as written, and only where the
-    # request is within its share with them: without, they are left out (each then as written)
-    asked = len(payloads)
-    seconds = [one for _, layout in layouts for sents, _, _ in layout for one in sents]
-    for one in seconds:
-        if one.stand_ins:
-            one.protected.extend(add(one.protected_text))
+    # the texts with stand-ins (as many as those they stand in for, at most) go in the queue
+    # after those as written, outside the request's share: the server's choice, not the
+    # client's, so that a request within its share as sent is never refused for them
     over = await leg.claim(n_sentences, len(payloads))
-    if over and len(payloads) > asked and not await leg.claim(n_sentences, asked):
-        del payloads[asked:]
-        for one in seconds:
-            one.protected.clear()
-        over = None
     if over:  # 503 would invite a retry that cannot work
         raise TooManySentences(413, over)
+    for one in (one for _, layout in layouts for sents, _, _ in layout for one in sents):
+        if one.stand_ins:
+            one.protected.extend(add(one.protected_text))
     key = DecodeKey(model, beam, n_best, max_length)
     metrics = state.metrics
     timeout = leg.deadline.left()

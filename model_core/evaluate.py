@@ -179,7 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         write = notation(translator.source_language, translator.target_language)
         for i, (_, stand_ins) in enumerate(protected):
             if stand_ins or (args.keep_numbers and has_numbers(sent[i])):
-                texts[i], how = keep(sent[i], texts[i], stand_in_texts.get(i), stand_ins, write)
+                texts[i], how = keep(
+                    sent[i],
+                    texts[i],
+                    stand_in_texts.get(i),
+                    stand_ins,
+                    write,
+                    args.keep_numbers,
+                )
                 kept_how[how] = kept_how.get(how, 0) + 1
     seconds = time.perf_counter() - start
     hyps = [upper(t) if up else t for t, up in zip(texts, loud, strict=True)]

@@ -175,15 +175,17 @@ class Truecaser:
     def names(self, text: str, known: Collection[str] = ()) -> list[tuple[int, int]]:
         """(start, end) of each name in `text` the vocabulary does not know: a run of
         capitalised words (or acronyms) none of which the vocabulary knows (`_known`), side by
-        side with single spaces (a possessive's "'s" after it not part of it); a run of one word at the start of the sentence (where any word is
-        capitalised) is none. "Jane Doe wrote it." gives "Jane Doe", "I met Professor
-        Hoffmann." "Hoffmann" ("Professor" is a piece), "Consequently, ..." nothing, and a word
-        of `known` (the names standing in for markup) is none. None in a language that
-        capitalises its nouns (`title` False), nor in placeholders, nor a title's
-        abbreviation ("Mrs." goes to the model)."""
+        side with single spaces (a possessive's "'s" after it not part of it), with the
+        vocabulary's capitalised words beside them ("Greenfield Bank", "Mount Fuji"). None: a run of
+        one word at the start of the sentence (where any word is capitalised), a run before a
+        title ("Prime Minister"), a title itself ("Grandpa", "Mrs."; "Professor Hoffmann",
+        "Mr Smith": "Hoffmann", "Smith"), a
+        word joined to digits ("MP3", "COVID-19"), a word of `known` (the names standing in
+        for markup), placeholders; and any in a language that capitalises its nouns (`title`
+        False). "Jane Doe wrote it." gives "Jane Doe", "Consequently, ..." nothing."""
         if not self.title:
             return []
-        runs: list[list[tuple[int, int]]] = []
+        words: list[tuple[int, int, str]] = []  # each word: (start, end, what it is)
         at = 0
         for is_text, part in _text_parts(text):
             for m in _NAME_WORD.finditer(part) if is_text else ():
@@ -191,26 +193,46 @@ class Truecaser:
                 if _CLITIC.search(word):  # "Priya's", "I'm": the word before the apostrophe
                     word = _CLITIC.sub("", word)
                     end = start + len(word)
-                unknown = (
-                    word[0].isupper()
-                    and len(word) > 1
-                    and not self._known(word)
-                    and word not in known
-                    and not (word in _TITLES and text[end : end + 1] == ".")
-                )
-                if not unknown:
-                    runs.append([])
-                elif runs and runs[-1] and text[runs[-1][-1][1] : start] == " ":
-                    runs[-1].append((start, end))
+                if not word[0].isupper() or len(word) < 2 or word in known:
+                    kind_ = "word"
+                elif word in _TITLES or word.lower() in _TITLE_WORDS:
+                    kind_ = "title"
+                elif text[start - 1 : start].isdigit() or re.match(r"-?\d", text[end : end + 2]):
+                    kind_ = "word"  # (joined to digits: a model's or product's name)
+                elif self._known(word):
+                    kind_ = "capital"  # a word of the vocabulary, capitalised
                 else:
-                    runs.append([(start, end)])
+                    kind_ = "name"
+                words.append((start, end, kind_))
             at += len(part)
-            runs.append([])
+            words.append((at, at, "word"))  # (a placeholder breaks a run)
         spans = []
-        for run in runs:
-            if not run or (len(run) == 1 and _sentence_start(text, run[0][0])):
+        k = 0
+        while k < len(words):
+            if words[k][2] != "name":
+                k += 1
                 continue
-            spans.append((run[0][0], run[-1][1]))
+            first = k
+            # the run, with the vocabulary's capitalised words beside its names ("Greenfield
+            # Bank", "Mount Fuji"), but one that begins the sentence
+            while k + 1 < len(words) and words[k + 1][2] in ("name", "capital"):
+                if text[words[k][1] : words[k + 1][0]] != " ":
+                    break
+                k += 1
+            while (
+                first
+                and words[first - 1][2] == "capital"
+                and text[words[first - 1][1] : words[first][0]] == " "
+                and not _sentence_start(text, words[first - 1][0])
+            ):
+                first -= 1
+            start, end = words[first][0], words[k][1]
+            after = words[k + 1] if k + 1 < len(words) else None
+            titled = after is not None and after[2] == "title" and text[end : after[0]] == " "
+            alone_first = first == k and _sentence_start(text, start)
+            if not titled and not alone_first:  # ("Prime Minister": a title's words)
+                spans.append((start, end))
+            k += 1
         return spans
 
 
@@ -238,12 +260,20 @@ _COMMON_CAPITALS = frozenset(
 _NAME_WORD = re.compile(r"[^\W\d_]+(?:[-'\u2019][^\W\d_]+)*")
 #: titles written before a name, abbreviated
 _TITLES = frozenset(["Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "Mt", "Rev", "Gen", "Capt"])
+#: words of English written before a name, or in its place, that are no names
+_TITLE_WORDS = frozenset(
+    ["mister", "miss", "madam", "sir", "lady", "lord", "professor", "doctor", "queen", "king"]
+    + ["prince", "princess", "president", "chancellor", "senator", "governor", "mayor"]
+    + ["minister", "judge", "captain", "saint", "pope", "uncle", "aunt", "grandpa", "grandma"]
+    + ["granddad", "grandmother", "grandfather", "mom", "mum", "dad", "god", "bible", "dear"]
+    + ["hi", "hello", "hey"]
+)
 
 
 def _sentence_start(text: str, at: int) -> bool:
     """Whether the word at `at` begins its sentence: nothing but quotes, brackets, dashes or
     a list's marks before it in `text`, or a sentence's end."""
-    before = text[:at].rstrip()
+    before = _PLACEHOLDER.sub("", text[:at]).rstrip()
     if not re.search(r"[^\W_]", before):
         return True
     title = re.search(r"(?<![^\W\d_])([^\W\d_]+)\.$", before)

@@ -77,7 +77,8 @@ def _key(number: str) -> str:
     groups = re.split(r"[^\d]+", number.lstrip("+-\u2212"))
     out = groups[0]
     for group in groups[1:]:
-        out += group if len(group) == 3 else "." + group
+        # (after a lone 0, no thousands: "0,125" is a decimal)
+        out += group if len(group) == 3 and out != "0" else "." + group
     return sign + out
 
 
@@ -215,7 +216,8 @@ def restore_some(
 def put_back(source: str, translation: str, write: Callable[[str], str] = str) -> str:
     """`translation` with the numbers that are none of the source's (by `_key`) replaced, in
     order, by the source's numbers it lacks (as `write` writes them), where there are as many
-    of each; else as it is (the same object)."""
+    of each; else as it is (the same object). (One digit too: the shipped models misspell
+    those as well; a number the model converted, "18 Uhr" for "6 pm", is then put back.)"""
     wanted = NUMBER.findall(source)
     odd = []
     for m in NUMBER.finditer(translation):
@@ -239,17 +241,30 @@ def keep(
     stand_in_translation: str | None,
     stand_ins: dict[str, str],
     write: Callable[[str], str] = str,
+    numbers: bool = True,
 ) -> tuple[str, str]:
     """Of a translation of `source` as written and one of it with `stand_ins` (`protect`), the
     one that keeps the source's numbers and names (the module's docstring), and which it is:
     "as written", "stand-ins", "put back" (numbers, into the one as written), "put back in
     stand-ins" (into the other, its names given back) or "lost" (the one as written, which
-    does not hold them). The numbers it writes are written by `write` (`notation`)."""
+    does not hold them). The numbers it writes are written by `write` (`notation`); with
+    `numbers` False (names alone kept), the translation as written where it holds the names,
+    else the stand-in one where each came back once, else the one as written."""
+    names = {k: v for k, v in stand_ins.items() if not k[0].isdigit()}
+    if not numbers:
+        names_only = holds_names(names.values(), translation)
+        restored = (
+            None
+            if names_only or not stand_in_translation
+            else restore(stand_in_translation, stand_ins)
+        )
+        if restored is not None:
+            return restored, "stand-ins"
+        return translation, "as written" if names_only else "lost"
     fixed = _fixed(source)
     write = _but(write, fixed)
     # a number the model copied as the source writes it is written as the target language does
     translation = _localized(source, translation, write)
-    names = {k: v for k, v in stand_ins.items() if not k[0].isdigit()}
     named_as_written = holds_names(names.values(), translation)
     if named_as_written and same_numbers(source, translation):
         return translation, "as written"

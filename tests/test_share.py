@@ -63,16 +63,3 @@ def test_whether_a_request_is_over_does_not_depend_on_the_order_its_legs_end_in(
         assert claims(share, (0, 0, 3, 3), (1, 0, 3, 3)) == [None, None]
         said = [claims(share, (route, 1, 4, 4))[0] for route in order]
         assert said[0] is None and said[1] is not None and "beside 4" in said[1]
-
-
-def test_a_leg_claimed_again_with_fewer_pieces_is_counted_anew():
-    """A leg over the share with its texts with stand-ins (app/translate.py) is claimed again
-    without them: the second count replaces the first, on either leg of a route."""
-    share = RequestShare(4, [PIVOT], "en")
-    assert claims(share, (0, 0, 2, 4)) == [None]
-    assert claims(share, (0, 1, 2, 6))[0] is not None  # the second leg, with stand-ins
-    assert claims(share, (0, 1, 2, 3)) == [None]  # without: 4 at most (its first leg)
-    assert share.total == 4
-    share = RequestShare(3, [DIRECT])
-    assert claims(share, (0, 0, 2, 5))[0] is not None
-    assert claims(share, (0, 0, 2, 2)) == [None] and share.total == 2

@@ -215,6 +215,15 @@ def en_de():
         ("I'm sure it's Priya's car, not Tom's.", ["Priya"]),
         # common words capitalised: a piece in lower case, a plural, a month
         ("Italians eat pasta in January.", []),
+        # titles and words said to a person: none; the name after one is
+        ("Thank you, Grandpa. I read the Bible to Mr Smith.", ["Smith"]),
+        ("Dear Priya, thanks.", ["Priya"]),
+        ("We met the Prime Minister.", []),  # before a title: a title's words
+        # the vocabulary's capitalised words beside a name are the name's
+        ("He works at Greenfield Bank near Mount Fuji.", ["Greenfield Bank", "Mount Fuji"]),
+        # joined to digits: a product's or a model's name, the model's to copy
+        ("I play MP3 files on my PS5 since COVID-19.", []),
+        ("<g1>Afterwards</g1> we left.", []),  # a placeholder is no word before it
     ],
 )
 def test_names_the_vocabulary_does_not_know_are_found(en_de, text, names):
@@ -339,21 +348,24 @@ def test_a_text_holding_every_stand_in_still_has_its_numbers_put_back():
     assert keep(source, wrong, None, stand_ins) == (wrong.replace("2099", "2019"), "put back")
 
 
-def test_a_request_within_its_share_as_written_is_translated_without_its_stand_ins():
-    """The translations with stand-ins take places in the queue: where a request is over its
-    share of the queue only with them, they are left out (each sentence then as written)
-    rather than the request refused."""
+def test_the_translations_with_stand_ins_are_outside_the_requests_share():
+    """A request within its share of the queue as sent is translated, stand-ins and all: they
+    are the server's choice (they were counted, and such requests refused with a 413 that
+    blamed "the words between URLs")."""
     text = "In 2019 we won. The cat is big. In 2020 we lost. He has 12 dogs."
     with serve_in_thread(WEIGHTS, warmup=False, max_queue_size=10) as (url, _):  # share: 5
         body = {"q": text, "source": "en", "target": "de"}
         r = httpx.post(f"{url}/translate", json=body, timeout=60)
         assert r.status_code == 200, r.text
-        body = {"q": text.replace(" He has 12 dogs.", ""), "source": "en", "target": "de"}
-        r = httpx.post(f"{url}/translate", json=body, timeout=60)  # 3 sentences, 5 pieces
-        assert r.status_code == 200, r.text
+        body = {"q": text + " Tom is 33. We sing.", "source": "en", "target": "de"}
+        r = httpx.post(f"{url}/translate", json=body, timeout=60)
+        assert r.status_code == 413, r.text
+        assert r.json()["error"].startswith("`q` holds 6 sentences; the server takes at most"), (
+            r.text
+        )
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
     decoded = [line for line in metrics.splitlines() if line.startswith("mt_sentences_total")]
-    assert float(decoded[0].split()[-1]) == 4 + 5, decoded
+    assert float(decoded[0].split()[-1]) == 4 + 3, decoded  # each with a number twice
 
 
 @pytest.mark.parametrize(
@@ -454,3 +466,14 @@ def test_a_heading_in_title_case_has_no_names_told():
         body = {"q": heading, "source": "en", "target": "de"}
         out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
     assert out != heading and "2:14:05" in out, out
+
+
+def test_names_alone_are_kept_without_touching_numbers():
+    """With MT_KEEP_NUMBERS off, the numbers are the model's: the stand-in translation is
+    taken for the names alone."""
+    source = "I gave Priya 12.50 dollars."
+    stand_ins = {"Tom": "Priya"}
+    got = keep(source, "Ich gab 125 Dollar.", "Ich gab Tom zwölf Dollar.", stand_ins, numbers=False)
+    assert got == ("Ich gab Priya zwölf Dollar.", "stand-ins")
+    got = keep(source, "Ich gab Priya 125 Dollar.", "Ich gab Tom.", stand_ins, numbers=False)
+    assert got == ("Ich gab Priya 125 Dollar.", "as written")
