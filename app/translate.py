@@ -27,7 +27,7 @@ from model_core.translator import Translator
 from model_core.truecase import upper
 from model_core.verbatim import has_numbers, keep, notation, protect
 
-from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown
+from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown, Ticket
 from .detect import named, readable
 from .engine import DecodeKey, SentenceResult
 from .formats.addresses import verbatim_spans
@@ -618,7 +618,9 @@ async def _translate_with(
     over = await leg.claim(n_sentences, len(payloads))
     if over:  # 503 would invite a retry that cannot work
         raise TooManySentences(413, over)
-    for one in (one for _, layout in layouts for sents, _, _ in layout for one in sents):
+    asked = len(payloads)
+    seconds = [one for _, layout in layouts for sents, _, _ in layout for one in sents]
+    for one in seconds:
         if one.stand_ins:
             one.protected.extend(add(one.protected_text))
     key = DecodeKey(model, beam, n_best, max_length)
@@ -626,12 +628,23 @@ async def _translate_with(
     timeout = leg.deadline.left()
     if timeout <= 0:  # the first leg through the pivot language took the request's time
         raise timed_out(state)
+
+    def submit() -> Ticket | None:
+        if not payloads:
+            return None
+        return state.batcher.submit(key, payloads, [len(p) + 1 for p in payloads], leg.share)
+
     try:
-        ticket = (
-            state.batcher.submit(key, payloads, [len(p) + 1 for p in payloads], leg.share)
-            if payloads
-            else None
-        )
+        try:
+            ticket = submit()
+        except QueueFull:
+            if len(payloads) == asked:
+                raise
+            # the queue has room for the texts as sent alone: without the stand-in ones
+            del payloads[asked:]
+            for one in seconds:
+                one.protected.clear()
+            ticket = submit()
     except QueueFull as exc:
         metrics.rejected.labels("queue_full").inc()
         raise unavailable(

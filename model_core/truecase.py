@@ -177,8 +177,9 @@ class Truecaser:
         capitalised words (or acronyms) none of which the vocabulary knows (`_known`), side by
         side with single spaces (a possessive's "'s" after it not part of it), with the
         vocabulary's capitalised words beside them ("Greenfield Bank", "Mount Fuji"). None: a run of
-        one word at the start of the sentence (where any word is capitalised), a run before a
-        title ("Prime Minister"), a title itself ("Grandpa", "Mrs."; "Professor Hoffmann",
+        one word at the start of the sentence (where any word is capitalised) but before another
+        name's ("Jane Doe"; not "If Apple"), one word before a title ("Prime Minister"), a
+        month, a day or an article beside a name ("On Monday Priya": "Priya"), a title itself ("Grandpa", "Mrs."; "Professor Hoffmann",
         "Mr Smith": "Hoffmann", "Smith"), a
         word joined to digits ("MP3", "COVID-19"), a word of `known` (the names standing in
         for markup), placeholders; and any in a language that capitalises its nouns (`title`
@@ -200,7 +201,10 @@ class Truecaser:
                 elif text[start - 1 : start].isdigit() or re.match(r"-?\d", text[end : end + 2]):
                     kind_ = "word"  # (joined to digits: a model's or product's name)
                 elif self._known(word):
-                    kind_ = "capital"  # a word of the vocabulary, capitalised
+                    # a word of the vocabulary, capitalised: one of a name beside it, but a
+                    # month, a day, a people's adjective, an article ("On Monday Priya ...")
+                    common = word in _COMMON_CAPITALS or word.lower() in _NEVER_IN_NAMES
+                    kind_ = "word" if common else "capital"
                 else:
                     kind_ = "name"
                 words.append((start, end, kind_))
@@ -226,11 +230,25 @@ class Truecaser:
                 and not _sentence_start(text, words[first - 1][0])
             ):
                 first -= 1
-            start, end = words[first][0], words[k][1]
+            # a word at the sentence's start, where any word is capitalised, is a name's only
+            # before another ("Jane Doe"; not "If Apple", "Click Save")
+            if _sentence_start(text, words[first][0]) and not (
+                first < k and words[first + 1][2] == "name"
+            ):
+                first += 1
+            names = [w for w in words[first : k + 1] if w[2] == "name"]
+            start, end = words[first][0] if first <= k else 0, words[k][1]
             after = words[k + 1] if k + 1 < len(words) else None
-            titled = after is not None and after[2] == "title" and text[end : after[0]] == " "
-            alone_first = first == k and _sentence_start(text, start)
-            if not titled and not alone_first:  # ("Prime Minister": a title's words)
+            # one word before a title's ("Prime Minister"): the title's
+            titled = (
+                len(names) == 1
+                and first == k
+                and after is not None
+                and after[2] == "title"
+                and text[after[0] : after[1]].lower() in _TITLE_WORDS
+                and text[end : after[0]] == " "
+            )
+            if names and not titled:
                 spans.append((start, end))
             k += 1
         return spans
@@ -260,6 +278,17 @@ _COMMON_CAPITALS = frozenset(
 _NAME_WORD = re.compile(r"[^\W\d_]+(?:[-'\u2019][^\W\d_]+)*")
 #: titles written before a name, abbreviated
 _TITLES = frozenset(["Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "Mt", "Rev", "Gen", "Capt"])
+#: capitalised words of the vocabulary that are no name's, beside one (in lower case)
+_NEVER_IN_NAMES = (
+    frozenset(
+        ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+        + ["christmas", "easter", "this", "that", "these", "those", "my", "our", "your", "his"]
+        + ["her", "its", "their", "we", "i", "you", "he", "she", "it", "they", "next", "last"]
+        + ["every", "each", "some", "any", "no", "not", "if", "when", "while", "after", "before"]
+        + ["please", "dear", "best", "thanks", "thank", "yes", "mr", "mrs", "ms", "dr"]
+    )
+    | MINOR_WORDS
+)
 #: words of English written before a name, or in its place, that are no names
 _TITLE_WORDS = frozenset(
     ["mister", "miss", "madam", "sir", "lady", "lord", "professor", "doctor", "queen", "king"]

@@ -30,6 +30,9 @@ name of `NAME_STAND_INS`, each one it does not hold; and of the two translations
 5. else the one as written with its numbers put back;
 6. else the one as written.
 
+With names alone kept (numbers left to the model): the one as written where it holds the
+names, else the stand-in one where each came back once, else the one as written.
+
 A number given back (2. to 5.) is written as the target language writes numbers, where its
 decimal and thousands' marks differ from the source language's (`notation`: English to
 German, "12.50" as "12,50" and "3,400" as "3.400"; German to English, "3.400" as "3,400",
