@@ -483,28 +483,22 @@ class Sent:
     source: str
     protected: list[int]  # (filled once the request is counted in its share: `_translate_with`)
     stand_ins: dict[str, str]
-    checked: bool  # whether what it keeps is checked (it has stand-ins, or numbers to keep)
     protected_text: str
-    write: Callable[[str], str]  # how a number of the source is written in the translation
-    numbers: bool  # whether numbers are kept (MT_KEEP_NUMBERS), or names alone
 
-    def text(self, results: Sequence[SentenceResult], k: int) -> str:
-        """Its translation, alternative `k` (or the last one there is)."""
+    def text(
+        self, results: Sequence[SentenceResult], k: int, write: Callable[[str], str], numbers: bool
+    ) -> str:
+        """Its translation, alternative `k` (or the last one there is); `write`: how a number
+        of the source is written in it (`notation`), `numbers`: whether numbers are kept
+        (MT_KEEP_NUMBERS), or names alone."""
 
         def joined(indices: list[int]) -> str:
             return " ".join(results[i].texts[min(k, len(results[i].texts) - 1)] for i in indices)
 
         text = joined(self.pieces)
-        if self.checked:
+        if self.stand_ins or (numbers and has_numbers(self.source)):
             stand_in_text = joined(self.protected) if self.protected else None
-            text, _ = keep(
-                self.source,
-                text,
-                stand_in_text,
-                self.stand_ins,
-                self.write,
-                self.numbers,
-            )
+            text, _ = keep(self.source, text, stand_in_text, self.stand_ins, write, numbers)
         return text if self.loud is None else upper(text, self.loud)
 
 
@@ -569,17 +563,7 @@ async def _translate_with(
             )
             protected, stand_ins = protect(sent_as, keep_numbers, unknown)
             out.append(
-                Sent(
-                    add(sent_as),
-                    names if capitals else None,
-                    sent_as,
-                    [],
-                    stand_ins,
-                    bool(stand_ins) or (keep_numbers and has_numbers(sent_as)),
-                    protected,
-                    write,
-                    keep_numbers,
-                )
+                Sent(add(sent_as), names if capitals else None, sent_as, [], stand_ins, protected)
             )
         return out
 
@@ -686,7 +670,7 @@ async def _translate_with(
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
         for sents, unit, sep in layout:
             for k in range(n_best):  # (none sent: `sep` is the sentence kept as sent, and its own)
-                texts_k = [one.text(results, k) for one in sents]
+                texts_k = [one.text(results, k, write, keep_numbers) for one in sents]
                 if unit is not None:
                     texts_k = ["".join(t.text for t in unit.tokens(texts_k))]
                 parts[k].append("".join(texts_k) + sep)

@@ -48,6 +48,7 @@ one inside a word ("MP3", "2nd", "COVID-19"), or a placeholder's (`<x1/>`), is n
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 #: the names that stand in for names the model does not know (Truecaser.names): those the
@@ -133,12 +134,7 @@ def _keys(text: str) -> list[str]:
 def holds_numbers(source: str, translation: str) -> bool:
     """Whether `translation` holds each number of two digits or more that `source` does (by
     `_key`: "12,50" holds "12.50", "275" does not hold "2.75")."""
-    have = _keys(translation)
-    for key in _keys(source):
-        if key not in have:
-            return False
-        have.remove(key)
-    return True
+    return not Counter(_keys(source)) - Counter(_keys(translation))
 
 
 def same_numbers(source: str, translation: str) -> bool:
@@ -208,9 +204,7 @@ def restore_some(
     for (a number's lost or misspelt stand-in left to `put_back`); None where a stand-in name
     is not in it exactly once."""
     found = _found(translation, stand_ins)
-    counts: dict[str, int] = {}
-    for f in found:
-        counts[f[2]] = counts.get(f[2], 0) + 1
+    counts = Counter(f[2] for f in found)
     if any(counts.get(k) != 1 for k in stand_ins if not k[0].isdigit()):
         return None
     return _replaced(translation, [f for f in found if counts[f[2]] == 1], stand_ins, write)
