@@ -209,6 +209,12 @@ class Settings(BaseSettings):
         "language that capitalises its nouns) is translated as written and with stand-in "
         "names, and the translation that keeps the names is given (model_core/verbatim.py)",
     )
+    spell_symbols: bool = Field(
+        True,
+        description="currency symbols by numbers (€20, 20 €), degrees (25°C) and '&' between "
+        "words are sent spelled as words of the source language (English, German), which the "
+        "shipped models learned (model_core/symbols.py)",
+    )
     default_beam_size: int = Field(
         4, ge=1, le=MAX_BEAM, description="beam size when the request gives none"
     )

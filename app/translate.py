@@ -23,9 +23,10 @@ from pydantic import ValidationError
 from starlette.types import Receive
 
 from model_core.langcodes import two_letter
+from model_core.symbols import spell
 from model_core.translator import Translator
 from model_core.truecase import upper
-from model_core.verbatim import has_numbers, keep, notation, protect
+from model_core.verbatim import NO_PLACES, Places, has_numbers, keep, notation, places, protect
 
 from .batcher import BatchFailed, DeadlineExceeded, QueueFull, ShuttingDown, Ticket
 from .detect import named, readable
@@ -486,11 +487,17 @@ class Sent:
     protected_text: str
 
     def text(
-        self, results: Sequence[SentenceResult], k: int, write: Callable[[str], str], numbers: bool
+        self,
+        results: Sequence[SentenceResult],
+        k: int,
+        write: Callable[[str], str],
+        numbers: bool,
+        place_names: Places,
     ) -> str:
         """Its translation, alternative `k` (or the last one there is); `write`: how a number
         of the source is written in it (`notation`), `numbers`: whether numbers are kept
-        (MT_KEEP_NUMBERS), or names alone."""
+        (MT_KEEP_NUMBERS), or names alone; `place_names`: the places the target language
+        names otherwise (`places`)."""
 
         def joined(indices: list[int]) -> str:
             return " ".join(results[i].texts[min(k, len(results[i].texts) - 1)] for i in indices)
@@ -498,7 +505,9 @@ class Sent:
         text = joined(self.pieces)
         if self.stand_ins or (numbers and has_numbers(self.source)):
             stand_in_text = joined(self.protected) if self.protected else None
-            text, _ = keep(self.source, text, stand_in_text, self.stand_ins, write, numbers)
+            text, _ = keep(
+                self.source, text, stand_in_text, self.stand_ins, write, numbers, place_names
+            )
         return text if self.loud is None else upper(text, self.loud)
 
 
@@ -547,13 +556,23 @@ async def _translate_with(
     recaser = translator.truecaser if state.settings.recase else None
     # numbers and names the model does not know, kept as written (model_core/verbatim.py)
     keep_numbers, keep_names = state.settings.keep_numbers, state.settings.keep_names
+    # currency symbols, degrees and "&" as the words the model knows (model_core/symbols.py)
+    spelled = state.settings.spell_symbols
+    source_language = two_letter(translator.source_language)
     write = notation(two_letter(translator.source_language), two_letter(target))
+    place_names = (
+        places(two_letter(translator.source_language), two_letter(target))
+        if keep_names
+        else NO_PLACES
+    )
 
     def added(requests: list[str]) -> list[Sent]:
         """What is sent for each request: `add`ed, recased, with numbers and names kept."""
         out = []
         for request in requests:
             sent_as, capitals = recaser.recase(request, STAND_INS) if recaser else (request, False)
+            if spelled:
+                sent_as = spell(sent_as, source_language)
             names = frozenset(n for n in STAND_INS if re.search(rf"\b{n}\b", request))
             # (not in a heading in Title Case or in capitals: what is not a word of the
             # vocabulary there is no more a name than a word it lacks)
@@ -670,7 +689,7 @@ async def _translate_with(
         parts: list[list[str]] = [[prefix] for _ in range(n_best)]
         for sents, unit, sep in layout:
             for k in range(n_best):  # (none sent: `sep` is the sentence kept as sent, and its own)
-                texts_k = [one.text(results, k, write, keep_numbers) for one in sents]
+                texts_k = [one.text(results, k, write, keep_numbers, place_names) for one in sents]
                 if unit is not None:
                     texts_k = ["".join(t.text for t in unit.tokens(texts_k))]
                 parts[k].append("".join(texts_k) + sep)

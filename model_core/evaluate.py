@@ -31,9 +31,20 @@ import sacrebleu
 from .checkpoint import CheckpointError
 from .cli import folder_of_models, integer, interruptible, number
 from .data import DataError, read_lines
+from .langcodes import two_letter
+from .symbols import spell
 from .translator import Translator
 from .truecase import upper
-from .verbatim import has_numbers, holds_names, holds_numbers, keep, notation, protect
+from .verbatim import (
+    NO_PLACES,
+    has_numbers,
+    holds_names,
+    holds_numbers,
+    keep,
+    notation,
+    places,
+    protect,
+)
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -87,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         help="translate each line with names the vocabulary does not know also with stand-in "
         "names, and keep the translation that holds them, as the service does "
         "(model_core/verbatim.py)",
+    )
+    p.add_argument(
+        "--spell-symbols",
+        action="store_true",
+        help="send currency symbols by numbers, degrees and '&' between words spelled as the "
+        "source language's words, as the service does (model_core/symbols.py)",
     )
     args = p.parse_args(argv)
     if args.output is not None and (
@@ -149,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     sent, loud = list(sources), [False] * len(sources)
     if args.recase:
         sent, loud = map(list, zip(*map(translator.truecaser.recase, sources), strict=True))
+    if args.spell_symbols:
+        sent = [spell(line, two_letter(translator.source_language)) for line in sent]
     start = time.perf_counter()
     results = translator.translate_batch(
         sent,
@@ -163,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         translator.truecaser.names(line) if translator.truecaser.kind(source) is None else []
         for line, source in zip(sent, sources, strict=True)
     ]
+    # the places the target language names otherwise: a translation that names one so holds
+    # it (model_core/verbatim.py)
+    names_known = places(
+        two_letter(translator.source_language), two_letter(translator.target_language)
+    )
     if args.keep_numbers or args.keep_names:
         protected = [
             protect(line, args.keep_numbers, spans if args.keep_names else [])
@@ -177,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         stand_in_texts = {i: r.text for i, r in zip(kept, again, strict=True)}
         write = notation(translator.source_language, translator.target_language)
+        place_names = names_known if args.keep_names else NO_PLACES
         for i, (_, stand_ins) in enumerate(protected):
             if stand_ins or (args.keep_numbers and has_numbers(sent[i])):
                 texts[i], how = keep(
@@ -186,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     stand_ins,
                     write,
                     args.keep_numbers,
+                    place_names,
                 )
                 kept_how[how] = kept_how.get(how, 0) + 1
     seconds = time.perf_counter() - start
@@ -223,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         "numbers_held": sum(holds_numbers(sent[i], hyps[i]) for i in with_numbers),
         "lines_with_names": len(with_names),
         "names_held": sum(
-            holds_names((sent[i][a:b] for a, b in names[i]), hyps[i]) for i in with_names
+            holds_names((sent[i][a:b] for a, b in names[i]), hyps[i], names_known)
+            for i in with_names
         ),
         "device": str(translator.device),
         "dtype": str(translator.dtype).replace("torch.", ""),

@@ -256,12 +256,13 @@ class Truecaser:
 
 #: an English clitic or possessive after a word ("'s", "'m", "'ll", "'d", "'ve", "'re", "'t")
 _CLITIC = re.compile(r"['\u2019](?:s|m|ll|d|ve|re|t)$", re.IGNORECASE)
-#: capitalised words of English that are no names: the months, and adjectives of peoples,
-#: languages and religions ("an Asian man", "Two Indian men"; the shipped vocabulary has few
-#: as pieces); a word of a place's name with "n" after it is one too (`_known`)
+#: capitalised words of English that are no names: the months and the days, and adjectives of
+#: peoples, languages and religions ("an Asian man", "Two Indian men"; the shipped vocabulary
+#: has few as pieces); a word of a place's name with "n" after it is one too (`_known`)
 _COMMON_CAPITALS = frozenset(
     ["January", "February", "March", "April", "May", "June", "July", "August", "September"]
-    + ["October", "November", "December", "American", "African", "Asian", "European"]
+    + ["October", "November", "December", "Monday", "Tuesday", "Wednesday", "Thursday"]
+    + ["Friday", "Saturday", "Sunday", "American", "African", "Asian", "European"]
     + ["Indian", "Chinese", "Japanese", "Korean", "Vietnamese", "Thai", "Filipino", "Indonesian"]
     + ["Australian", "Canadian", "Mexican", "Brazilian", "Argentine", "Argentinian", "Chilean"]
     + ["Colombian", "Peruvian", "Cuban", "British", "English", "Scottish", "Irish", "Welsh"]

@@ -47,9 +47,11 @@ one inside a word ("MP3", "2nd", "COVID-19"), or a placeholder's (`<x1/>`), is n
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 #: the names that stand in for names the model does not know (Truecaser.names): those the
 #: shipped models copied most reliably (docs/BENCHMARKS.md section 8; app/formats/inline.py
@@ -142,9 +144,91 @@ def same_numbers(source: str, translation: str) -> bool:
     return _keys(source) == _keys(translation)
 
 
-def holds_names(names: Iterable[str], translation: str) -> bool:
-    """Whether `translation` holds each of `names` as written, as a word."""
-    return all(_as_word(name).search(translation) for name in names)
+class Places(NamedTuple):
+    """The places a target language names otherwise than the source language (`places`):
+    `known`, {the source's name: the target's}, and of those `given`, the names a translation
+    gives where the model lost the place and a stand-in kept it."""
+
+    known: Mapping[str, str]
+    given: Mapping[str, str]
+
+
+NO_PLACES = Places({}, {})
+
+
+@functools.lru_cache(maxsize=64)
+def places(source: str, target: str) -> Places:
+    """The places whose names differ between the languages `source` and `target` (ISO 639
+    codes), from the Unicode CLDR (Babel): countries, regions and continents ("Sweden":
+    "Schweden"), and the cities that name time zones ("Vienna": "Wien", "Prague": "Prag").
+    A model that knows such a name translates it ("Wir wohnen in Schweden."), and its
+    translation then holds the place: the name as written is no better. Given where the model
+    lost it (`Places.given`): the cities of one word; not a country or an island group, whose
+    name takes an article in some languages where a city's does not ("in der Schweiz": the
+    stand-in's "in Paris" would give "in Schweiz"), where the source's name is kept."""
+    try:
+        from babel import Locale, UnknownLocaleError
+        from babel.core import get_global
+    except ImportError:  # pragma: no cover - a dependency; without it, none
+        return NO_PLACES
+    try:
+        src, tgt = Locale.parse(source), Locale.parse(target)
+    except (UnknownLocaleError, ValueError, TypeError):
+        return NO_PLACES
+    if src.language == tgt.language:
+        return NO_PLACES
+
+    def clean(name: str) -> str:
+        return name.replace("\u00ad", "")  # CLDR's soft hyphens ("Reyk\u00adja\u00advík")
+
+    known: dict[str, str] = {}
+    territories = set()
+    for code, name in src.territories.items():
+        other = tgt.territories.get(code)
+        if code in ("001", "ZZ") or not other or re.search(r"[(),&]", name + other):
+            continue  # the world, an unknown region; "Congo (DRC)", "Bosnia & Herzegovina"
+        territories.update(clean(other).split())
+        if clean(other) != clean(name):
+            known[clean(name)] = clean(other)
+    given: dict[str, str] = {}
+    for zone in get_global("zone_territories"):
+        if zone.startswith("Etc/"):
+            continue
+
+        def city(locale: Locale, zone: str = zone) -> str:
+            names = locale.time_zones.get(zone, {})
+            return clean(names.get("city") or zone.rsplit("/", 1)[-1].replace("_", " "))
+
+        name, other = city(src), city(tgt)
+        if name == other or name in known:
+            continue
+        known[name] = other
+        # a city of one word; not an island, a research station or a country named by its
+        # zone ("Atlantic/Azores", "Antarctica/Troll", "Indian/Maldives", "Europe/Vatican")
+        city_zone = zone.split("/", 1)[0] in ("Africa", "America", "Asia", "Australia", "Europe")
+        if (
+            city_zone
+            and " " not in name + other
+            and not any(word.startswith(other) for word in territories)
+        ):
+            given[name] = other
+    return Places(known, given)
+
+
+def _named(place: str | None, translation: str) -> bool:
+    """Whether `translation` holds the name `place`, as a word (or its genitive in "s")."""
+    return place is not None and bool(
+        re.search(rf"(?<![\w-]){re.escape(place)}s?(?![\w-])", translation)
+    )
+
+
+def holds_names(names: Iterable[str], translation: str, place_names: Places = NO_PLACES) -> bool:
+    """Whether `translation` holds each of `names` as written, as a word, or a place's name
+    as the target language writes it (`place_names`: `places`)."""
+    return all(
+        _as_word(name).search(translation) or _named(place_names.known.get(name), translation)
+        for name in names
+    )
 
 
 def _found(translation: str, stand_ins: dict[str, str]) -> list[tuple[int, int, str, str]]:
@@ -163,26 +247,33 @@ def _replaced(
     found: list[tuple[int, int, str, str]],
     stand_ins: dict[str, str],
     write: Callable[[str], str],
+    place_names: Places = NO_PLACES,
 ) -> str:
     out, at = [], 0
     for start, end, stand_in, suffix in found:
         was = stand_ins[stand_in]
+        # (a city as the target language names it: "Wien" for "Vienna")
+        was = write(was) if stand_in[0].isdigit() else place_names.given.get(was, was)
         if suffix and was[-1:].lower() in "sxzß":  # German writes "Marcus' Auto"
             suffix = "'"
-        out += [translation[at:start], (write(was) if stand_in[0].isdigit() else was) + suffix]
+        out += [translation[at:start], was + suffix]
         at = end
     return "".join(out) + translation[at:]
 
 
 def restore(
-    translation: str, stand_ins: dict[str, str], write: Callable[[str], str] = str
+    translation: str,
+    stand_ins: dict[str, str],
+    write: Callable[[str], str] = str,
+    place_names: Places = NO_PLACES,
 ) -> str | None:
     """`translation` with each stand-in replaced by what it stands for (a number as `write`
-    writes it: `notation`), or None when one of them is not in it exactly once."""
+    writes it: `notation`; a city as the target language names it: `place_names`), or None when one
+    of them is not in it exactly once."""
     found = _found(translation, stand_ins)
     if sorted(f[2] for f in found) != sorted(stand_ins) or _debris(translation, found, stand_ins):
         return None
-    return _replaced(translation, found, stand_ins, write)
+    return _replaced(translation, found, stand_ins, write, place_names)
 
 
 def _debris(translation: str, found, stand_ins: dict[str, str]) -> bool:
@@ -198,7 +289,10 @@ def _debris(translation: str, found, stand_ins: dict[str, str]) -> bool:
 
 
 def restore_some(
-    translation: str, stand_ins: dict[str, str], write: Callable[[str], str] = str
+    translation: str,
+    stand_ins: dict[str, str],
+    write: Callable[[str], str] = str,
+    place_names: Places = NO_PLACES,
 ) -> str | None:
     """`translation` with each stand-in that is in it exactly once replaced by what it stands
     for (a number's lost or misspelt stand-in left to `put_back`); None where a stand-in name
@@ -207,7 +301,8 @@ def restore_some(
     counts = Counter(f[2] for f in found)
     if any(counts.get(k) != 1 for k in stand_ins if not k[0].isdigit()):
         return None
-    return _replaced(translation, [f for f in found if counts[f[2]] == 1], stand_ins, write)
+    found = [f for f in found if counts[f[2]] == 1]
+    return _replaced(translation, found, stand_ins, write, place_names)
 
 
 def put_back(source: str, translation: str, write: Callable[[str], str] = str) -> str:
@@ -239,6 +334,7 @@ def keep(
     stand_ins: dict[str, str],
     write: Callable[[str], str] = str,
     numbers: bool = True,
+    place_names: Places = NO_PLACES,
 ) -> tuple[str, str]:
     """Of a translation of `source` as written and one of it with `stand_ins` (`protect`), the
     one that keeps the source's numbers and names (the module's docstring), and which it is:
@@ -246,14 +342,16 @@ def keep(
     stand-ins" (into the other, its names given back) or "lost" (the one as written, which
     does not hold them). The numbers it writes are written by `write` (`notation`); with
     `numbers` False (names alone kept), the translation as written where it holds the names,
-    else the stand-in one where each came back once, else the one as written."""
+    else the stand-in one where each came back once, else the one as written. A place the
+    translation names as the target language does (`place_names`, `places`: "Schweden" for
+    "Sweden") is held as a name as written is."""
     names = {k: v for k, v in stand_ins.items() if not k[0].isdigit()}
     if not numbers:
-        names_only = holds_names(names.values(), translation)
+        names_only = holds_names(names.values(), translation, place_names)
         restored = (
             None
             if names_only or not stand_in_translation
-            else restore(stand_in_translation, stand_ins)
+            else restore(stand_in_translation, stand_ins, place_names=place_names)
         )
         if restored is not None:
             return restored, "stand-ins"
@@ -262,11 +360,11 @@ def keep(
     write = _but(write, fixed)
     # a number the model copied as the source writes it is written as the target language does
     translation = _localized(source, translation, write)
-    named_as_written = holds_names(names.values(), translation)
+    named_as_written = holds_names(names.values(), translation, place_names)
     if named_as_written and same_numbers(source, translation):
         return translation, "as written"
     if stand_in_translation is not None and stand_ins:
-        restored = restore(stand_in_translation, stand_ins, write)
+        restored = restore(stand_in_translation, stand_ins, write, place_names)
         if restored is not None and same_numbers(source, restored):
             return restored, "stand-ins"
     # numbers put back: into the translation as written where it holds the names, else first
@@ -274,7 +372,11 @@ def keep(
     put = put_back(source, translation, write)
     if named_as_written and put is not translation:
         return put, "put back"
-    some = restore_some(stand_in_translation, stand_ins, write) if stand_in_translation else None
+    some = (
+        restore_some(stand_in_translation, stand_ins, write, place_names)
+        if stand_in_translation
+        else None
+    )
     if some is not None and stand_ins:
         put_some = put_back(source, some, write)
         if same_numbers(source, put_some):

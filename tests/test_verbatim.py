@@ -12,11 +12,14 @@ import pytest
 from model_core.translator import Translator
 from model_core.verbatim import (
     NAME_STAND_INS,
+    NO_PLACES,
     NUMBER,
     STAND_INS,
+    holds_names,
     holds_numbers,
     keep,
     notation,
+    places,
     protect,
     put_back,
     restore,
@@ -215,6 +218,7 @@ def en_de():
         ("I'm sure it's Priya's car, not Tom's.", ["Priya"]),
         # common words capitalised: a piece in lower case, a plural, a month
         ("Italians eat pasta in January.", []),
+        ("The meeting is on Thursday or Friday.", []),  # days the vocabulary lacks as pieces
         # titles and words said to a person: none; the name after one is
         ("Thank you, Grandpa. I read the Bible to Mr Smith.", ["Smith"]),
         ("Dear Priya, thanks.", ["Priya"]),
@@ -292,15 +296,91 @@ NAMED = [
 
 @pytest.mark.parametrize("keep_names", [True, False])
 def test_the_service_keeps_the_names_a_model_does_not_know(keep_names):
+    places = ["We live in Sweden.", "He went to Moscow."]
     with serve_in_thread(WEIGHTS, warmup=False, keep_names=keep_names) as (url, _):
-        body = {"q": NAMED, "source": "en", "target": "de"}
+        body = {"q": NAMED + places, "source": "en", "target": "de"}
         out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
+    # a place the model names in German stays so ("Schweden", not "Sweden"); one it lost
+    # ("Er ging zum Thema.") is given as German names it
+    out, (sweden, moscow) = out[: len(NAMED)], out[len(NAMED) :]
+    assert "Schweden" in sweden, sweden
+    assert ("Moskau" in moscow) is keep_names, moscow
     wanted = [["Sarah", "Berlin"], ["Siemens", "Bosch"], ["Priya"], ["Greenpeace"]]
     held = [all(n in t for n in names) for t, names in zip(out, wanted, strict=True)]
     if keep_names:
         assert all(held), out
     else:
         assert sum(held) <= 1, out
+
+
+def test_places_are_named_as_the_target_language_names_them():
+    """CLDR's names (Babel): a country, a region or a city that names a time zone. A city of
+    one word is given so where the model lost it; a country is not (its name takes an article
+    in some languages: "in der Schweiz")."""
+    en_de = places("en", "de")
+    assert en_de.known["Sweden"] == "Schweden"
+    assert en_de.known["Denmark"] == "Dänemark"
+    assert en_de.known["Vienna"] == "Wien"
+    assert en_de.known["Europe"] == "Europa"
+    assert en_de.given["Vienna"] == "Wien"
+    assert en_de.given["Moscow"] == "Moskau"
+    assert "Berlin" not in en_de.known  # written alike
+    assert "Switzerland" not in en_de.given and "Maldives" not in en_de.given
+    assert "Reykjavik" not in en_de.known or "\u00ad" not in en_de.known["Reykjavik"]
+    assert places("de", "en").known["Wien"] == "Vienna"
+    assert places("en", "fr").known["Germany"] == "Allemagne"
+    assert places("en", "xx") == NO_PLACES and places("en", "en") == NO_PLACES
+
+
+def test_a_place_the_model_names_as_its_language_does_is_kept_so():
+    """The shipped en-de model wrote "Wir wohnen in Schweden." for "We live in Sweden.", and
+    the translation with a stand-in for the name gave "Sweden" back: a name the model knew was
+    kept in English ("in Sweden", "nach Denmark", "zu Moscow")."""
+    en_de = places("en", "de")
+    source = "We live in Sweden."
+    as_written, with_stand_in = "Wir wohnen in Schweden.", "Wir wohnen in Paris."
+    stand_ins = {"Paris": "Sweden"}
+    assert keep(source, as_written, with_stand_in, stand_ins, place_names=en_de) == (
+        as_written,
+        "as written",
+    )
+    assert keep(source, as_written, with_stand_in, stand_ins, numbers=False, place_names=en_de)[
+        0
+    ] == (as_written)
+    # without the places, the name as written
+    assert keep(source, as_written, with_stand_in, stand_ins)[0] == "Wir wohnen in Sweden."
+    assert holds_names(["Sweden"], "Die Städte Schwedens.", en_de)  # a genitive
+    assert not holds_names(["Sweden"], "Die Schwedenbombe.", en_de)  # inside another word
+    # a city the model lost is given as the target language names it; a country as written
+    moscow = keep(
+        "He went to Moscow.",
+        "Er ging zum Thema.",
+        "Er ging zu Tom.",
+        {"Tom": "Moscow"},
+        place_names=en_de,
+    )
+    assert moscow == ("Er ging zu Moskau.", "stand-ins")
+    denmark = keep(
+        "I was born in Denmark.",
+        "Ich wurde in Därmar geboren.",
+        "Ich wurde in Paris geboren.",
+        {"Paris": "Denmark"},
+        place_names=en_de,
+    )
+    assert denmark == ("Ich wurde in Denmark geboren.", "stand-ins")
+    # with a number beside it, restored into the stand-ins
+    source = "We flew from Vienna to Munich in 2019."
+    _, stand_ins = protect(source, names=[(13, 19), (23, 29)])
+    assert stand_ins == {"Tom": "Vienna", "Paris": "Munich", "38": "2019"}
+    got = keep(
+        source,
+        "Wir flogen von Sana, um reich zu werden.",
+        "Wir flogen 38 von Tom nach Paris.",
+        stand_ins,
+        notation("en", "de"),
+        place_names=en_de,
+    )
+    assert got == ("Wir flogen 2019 von Wien nach Munich.", "stand-ins")
 
 
 @pytest.mark.parametrize(

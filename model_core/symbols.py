@@ -1,0 +1,133 @@
+"""Symbols a model of everyday sentences never learned, spelled as the words it knows.
+
+The shipped models learned from sentences that write "20 euros" and "25 degrees", not "€20",
+"20 €" or "25°C": given those, the en-de model wrote "Es kostete 20 Jährlich." (it has a
+piece for "€" but saw it too rarely), "Die Rechnung wurde zwährlich anschwänglich." for "The
+bill was £20." (the vocabulary has no "£": its bytes), "Es ist heute 25 Übel." for "It is 25°C
+today." and "Tom ist in Jerry, um Freunde zu sein." for "Tom & Jerry are friends."; the de-en
+model dropped the currency of "Das kostet 20 €.". Spelled, the same sentences come back as
+"Es kostet 20 Euro.", "Die Rechnung war 20 Pfund.", "Es ist heute 25 Grad Celsius." and "Tom
+und Jerry sind Freunde.", which is how a translator writes them in words.
+
+`spell` rewrites, in a text of a language it has the words for (English, German):
+
+- a currency symbol before or after a number ("€20", "20 €", "£3.50", "¥500", "€5m") as the
+  number and the currency's word after it ("20 euros", "3.50 pounds", "5 million euros"); the
+  dollar sign is left (the models learned "$20");
+- degrees after a number ("25°C", "25 °F", "90°") as words ("25 degrees Celsius");
+- an ampersand between words, with spaces around it ("Tom & Jerry"), as "and" ("AT&T" stays).
+
+Other languages' texts are returned as they are (their models, OPUS-MT's, learned the
+symbols from larger corpora). `MT_SPELL_SYMBOLS=false` turns it off.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: per language: each currency symbol's word, singular and plural
+_CURRENCIES: dict[str, dict[str, tuple[str, str]]] = {
+    "en": {
+        "€": ("euro", "euros"),
+        "£": ("pound", "pounds"),
+        "¥": ("yen", "yen"),
+        "₹": ("rupee", "rupees"),
+        "₽": ("rouble", "roubles"),
+        "₩": ("won", "won"),
+        "₺": ("lira", "lira"),
+        "₪": ("shekel", "shekels"),
+        "₴": ("hryvnia", "hryvnias"),
+        "₱": ("peso", "pesos"),
+    },
+    "de": {
+        "€": ("Euro", "Euro"),
+        "£": ("Pfund", "Pfund"),
+        "¥": ("Yen", "Yen"),
+        "₹": ("Rupie", "Rupien"),
+        "₽": ("Rubel", "Rubel"),
+        "₩": ("Won", "Won"),
+        "₺": ("Lira", "Lira"),
+        "₪": ("Schekel", "Schekel"),
+        "₴": ("Hrywnja", "Hrywnja"),
+        "₱": ("Peso", "Pesos"),
+    },
+}
+#: per language: the words for an amount's multiplier ("€5m", "€2 bn") and for degrees
+_WORDS = {
+    "en": {
+        "m": "million",
+        "mn": "million",
+        "million": "million",
+        "bn": "billion",
+        "billion": "billion",
+        "k": "thousand",
+        "°": "degrees",
+        "°1": "degree",
+        "C": "Celsius",
+        "F": "Fahrenheit",
+        "&": "and",
+    },
+    "de": {
+        "m": "Millionen",
+        "mn": "Millionen",
+        "mio": "Millionen",
+        "million": "Millionen",
+        "millionen": "Millionen",
+        "mrd": "Milliarden",
+        "bn": "Milliarden",
+        "milliarden": "Milliarden",
+        "k": "tausend",
+        "°": "Grad",
+        "°1": "Grad",
+        "C": "Celsius",
+        "F": "Fahrenheit",
+        "&": "und",
+    },
+}
+_SYMBOLS = "€£¥₹₽₩₺₪₴₱"
+#: an amount: digits, with groups of three after a mark or a narrow space, and decimals
+_NUMBER = r"(?<![\w.,])\d+(?:[.,'\u2019\u00a0\u202f]\d{3})*(?:[.,]\d+)?(?![.,]?\d)"
+#: a multiplier after an amount: "€5m", "€2 bn", "€3.5 million"
+_TIMES = (
+    r"(?:\s?(?P<times>m|mn|bn|k|mio|mrd)\.?(?![\w])"
+    r"|\s(?P<word>million|billion|millionen|milliarden)\b)?"
+)
+_BEFORE = re.compile(
+    rf"(?<![\w$])(?P<symbol>[{_SYMBOLS}])\s?(?P<number>{_NUMBER}){_TIMES}(?!\w)", re.I
+)
+_AFTER = re.compile(
+    rf"(?P<number>{_NUMBER}){_TIMES}[ \u00a0\u202f]?(?P<symbol>[{_SYMBOLS}])(?![\w])", re.I
+)
+_DEGREES = re.compile(
+    rf"(?P<number>{_NUMBER})[ \u00a0\u202f]?(?:°[ \u00a0\u202f]?(?P<scale>[CF])?"
+    rf"|(?P<unit>[℃℉]))(?![\w])"
+)
+_AMPERSAND = re.compile(r"(?<=\w) & (?=\w)")
+
+
+def spell(text: str, language: str) -> str:
+    """`text` with currency symbols by numbers, degrees and "&" between words spelled as
+    `language`'s words (the module's docstring); as it is in another language."""
+    words = _WORDS.get(language[:2].lower())
+    if words is None or not re.search(rf"[{_SYMBOLS}°℃℉&]", text):
+        return text
+    currencies = _CURRENCIES[language[:2].lower()]
+
+    def amount(m: re.Match[str]) -> str:
+        number = m.group("number")
+        times = (m.group("times") or m.group("word") or "").lower()
+        one, many = currencies[m.group("symbol")]
+        if times:
+            return f"{number} {words[times]} {many}"
+        return f"{number} {one if number in ('1', '1.00', '1,00') else many}"
+
+    def degrees(m: re.Match[str]) -> str:
+        number = m.group("number")
+        scale = m.group("scale") or {"℃": "C", "℉": "F"}.get(m.group("unit") or "")
+        out = f"{number} {words['°1' if number == '1' else '°']}"
+        return f"{out} {words[scale]}" if scale else out
+
+    text = _BEFORE.sub(amount, text)
+    text = _AFTER.sub(amount, text)
+    text = _DEGREES.sub(degrees, text)
+    return _AMPERSAND.sub(f" {words['&']} ", text)
