@@ -11,9 +11,10 @@ und Jerry sind Freunde.", which is how a translator writes them in words.
 
 `spell` rewrites, in a text of a language it has the words for (English, German):
 
-- a currency symbol before or after a number ("€20", "20 €", "£3.50", "¥500", "€5m") as the
-  number and the currency's word after it ("20 euros", "3.50 pounds", "5 million euros"); the
-  dollar sign is left (the models learned "$20");
+- a currency symbol before or after a number ("€20", "20 €", "£3.50", "$20", "¥500", "€5m")
+  as the number and the currency's word after it ("20 euros", "3.50 pounds", "5 million
+  euros"; "$20" gave "zweihundert Dollar", "20 dollars" "20 Dollar"); not one joined to a word
+  before it ("US$20", "A$5");
 - degrees after a number ("25°C", "25 °F", "90°") as words ("25 degrees Celsius");
 - an ampersand between words, with spaces around it ("Tom & Jerry"), as "and" ("AT&T" stays).
 
@@ -28,6 +29,7 @@ import re
 #: per language: each currency symbol's word, singular and plural
 _CURRENCIES: dict[str, dict[str, tuple[str, str]]] = {
     "en": {
+        "$": ("dollar", "dollars"),
         "€": ("euro", "euros"),
         "£": ("pound", "pounds"),
         "¥": ("yen", "yen"),
@@ -40,6 +42,7 @@ _CURRENCIES: dict[str, dict[str, tuple[str, str]]] = {
         "₱": ("peso", "pesos"),
     },
     "de": {
+        "$": ("Dollar", "Dollar"),
         "€": ("Euro", "Euro"),
         "£": ("Pfund", "Pfund"),
         "¥": ("Yen", "Yen"),
@@ -84,7 +87,7 @@ _WORDS = {
         "&": "und",
     },
 }
-_SYMBOLS = "€£¥₹₽₩₺₪₴₱"
+_SYMBOLS = "$€£¥₹₽₩₺₪₴₱"
 #: an amount: digits, with groups of three after a mark or a narrow space, and decimals
 _NUMBER = r"(?<![\w.,])\d+(?:[.,'\u2019\u00a0\u202f]\d{3})*(?:[.,]\d+)?(?![.,]?\d)"
 #: a multiplier after an amount: "€5m", "€2 bn", "€3.5 million"
@@ -93,10 +96,10 @@ _TIMES = (
     r"|\s(?P<word>million|billion|millionen|milliarden)\b)?"
 )
 _BEFORE = re.compile(
-    rf"(?<![\w$])(?P<symbol>[{_SYMBOLS}])\s?(?P<number>{_NUMBER}){_TIMES}(?!\w)", re.I
+    rf"(?<![\w$])(?P<symbol>[{re.escape(_SYMBOLS)}])\s?(?P<number>{_NUMBER}){_TIMES}(?!\w)", re.I
 )
 _AFTER = re.compile(
-    rf"(?P<number>{_NUMBER}){_TIMES}[ \u00a0\u202f]?(?P<symbol>[{_SYMBOLS}])(?![\w])", re.I
+    rf"(?P<number>{_NUMBER}){_TIMES}[ \u00a0\u202f]?(?P<symbol>[{re.escape(_SYMBOLS)}])(?![\w])", re.I
 )
 _DEGREES = re.compile(
     rf"(?P<number>{_NUMBER})[ \u00a0\u202f]?(?:°[ \u00a0\u202f]?(?P<scale>[CF])?"
@@ -109,7 +112,7 @@ def spell(text: str, language: str) -> str:
     """`text` with currency symbols by numbers, degrees and "&" between words spelled as
     `language`'s words (the module's docstring); as it is in another language."""
     words = _WORDS.get(language[:2].lower())
-    if words is None or not re.search(rf"[{_SYMBOLS}°℃℉&]", text):
+    if words is None or not re.search(rf"[{re.escape(_SYMBOLS)}°℃℉&]", text):
         return text
     currencies = _CURRENCIES[language[:2].lower()]
 

@@ -29,8 +29,9 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
          "It is 25 degrees Celsius, 77 degrees Fahrenheit, then 1 degree; turn it 90 degrees."),
         ("It was -5°C.", "It was -5 degrees Celsius."),
         ("Tom & Jerry, AT&T, R&D and B & B.", "Tom and Jerry, AT&T, R&D and B and B."),
-        # the dollar, a symbol without a number, a symbol inside a word: as written
-        ("It costs $20; prices in € vary; ref €20x.", "It costs $20; prices in € vary; ref €20x."),
+        ("It costs $20, not $1.", "It costs 20 dollars, not 1 dollar."),
+        # a symbol without a number, inside a word or joined to one: as written
+        ("Prices in € vary; ref €20x, US$5.", "Prices in € vary; ref €20x, US$5."),
     ],
 )  # fmt: skip
 def test_english_symbols_are_spelled(text, spelled):

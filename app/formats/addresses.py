@@ -61,12 +61,20 @@ _SYMBOL = (
     "[\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2199\u21a9\u21aa\u2300-\u23ff\u24c2"
     "\u25aa-\u25fe\u2600-\u27bf\u2934\u2935\u2b00-\u2bff\u3030\u303d\u3297\u3299]"
 )
+#: marks copied as written with or without U+FE0F, which the shipped vocabularies lack (their
+#: bytes read as a word's: "Our brand™ is great." gave "Unser BrandMMMAL ist großartig.", "♪
+#: Music ♪" "Im Allgemeinen Übung ..."): ©, the musical notes, §, ¶, and ®, ™ or ℠ with the
+#: word they mark, a name ("Windows®")
+_MARK = (
+    "(?:(?<![\\w'\u2019-])[^\\W\\d_][\\w'\u2019-]*)?[\u00ae\u2122\u2120]"
+    "|[\u00a9\u2669-\u266c\u00a7\u00b6]"
+)
 #: one emoji: a flag (two regional indicators), a pictograph, a symbol with U+FE0F or a skin
-#: tone, or a keycap (1\ufe0f\u20e3); with its skin tone, variation selectors, keycap mark and
-#: tags (a subdivision's flag), and the pictographs it joins with U+200D (a family)
+#: tone, a mark, or a keycap (1\ufe0f\u20e3); with its skin tone, variation selectors, keycap
+#: mark and tags (a subdivision's flag), and the pictographs it joins with U+200D (a family)
 _ONE_EMOJI = (
     f"(?:[\U0001f1e6-\U0001f1ff]{{2}}|{_PICTOGRAPH}|{_SYMBOL}(?=[\ufe0f\U0001f3fb-\U0001f3ff])"
-    f"|[0-9#*]\ufe0f?\u20e3)"
+    f"|{_MARK}|[0-9#*]\ufe0f?\u20e3)"
     f"(?:[\U0001f3fb-\U0001f3ff\ufe0e\ufe0f\u20e3\U000e0020-\U000e007f]"
     f"|\u200d(?:{_PICTOGRAPH}|{_SYMBOL}))*"
 )
