@@ -63,11 +63,13 @@ NAME_STAND_INS = ("Tom", "Paris", "Boston")
 STAND_INS = ("38", "70", "78", "42", "72", "35", "16", "27")
 #: a number: digits, with a sign before them (not after a letter or a digit) and separators
 #: between groups of them ("12.50", "3,400", "2:30", "555-1234", "14/03/2024", "5-10", "12 500"
-#: with a narrow space, "+49 30 1234567"); not inside a word, a decimal or a placeholder
+#: with a narrow space, "+49 30 1234567", "0171 2345678"); not inside a word, a decimal or a
+#: placeholder
 NUMBER = re.compile(
     r"(?<![\w.,:/'\u2019+\-\u2212])"
-    # an international telephone number, its groups apart ("+49 30 1234567")
-    r"(?:\+\d{1,3}(?: \d{2,})+"
+    # a telephone number, its groups apart: international ("+49 30 1234567") or with the
+    # trunk prefix 0 ("0171 2345678", "0800 123 456")
+    r"(?:\+\d{1,3}(?: \d{2,})+|0\d{2,4}(?: \d{2,})+"
     # or digits, their groups joined by marks, or by a narrow or no-break space before three
     r"|[-+\u2212]?\d+(?:(?:[.,:/'\u2019-]|[\u00a0\u202f\u2009](?=\d{3}(?!\d)))\d+)*)"
     r"(?![\w]|[.,:/'\u2019-]\d)"

@@ -38,6 +38,12 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
         ("It fell to -5 degrees, then \u22123.", ["-5", "\u22123"]),
         ("Read pages 5-10 of the 14/03/2024 issue.", ["5-10", "14/03/2024"]),
         ("Ich habe 12,50 Euro und 3.400 Punkte.", ["12,50", "3.400"]),
+        # telephone numbers, their groups apart: one number each
+        (
+            "Call 0171 2345678, 0800 123 456 or +49 30 1234567.",
+            ["0171 2345678", "0800 123 456", "+49 30 1234567"],
+        ),
+        ("In 2019 2000 people came.", ["2019", "2000"]),  # no trunk prefix: two numbers
         # inside a word, an ordinal, a placeholder: no number
         ("MP3, the 2nd one, COVID-19, <x1/> and <g12>it</g12>.", []),
     ],
