@@ -494,8 +494,8 @@ class Sent:
         numbers: bool,
         place_names: Places,
     ) -> str:
-        """Its translation, alternative `k` (or the last one there is); `write`: how a number
-        of the source is written in it (`notation`), `numbers`: whether numbers are kept
+        """Its translation, alternative `k` (or the last one there is; the first where `k`
+        loses a number or a name); `write`: how a number of the source is written in it (`notation`), `numbers`: whether numbers are kept
         (MT_KEEP_NUMBERS), or names alone; `place_names`: the places the target language
         names otherwise (`places`)."""
 
@@ -505,9 +505,13 @@ class Sent:
         text = joined(self.pieces)
         if self.stand_ins or (numbers and has_numbers(self.source)):
             stand_in_text = joined(self.protected) if self.protected else None
-            text, _ = keep(
+            text, how = keep(
                 self.source, text, stand_in_text, self.stand_ins, write, numbers, place_names
             )
+            if how == "lost" and k > 0:
+                # an alternative that lost a number or a name is the best translation's
+                # sentence instead (the alternatives alike then are one)
+                return self.text(results, 0, write, numbers, place_names)
         return text if self.loud is None else upper(text, self.loud)
 
 

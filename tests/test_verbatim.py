@@ -584,3 +584,23 @@ def test_a_request_the_queue_holds_as_sent_is_translated_without_its_stand_ins()
         body = {"q": text, "source": "en", "target": "de"}
         r = httpx.post(f"{url}/translate", json=body, timeout=60)
     assert r.status_code == 200, r.text
+
+
+def test_an_alternative_that_loses_a_number_is_not_given():
+    """The de-en model's third translation of the sentence was "I moved to M199.": an
+    alternative that loses the source's numbers is the best translation's sentence instead,
+    and the alternatives alike are one."""
+    body = {
+        "q": "Ich bin 2019 nach München gezogen.",
+        "source": "de",
+        "target": "en",
+        "alternatives": 3,
+    }
+    with serve_in_thread(WEIGHTS, warmup=False) as (url, _):
+        out = httpx.post(f"{url}/translate", json=body, timeout=60).json()
+    given = [out["translatedText"], *out["alternatives"]]
+    assert all("2019" in t for t in given), given
+    assert len(set(given)) == len(given), given
+    with serve_in_thread(WEIGHTS, warmup=False, keep_numbers=False) as (url, _):
+        out = httpx.post(f"{url}/translate", json=body, timeout=60).json()
+    assert not all("2019" in t for t in [out["translatedText"], *out["alternatives"]]), out
