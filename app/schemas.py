@@ -25,6 +25,15 @@ def _text_if_unset(value: object) -> object:
 Format = Annotated[str, BeforeValidator(_text_if_unset)]
 
 
+def _zero_if_unset(value: object) -> object:
+    # a null or empty count (a form's unset field, `"alternatives": null`) as none asked for
+    return 0 if value is None or value == "" else value
+
+
+#: the number of alternatives: 0 also when null or empty
+Alternatives = Annotated[int, BeforeValidator(_not_a_boolean), BeforeValidator(_zero_if_unset)]
+
+
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -36,7 +45,9 @@ class TranslateRequest(BaseModel):
         description="'text' (also when null or empty), or 'html': the markup is kept, only the "
         "text translated",
     )
-    alternatives: Count = Field(0, ge=0, description="number of extra translations to return")
+    alternatives: Alternatives = Field(
+        0, ge=0, description="number of extra translations to return (0 also when null or empty)"
+    )
     beam_size: Count | None = Field(None, ge=1, description="beam size (extension)")
     max_length: Count | None = Field(
         None, ge=1, description="generated tokens per sentence at most (extension)"

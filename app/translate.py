@@ -707,7 +707,17 @@ async def _translate_with(
 #: (U+FEFF). Sent, each cut the word it was in into letters and bytes for the model
 #: ("transla\u00adtion": "tra n s l a <0xC2> ..."; a zero-width space read as a space). Zero-width
 #: joiners and non-joiners stay: Persian and Indic scripts spell with them, emoji join with them.
-UNREAD = str.maketrans(dict.fromkeys(SOFT_HYPHEN + "\u200b\u2060\ufeff"))
+#: Control characters (a NUL, an escape, C1 codes) are read as a space: sent, "Hello\x00world."
+#: gave "Er bereitete sich die Geschwaltung zu", read so "Hallo Welt.".
+UNREAD = str.maketrans(
+    {
+        **dict.fromkeys(SOFT_HYPHEN + "\u200b\u2060\ufeff"),
+        **dict.fromkeys(
+            [chr(c) for c in [*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]],
+            " ",
+        ),
+    }
+)
 #: typographic double quotation marks, read as the straight one (`MT_NORMALIZE_QUOTES`): the
 #: English side of the shipped models' corpus has none, and a sentence quoted so came out as
 #: nonsense ("“Come home,” she said." gave "ER PRACHT, hat sie gesagt.", with straight

@@ -131,6 +131,28 @@ def test_nul_and_control_characters_in_a_field_get_a_json_400(url, field):
     assert_400(httpx.post(f"{url}/translate", data=fields, timeout=60))
 
 
+def test_control_characters_between_words_are_read_as_spaces(url):
+    """A NUL, an escape or a C1 code inside a text: the model reads a space there ("Hello\x00world."
+    gave nonsense, its bytes read as part of the words)."""
+    texts = ["Hello world.", "Hello\x00world.", "Hello\x1bworld.", "Hello\x9bworld."]
+    body = {"q": texts, "source": "en", "target": "de"}
+    out = httpx.post(f"{url}/translate", json=body, timeout=60).json()["translatedText"]
+    assert len(set(out)) == 1, out
+
+
+@pytest.mark.parametrize("unset", [None, ""])
+def test_alternatives_null_or_empty_is_none(url, unset):
+    """A form's unset field (`alternatives=`) or JSON's null: no alternatives, as with 0."""
+    fields = {"q": "The cat.", "source": "en", "target": "de", "alternatives": unset}
+    r = httpx.post(f"{url}/translate", json=fields, timeout=60)
+    assert r.status_code == 200, r.text
+    assert "alternatives" not in r.json()
+    if unset == "":
+        r = httpx.post(f"{url}/translate", data=fields, timeout=60)
+        assert r.status_code == 200, r.text
+        assert "alternatives" not in r.json()
+
+
 def test_text_of_invisible_characters_alone_comes_back_as_sent(url):
     """A zero-width space, a byte order mark, a NUL: nothing a reader sees, so nothing to
     translate (a model would invent a sentence for it); in a text with words they stay where
