@@ -847,6 +847,11 @@ async def _detected(
     return out, found
 
 
+#: what parts a plain text's paragraphs: a line break, blank lines (spaces in them), and the
+#: next line break
+PARAGRAPH_BREAK = re.compile(r"(\r?\n(?:[ \t]*\r?\n)+)")
+
+
 #: a text of fewer words takes its document's language (`source: auto`): a heading or a word
 #: alone ("Title", "See") reads as either language by chance
 DETECT_WORDS = 4
@@ -1054,6 +1059,7 @@ async def translate(
     # HTML with `source: auto`: the documents' units, each routed from its own language (cut
     # before any route is known: with inline markup's placeholders, as a file's with `auto`)
     documents: list[HtmlDocument] | None = None
+    split: list[list[str]] | None = None  # plain texts with `auto`: paragraphs and breaks
     sent: Sequence[str] = texts  # what goes to the models, and as what
     fmt = req.format
     if req.source == "auto":  # from the text a reader sees: for HTML, not its markup
@@ -1065,6 +1071,21 @@ async def translate(
         one = "the text" if isinstance(req.q, str) else None
         detected = await detect_sources(state, visible, req.target, unserved=one)
         sources = [lang for lang, _ in detected]
+        if documents is None and any(PARAGRAPH_BREAK.search(t) for t in texts):
+            # a text of paragraphs: each from its own language where it has words enough to
+            # tell, as an HTML document's are (a German paragraph in an English text was
+            # translated as English)
+            split = [PARAGRAPH_BREAK.split(t) for t in texts]
+            paragraphs = [(i, part) for i, parts in enumerate(split) for part in parts[::2]]
+            sent = [part for _, part in paragraphs]
+            sources = [sources[i] for i, _ in paragraphs]  # the text's, but where told
+            visible = visible_texts(sent, "text")
+            told = [j for j, v in enumerate(visible) if len(v.split()) >= DETECT_WORDS]
+            own = await own_sources(
+                state, [visible[j] for j in told], [sources[j] for j in told], req.target
+            )
+            for j, (source, _) in zip(told, own, strict=True):
+                sources[j] = source
         if documents is not None:
             languages = sources  # each document's, as `detectedLanguage` gives it
             sources, kept = await unit_sources(state, documents, sources, req.target)
@@ -1125,6 +1146,12 @@ async def translate(
         for k in range(n_best):
             for j, i in enumerate(idx):
                 outputs[k][i] = result.texts[k][j]
+    if split is not None:  # the texts of paragraphs, put together again
+        for k in range(n_best):
+            parts = iter(outputs[k])
+            outputs[k] = [
+                "".join(next(parts) if j % 2 == 0 else p for j, p in enumerate(ps)) for ps in split
+            ]
     if documents is not None:
         routed = {i for idx in groups.values() for i in idx}
         outputs = await asyncio.to_thread(

@@ -305,6 +305,25 @@ def test_auto_routes_each_unit_of_an_html_page_from_its_own_language(server):
         assert ("Urlaub" in out) == (target == "en"), out  # the page's language: English
 
 
+def test_auto_routes_each_paragraph_of_a_text_from_its_own_language(server):
+    """A plain text was detected as a whole, as an HTML page was: into German, the German
+    paragraph of an English text went through the English model; into English, the text came
+    back untranslated, its German paragraph too. A paragraph of a few words ("Urlaub") takes
+    the text's language; the breaks between them stay as written."""
+    text = f"Urlaub\n\n{EN}\r\n \r\n{DE}\n\n\nI like tea."
+    for target, kept, translated in (("de", DE, EN), ("en", EN, DE)):
+        r = post(server, json={"q": [text, "\n\n"], "source": "auto", "target": target})
+        assert r.status_code == 200, r.text
+        out = r.json()["translatedText"][0]
+        assert r.json()["detectedLanguage"][0]["language"] == "en"  # the text's, as a whole
+        assert r.json()["model"] == ("en-de" if target == "de" else "de-en")
+        assert kept in out and translated not in out, out
+        assert ("I like tea." in out) == (target == "en"), out
+        assert ("Urlaub" in out) == (target == "en"), out  # the text's language: English
+        assert out.count("\n\n") == 2 and "\n\n\n" in out and "\r\n \r\n" in out, out
+        assert r.json()["translatedText"][1] == "\n\n"
+
+
 @pytest.mark.parametrize(
     "style", ["json", "form", "multipart", "query", "query+json", "query+form", "query+multipart"]
 )
