@@ -40,6 +40,8 @@ async def translate_endpoint(
 
 def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
     q = data.get("q")
+    if "q" not in data:  # (a client that sends `text`)
+        raise ApiError(400, "`q` is missing: give the text whose language to detect")
     texts = [q] if isinstance(q, str) else q
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         raise ApiError(400, Q_TYPE)

@@ -118,6 +118,16 @@ def test_an_inline_code_element_is_one_placeholder_in_the_sentence():
     assert out == "<p>push. you before <code>make test</code> Run</p>"
 
 
+def test_keys_and_sample_output_are_kept_as_code_is():
+    """`<kbd>` and `<samp>` hold what is typed and what a program writes: "Press <kbd>C</kbd>"
+    had its "C" translated ("grundsätzliche")."""
+    page = "<p>Press <kbd>Ctrl</kbd>+<kbd>C</kbd>; it prints <samp>Done</samp>.</p>"
+    assert HtmlDocument(page).texts[0] == "Press <x1/>+<x2/>; it prints <x3/>."
+    assert translate_html(page, upper) == (
+        "<p>PRESS <kbd>Ctrl</kbd>+<kbd>C</kbd>; IT PRINTS <samp>Done</samp>.</p>"
+    )
+
+
 def test_whitespace_around_units_is_kept_and_inside_collapsed_for_the_model():
     doc = HtmlDocument("<li>\n   one\n   two  </li>")
     assert doc.texts == ["one two"]
@@ -354,7 +364,8 @@ def test_a_reference_cut_off_by_the_end_of_the_input_is_kept(doc):
         ("I work at AT&T", "I work at AT&T", "I WORK AT AT&amp;T"),
         ("<p>AT&amp;T grew.</p>", "AT&T grew.", "<p>AT&amp;T GREW.</p>"),
         # a legacy name ends without ";", the longest that HTML knows
-        ("<p>&copy2023 Acme &notit; ok</p>", "\u00a92023 Acme \u00acit; ok", None),
+        # (a pound sign: a copyright sign is copied as written, outside the text sent)
+        ("<p>&pound2023 Acme &notit; ok</p>", "\u00a32023 Acme \u00acit; ok", None),
         # a "&#" that starts no reference is text, and the tags after it are tags
         (
             "<p>Use &# here.</p><p>The cat.</p>",
@@ -823,10 +834,10 @@ def test_attributes_that_are_text_for_people_are_translated(doc, out):
             'title="Hallo &quot;Welt&quot; & mehr"',
         ),
         (
-            '<img alt="&copy; Ann &nbsp;Lee">',
-            "\u00a9 Ann \u00a0Lee",
-            "\u00a9 Ann \u00a0LEE",
-            'alt="&copy; Ann &nbsp;LEE"',
+            '<img alt="&pound; Ann &nbsp;Lee">',
+            "\u00a3 Ann \u00a0Lee",
+            "\u00a3 Ann \u00a0LEE",
+            'alt="&pound; Ann &nbsp;LEE"',
         ),
         # in a value, a legacy entity before "=" is text (a browser reads "&copy=2" so)
         ('<img alt="a&copy=2 b">', "a&copy=2 b", "X&copy=2 y", 'alt="X&amp;copy=2 y"'),

@@ -360,6 +360,7 @@ def test_content_encoding_identity_is_the_body_as_sent(url):
         ("/translate", {"content": b"[1, 2]"}, 400, "must be a JSON object"),
         ("/translate", {"data": {"q": "x", "source": "en", "target": "xx"}}, 400, "'xx'"),
         ("/detect", {"json": {"q": 3}}, 400, "`q` must be a text"),
+        ("/detect", {"json": {"text": "Hello"}}, 400, "`q` is missing"),
         ("/nowhere", {}, 404, "no such path: /nowhere"),
         ("/suggest", {}, 403, "Suggestions are disabled"),
     ],
