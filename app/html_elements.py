@@ -13,9 +13,7 @@ units end there too (app/html_format.py).
 from __future__ import annotations
 
 #: content never translated
-SKIPPED = frozenset(
-    {"script", "style", "code", "kbd", "samp", "pre", "textarea", "svg", "math"}
-)
+SKIPPED = frozenset({"script", "style", "code", "kbd", "samp", "pre", "textarea", "svg", "math"})
 #: phrasing elements that may sit inside a sentence
 INLINE = frozenset(
     [

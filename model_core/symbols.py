@@ -99,7 +99,8 @@ _BEFORE = re.compile(
     rf"(?<![\w$])(?P<symbol>[{re.escape(_SYMBOLS)}])\s?(?P<number>{_NUMBER}){_TIMES}(?!\w)", re.I
 )
 _AFTER = re.compile(
-    rf"(?P<number>{_NUMBER}){_TIMES}[ \u00a0\u202f]?(?P<symbol>[{re.escape(_SYMBOLS)}])(?![\w])", re.I
+    rf"(?P<number>{_NUMBER}){_TIMES}[ \u00a0\u202f]?(?P<symbol>[{re.escape(_SYMBOLS)}])(?![\w])",
+    re.I,
 )
 _DEGREES = re.compile(
     rf"(?P<number>{_NUMBER})[ \u00a0\u202f]?(?:°[ \u00a0\u202f]?(?P<scale>[CF])?"
