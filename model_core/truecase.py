@@ -296,7 +296,7 @@ _TITLE_WORDS = frozenset(
     + ["prince", "princess", "president", "chancellor", "senator", "governor", "mayor"]
     + ["minister", "judge", "captain", "saint", "pope", "uncle", "aunt", "grandpa", "grandma"]
     + ["granddad", "grandmother", "grandfather", "mom", "mum", "dad", "god", "bible", "dear"]
-    + ["hi", "hello", "hey"]
+    + ["hi", "hello", "hey", "ceo", "cfo", "cto", "coo", "chairman", "chairwoman", "director"]
 )
 
 

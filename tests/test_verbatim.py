@@ -229,6 +229,7 @@ def en_de():
         ("Thank you, Grandpa. I read the Bible to Mr Smith.", ["Smith"]),
         ("Dear Priya, thanks.", ["Priya"]),
         ("We met the Prime Minister.", []),  # before a title: a title's words
+        ("Satya Nadella is the CEO of Microsoft.", ["Satya Nadella", "Microsoft"]),
         ("I met Priya Sharma Jr. yesterday.", ["Priya Sharma"]),
         # a word at the sentence's start only before another unknown one
         ("If Apple wins, we lose. Click Save. Jane Doe left.", ["Jane Doe"]),
