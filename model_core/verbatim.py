@@ -38,6 +38,11 @@ decimal and thousands' marks differ from the source language's (`notation`: Engl
 German, "12.50" as "12,50" and "3,400" as "3.400"; German to English, "3.400" as "3,400",
 which an English reader would read as 3.4).
 
+A place the target language names otherwise (`places`: a country, a region or a city that
+names a time zone in the Unicode CLDR) is held by a translation that names it so ("Wir wohnen
+in Schweden." holds "Sweden": the model knew it), and a city of one word given back from a
+stand-in is given in the target language's name ("Wien" for "Vienna").
+
 docs/BENCHMARKS.md section 9 measures it on sentences written for the purpose
 (bench/data/*_eval.*).
 
