@@ -16,10 +16,14 @@ und Jerry sind Freunde.", which is how a translator writes them in words.
   euros"; "$20" gave "zweihundert Dollar", "20 dollars" "20 Dollar"); not one joined to a word
   before it ("US$20", "A$5");
 - degrees after a number ("25°C", "25 °F", "90°") as words ("25 degrees Celsius");
-- an ampersand between words, with spaces around it ("Tom & Jerry"), as "and" ("AT&T" stays).
+- an ampersand between words, with spaces around it ("Tom & Jerry"), as "and" ("AT&T" and
+  "H & M" stay).
 
-Other languages' texts are returned as they are (their models, OPUS-MT's, learned the
-symbols from larger corpora). `MT_SPELL_SYMBOLS=false` turns it off.
+Not a dollar sign in a text that looks like shell or TeX ("echo `$1`", "$x = 5$"), nor "k"
+after an amount ("€20k": a model writes "20 thousand" out as "20.000", and keeping the numbers
+would then give "20"). Texts in other languages are sent as written. Models trained on larger
+corpora (OPUS-MT's) know the symbols, and read the words as well; `MT_SPELL_SYMBOLS=false`
+sends the symbols as written.
 """
 
 from __future__ import annotations
@@ -61,7 +65,9 @@ _WORDS = {
         "m": "million",
         "mn": "million",
         "million": "million",
+        "mio": "million",
         "bn": "billion",
+        "mrd": "billion",
         "billion": "billion",
         "k": "thousand",
         "°": "degrees",
@@ -88,15 +94,22 @@ _WORDS = {
     },
 }
 _SYMBOLS = "$€£¥₹₽₩₺₪₴₱"
-#: an amount: digits, with groups of three after a mark or a narrow space, and decimals
-_NUMBER = r"(?<![\w.,])\d+(?:[.,'\u2019\u00a0\u202f]\d{3})*(?:[.,]\d+)?(?![.,]?\d)"
-#: a multiplier after an amount: "€5m", "€2 bn", "€3.5 million"
+#: an amount: digits, with groups of three after a mark or a narrow space, and decimals; not
+#: one before a group of digits after a space ("€1 000": left as written)
+_NUMBER = r"(?<![\w.,])\d+(?:[.,'\u2019\u00a0\u202f]\d{3})*(?:[.,]\d+)?(?![.,]?\d| \d)"
+#: a multiplier after an amount: "€5m", "€2 bn", "€3.5 million", "5 Mio. €" (the dot of
+#: German's "Mio."/"Mrd." only before more words: a sentence's full stop is its own); not "k",
+#: which a model writes out as digits ("20.000 Euro" for "20 thousand euros")
 _TIMES = (
-    r"(?:\s?(?P<times>m|mn|bn|k|mio|mrd)\.?(?![\w])"
+    r"(?:\s?(?P<times>m|mn|bn|mio|mrd)(?:(?<=[od])\.(?=[ \u00a0]+\S))?(?![\w])"
     r"|\s(?P<word>million|billion|millionen|milliarden)\b)?"
 )
+#: a dollar sign of shell or TeX rather than a price: in a text with a backquote or with "$"
+#: right after a word or a digit ("$x = 5$", "print $2}")
+_NOT_DOLLARS = re.compile(r"`|[\w}]\$")
 _BEFORE = re.compile(
-    rf"(?<![\w$])(?P<symbol>[{re.escape(_SYMBOLS)}])\s?(?P<number>{_NUMBER}){_TIMES}(?!\w)", re.I
+    rf"(?<![\w$])(?P<symbol>[{re.escape(_SYMBOLS)}])\s?(?P<number>{_NUMBER}){_TIMES}(?![\w}}]|\s?k(?!\w))",
+    re.I,
 )
 _AFTER = re.compile(
     rf"(?P<number>{_NUMBER}){_TIMES}[ \u00a0\u202f]?(?P<symbol>[{re.escape(_SYMBOLS)}])(?![\w])",
@@ -106,7 +119,9 @@ _DEGREES = re.compile(
     rf"(?P<number>{_NUMBER})[ \u00a0\u202f]?(?:°[ \u00a0\u202f]?(?P<scale>[CF])?"
     rf"|(?P<unit>[℃℉]))(?![\w])"
 )
+#: "&" between words, but between two capitals alone ("H & M", "R & D": a name's)
 _AMPERSAND = re.compile(r"(?<=\w) & (?=\w)")
+_INITIALS = re.compile(r"(?<!\w)[A-Z] & [A-Z](?!\w)")
 
 
 def spell(text: str, language: str) -> str:
@@ -116,14 +131,18 @@ def spell(text: str, language: str) -> str:
     if words is None or not re.search(rf"[{re.escape(_SYMBOLS)}°℃℉&]", text):
         return text
     currencies = _CURRENCIES[language[:2].lower()]
+    if _NOT_DOLLARS.search(text):
+        currencies = {k: v for k, v in currencies.items() if k != "$"}
 
     def amount(m: re.Match[str]) -> str:
         number = m.group("number")
         times = (m.group("times") or m.group("word") or "").lower()
+        if m.group("symbol") not in currencies:
+            return m.group()
         one, many = currencies[m.group("symbol")]
         if times:
             return f"{number} {words[times]} {many}"
-        return f"{number} {one if number in ('1', '1.00', '1,00') else many}"
+        return f"{number} {one if number == '1' else many}"
 
     def degrees(m: re.Match[str]) -> str:
         number = m.group("number")
@@ -134,4 +153,5 @@ def spell(text: str, language: str) -> str:
     text = _BEFORE.sub(amount, text)
     text = _AFTER.sub(amount, text)
     text = _DEGREES.sub(degrees, text)
-    return _AMPERSAND.sub(f" {words['&']} ", text)
+    initials = [m.start() + 1 for m in _INITIALS.finditer(text)]
+    return _AMPERSAND.sub(lambda m: m.group() if m.start() in initials else f" {words['&']} ", text)

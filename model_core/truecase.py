@@ -196,6 +196,8 @@ class Truecaser:
                     end = start + len(word)
                 if not word[0].isupper() or len(word) < 2 or word in known:
                     kind_ = "word"
+                elif word.lower() in _ROLE_WORDS:  # (no title: "Microsoft CEO")
+                    kind_ = "role"
                 elif word in _TITLES or word.lower() in _TITLE_WORDS:
                     kind_ = "title"
                 elif text[start - 1 : start].isdigit() or re.match(r"-?\d", text[end : end + 2]):
@@ -296,8 +298,11 @@ _TITLE_WORDS = frozenset(
     + ["prince", "princess", "president", "chancellor", "senator", "governor", "mayor"]
     + ["minister", "judge", "captain", "saint", "pope", "uncle", "aunt", "grandpa", "grandma"]
     + ["granddad", "grandmother", "grandfather", "mom", "mum", "dad", "god", "bible", "dear"]
-    + ["hi", "hello", "hey", "ceo", "cfo", "cto", "coo", "chairman", "chairwoman", "director"]
+    + ["hi", "hello", "hey"]
 )
+#: words of English for a role in a company, no names and no part of one, but unlike a title
+#: not taking the name before them ("Microsoft CEO Satya Nadella": "Microsoft", "Satya Nadella")
+_ROLE_WORDS = frozenset(["ceo", "cfo", "cto", "coo", "chairman", "chairwoman", "director"])
 
 
 def _sentence_start(text: str, at: int) -> bool:

@@ -73,8 +73,8 @@ STAND_INS = ("38", "70", "78", "42", "72", "35", "16", "27")
 NUMBER = re.compile(
     r"(?<![\w.,:/'\u2019+\-\u2212])"
     # a telephone number, its groups apart: international ("+49 30 1234567") or with the
-    # trunk prefix 0 ("0171 2345678", "0800 123 456")
-    r"(?:\+\d{1,3}(?: \d{2,})+|0\d{2,4}(?: \d{2,})+"
+    # trunk prefix 0 and nine digits or more ("0171 2345678", "0800 123 456"; not "0900 15")
+    r"(?:\+\d{1,3}(?: \d{2,})+|0(?=(?:\d ?){8})\d{2,4}(?: \d{2,})*(?: \d{3,})"
     # or digits, their groups joined by marks, or by a narrow or no-break space before three
     r"|[-+\u2212]?\d+(?:(?:[.,:/'\u2019-]|[\u00a0\u202f\u2009](?=\d{3}(?!\d)))\d+)*)"
     r"(?![\w]|[.,:/'\u2019-]\d)"
@@ -312,11 +312,22 @@ def restore_some(
     return _replaced(translation, found, stand_ins, write, place_names)
 
 
+#: a number with a word of magnitude after it, which a translation may write out in digits
+#: ("5 million euros": "5.000.000 Euro", which put back would make "5 Euro")
+_MAGNITUDE = re.compile(
+    r"\d\s*(?:thousand|million|billion|trillion|tausend|millionen|milliarden|mio|mrd)\b",
+    re.IGNORECASE,
+)
+
+
 def put_back(source: str, translation: str, write: Callable[[str], str] = str) -> str:
     """`translation` with the numbers that are none of the source's (by `_key`) replaced, in
     order, by the source's numbers it lacks (as `write` writes them), where there are as many
-    of each; else as it is (the same object). (One digit too: the shipped models misspell
-    those as well; a number the model converted, "18 Uhr" for "6 pm", is then put back.)"""
+    of each; else as it is (the same object): also where a number of the source has a word of
+    magnitude after it ("5 million"). (One digit too: the shipped models misspell those as
+    well; a number the model converted, "18 Uhr" for "6 pm", is then put back.)"""
+    if _MAGNITUDE.search(source):
+        return translation
     wanted = NUMBER.findall(source)
     odd = []
     for m in NUMBER.finditer(translation):

@@ -28,7 +28,14 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
         ("It is 25°C, 77 °F, then 1°; turn it 90°.",
          "It is 25 degrees Celsius, 77 degrees Fahrenheit, then 1 degree; turn it 90 degrees."),
         ("It was -5°C.", "It was -5 degrees Celsius."),
-        ("Tom & Jerry, AT&T, R&D and B & B.", "Tom and Jerry, AT&T, R&D and B and B."),
+        # between words, not in a name of initials or joined
+        ("Tom & Jerry, AT&T, R&D and B & B.", "Tom and Jerry, AT&T, R&D and B & B."),
+        # a sentence's full stop after a multiplier stays the sentence's; "k" is left
+        ("It cost €5m. Then €20k, €5 k.", "It cost 5 million euros. Then €20k, €5 k."),
+        # dollar signs of shell or TeX, a group of digits after a space: as written
+        ("Type `echo $1` for $5.", "Type `echo $1` for $5."),
+        ("If $x = 5$ then $2$ holds.", "If $x = 5$ then $2$ holds."),
+        ("It costs €1 000.", "It costs €1 000."),
         ("It costs $20, not $1.", "It costs 20 dollars, not 1 dollar."),
         # a symbol without a number, inside a word or joined to one: as written
         ("Prices in € vary; ref €20x, US$5.", "Prices in € vary; ref €20x, US$5."),

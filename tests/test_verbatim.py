@@ -44,6 +44,7 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
             ["0171 2345678", "0800 123 456", "+49 30 1234567"],
         ),
         ("In 2019 2000 people came.", ["2019", "2000"]),  # no trunk prefix: two numbers
+        ("At 0900 15 people came.", ["0900", "15"]),  # too few digits for a telephone
         # inside a word, an ordinal, a placeholder: no number
         ("MP3, the 2nd one, COVID-19, <x1/> and <g12>it</g12>.", []),
     ],
@@ -229,7 +230,12 @@ def en_de():
         ("Thank you, Grandpa. I read the Bible to Mr Smith.", ["Smith"]),
         ("Dear Priya, thanks.", ["Priya"]),
         ("We met the Prime Minister.", []),  # before a title: a title's words
+        # a role in a company: no name, nor part of one, the company's name before it kept
         ("Satya Nadella is the CEO of Microsoft.", ["Satya Nadella", "Microsoft"]),
+        (
+            "We saw Nvidia CEO Jensen Huang and the Kowalski Director.",
+            ["Nvidia", "Jensen Huang", "Kowalski"],
+        ),
         ("I met Priya Sharma Jr. yesterday.", ["Priya Sharma"]),
         # a word at the sentence's start only before another unknown one
         ("If Apple wins, we lose. Click Save. Jane Doe left.", ["Jane Doe"]),
@@ -404,6 +410,18 @@ def test_a_place_the_model_names_as_its_language_does_is_kept_so():
 )
 def test_a_number_is_held_by_its_value_not_its_digits(source, translation, held):
     assert holds_numbers(source, translation) is held
+
+
+def test_a_number_of_millions_is_not_put_back_into_its_digits():
+    """ "5 million euros" written out as "5.000.000 Euro" holds no "5": put back, it was "5
+    Euro"."""
+    source = "The car costs 20 million euros."
+    lost = "Das Auto kostet 20.000.000 Euro."
+    assert put_back(source, lost) is lost
+    assert keep(source, lost, "Das Auto kostet.", {"38": "20"}, notation("en", "de")) == (
+        lost,
+        "lost",
+    )
 
 
 def test_a_wrong_number_as_written_or_an_extra_one_is_not_taken():

@@ -62,12 +62,12 @@ _SYMBOL = (
     "\u25aa-\u25fe\u2600-\u27bf\u2934\u2935\u2b00-\u2bff\u3030\u303d\u3297\u3299]"
 )
 #: marks copied as written with or without U+FE0F, which the shipped vocabularies lack (their
-#: bytes read as a word's: "Our brand™ is great." gave "Unser BrandMMMAL ist großartig.", "♪
-#: Music ♪" "Im Allgemeinen Übung ..."): ©, the musical notes, §, ¶, and ®, ™ or ℠ with the
-#: word they mark, a name ("Windows®")
+#: bytes read as a word's: "Our Brand™ is great." gave "Unser BrandMMMAL ist großartig.", "♪
+#: Music ♪" "Im Allgemeinen Übung ..."): ©, the musical notes, and ®, ™ or ℠, with the name
+#: they mark where it has a capital ("Windows®", "iPhone™")
 _MARK = (
-    "(?:(?<![\\w'\u2019-])[^\\W\\d_][\\w'\u2019-]*)?[\u00ae\u2122\u2120]"
-    "|[\u00a9\u2669-\u266c\u00a7\u00b6]"
+    "(?:(?<![\\w'\u2019-])(?=[\\w'\u2019-]*[A-Z\u00c0-\u00de])[^\\W\\d_][\\w'\u2019-]*)?"
+    "[\u00ae\u2122\u2120]|[\u00a9\u2669-\u266c]"
 )
 #: one emoji: a flag (two regional indicators), a pictograph, a symbol with U+FE0F or a skin
 #: tone, a mark, or a keycap (1\ufe0f\u20e3); with its skin tone, variation selectors, keycap
