@@ -43,6 +43,9 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Scope
 
+from model_core.langcodes import two_letter
+from model_core.verbatim import places
+
 from .access import Access
 from .batcher import MicroBatcher, Worker
 from .command import parse_arguments
@@ -123,6 +126,10 @@ async def load_models(app: FastAPI) -> None:
     languages = {lang for pair in engine.pairs for lang in pair}
     try:
         state.detector = await asyncio.to_thread(Detector, languages, s.pivot_language or None)
+        if s.keep_names:  # CLDR's names of places per pair, read once here, not in a request
+            await asyncio.to_thread(
+                lambda: [places(two_letter(a), two_letter(b)) for a, b in engine.pairs]
+            )
     except asyncio.CancelledError:  # shutdown before it is ready: nothing was queued yet
         await batcher.stop(0)  # (the lifespan stops only a batcher the state holds)
         raise

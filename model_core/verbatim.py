@@ -56,6 +56,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 #: the names that stand in for names the model does not know (Truecaser.names): those the
@@ -219,7 +220,7 @@ def places(source: str, target: str) -> Places:
             and not any(word.startswith(other) for word in territories)
         ):
             given[name] = other
-    return Places(known, given)
+    return Places(MappingProxyType(known), MappingProxyType(given))  # (cached: read-only)
 
 
 def _named(place: str | None, translation: str) -> bool:
