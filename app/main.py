@@ -127,9 +127,7 @@ async def load_models(app: FastAPI) -> None:
     try:
         state.detector = await asyncio.to_thread(Detector, languages, s.pivot_language or None)
         if s.keep_names:  # CLDR's names of places per pair, read once here, not in a request
-            await asyncio.to_thread(
-                lambda: [places(two_letter(a), two_letter(b)) for a, b in engine.pairs]
-            )
+            await asyncio.to_thread(read_places, engine.pairs)
     except asyncio.CancelledError:  # shutdown before it is ready: nothing was queued yet
         await batcher.stop(0)  # (the lifespan stops only a batcher the state holds)
         raise
@@ -183,6 +181,13 @@ async def prune_files(state) -> None:
                 files.prune()
             except OSError as exc:  # the next round tries again
                 log.warning("removing expired translated files failed: %s", exc)
+
+
+def read_places(pairs) -> None:
+    """Reads CLDR's names of places for each pair (`verbatim.places`, cached: it gives none
+    where it cannot read them), so that no request waits for them."""
+    for source, target in pairs:
+        places(two_letter(source), two_letter(target))
 
 
 @asynccontextmanager

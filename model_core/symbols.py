@@ -11,17 +11,19 @@ und Jerry sind Freunde.", which is how a translator writes them in words.
 
 `spell` rewrites, in a text of a language it has the words for (English, German):
 
-- a currency symbol before or after a number ("€20", "20 €", "£3.50", "$20", "¥500", "€5m")
-  as the number and the currency's word after it ("20 euros", "3.50 pounds", "5 million
-  euros"; "$20" gave "zweihundert Dollar", "20 dollars" "20 Dollar"); not one joined to a word
-  before it ("US$20", "A$5");
+- a currency symbol before or after a number ("€20", "20 €", "£3.50", "$20", "¥500", "€5m",
+  "€20k") as the number and the currency's word after it ("20 euros", "3.50 pounds", "5
+  million euros", "20 thousand euros"; "It costs $20." gave "Es kostet zweihundert Dollar.",
+  "20 dollars" "20 Dollar"); not one joined to a word before it ("US$20", "A$5");
 - degrees after a number ("25°C", "25 °F", "90°") as words ("25 degrees Celsius");
-- an ampersand between words, with spaces around it ("Tom & Jerry"), as "and" ("AT&T" and
-  "H & M" stay).
+- an ampersand between words, with spaces around it ("Tom & Jerry"), as "and"; not between
+  two capitals alone ("H & M", "B & B"), nor joined ("AT&T").
 
-Not a dollar sign in a text that looks like shell or TeX ("echo `$1`", "$x = 5$"), nor "k"
-after an amount ("€20k": a model writes "20 thousand" out as "20.000", and keeping the numbers
-would then give "20"). Texts in other languages are sent as written. Models trained on larger
+Not a dollar sign in a sentence that looks like shell or TeX: with a backquote, or with "$"
+after a word, a digit or "}" ("echo `$1`", "$x = 5$", "US$5": then no "$" of the sentence).
+A number with a multiplier, which a model may write out in digits ("20.000 Euro" for "20
+thousand euros"), is never put back (`verbatim.put_back`). Texts in other languages are sent
+as written. Models trained on larger
 corpora (OPUS-MT's) know the symbols, and read the words as well; `MT_SPELL_SYMBOLS=false`
 sends the symbols as written.
 """
@@ -59,17 +61,25 @@ _CURRENCIES: dict[str, dict[str, tuple[str, str]]] = {
         "₱": ("Peso", "Pesos"),
     },
 }
-#: per language: the words for an amount's multiplier ("€5m", "€2 bn") and for degrees
-_WORDS = {
+#: an amount's multiplier as written ("€5m", "€2 bn", "5 Mio. €", "€3.5 million") -> its power
+_POWERS = {
+    "k": 3,
+    "m": 6,
+    "mn": 6,
+    "mio": 6,
+    "million": 6,
+    "millionen": 6,
+    "bn": 9,
+    "mrd": 9,
+    "billion": 9,
+    "milliarden": 9,
+}
+#: per language: the words for a multiplier (by its power), for degrees and for "&"
+_WORDS: dict[str, dict[str | int, str]] = {
     "en": {
-        "m": "million",
-        "mn": "million",
-        "million": "million",
-        "mio": "million",
-        "bn": "billion",
-        "mrd": "billion",
-        "billion": "billion",
-        "k": "thousand",
+        3: "thousand",
+        6: "million",
+        9: "billion",
         "°": "degrees",
         "°1": "degree",
         "C": "Celsius",
@@ -77,15 +87,9 @@ _WORDS = {
         "&": "and",
     },
     "de": {
-        "m": "Millionen",
-        "mn": "Millionen",
-        "mio": "Millionen",
-        "million": "Millionen",
-        "millionen": "Millionen",
-        "mrd": "Milliarden",
-        "bn": "Milliarden",
-        "milliarden": "Milliarden",
-        "k": "tausend",
+        3: "tausend",
+        6: "Millionen",
+        9: "Milliarden",
         "°": "Grad",
         "°1": "Grad",
         "C": "Celsius",
@@ -95,20 +99,26 @@ _WORDS = {
 }
 _SYMBOLS = "$€£¥₹₽₩₺₪₴₱"
 #: an amount: digits, with groups of three after a mark or a narrow space, and decimals; not
-#: one before a group of digits after a space ("€1 000": left as written)
-_NUMBER = r"(?<![\w.,])\d+(?:[.,'\u2019\u00a0\u202f]\d{3})*(?:[.,]\d+)?(?![.,]?\d| \d)"
-#: a multiplier after an amount: "€5m", "€2 bn", "€3.5 million", "5 Mio. €" (the dot of
-#: German's "Mio."/"Mrd." only before more words: a sentence's full stop is its own); not "k",
-#: which a model writes out as digits ("20.000 Euro" for "20 thousand euros")
+#: one before a group of digits after a space ("€1 000": left as written), nor one starting
+#: inside another's groups (each group of "1\u00a0000\u00a0000..." tried as a start took
+#: seconds)
+_NUMBER = (
+    r"(?<![\w.,])(?<!\d[\u00a0\u202f'\u2019])"
+    r"\d+(?:[.,'\u2019\u00a0\u202f]\d{3})*(?:[.,]\d+)?(?![.,]?\d| \d)"
+)
+#: a multiplier after an amount: "€20k", "€5m", "€2 bn", "€3.5 million", "5 Mio. €" (the dot
+#: of German's "Mio."/"Mrd." only before a currency, a word in lower case or a digit: before a
+#: capital, as before the text's end, it may end the sentence)
 _TIMES = (
-    r"(?:\s?(?P<times>m|mn|bn|mio|mrd)(?:(?<=[od])\.(?=[ \u00a0]+\S))?(?![\w])"
+    r"(?:\s?(?P<times>k|m|mn|bn|mio|mrd)"
+    rf"(?:(?<=[od])\.(?=[ \u00a0]*(?-i:[a-zäöüß\d]|[{re.escape(_SYMBOLS)}])))?(?![\w])"
     r"|\s(?P<word>million|billion|millionen|milliarden)\b)?"
 )
 #: a dollar sign of shell or TeX rather than a price: in a text with a backquote or with "$"
 #: right after a word or a digit ("$x = 5$", "print $2}")
 _NOT_DOLLARS = re.compile(r"`|[\w}]\$")
 _BEFORE = re.compile(
-    rf"(?<![\w$])(?P<symbol>[{re.escape(_SYMBOLS)}])\s?(?P<number>{_NUMBER}){_TIMES}(?![\w}}]|\s?k(?!\w))",
+    rf"(?<![\w$])(?P<symbol>[{re.escape(_SYMBOLS)}])\s?(?P<number>{_NUMBER}){_TIMES}(?![\w}}])",
     re.I,
 )
 _AFTER = re.compile(
@@ -141,7 +151,7 @@ def spell(text: str, language: str) -> str:
             return m.group()
         one, many = currencies[m.group("symbol")]
         if times:
-            return f"{number} {words[times]} {many}"
+            return f"{number} {words[_POWERS[times]]} {many}"
         return f"{number} {one if number == '1' else many}"
 
     def degrees(m: re.Match[str]) -> str:
@@ -153,5 +163,5 @@ def spell(text: str, language: str) -> str:
     text = _BEFORE.sub(amount, text)
     text = _AFTER.sub(amount, text)
     text = _DEGREES.sub(degrees, text)
-    initials = [m.start() + 1 for m in _INITIALS.finditer(text)]
+    initials = {m.start() + 1 for m in _INITIALS.finditer(text)}
     return _AMPERSAND.sub(lambda m: m.group() if m.start() in initials else f" {words['&']} ", text)

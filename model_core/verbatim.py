@@ -74,8 +74,8 @@ STAND_INS = ("38", "70", "78", "42", "72", "35", "16", "27")
 NUMBER = re.compile(
     r"(?<![\w.,:/'\u2019+\-\u2212])"
     # a telephone number, its groups apart: international ("+49 30 1234567") or with the
-    # trunk prefix 0 and nine digits or more ("0171 2345678", "0800 123 456"; not "0900 15")
-    r"(?:\+\d{1,3}(?: \d{2,})+|0(?=(?:\d ?){8})\d{2,4}(?: \d{2,})*(?: \d{3,})"
+    # trunk prefix 0 and nine digits or more ("0171 2345678", "030 123 45 67"; not "0900 15")
+    r"(?:\+\d{1,3}(?: \d{2,})+|0(?=(?:\d ?){8})\d{2,4}(?: \d{2,})+"
     # or digits, their groups joined by marks, or by a narrow or no-break space before three
     r"|[-+\u2212]?\d+(?:(?:[.,:/'\u2019-]|[\u00a0\u202f\u2009](?=\d{3}(?!\d)))\d+)*)"
     r"(?![\w]|[.,:/'\u2019-]\d)"
@@ -164,7 +164,7 @@ class Places(NamedTuple):
 NO_PLACES = Places({}, {})
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def places(source: str, target: str) -> Places:
     """The places whose names differ between the languages `source` and `target` (ISO 639
     codes), from the Unicode CLDR (Babel): countries, regions and continents ("Sweden":
@@ -173,16 +173,20 @@ def places(source: str, target: str) -> Places:
     translation then holds the place: the name as written is no better. Given where the model
     lost it (`Places.given`): the cities of one word; not a country or an island group, whose
     name takes an article in some languages where a city's does not ("in der Schweiz": the
-    stand-in's "in Paris" would give "in Schweiz"), where the source's name is kept."""
+    stand-in's "in Paris" would give "in Schweiz"), where the source's name is kept. None for
+    a language CLDR does not know, or where its data cannot be read (the names are then kept
+    as written)."""
     try:
-        from babel import Locale, UnknownLocaleError
-        from babel.core import get_global
-    except ImportError:  # pragma: no cover - a dependency; without it, none
+        return _places(source, target)
+    except Exception:  # noqa: BLE001 (a dependency's data: without it, names as written)
         return NO_PLACES
-    try:
-        src, tgt = Locale.parse(source), Locale.parse(target)
-    except (UnknownLocaleError, ValueError, TypeError):
-        return NO_PLACES
+
+
+def _places(source: str, target: str) -> Places:
+    from babel import Locale  # (its data is read on the first call, at start-up)
+    from babel.core import get_global
+
+    src, tgt = Locale.parse(source), Locale.parse(target)
     if src.language == tgt.language:
         return NO_PLACES
 
@@ -316,7 +320,8 @@ def restore_some(
 #: a number with a word of magnitude after it, which a translation may write out in digits
 #: ("5 million euros": "5.000.000 Euro", which put back would make "5 Euro")
 _MAGNITUDE = re.compile(
-    r"\d\s*(?:thousand|million|billion|trillion|tausend|millionen|milliarden|mio|mrd)\b",
+    r"\d\s*(?:thousands?|millions?|billions?|trillions?|tausend|millionen|milliarden|mio|mrd"
+    r"|bn|mn|k)\b",
     re.IGNORECASE,
 )
 
@@ -330,17 +335,21 @@ def put_back(source: str, translation: str, write: Callable[[str], str] = str) -
     if _MAGNITUDE.search(source):
         return translation
     wanted = NUMBER.findall(source)
-    odd = []
+    by_key: dict[str, list[int]] = {}  # the source's numbers of each key, by index, in order
+    for i, number in enumerate(wanted):
+        by_key.setdefault(_key(number), []).append(i)
+    odd, held = [], set()
     for m in NUMBER.finditer(translation):
-        match = next((n for n in wanted if _key(n) == _key(m.group())), None)
-        if match is None:
-            odd.append(m)
+        same = by_key.get(_key(m.group()))
+        if same:
+            held.add(same.pop(0))
         else:
-            wanted.remove(match)
-    if not odd or len(odd) != len(wanted):
+            odd.append(m)
+    missing = [number for i, number in enumerate(wanted) if i not in held]
+    if not odd or len(odd) != len(missing):
         return translation
     out, at = [], 0
-    for m, number in zip(odd, wanted, strict=True):
+    for m, number in zip(odd, missing, strict=True):
         out += [translation[at : m.start()], write(number)]
         at = m.end()
     return "".join(out) + translation[at:]

@@ -30,8 +30,9 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
         ("It was -5°C.", "It was -5 degrees Celsius."),
         # between words, not in a name of initials or joined
         ("Tom & Jerry, AT&T, R&D and B & B.", "Tom and Jerry, AT&T, R&D and B & B."),
-        # a sentence's full stop after a multiplier stays the sentence's; "k" is left
-        ("It cost €5m. Then €20k, €5 k.", "It cost 5 million euros. Then €20k, €5 k."),
+        # a sentence's full stop after a multiplier stays the sentence's
+        ("It cost €5m. Then €20k, €5 k.",
+         "It cost 5 million euros. Then 20 thousand euros, 5 thousand euros."),
         # dollar signs of shell or TeX, a group of digits after a space: as written
         ("Type `echo $1` for $5.", "Type `echo $1` for $5."),
         ("If $x = 5$ then $2$ holds.", "If $x = 5$ then $2$ holds."),
@@ -49,6 +50,24 @@ def test_german_symbols_are_spelled_as_german_writes_them():
     text = "Das kostet 20 €, 5 Mio. € und 2,50 £; heute 25 °C. Tom & Maria."
     assert spell(text, "de") == (
         "Das kostet 20 Euro, 5 Millionen Euro und 2,50 Pfund; heute 25 Grad Celsius. Tom und Maria."
+    )
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+@pytest.mark.parametrize(
+    "times", ["k", "m", "mn", "bn", "Mio.", "Mrd.", "million", "billion", "Millionen", "Milliarden"]
+)
+def test_every_multiplier_is_spelled_in_either_language(language, times):
+    """("€5 Millionen" in an English text was a KeyError: a 500.)"""
+    for text in (f"It was €5 {times} in all.", f"It was 5 {times} € in all."):
+        out = spell(text, language)
+        assert "€" not in out and out.startswith("It was 5 ") and out.endswith(" in all."), out
+
+
+def test_the_full_stop_after_mio_before_a_capital_stays_the_sentences():
+    text = "Der Umsatz lag bei €5 Mio. Das ist viel. Es waren 5 Mio. € mehr."
+    assert spell(text, "de") == (
+        "Der Umsatz lag bei 5 Millionen Euro. Das ist viel. Es waren 5 Millionen Euro mehr."
     )
 
 

@@ -45,6 +45,7 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "weights"
         ),
         ("In 2019 2000 people came.", ["2019", "2000"]),  # no trunk prefix: two numbers
         ("At 0900 15 people came.", ["0900", "15"]),  # too few digits for a telephone
+        ("Tel. 030 12 34 56 78 or 0171 234 56 78.", ["030 12 34 56 78", "0171 234 56 78"]),
         # inside a word, an ordinal, a placeholder: no number
         ("MP3, the 2nd one, COVID-19, <x1/> and <g12>it</g12>.", []),
     ],
@@ -418,6 +419,7 @@ def test_a_number_of_millions_is_not_put_back_into_its_digits():
     source = "The car costs 20 million euros."
     lost = "Das Auto kostet 20.000.000 Euro."
     assert put_back(source, lost) is lost
+    assert put_back("It cost 20 bn.", "Es kostete 20.000.000.000.") == "Es kostete 20.000.000.000."
     assert keep(source, lost, "Das Auto kostet.", {"38": "20"}, notation("en", "de")) == (
         lost,
         "lost",
