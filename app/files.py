@@ -213,8 +213,9 @@ class FileStore:
             raise StoreClosed("the server is stopping")
         if self.used_bytes + len(data) > self.max_total_bytes:
             now = time.monotonic()  # (a file being written is kept ttl_s from its end)
-            oldest = min(min(f.expires, now + self.ttl_s) for f in self.index.values())
-            raise StoreFull(max(1, int(oldest - now) + 1))
+            # (the time left of each, not its end: now + ttl_s - now came back as 599.99...)
+            left = min(min(f.expires - now, self.ttl_s) for f in self.index.values())
+            raise StoreFull(max(1, int(left) + 1))
         file_id = secrets.token_urlsafe(18)
         path = self._path(file_id)
         entry = StoredFile(name, content_type, len(data), float("inf"))  # kept while written
