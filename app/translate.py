@@ -495,9 +495,9 @@ class Sent:
         place_names: Places,
     ) -> str:
         """Its translation, alternative `k` (or the last one there is; the first where `k`
-        loses a number or a name); `write`: how a number of the source is written in it (`notation`), `numbers`: whether numbers are kept
-        (MT_KEEP_NUMBERS), or names alone; `place_names`: the places the target language
-        names otherwise (`places`)."""
+        loses a number or a name); `write`: how a number of the source is written in it
+        (`notation`), `numbers`: whether numbers are kept (MT_KEEP_NUMBERS), or names alone;
+        `place_names`: the places the target language names otherwise (`places`)."""
 
         def joined(indices: list[int]) -> str:
             return " ".join(results[i].texts[min(k, len(results[i].texts) - 1)] for i in indices)
@@ -563,12 +563,8 @@ async def _translate_with(
     # currency symbols, degrees and "&" as the words the model knows (model_core/symbols.py)
     spelled = state.settings.spell_symbols
     source_language = two_letter(translator.source_language)
-    write = notation(two_letter(translator.source_language), two_letter(target))
-    place_names = (
-        places(two_letter(translator.source_language), two_letter(target))
-        if keep_names
-        else NO_PLACES
-    )
+    write = notation(source_language, two_letter(target))
+    place_names = places(source_language, two_letter(target)) if keep_names else NO_PLACES
 
     def added(requests: list[str]) -> list[Sent]:
         """What is sent for each request: `add`ed, recased, with numbers and names kept."""

@@ -132,15 +132,18 @@ _DEGREES = re.compile(
 #: "&" between words, but between two capitals alone ("H & M", "R & D": a name's)
 _AMPERSAND = re.compile(r"(?<=\w) & (?=\w)")
 _INITIALS = re.compile(r"(?<!\w)[A-Z] & [A-Z](?!\w)")
+#: any character `spell` may spell (most texts have none: returned at once)
+_ANY = re.compile(rf"[{re.escape(_SYMBOLS)}°℃℉&]")
 
 
 def spell(text: str, language: str) -> str:
     """`text` with currency symbols by numbers, degrees and "&" between words spelled as
     `language`'s words (the module's docstring); as it is in another language."""
-    words = _WORDS.get(language[:2].lower())
-    if words is None or not re.search(rf"[{re.escape(_SYMBOLS)}°℃℉&]", text):
+    language = language[:2].lower()
+    words = _WORDS.get(language)
+    if words is None or not _ANY.search(text):
         return text
-    currencies = _CURRENCIES[language[:2].lower()]
+    currencies = _CURRENCIES[language]
     if _NOT_DOLLARS.search(text):
         currencies = {k: v for k, v in currencies.items() if k != "$"}
 
