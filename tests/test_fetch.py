@@ -32,7 +32,8 @@ def hub_server(
     **more: dict[str, bytes],
 ) -> ThreadingHTTPServer:
     """A Hub serving `repo` with `files`, and more repositories as `more` (the name after
-    Helsinki-NLP/ -> files); a download of a file named in `failing` gets a 500."""
+    Helsinki-NLP/ -> files); a download of a file named in `failing` gets a 403 (a 500,
+    huggingface_hub retries for about 20 s before it gives up)."""
     repos = {repo: files, **{f"Helsinki-NLP/{name}": f for name, f in more.items()}}
 
     class Hub(BaseHTTPRequestHandler):
@@ -62,7 +63,7 @@ def hub_server(
 
         def _failing(self) -> bool:
             if self.path.split("?")[0].rsplit("/", 1)[1] in failing:
-                self.send_error(500)
+                self.send_error(403)
                 return True
             return False
 
