@@ -15,6 +15,7 @@ with the HTTP status to answer (400 for a broken file, 413 for one too large onc
 | .srt | plain.translate_srt | cue text (dialogue line by line); indices, timestamps, `{\\an8}` untouched |
 | .docx, .pptx, .odt, .odp | office.translate_office | the text runs of the XML parts; every other part copied |
 | .epub | epub.translate_epub | the XHTML chapters (as .html, read as XML), the table of contents, the title and description |
+| .pdf | pdf.translate_pdf | each page's text blocks, paragraph by paragraph, drawn where they stood |
 
 An office file of another kind than its extension says (a .docx named `x.odt`) is refused
 with 400.
@@ -70,6 +71,7 @@ class Limits:
     max_ratio: int = 100  # uncompressed / compressed, for entries over 1 MiB (Apache POI's bound)
     max_chars: int = 200_000  # characters of text in the file (bounds the markup below)
     max_request_chars: int = 20_000  # characters of one text sent for translation
+    max_pdf_pages: int = 2_000  # pages of a PDF file (each read, then rewritten)
 
     @property
     def max_xml_bytes(self) -> int:
@@ -83,7 +85,8 @@ class Limits:
         return max((5 if ext == ".md" else 20) * self.max_chars, 1_000_000)
 
 
-ARCHIVES = frozenset({".docx", ".pptx", ".odt", ".odp", ".epub"})
+#: binary files, checked as they are opened (a PDF file's images are no text)
+ARCHIVES = frozenset({".docx", ".pptx", ".odt", ".odp", ".epub", ".pdf"})
 
 
 def check_text_file(filename: str, data: bytes, limits: Limits) -> None:
@@ -114,6 +117,7 @@ CONTENT_TYPES = {
     ".odt": "application/vnd.oasis.opendocument.text",
     ".odp": "application/vnd.oasis.opendocument.presentation",
     ".epub": "application/epub+zip",
+    ".pdf": "application/pdf",
 }
 
 
@@ -145,7 +149,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
     the target's tag, that the translated text is marked with (the lang attributes of an HTML
     file and of a Markdown file's HTML blocks, an office file's run and paragraph languages;
     None: not marked)."""
-    from . import epub, markdown, office, plain  # noqa: PLC0415 (the handlers import this module)
+    from . import epub, markdown, office, pdf, plain  # noqa: PLC0415 (they import this module)
 
     def office_file(kind: str) -> Handler:  # refuses another kind of office file (400)
         return functools.partial(office.translate_office, kind=kind, language=language)
@@ -161,6 +165,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
         ".odt": office_file("odt"),
         ".odp": office_file("odp"),
         ".epub": functools.partial(epub.translate_epub, language=language),
+        ".pdf": pdf.translate_pdf,
     }
     return handlers.get(extension(filename))
 

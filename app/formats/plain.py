@@ -55,7 +55,7 @@ _OVERRIDE = re.compile(r"\{\\[^{}]*\}")
 #: override tags
 _MARKUP = re.compile(r"<[A-Za-z/!?][^>]*>?|" + _OVERRIDE.pattern)
 #: characters of a .txt's lines joined in one paragraph at most (one line over
-#: MT_MAX_REQUEST_CHARS is sent in pieces: `_in_pieces`)
+#: MT_MAX_REQUEST_CHARS is sent in pieces: `in_pieces`)
 _MAX_PARAGRAPH = 1_000
 #: the end of a sentence at the end of a line (then closing quotes or brackets)
 _END = re.compile(r"[.!?:\u2026][\"'\u201d\u2019\u00bb)\]]*$")
@@ -193,7 +193,7 @@ def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     longest = min(_MAX_PARAGRAPH, limits.max_request_chars)  # a text over it would be a 413
     paragraphs = _paragraphs([content for content, _ in lines], longest)
     texts = [" ".join(lines[k][0].strip() for k in range(a, b)) for a, b in paragraphs]
-    translated = _in_pieces(texts, translate, limits.max_request_chars)
+    translated = in_pieces(texts, translate, limits.max_request_chars)
     out = list(lines)
     for (first, end), new in reversed(list(zip(paragraphs, translated, strict=True))):
         spaces = [split_space(lines[k][0]) for k in range(first, end)]
@@ -209,7 +209,7 @@ def translate_txt(data: bytes, translate: Translate, limits: Limits) -> bytes:
     return codec.encode_text("".join(c + e for c, e in out))
 
 
-def _in_pieces(texts: list[str], translate: Translate, limit: int) -> list[str]:
+def in_pieces(texts: list[str], translate: Translate, limit: int) -> list[str]:
     """`texts` translated, one longer than `limit` (a paragraph on one line: a transcript, a
     text saved a paragraph per line) sent in pieces cut at sentence ends (the service refused
     it with 413), the translated pieces joined again with the spaces between them."""

@@ -1,0 +1,321 @@
+"""PDF files (app/formats/pdf.py): each paragraph translated and drawn where it stood, the rest
+of the page kept; broken, protected and oversized files refused with the reason. The files are
+drawn by reportlab here and read back by pdfminer.six and pypdf, the libraries the handler
+reads with."""
+
+from __future__ import annotations
+
+import io
+import zlib
+
+import pytest
+from pdfminer.high_level import extract_pages
+from pdfminer.layout import LTChar, LTRect, LTTextBoxHorizontal, LTTextLineHorizontal
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import ArrayObject, FloatObject, NameObject, NumberObject
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.utils import simpleSplit
+from reportlab.pdfgen.canvas import Canvas
+
+from app.formats import FormatError, Limits, handler_for
+from app.formats.inline import text_budget
+from app.formats.pdf import translate_pdf
+
+PARAGRAPH = (
+    "It rained in the morning. The afternoon was sunny and warm. We went for a walk in "
+    "the park and met some friends there."
+)
+
+
+def page_one(c: Canvas) -> None:
+    c.setFont("Helvetica-Bold", 18)
+    c.drawString(72, 770, "The weather report")
+    c.setFont("Helvetica", 11)
+    y = 740.0
+    for line in simpleSplit(PARAGRAPH, "Helvetica", 11, 200):
+        c.drawString(72, y, line)
+        y -= 14
+    y -= 14
+    for item in ("• The first item.", "• The second item."):
+        c.drawString(72, y, item)
+        y -= 14
+    y -= 14
+    c.drawString(72, y, "We talked about the transla-")
+    c.drawString(72, y - 14, "tion of the book.")
+    c.setFillColorRGB(0.8, 0.1, 0.1)
+    c.drawString(72, 500, "Red words here.")
+    c.setFillColorRGB(0, 0, 0)
+    c.rect(60, 420, 300, 40, fill=1)  # a drawing: kept
+    c.drawCentredString(A4[0] / 2, 40, "3")  # no letters: drawn as it was
+    c.linkURL("https://example.com/", (72, 760, 200, 790))
+
+
+def make_pdf(*pages, size=A4) -> bytes:
+    out = io.BytesIO()
+    c = Canvas(out, pagesize=size)
+    for draw in pages:
+        draw(c)
+        c.showPage()
+    c.save()
+    return out.getvalue()
+
+
+def boxes(data: bytes) -> list[list[tuple[str, tuple[float, float, float, float], list[str]]]]:
+    """For each page: (text, bbox, font names) of each text line pdfminer finds."""
+    out = []
+    for page in extract_pages(io.BytesIO(data)):
+        lines = []
+        for box in page:
+            if isinstance(box, LTTextBoxHorizontal):
+                for line in box:
+                    if isinstance(line, LTTextLineHorizontal):
+                        fonts = [c.fontname for c in line if isinstance(c, LTChar)]
+                        lines.append((line.get_text().strip(), line.bbox, fonts))
+        out.append(lines)
+    return out
+
+
+class Recorder:
+    def __init__(self, fn=lambda t: f"<{t.upper()}>"):
+        self.sent: list[str] = []
+        self.fn = fn
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        self.sent += texts
+        return [self.fn(t) for t in texts]
+
+
+def test_each_paragraph_is_translated_and_drawn_where_it_stood():
+    src = make_pdf(page_one, lambda c: c.drawString(72, 700, "The cat sleeps on the sofa."))
+    translate = Recorder()
+    out = translate_pdf(src, translate, Limits())
+    # one call for the file; lines joined into paragraphs, a word cut at a line's end joined
+    # again, list markers and letterless text not sent
+    assert translate.sent == [
+        "The weather report",
+        PARAGRAPH,
+        "The first item.",
+        "The second item.",
+        "We talked about the translation of the book.",
+        "Red words here.",
+        "The cat sleeps on the sofa.",
+    ]
+    before, after = boxes(src), boxes(out)
+    text = [" ".join(t for t, _, _ in page) for page in after]
+    assert "<THE WEATHER REPORT>" in text[0] and "• <THE FIRST ITEM.>" in text[0]
+    assert "<THE CAT SLEEPS ON THE SOFA.>" in text[1]
+    for original in ("weather", "rained", "first item", "talked", "cat sleeps"):
+        assert original not in " ".join(text)
+    assert [t for t, _, _ in after[0]].count("3") == 1  # the page number, as it was
+    # each paragraph's first line starts where the original's did (to a point), and the
+    # translation takes no more height than the original paragraph
+    first = {t: bbox for t, bbox, _ in before[0]}
+    placed = {t: bbox for t, bbox, _ in after[0]}
+    heading, heading_out = first["The weather report"], placed["<THE WEATHER REPORT>"]
+    assert abs(heading[0] - heading_out[0]) < 1 and abs(heading[3] - heading_out[3]) < 2
+    paragraph_lines = [bbox for t, bbox, _ in after[0] if "RAINED" in t or "FRIENDS" in t]
+    assert paragraph_lines and min(b[1] for b in paragraph_lines) > 740 - 4 * 14 - 4
+    # the heading's weight, the red line's colour
+    assert all("Bold" in f for f in dict((t, f) for t, _, f in after[0])["<THE WEATHER REPORT>"])
+    red = next(
+        c
+        for page in extract_pages(io.BytesIO(out))
+        for box in page
+        if isinstance(box, LTTextBoxHorizontal) and "RED" in box.get_text()
+        for line in box
+        for c in line
+        if isinstance(c, LTChar)
+    )
+    assert tuple(round(v, 2) for v in red.graphicstate.ncolor) == (0.8, 0.1, 0.1)
+    # the rest of the page is kept: its size, the drawing, the link
+    reader = PdfReader(io.BytesIO(out))
+    assert len(reader.pages) == 2
+    assert reader.pages[0].mediabox == PdfReader(io.BytesIO(src)).pages[0].mediabox
+    page = next(iter(extract_pages(io.BytesIO(out))))
+    assert any(isinstance(o, LTRect) and round(o.x0) == 60 for o in page)
+    annots = [a.get_object() for a in reader.pages[0]["/Annots"]]
+    assert annots[0]["/A"]["/URI"] == "https://example.com/"
+
+
+def test_the_handler_is_the_one_for_pdf_files():
+    translate = Recorder()
+    out = handler_for("Report.PDF", "de")(make_pdf(page_one), translate, Limits())
+    assert out.startswith(b"%PDF-") and "The weather report" in translate.sent
+
+
+def test_a_longer_translation_is_drawn_smaller_within_the_room_it_has():
+    """A paragraph's translation twice as long as the paragraph is drawn smaller, from the
+    paragraph's top down to the next text under it at most; a line's runs to its right."""
+    src = make_pdf(page_one)
+    out = translate_pdf(src, Recorder(lambda t: (t + " ") * 2), Limits())
+    lines = simpleSplit(PARAGRAPH, "Helvetica", 11, 200)
+    before = [b for t, b, _ in boxes(src)[0] if t in lines]
+    assert len(before) == len(lines) == 4
+    top = max(b[3] for b in before)
+    under = next(b for t, b, _ in boxes(src)[0] if t.endswith("The first item."))
+    # the lines drawn between the heading and the list: the paragraph's
+    after = [b for t, b, _ in boxes(out)[0] if under[3] < b[1] < top]
+    assert len(after) > len(before)
+    assert max(b[3] for b in after) <= top + 1 and min(b[1] for b in after) >= under[3]
+    # the red line, one line long, runs on to its right (its box was 80 points wide)
+    red = [b for t, b, _ in boxes(out)[0] if t.startswith("Red words here. Red")]
+    assert red and red[0][2] - red[0][0] > 120
+    # smaller: each line less high than the paragraph's 11-point lines
+    assert all(b[3] - b[1] < 10.5 for b in after)
+
+
+def upright(c: Canvas) -> None:
+    c.setFont("Helvetica-Bold", 18)
+    c.drawString(72, 500, "The weather report")
+    c.setFont("Helvetica", 11)
+    c.drawString(300, 400, "Red words here.")
+
+
+def turned(rotation: int, offset: float) -> bytes:
+    """A page that shows `upright` the right way up, though its /Rotate turns it and its
+    media box starts at (offset, offset): the content is drawn through the inverse of the
+    turn, as a scanner or a landscape layout writes it."""
+    shown = (A4[1], A4[0]) if rotation in (90, 270) else A4  # the page as it is shown
+    width, height = (shown[1], shown[0]) if rotation in (90, 270) else shown
+    x0, y0, x1, y1 = offset, offset, offset + width, offset + height
+    # the shown page's points to the page's own (PDF 32000-1 8.3.2.3 and 12.7.2 /Rotate)
+    to_page = {
+        0: (1, 0, 0, 1, x0, y0),
+        90: (0, 1, -1, 0, x1, y0),
+        180: (-1, 0, 0, -1, x1, y1),
+        270: (0, -1, 1, 0, x0, y1),
+    }[rotation]
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(upright, size=shown))))
+    page = writer.pages[0]
+    page.add_transformation(to_page)
+    page[NameObject("/MediaBox")] = ArrayObject([FloatObject(v) for v in (x0, y0, x1, y1)])
+    page[NameObject("/Rotate")] = NumberObject(rotation)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("rotation", [0, 90, 180, 270])
+def test_turned_pages_and_moved_media_boxes_keep_their_text_in_place(rotation):
+    src = turned(rotation, 50.0)
+    out = translate_pdf(src, Recorder(), Limits())
+    before = {t: b for t, b, _ in boxes(src)[0]}
+    after = {t: b for t, b, _ in boxes(out)[0]}
+    assert before.keys() == {"The weather report", "Red words here."}  # read upright
+    assert PdfReader(io.BytesIO(out)).pages[0].rotation == rotation
+    for original, translated in [
+        ("The weather report", "<THE WEATHER REPORT>"),
+        ("Red words here.", "<RED WORDS HERE.>"),
+    ]:
+        a, b = before[original], after[translated]  # left and top edges
+        assert abs(a[0] - b[0]) < 1.5 and abs(a[3] - b[3]) < 2, (original, a, b)
+
+
+def test_a_page_with_only_invisible_text_is_left_as_it_is():
+    """A scanned page's OCR layer is invisible text over the image: drawing its translation
+    would cover the scan; the page is left as it was, and the other pages translated."""
+
+    def scanned(c: Canvas) -> None:
+        c.rect(50, 50, 400, 600, fill=1)  # the "scan"
+        t = c.beginText(72, 700)
+        t.setTextRenderMode(3)
+        t.setFont("Helvetica", 12)
+        t.textOut("The hidden words of the scan.")
+        c.drawText(t)
+
+    src = make_pdf(scanned, lambda c: c.drawString(72, 700, "The cat sleeps on the sofa."))
+    translate = Recorder()
+    out = translate_pdf(src, translate, Limits())
+    assert translate.sent == ["The cat sleeps on the sofa."]
+    reader = PdfReader(io.BytesIO(out))
+    assert "The hidden words of the scan." in reader.pages[0].extract_text()
+    assert "<THE CAT SLEEPS ON THE SOFA.>" in reader.pages[1].extract_text()
+
+
+def raw_pdf(content: bytes, font: bytes, *more: bytes) -> bytes:
+    """A one-page file written byte for byte: its content stream (compressed), its font /F1
+    (object 5) and `more` objects (6, 7, ...)."""
+    stream = zlib.compress(content)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        font,
+        *more,
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return out
+
+
+HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def bomb(size: int) -> bytes:
+    """A one-page file whose content stream decodes to `size` bytes (spaces first)."""
+    return raw_pdf(b" " * size + b"BT /F1 12 Tf 72 700 Td (Hi there) Tj ET", HELVETICA)
+
+
+def test_a_page_whose_text_cannot_be_read_is_left_as_it_is():
+    """A font of glyph numbers without a ToUnicode map reads as (cid:N) codes: the page is
+    not translated (its text was neither sent as gibberish nor taken away)."""
+    glyphs = b"BT /F1 12 Tf 72 700 Td <002B0048004800030046> Tj ET"
+    src = raw_pdf(
+        glyphs,
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /Xyz /Encoding /Identity-H"
+        b" /DescendantFonts [6 0 R] >>",
+        b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Xyz /DW 500 /FontDescriptor 7 0 R"
+        b" /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> >>",
+        b"<< /Type /FontDescriptor /FontName /Xyz /Flags 4 /FontBBox [0 -200 1000 800]"
+        b" /ItalicAngle 0 /Ascent 800 /Descent -200 /CapHeight 700 /StemV 80 >>",
+    )
+    assert "(cid:" in " ".join(t for t, _, _ in boxes(src)[0])
+    translate = Recorder()
+    out = translate_pdf(src, translate, Limits())
+    assert translate.sent == []
+    assert glyphs in PdfReader(io.BytesIO(out)).pages[0].get_contents().get_data()
+
+
+def test_broken_protected_and_oversized_files_are_refused_with_the_reason(monkeypatch):
+    good = make_pdf(page_one, page_one, page_one)
+    locked = PdfWriter(clone_from=PdfReader(io.BytesIO(good)))
+    locked.encrypt("secret", algorithm="RC4-128")
+    buf = io.BytesIO()
+    locked.write(buf)
+    cases = [
+        (b"just some text", Limits(), 400, "not a PDF file"),
+        (b"%PDF-1.4\n" + b"\x00garbage" * 100, Limits(), 400, "cannot be read"),
+        (buf.getvalue(), Limits(), 400, "protected by a password"),
+        (good, Limits(max_pdf_pages=2), 413, "has 3 pages; at most 2"),
+        (bomb(3_000_000), Limits(max_unpacked_bytes=1_000_000), 413, "decode to more than"),
+    ]
+    for data, limits, status, message in cases:
+        with pytest.raises(FormatError) as caught:
+            translate_pdf(data, Recorder(), limits)
+        assert caught.value.status == status and message in str(caught.value), caught.value
+    # within the bound, the same kind of file is read
+    translate = Recorder()
+    translate_pdf(bomb(10_000), translate, Limits(max_unpacked_bytes=1_000_000))
+    assert translate.sent == ["Hi there"]
+    # text over the file's limit: refused while it is read, before anything is sent
+    translate = Recorder()
+    with text_budget(100), pytest.raises(FormatError) as caught:
+        translate_pdf(good, translate, Limits())
+    assert caught.value.status == 413 and translate.sent == []
+    # a file that draws without end (a form drawn again and again)
+    monkeypatch.setattr("app.formats.pdf._MAX_OPERATIONS", 20)
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(good, Recorder(), Limits())
+    assert caught.value.status == 413 and "draws more than 20 times" in str(caught.value)
