@@ -337,7 +337,7 @@ UPLOAD_SCHEMA = {
 )
 async def translate_file(request: Request):
     """Translate a file (LibreTranslate-compatible): .txt, .html, .md, .srt, .docx, .pptx, .odt,
-    .odp, .epub."""
+    .odp, .epub, .pdf."""
     state = request.app.state
     check_accepting(state)
     check_not_encoded(request.scope)  # 415, as for POST /translate

@@ -249,7 +249,8 @@ class Settings(BaseSettings):
     max_unpacked_bytes: int = Field(
         50_000_000,
         ge=1,
-        description="bytes a .docx/.pptx/.odt/.odp/.epub may unpack to at most; beyond: 413",
+        description="bytes a .docx/.pptx/.odt/.odp/.epub may unpack to at most, and a .pdf's "
+        "streams but its images decode to; beyond: 413",
     )
     api_keys_db: Path | None = Field(
         None,

@@ -31,6 +31,8 @@ from tests.service_helpers import serve_in_thread
 from tests.test_epub_format import make_book, read_book, well_formed
 from tests.test_file_formats import make_docx, make_odp, make_odt, make_pptx, zip_of
 from tests.test_html_format import Attrs, Tags
+from tests.test_pdf_format import boxes as pdf_boxes
+from tests.test_pdf_format import make_pdf, page_one
 from tests.test_service import metric
 
 MAX_FILE = 200_000
@@ -338,6 +340,22 @@ def test_epub_round_trip(server):
     assert "<em>" in chapter and '<a id="p1"/>' in chapter and "children" not in chapter
 
 
+def test_pdf_round_trip(server):
+    """A PDF file (LibreTranslate translates .pdf) through the service (a model of random
+    weights): its pages' text replaced by the translation, its pages and drawings kept."""
+    url, _ = server
+    src = make_pdf(page_one, page_one)
+    got = download(url, upload(url, "Weather.pdf", src))
+    assert got.headers["content-type"] == "application/pdf"
+    assert got.headers["content-disposition"] == 'attachment; filename="Weather_de.pdf"'
+    before, after = pdf_boxes(src), pdf_boxes(got.content)
+    assert len(after) == 2 and all(after)
+    words = " ".join(t for page in after for t, _, _ in page)
+    assert "weather" not in words and "rained" not in words
+    # each page's first paragraph starts where it did
+    assert abs(before[1][0][1][0] - after[1][0][1][0]) < 1
+
+
 def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
     url, _ = server
     bomb = zip_of({"word/document.xml": b"<a/>", "word/media/x.bin": b"\0" * (3 << 20)})
@@ -360,6 +378,8 @@ def test_bad_uploads_get_4xx_and_leave_the_server_healthy(server):
         (upload(url, "blank.md", b"\r\n\r\n"), 400, "nothing to translate"),
         (upload(url, "blank.html", b"  \n"), 400, "nothing to translate"),
         (upload(url, "a.txt", b"The cat.", target="xx"), 400, "no model translates"),
+        (upload(url, "scan.pdf", b"%PDF-1.4\n" + b"\0" * 500), 400, "cannot be read"),
+        (upload(url, "word.pdf", make_docx()), 400, "not a PDF file"),
         (upload(url, "a.txt", b"The cat.", source=""), 400, "`source` is missing"),
         (upload(url, "big.txt", b"a" * (MAX_FILE + 100_000)), 413, "bytes"),
     ]
