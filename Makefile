@@ -19,7 +19,7 @@ UV_VERSION ?= 0.13.8
 # Extra options for `uv pip compile`, e.g. LOCK_ARGS=--upgrade for the newest releases allowed.
 LOCK_ARGS ?=
 
-.PHONY: help serve fetch test lint format install install-dev browser bench lock clean
+.PHONY: help serve fetch test lint format install install-dev browser fonts bench lock clean
 
 # The first target: `make` alone lists the others.
 help:
@@ -30,6 +30,7 @@ help:
 	@echo 'make format       apply ruff'"'"'s fixes and formatting'
 	@echo 'make bench        install the bench extra and run the engine benchmark'
 	@echo 'make browser      install Chromium and chromedriver (apt) for tests/test_web.py, if missing'
+	@echo 'make fonts        install the DejaVu fonts (apt) a translated PDF is drawn in, if missing'
 	@echo 'make install      install into $(VENV) (install-dev: with the dev extra)'
 	@echo 'make lock         refresh requirements.lock from PyPI (LOCK_ARGS=--upgrade: newest)'
 	@echo 'make clean        remove $(VENV) and the tools'"'"' caches'
@@ -82,8 +83,21 @@ browser:
 		exit 1; \
 	fi
 
+# A translated .pdf's text is drawn in DejaVu (app/formats/pdf.py; tests/test_pdf_format.py
+# checks its serif and fixed-width faces). Installed only when missing.
+fonts:
+	@if [ -f /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf ]; then :; \
+	elif command -v apt-get >/dev/null; then \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get update -q && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-dejavu-core; \
+	else \
+		echo "tests/test_pdf_format.py needs the DejaVu fonts (fonts-dejavu-core); install them" >&2; \
+		exit 1; \
+	fi
+
 # pytest exits 5 when it collected nothing; that is a failure here, as is any other non-zero code.
-test: lint browser
+test: lint browser fonts
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed-dev

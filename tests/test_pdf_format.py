@@ -319,3 +319,37 @@ def test_broken_protected_and_oversized_files_are_refused_with_the_reason(monkey
     with pytest.raises(FormatError) as caught:
         translate_pdf(good, Recorder(), Limits())
     assert caught.value.status == 413 and "draws more than 20 times" in str(caught.value)
+
+
+def test_a_serif_or_fixed_width_text_is_drawn_in_such_a_font_in_its_most_common_colour():
+    def fonts(c: Canvas) -> None:
+        c.setFont("Times-Roman", 12)
+        c.drawString(72, 700, "The old house stands by the river.")
+        c.setFont("Courier", 12)
+        c.drawString(72, 650, "The program prints the words.")
+        t = c.beginText(72, 600)
+        t.setFont("Helvetica", 12)
+        t.setFillColorRGB(0, 0, 1)
+        t.textOut("Visit")  # a link's blue word starts a black line
+        t.setFillColorRGB(0, 0, 0)
+        t.textOut(" our website for more of the news.")
+        c.drawText(t)
+
+    out = translate_pdf(make_pdf(fonts), Recorder(), Limits())
+    drawn = {
+        t: (f[0], box)
+        for t, box, f in boxes(out)[0]
+        if t.startswith("<")  # the translated lines
+    }
+    assert "Serif" in drawn["<THE OLD HOUSE STANDS BY THE RIVER.>"][0]
+    assert "Mono" in drawn["<THE PROGRAM PRINTS THE WORDS.>"][0]
+    chars = [
+        c
+        for page in extract_pages(io.BytesIO(out))
+        for box in page
+        if isinstance(box, LTTextBoxHorizontal) and "VISIT" in box.get_text()
+        for line in box
+        for c in line
+        if isinstance(c, LTChar)
+    ]
+    assert {tuple(c.graphicstate.ncolor) for c in chars} == {(0, 0, 0)}

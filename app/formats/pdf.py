@@ -28,6 +28,8 @@ import io
 import logging
 import re
 import statistics
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -70,6 +72,7 @@ class Paragraph:
     lines: int
     bold: bool
     italic: bool
+    family: str  # "sans", "serif" or "mono": the original font's, as far as its name tells
     color: tuple[str, tuple[float, ...]] | None  # ("rgb" | "gray" | "cmyk", components)
     centred: bool
 
@@ -339,6 +342,7 @@ def _paragraph(lines, page_width: float) -> Paragraph:
         lines=len(lines),
         bold=sum(bool(_BOLD.search(c.fontname)) for c in chars) * 2 > len(chars),
         italic=sum(bool(_ITALIC.search(c.fontname)) for c in chars) * 2 > len(chars),
+        family=_family(_most([c.fontname for c in chars]) or ""),
         color=_color(chars),
         centred=len(lines) == 1 and abs(centre - page_width / 2) < 0.02 * page_width,
     )
@@ -351,10 +355,18 @@ def _baseline(line) -> float:
     return statistics.median(c.matrix[5] for c in chars)
 
 
+def _most(values: list):
+    """The most frequent of `values` (the first of them where several are), or None."""
+    return max(Counter(values).items(), key=lambda kv: kv[1])[0] if values else None
+
+
 def _color(chars) -> tuple[str, tuple[float, ...]] | None:
+    """The colour most of the characters have (a link's words are not the paragraph's)."""
     if not chars:
         return None
-    value = chars[0].graphicstate.ncolor
+    colors = [c.graphicstate.ncolor for c in chars]
+    keys = [repr(v) for v in colors]  # a colour may be a list, or a pattern's name
+    value = colors[keys.index(_most(keys))]
     if isinstance(value, (int, float)):
         value = (value,)
     if not isinstance(value, (tuple, list)) or not all(
@@ -365,36 +377,58 @@ def _color(chars) -> tuple[str, tuple[float, ...]] | None:
     return (kind, tuple(float(v) for v in value)) if kind else None
 
 
+#: the DejaVu files of each family and style, best first (fonts-dejavu-core has no italics:
+#: an upright face then, or Bitstream Vera's italic, which DejaVu Sans was drawn from)
+_DEJAVU = Path("/usr/share/fonts/truetype/dejavu")
+_FACES = {
+    "sans": ("DejaVuSans", "DejaVuSans-Bold", "DejaVuSans-Oblique", "DejaVuSans-BoldOblique"),
+    "serif": ("DejaVuSerif", "DejaVuSerif-Bold", "DejaVuSerif-Italic", "DejaVuSerif-BoldItalic"),
+    "mono": (
+        "DejaVuSansMono",
+        "DejaVuSansMono-Bold",
+        "DejaVuSansMono-Oblique",
+        "DejaVuSansMono-BoldOblique",
+    ),
+}
+_VERA = ("Vera", "VeraBd", "VeraIt", "VeraBI")
+_SERIF = re.compile(
+    r"serif|times|roman|georgia|garamond|cambria|palatino|baskerville|minion|caslon|century|"
+    r"bookman|charter|cmr\d",
+    re.IGNORECASE,
+)
+_MONO = re.compile(r"mono|courier|consol|code|cmtt", re.IGNORECASE)
+_font_lock = threading.Lock()
+
+
+def _family(fontname: str) -> str:
+    if _MONO.search(fontname):
+        return "mono"
+    if _SERIF.search(fontname) and "sans" not in fontname.lower():
+        return "serif"
+    return "sans"
+
+
 @cache
-def _fonts() -> dict[tuple[bool, bool], str]:
-    """reportlab's names of the regular, bold, italic and bold italic fonts, registered once."""
+def _font(family: str, bold: bool, italic: bool) -> str:
+    """reportlab's name of the font a translation of this family and style is drawn in,
+    registered the first time."""
     import reportlab  # noqa: PLC0415
     from reportlab.pdfbase import pdfmetrics  # noqa: PLC0415
     from reportlab.pdfbase.ttfonts import TTFont  # noqa: PLC0415
 
-    dejavu = Path("/usr/share/fonts/truetype/dejavu")
-    files = {
-        (False, False): "DejaVuSans.ttf",
-        (True, False): "DejaVuSans-Bold.ttf",
-        (False, True): "DejaVuSans-Oblique.ttf",
-        (True, True): "DejaVuSans-BoldOblique.ttf",
-    }
-    vera = {
-        (False, False): "Vera.ttf",
-        (True, False): "VeraBd.ttf",
-        (False, True): "VeraIt.ttf",
-        (True, True): "VeraBI.ttf",
-    }
-    names = {}
-    for style, name in files.items():
-        path = dejavu / name
-        if not path.is_file():
-            path = Path(reportlab.__file__).parent / "fonts" / vera[style]
-        font = f"mt-{path.stem}"
-        if font not in pdfmetrics.getRegisteredFontNames():
-            pdfmetrics.registerFont(TTFont(font, str(path)))
-        names[style] = font
-    return names
+    style = 2 * italic + bold
+    vera = Path(reportlab.__file__).parent / "fonts"
+    candidates = [_DEJAVU / f"{_FACES[family][style]}.ttf"]
+    if italic:
+        candidates += [_DEJAVU / f"{_FACES[family][bold]}.ttf"] if family != "sans" else []
+        candidates += [vera / f"{_VERA[style]}.ttf"]
+    candidates += [_DEJAVU / f"{_FACES['sans'][int(bold)]}.ttf", vera / f"{_VERA[int(bold)]}.ttf"]
+    path = next(p for p in candidates if p.is_file())
+    name = f"mt-{path.stem}"
+    with _font_lock:
+        if name not in pdfmetrics.getRegisteredFontNames():
+            pdfmetrics.registerFont(TTFont(name, str(path)))
+    return name
 
 
 def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
@@ -418,10 +452,9 @@ def _draw(page: Page, translations: dict[int, str], width, height):
     # pdfminer's layout space is the page as shown (its media box's corner at 0, 0, rotated
     # as /Rotate says): its ctm's inverse takes the layout's points back
     canvas.transform(*_invert(page.ctm))
-    fonts = _fonts()
     for p in page.paragraphs:
         text = p.marker + translations.get(id(p), p.text)
-        font = fonts[(p.bold, p.italic)]
+        font = _font(p.family, p.bold, p.italic)
         left, right, bottom = _room(p, page)
         # the largest size, down to _SHRINK, at which the lines fit the room the paragraph
         # has (at _SHRINK they may run past it)
