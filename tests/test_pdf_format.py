@@ -353,3 +353,12 @@ def test_a_serif_or_fixed_width_text_is_drawn_in_such_a_font_in_its_most_common_
         if isinstance(c, LTChar)
     ]
     assert {tuple(c.graphicstate.ncolor) for c in chars} == {(0, 0, 0)}
+
+
+def test_the_fonts_of_a_long_file_are_written_once():
+    """Each page's translation drawn with the same fonts: their glyphs are in the file once,
+    not once per page (50 pages of 40 KB came back as 2 MB)."""
+    src = make_pdf(*[page_one] * 10)
+    out = translate_pdf(src, Recorder(), Limits())
+    assert out.count(b"/FontFile2") == 2  # DejaVu Sans and DejaVu Sans Bold
+    assert len(out) < 2 * len(src) + 100_000

@@ -97,12 +97,11 @@ def translate_pdf(data: bytes, translate: Translate, limits: Limits) -> bytes:
     done = in_pieces([p.text for p in sent], translate, limits.max_request_chars) if sent else []
     translations = {id(p): t for p, t in zip(sent, done, strict=True)}
     writer = PdfWriter(clone_from=reader)
-    for number, page in enumerate(pages):
-        if not page.readable or not page.paragraphs:
-            continue
+    drawn = [n for n, page in enumerate(pages) if page.readable and page.paragraphs]
+    overlays = _draw([pages[n] for n in drawn], translations)
+    for number, overlay in zip(drawn, overlays, strict=True):
         target = writer.pages[number]
         writer.remove_objects_from_page(target, ObjectDeletionFlag.TEXT)
-        overlay = _draw(page, translations, target.mediabox.width, target.mediabox.height)
         target.merge_page(overlay)
         target.compress_content_streams()
     out = io.BytesIO()
@@ -438,20 +437,32 @@ def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
     return (ia, ib, ic, id_, -(e * ia + f * ic), -(e * ib + f * id_))
 
 
-def _draw(page: Page, translations: dict[int, str], width, height):
-    """A one-page PDF (pypdf's page) of the page's size with each paragraph's translation (or
-    its text, where nothing was sent) drawn in its place."""
+def _draw(pages: list[Page], translations: dict[int, str]) -> list:
+    """pypdf's pages of one PDF drawn for `pages`, each with its paragraphs' translations (or
+    their text, where nothing was sent) in their places; one file, so that the fonts' glyphs
+    are written once for all pages."""
     from pypdf import PdfReader  # noqa: PLC0415
-    from reportlab.lib.utils import simpleSplit  # noqa: PLC0415
-    from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
     from reportlab.pdfgen.canvas import Canvas  # noqa: PLC0415
 
     out = io.BytesIO()
-    canvas = Canvas(out, pagesize=(float(width), float(height)), pageCompression=1)
-    # pypdf lays this page's content over the original's, in the original's user space;
-    # pdfminer's layout space is the page as shown (its media box's corner at 0, 0, rotated
-    # as /Rotate says): its ctm's inverse takes the layout's points back
-    canvas.transform(*_invert(page.ctm))
+    canvas = Canvas(out, pageCompression=1)
+    for page in pages:
+        canvas.saveState()
+        # pypdf lays this page's content over the original's, in the original's user space;
+        # pdfminer's layout space is the page as shown (its media box's corner at 0, 0,
+        # turned as /Rotate says): its ctm's inverse takes the layout's points back
+        canvas.transform(*_invert(page.ctm))
+        _draw_page(canvas, page, translations)
+        canvas.restoreState()
+        canvas.showPage()
+    canvas.save()
+    return list(PdfReader(io.BytesIO(out.getvalue())).pages)
+
+
+def _draw_page(canvas, page: Page, translations: dict[int, str]) -> None:
+    from reportlab.lib.utils import simpleSplit  # noqa: PLC0415
+    from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
+
     for p in page.paragraphs:
         text = p.marker + translations.get(id(p), p.text)
         font = _font(p.family, p.bold, p.italic)
@@ -477,9 +488,6 @@ def _draw(page: Page, translations: dict[int, str], width, height):
             text_object.setTextOrigin(x, p.y1 - top_to_baseline - i * p.pitch * scale)
             text_object.textOut(line)
         canvas.drawText(text_object)
-    canvas.showPage()
-    canvas.save()
-    return PdfReader(io.BytesIO(out.getvalue())).pages[0]
 
 
 def _room(p: Paragraph, page: Page) -> tuple[float, float, float]:
