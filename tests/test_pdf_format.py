@@ -362,3 +362,23 @@ def test_the_fonts_of_a_long_file_are_written_once():
     out = translate_pdf(src, Recorder(), Limits())
     assert out.count(b"/FontFile2") == 2  # DejaVu Sans and DejaVu Sans Bold
     assert len(out) < 2 * len(src) + 100_000
+
+
+@pytest.mark.parametrize(
+    "language, script", [("ja", "Jpan"), ("ar", "Arab"), ("zh-Hant", "Hant"), ("he", "Hebr")]
+)
+def test_a_language_whose_script_cannot_be_drawn_is_refused_before_it_is_translated(
+    language, script
+):
+    translate = Recorder()
+    with pytest.raises(FormatError) as caught:
+        handler_for("a.pdf", language)(make_pdf(page_one), translate, Limits())
+    assert caught.value.status == 400 and f"({script})" in str(caught.value)
+    assert translate.sent == []
+
+
+@pytest.mark.parametrize("language", ["de", "de-CH", "ru", "el", "sr-Latn", "xx"])
+def test_a_language_in_a_script_drawn_here_or_unknown_is_translated(language):
+    translate = Recorder()
+    handler_for("a.pdf", language)(make_pdf(page_one), translate, Limits())
+    assert translate.sent

@@ -165,7 +165,7 @@ def handler_for(filename: str, language: str | None = None) -> Handler | None:
         ".odt": office_file("odt"),
         ".odp": office_file("odp"),
         ".epub": functools.partial(epub.translate_epub, language=language),
-        ".pdf": pdf.translate_pdf,
+        ".pdf": functools.partial(pdf.translate_pdf, language=language),
     }
     return handlers.get(extension(filename))
 

@@ -11,10 +11,11 @@ lines than the box has), centred where the line was centred on the page.
 What is not translated: text pdfminer cannot read as Unicode (a font without a ToUnicode map:
 a page where more than a tenth of the characters are such is left as it is), invisible text
 (the OCR layer of a scanned page: a page with no visible text is left as it is), vertical
-text and text drawn as curves or images. The translation is drawn in DejaVu Sans (Debian's
-fonts-dejavu-core, which the Docker image installs) or, where it is missing, reportlab's
-Bitstream Vera: Latin, Greek and Cyrillic scripts; others show as empty boxes. Text is
-drawn left to right.
+text and text drawn as curves or images. The translation is drawn in DejaVu (Debian's
+fonts-dejavu-core, which the Docker image installs; its sans, serif or fixed-width face, as
+the original's font name tells) or, where it is missing, reportlab's Bitstream Vera, left to
+right: a target written in another script than Latin, Greek, Cyrillic, Armenian or Georgian
+is refused before anything is translated.
 
 Bounds: the pages (`Limits.max_pdf_pages`), every stream but images decoded
 (`Limits.max_unpacked_bytes`, before pdfminer reads any: it decodes without a bound), the
@@ -86,11 +87,27 @@ class Page:
     height: float = 0.0
 
 
-def translate_pdf(data: bytes, translate: Translate, limits: Limits) -> bytes:
+#: the scripts the translation can be drawn in (DejaVu's, left to right)
+_DRAWN_SCRIPTS = {"Latn": "Latin", "Grek": "Greek", "Cyrl": "Cyrillic", "Armn": "Armenian"}
+_DRAWN_SCRIPTS |= {"Geor": "Georgian"}
+
+
+def translate_pdf(
+    data: bytes, translate: Translate, limits: Limits, language: str | None = None
+) -> bytes:
+    """`language`: the target's tag; a language written in a script not drawn here (`ja`,
+    `ar`, `zh-Hant`) is refused with 400 before anything is translated."""
     # imported with the first PDF file, not at start-up
     from pypdf import ObjectDeletionFlag, PdfWriter  # noqa: PLC0415
 
     reader = _open(data, limits)
+    script = _script(language) if language else None
+    if script is not None and script not in _DRAWN_SCRIPTS:
+        raise FormatError(
+            f"{language} is written in a script ({script}) a translated PDF file cannot be "
+            f"drawn in: {', '.join(_DRAWN_SCRIPTS.values())} letters only, left to right; "
+            "translate the file's text another way (as .txt or .docx)"
+        )
     pages = _read_pages(data, len(reader.pages))
     paragraphs = [p for page in pages if page.readable for p in page.paragraphs]
     sent = [p for p in paragraphs if has_letters(p.text)]
@@ -107,6 +124,20 @@ def translate_pdf(data: bytes, translate: Translate, limits: Limits) -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def _script(language: str) -> str | None:
+    """The ISO 15924 code of the script `language` is written in: its script subtag, else the
+    one CLDR deems likely (`ja`: Jpan, `sr`: Cyrl); None where CLDR does not know it."""
+    from babel.core import get_global  # noqa: PLC0415
+
+    subtags = re.split(r"[-_]", language.strip())
+    for sub in subtags[1:]:
+        if len(sub) == 4 and sub.isalpha():
+            return sub.title()
+    likely = get_global("likely_subtags").get(subtags[0].lower())
+    parts = likely.split("_") if likely else []
+    return parts[1] if len(parts) > 1 and len(parts[1]) == 4 else None
 
 
 def _open(data: bytes, limits: Limits):
