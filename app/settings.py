@@ -250,7 +250,7 @@ class Settings(BaseSettings):
         50_000_000,
         ge=1,
         description="bytes a .docx/.pptx/.odt/.odp/.epub may unpack to at most, and a .pdf's "
-        "streams but its images decode to; beyond: 413",
+        "page contents, forms and fonts decode to; beyond: 413",
     )
     api_keys_db: Path | None = Field(
         None,

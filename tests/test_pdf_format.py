@@ -232,19 +232,15 @@ def test_a_page_with_only_invisible_text_is_left_as_it_is():
     assert "<THE CAT SLEEPS ON THE SOFA.>" in reader.pages[1].extract_text()
 
 
-def raw_pdf(content: bytes, font: bytes, *more: bytes) -> bytes:
-    """A one-page file written byte for byte: its content stream (compressed), its font /F1
-    (object 5) and `more` objects (6, 7, ...)."""
-    stream = zlib.compress(content)
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        font,
-        *more,
-    ]
+def stream(content: bytes, extra: bytes = b"") -> bytes:
+    """A compressed stream object's body, `extra` entries in its dictionary."""
+    data = zlib.compress(content)
+    head = b"<< /Length %d /Filter /FlateDecode %s>>\nstream\n" % (len(data), extra)
+    return head + data + b"\nendstream"
+
+
+def raw_objects(*objects: bytes) -> bytes:
+    """A file written byte for byte: the objects numbered from 1 (the catalog)."""
     out = b"%PDF-1.4\n"
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -258,6 +254,23 @@ def raw_pdf(content: bytes, font: bytes, *more: bytes) -> bytes:
         xref,
     )
     return out
+
+
+CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
+PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R /Resources %s >>"
+
+
+def raw_pdf(content: bytes, font: bytes, *more: bytes) -> bytes:
+    """A one-page file written byte for byte: its content stream (compressed), its font /F1
+    (object 5) and `more` objects (6, 7, ...)."""
+    return raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        PAGE % (4, b"<< /Font << /F1 5 0 R >> >>"),
+        stream(content),
+        font,
+        *more,
+    )
 
 
 HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
@@ -315,7 +328,7 @@ def test_broken_protected_and_oversized_files_are_refused_with_the_reason(monkey
         translate_pdf(good, translate, Limits())
     assert caught.value.status == 413 and translate.sent == []
     # a file that draws without end (a form drawn again and again)
-    monkeypatch.setattr("app.formats.pdf._MAX_OPERATIONS", 20)
+    monkeypatch.setattr("app.formats.pdf_read.MAX_OPERATIONS", 20)
     with pytest.raises(FormatError) as caught:
         translate_pdf(good, Recorder(), Limits())
     assert caught.value.status == 413 and "draws more than 20 times" in str(caught.value)
@@ -382,3 +395,196 @@ def test_a_language_in_a_script_drawn_here_or_unknown_is_translated(language):
     translate = Recorder()
     handler_for("a.pdf", language)(make_pdf(page_one), translate, Limits())
     assert translate.sent
+
+
+def texts(data: bytes) -> list[str]:
+    return [page.extract_text() for page in PdfReader(io.BytesIO(data)).pages]
+
+
+FORM = stream(
+    b"BT /F1 12 Tf 72 600 Td (The words inside a form.) Tj ET",
+    b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> ",
+)
+SHARED = b"<< /Font << /F1 5 0 R >> /XObject << /X 6 0 R >> >>"
+
+
+def test_the_text_of_a_form_is_translated_on_every_page_that_draws_it():
+    """A form (a letterhead, a footer drawn on each page) loses its text with the page's: its
+    text is translated and drawn on each page that shows it, one that shows nothing else too."""
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R 7 0 R] /Count 2 >>",
+        PAGE % (4, b"8 0 R"),
+        stream(b"BT /F1 12 Tf 72 700 Td (The own words of the page.) Tj ET /X Do"),
+        HELVETICA,
+        FORM,
+        PAGE % (9, b"8 0 R"),
+        SHARED,
+        stream(b"/X Do"),
+    )
+    translate = Recorder()
+    out = translate_pdf(src, translate, Limits())
+    assert translate.sent == [
+        "The own words of the page.",
+        "The words inside a form.",
+        "The words inside a form.",
+    ]
+    assert texts(out) == [
+        "<THE OWN WORDS OF THE PAGE.>\n<THE WORDS INSIDE A FORM.>",
+        "<THE WORDS INSIDE A FORM.>",
+    ]
+
+
+def test_pages_are_paired_by_object_not_by_position():
+    """A page pdfminer does not list (no /Type) is left as it is, and the pages after it keep
+    their own text; a page listed twice is rewritten once (not drawn over twice)."""
+    first = b"<< /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources 8 0 R >>"
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R 6 0 R 6 0 R] /Count 3 >>",
+        first,
+        stream(b"BT /F1 12 Tf 72 700 Td (The first page.) Tj ET"),
+        HELVETICA,
+        PAGE % (7, b"8 0 R"),
+        stream(b"BT /F1 12 Tf 72 700 Td (The second page.) Tj ET"),
+        b"<< /Font << /F1 5 0 R >> >>",
+    )
+    out = translate_pdf(src, Recorder(), Limits())
+    assert texts(out) == ["The first page.", "<THE SECOND PAGE.>", "<THE SECOND PAGE.>"]
+
+
+def test_turned_and_invisible_glyphs_are_drawn_again_as_they_were():
+    """A sideways label is not sent as loose letters but kept; a page's invisible OCR layer
+    stays, invisible, under the translated visible text (a search still finds its words)."""
+    content = (
+        b"BT /F1 12 Tf 72 700 Td (The visible heading.) Tj ET"
+        b" BT /F1 10 Tf 0 1 -1 0 300 400 Tm (Sideways label) Tj ET"
+        b" BT 3 Tr /F1 10 Tf 72 300 Td (Hidden scanned words) Tj ET"
+    )
+    translate = Recorder()
+    out = translate_pdf(raw_pdf(content, HELVETICA), translate, Limits())
+    assert translate.sent == ["The visible heading."]
+    words = "".join(texts(out)[0].split())  # each glyph drawn on its own
+    assert "<THEVISIBLEHEADING.>" in words and "Hiddenscannedwords" in words
+    page = next(iter(extract_pages(io.BytesIO(out))))
+    turned = sorted((c for c in _all_chars(page) if not c.upright), key=lambda c: c.matrix[5])
+    assert "".join(c.get_text() for c in turned) == "Sidewayslabel"  # upwards, as it ran
+    assert round(turned[0].matrix[4]) == 300  # where it was
+    data = PdfReader(io.BytesIO(out)).pages[0].get_contents().get_data()
+    assert b"3 Tr" in data  # drawn invisible
+
+
+def _all_chars(item):
+    for child in item:
+        if isinstance(child, LTChar):
+            yield child
+        elif hasattr(child, "__iter__"):
+            yield from _all_chars(child)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET ]",  # a stray token
+        b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET (unterminated",
+        b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET 1 0 R Tj",
+        b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET " + b"[" * 5000,
+    ],
+)
+def test_content_that_cannot_be_rewritten_is_a_400_before_it_is_translated(content):
+    translate = Recorder()
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(raw_pdf(content, HELVETICA), translate, Limits())
+    assert caught.value.status == 400 and "cannot be" in str(caught.value)
+    assert translate.sent == []
+
+
+def test_a_page_dictionary_where_a_reference_belongs_is_a_400():
+    inline = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>"
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [" + inline + b"] /Count 1 >>",
+        b"null",
+        stream(b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET"),
+    )
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(src, Recorder(), Limits())
+    assert caught.value.status == 400
+
+
+def test_what_a_file_makes_pdfminer_do_is_bounded(monkeypatch):
+    """Each a 413: content parsed again and again through a form; graphics states saved
+    without end; a page of a million spaces; a content stream marked as an image (pdfminer
+    decodes a page's contents whatever its /Subtype)."""
+    fanned = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        PAGE % (4, SHARED),
+        stream(b"/X Do " * 200),
+        HELVETICA,
+        stream(
+            b" " * 100_000 + b"BT /F1 12 Tf 72 600 Td (Hi) Tj ET",
+            b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 5 0 R"
+            b" >> >> ",
+        ),
+    )
+    cases = [
+        (fanned, Limits(max_chars=100_000), "draw more than 5000000 bytes of content"),
+        (raw_pdf(b"q " * 10_000, HELVETICA), Limits(), "saves more than 256 graphics states"),
+        (
+            raw_pdf(b"BT /F1 1 Tf 72 700 Td (" + b" " * 60_000 + b") Tj ET", HELVETICA),
+            Limits(),
+            "a page of the PDF file holds more than 50000 characters",
+        ),
+        (
+            raw_objects(
+                CATALOG,
+                b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+                PAGE % (4, b"<< /Font << /F1 5 0 R >> >>"),
+                stream(
+                    b" " * 3_000_000 + b"BT /F1 12 Tf 72 700 Td (Hi) Tj ET", b"/Subtype /Image "
+                ),
+                HELVETICA,
+            ),
+            Limits(max_unpacked_bytes=1_000_000),
+            "decode to more than 1000000 bytes",
+        ),
+    ]
+    for data, limits, message in cases:
+        with pytest.raises(FormatError) as caught:
+            translate_pdf(data, Recorder(), limits)
+        assert caught.value.status == 413 and message in str(caught.value), caught.value
+    monkeypatch.setattr("app.formats.pdf_read.MAX_FIGURES", 50)
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(fanned, Recorder(), Limits())
+    assert caught.value.status == 413 and "draws more than 50 forms" in str(caught.value)
+
+
+def test_a_line_runs_on_to_the_visible_edge_at_most():
+    """The room to a line's right ends at the crop box's margin, not the media box's."""
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /CropBox [0 0 250 792]"
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        page + b" /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        stream(b"BT /F1 12 Tf 72 700 Td (A short line) Tj ET"),
+        HELVETICA,
+    )
+    out = translate_pdf(src, Recorder(lambda t: t + " and a good many more words"), Limits())
+    assert max(b[2] for _, b, _ in boxes(out)[0]) <= 250 - 72 + 1
+
+
+def test_the_text_sent_is_counted_as_the_other_formats_count_it():
+    """The file's characters for the key's quota: each paragraph's text, a run of spaces as
+    one (as an office file's), not the glyphs alone."""
+    with text_budget(10_000) as budget:
+        translate_pdf(make_pdf(page_one), Recorder(), Limits())
+    sent = [
+        "The weather report",
+        PARAGRAPH,
+        "The first item.",
+        "The second item.",
+        "We talked about the translation of the book.",
+        "Red words here.",
+    ]
+    assert budget.used == sum(len(t) for t in sent)

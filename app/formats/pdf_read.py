@@ -1,0 +1,373 @@
+"""A PDF page's text as paragraphs, read by pdfminer.six (app/formats/pdf.py translates them).
+
+pdfminer's layout analysis groups the glyphs of a page, and those of the forms it draws, into
+lines and boxes; a box is cut into paragraphs where the font's size or weight changes, a line
+starts with a list bullet or number, or a blank line's room separates two lines. Glyphs that
+are not upright (a sideways label, a page turned by /Rotate whose text was not turned back)
+and invisible ones (a scanned page's OCR layer) are kept apart, to be drawn again as they
+were. Coordinates are pdfminer's layout space: the page as shown, its origin at the bottom
+left of the media box.
+
+Bounds, each a FormatError 413 past it: the bytes of content pdfminer parses (a form drawn
+again and again is parsed each time), the drawing operations and the forms it follows, the
+characters it finds in the file and on one page, the graphics states a page saves without
+restoring them, and the time it takes.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import FormatError
+
+#: drawing operations (text runs, paths, images, forms) pdfminer may follow in one file
+MAX_OPERATIONS = 1_000_000
+MAX_FIGURES = 20_000  # forms drawn in one file: pdfminer sets up each at about 1 ms
+MAX_PAGE_CHARS = 50_000  # glyphs of one page (pdfminer holds a page's, at about 1 KB each)
+MAX_SAVED_STATES = 256  # graphics states saved at once (`q`); PDF readers allow 28 to 256
+MAX_SECONDS = 120.0  # what pdfminer may take to read a file, whatever else bounds it
+#: a line starting with one of these starts a paragraph (its marker is drawn as it was)
+BULLET = re.compile(r"[•◦▪▫■□●○‣⁃∙·\-–—*]\s|\(?\d{1,3}[.)]\s|\(?[a-zA-Z][.)]\s")
+BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+ITALIC = re.compile(r"italic|oblique", re.IGNORECASE)
+_CID = "(cid:"  # pdfminer's text for a glyph it cannot map to Unicode
+_CIDS = re.compile(r"\(cid:\d+\)")
+
+
+@dataclass
+class Paragraph:
+    text: str  # without its list marker
+    marker: str  # "• ", "1. ", or ""
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    size: float  # the font size of most of its characters
+    first_baseline: float
+    pitch: float  # from one line's baseline to the next (1.2 times the size for one line)
+    lines: int
+    bold: bool
+    italic: bool
+    fontname: str  # the name of the font most of its characters are in
+    color: tuple[str, tuple[float, ...]] | None  # ("rgb" | "gray" | "cmyk", components)
+    centred: bool
+
+
+@dataclass
+class Glyph:
+    """A glyph drawn again as it was: its text, its text matrix in layout space (without the
+    font size), font size, font name and colour."""
+
+    text: str
+    matrix: tuple[float, ...]
+    size: float
+    fontname: str
+    color: tuple[str, tuple[float, ...]] | None
+    invisible: bool
+
+
+@dataclass
+class Page:
+    pageid: int  # the page object's number, in the file pdfminer read
+    ctm: tuple[float, ...]  # pdfminer's: the page's own space to the layout's
+    visible: tuple[float, float, float, float]  # the crop box, in layout space
+    paragraphs: list[Paragraph] = field(default_factory=list)
+    glyphs: list[Glyph] = field(default_factory=list)
+    readable: bool = True  # False: the page is left as it is
+
+    @property
+    def drawn(self) -> bool:
+        return self.readable and bool(self.paragraphs or self.glyphs)
+
+
+def read_pages(data: bytes, max_content_bytes: int, max_chars: int) -> list[Page]:
+    """The pages pdfminer finds in `data` (a file pypdf wrote: app/formats/pdf.py)."""
+    from pdfminer.layout import LAParams  # noqa: PLC0415
+    from pdfminer.pdfinterp import PDFResourceManager  # noqa: PLC0415
+    from pdfminer.pdfpage import PDFPage  # noqa: PLC0415
+
+    device = _device(
+        PDFResourceManager(caching=True),
+        LAParams(all_texts=True),
+        max_chars,
+        time.monotonic() + MAX_SECONDS,
+    )
+    interpreter = _interpreter(device, max_content_bytes)
+    pages = []
+    for page in PDFPage.get_pages(io.BytesIO(data)):
+        interpreter.process_page(page)
+        pages.append(_page(page, device))
+    return pages
+
+
+def _interpreter(device, max_content_bytes: int):
+    """pdfminer's interpreter, counting the content bytes it parses (forms are parsed by a
+    copy of it, `dup`, each time they are drawn: the count is the device's, shared) and the
+    graphics states saved."""
+    from pdfminer.pdfinterp import PDFPageInterpreter  # noqa: PLC0415
+    from pdfminer.pdftypes import stream_value  # noqa: PLC0415
+
+    class Interpreter(PDFPageInterpreter):
+        def execute(self, streams) -> None:
+            for obj in streams:
+                device.content_bytes += len(stream_value(obj).get_data() or b"")
+            if device.content_bytes > max_content_bytes:
+                raise FormatError(
+                    f"the PDF file's pages draw more than {max_content_bytes} bytes of content"
+                    " (a form is counted each time it is drawn)",
+                    413,
+                )
+            super().execute(streams)
+
+        def do_q(self) -> None:
+            if len(self.gstack) >= MAX_SAVED_STATES:
+                raise FormatError(
+                    f"the PDF file saves more than {MAX_SAVED_STATES} graphics states at once",
+                    413,
+                )
+            super().do_q()
+
+    return Interpreter(device.rsrcmgr, device)
+
+
+def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
+    """pdfminer's page aggregator that keeps each page's transformation, sets apart invisible
+    and turned glyphs, skips paths (its layout does not need them) and counts what it
+    follows."""
+    from pdfminer.converter import PDFPageAggregator  # noqa: PLC0415
+
+    class Device(PDFPageAggregator):
+        operations = figures = content_bytes = chars = page_chars = 0
+        page_ctm: tuple[float, ...] = (1, 0, 0, 1, 0, 0)
+        unreadable = 0
+        invisible = False
+        glyphs: list[Glyph]
+
+        def _count(self) -> None:
+            self.operations += 1
+            if self.operations > MAX_OPERATIONS:
+                raise FormatError(
+                    f"the PDF file draws more than {MAX_OPERATIONS} times; too much to read", 413
+                )
+            if self.operations % 1000 == 0 and time.monotonic() > deadline:
+                raise FormatError(
+                    f"the PDF file takes more than {MAX_SECONDS:.0f} s to read; too much", 413
+                )
+
+        def begin_page(self, page, ctm) -> None:
+            self.page_ctm = tuple(ctm)
+            self.unreadable = self.page_chars = 0
+            self.glyphs = []
+            super().begin_page(page, ctm)
+
+        def begin_figure(self, name, bbox, matrix) -> None:
+            self._count()
+            self.figures += 1
+            if self.figures > MAX_FIGURES:
+                raise FormatError(f"the PDF file draws more than {MAX_FIGURES} forms", 413)
+            super().begin_figure(name, bbox, matrix)
+
+        def paint_path(self, gstate, stroke, fill, evenodd, path) -> None:
+            self._count()  # not kept: no text
+
+        def render_image(self, name, stream) -> None:
+            self._count()  # not kept: no text
+
+        def render_string(self, textstate, seq, ncs, graphicstate) -> None:
+            self._count()
+            self.invisible = textstate.render in (3, 7)  # an OCR layer, a clipping path
+            super().render_string(textstate, seq, ncs, graphicstate)
+
+        def render_char(self, matrix, font, fontsize, scaling, rise, cid, ncs, graphicstate):
+            width = super().render_char(
+                matrix, font, fontsize, scaling, rise, cid, ncs, graphicstate
+            )
+            self.chars += 1
+            self.page_chars += 1
+            if self.chars > max_chars:
+                raise FormatError(f"the PDF file holds more than {max_chars} characters", 413)
+            if self.page_chars > MAX_PAGE_CHARS:
+                raise FormatError(
+                    f"a page of the PDF file holds more than {MAX_PAGE_CHARS} characters", 413
+                )
+            char = self.cur_item._objs[-1]
+            text = char.get_text()
+            if text.startswith(_CID):
+                self.unreadable += 1
+            if self.invisible or not char.upright:  # drawn again as it was, not translated
+                self.cur_item._objs.pop()
+                if not text.isspace() and not text.startswith(_CID):
+                    self.glyphs.append(
+                        Glyph(
+                            text,
+                            tuple(matrix),
+                            fontsize,
+                            char.fontname,
+                            color(char.graphicstate.ncolor),
+                            self.invisible,
+                        )
+                    )
+            return width
+
+    return Device(rsrcmgr, laparams=laparams)
+
+
+def _page(page, device) -> Page:
+    layout = device.get_result()
+    ctm = device.page_ctm
+    corners = [_apply(ctm, x, y) for x in page.cropbox[::2] for y in page.cropbox[1::2]]
+    xs, ys = [x for x, _ in corners], [y for _, y in corners]
+    out = Page(page.pageid, ctm, (min(xs), min(ys), max(xs), max(ys)), glyphs=device.glyphs)
+    lines = [list(_lines(box)) for box in _boxes(layout)]
+    chars = sum(len(line.get_text()) for box in lines for line in box)
+    visible = chars + sum(not g.invisible for g in out.glyphs)
+    if not visible or device.unreadable * 10 > chars + len(out.glyphs):
+        # only invisible text (a scan: its translation would cover the picture), or text
+        # that cannot be read: left as it is
+        out.readable = False
+        return out
+    out.paragraphs = [p for box in lines for p in _paragraphs(box, layout.width)]
+    return out
+
+
+def _apply(m: tuple[float, ...], x: float, y: float) -> tuple[float, float]:
+    a, b, c, d, e, f = m
+    return a * x + c * y + e, b * x + d * y + f
+
+
+def _boxes(item):
+    """The horizontal text boxes of a page or a figure (a form's text), in reading order."""
+    from pdfminer.layout import LTFigure, LTTextBoxHorizontal  # noqa: PLC0415
+
+    for child in item:
+        if isinstance(child, LTTextBoxHorizontal):
+            yield child
+        elif isinstance(child, LTFigure):
+            yield from _boxes(child)
+
+
+def _lines(box):
+    from pdfminer.layout import LTTextLineHorizontal  # noqa: PLC0415
+
+    return (line for line in box if isinstance(line, LTTextLineHorizontal))
+
+
+def _text(line) -> str:
+    """A line's text; a glyph pdfminer cannot name ("(cid:127)": a symbol font's) is a bullet
+    at the line's start (where such glyphs are, in a page readable otherwise), else left out."""
+    text = line.get_text().strip()
+    if text.startswith(_CID):
+        text = _CIDS.sub("•", text, count=1)
+    return _CIDS.sub("", text)
+
+
+def _paragraphs(lines, page_width: float) -> list[Paragraph]:
+    groups: list[list] = []
+    for line in lines:
+        if not _text(line).strip():
+            continue
+        if groups and not _starts_paragraph(groups[-1][-1], line):
+            groups[-1].append(line)
+        else:
+            groups.append([line])
+    return [_paragraph(group, page_width) for group in groups]
+
+
+def _chars(line) -> list:
+    from pdfminer.layout import LTChar  # noqa: PLC0415
+
+    return [c for c in line if isinstance(c, LTChar) and not c.get_text().isspace()]
+
+
+def _style(line) -> tuple[float, bool]:
+    chars = _chars(line)
+    if not chars:
+        return 0.0, False
+    size = statistics.median(round(c.size, 1) for c in chars)
+    bold = sum(bool(BOLD.search(c.fontname)) for c in chars) * 2 > len(chars)
+    return size, bold
+
+
+def _starts_paragraph(previous, line) -> bool:
+    size, bold = _style(line)
+    last_size, last_bold = _style(previous)
+    if bold != last_bold or abs(size - last_size) > 0.15 * max(size, last_size, 1):
+        return True
+    if BULLET.match(_text(line)):
+        return True
+    gap = previous.y0 - line.y1  # a blank line's room between them
+    return gap > 0.8 * max(size, 1)
+
+
+def _joined(texts: list[str]) -> str:
+    out = ""
+    for text in texts:
+        text = " ".join(text.split())
+        if not out:
+            out = text
+        elif re.search(r"\w-$", out) and text[:1].islower():  # "transla-" "tion"
+            out = out[:-1] + text
+        else:
+            out += " " + text
+    return out
+
+
+def _paragraph(lines, page_width: float) -> Paragraph:
+    chars = [c for line in lines for c in _chars(line)]
+    size = statistics.median(round(c.size, 1) for c in chars) if chars else 10.0
+    baselines = [_baseline(line) for line in lines]
+    pitches = [a - b for a, b in zip(baselines, baselines[1:], strict=False) if a > b]
+    pitch = statistics.median(pitches) if pitches else 1.2 * size
+    x0 = min(line.x0 for line in lines)
+    x1 = max(line.x1 for line in lines)
+    centre = (x0 + x1) / 2
+    text = _joined([_text(line) for line in lines])
+    marker = BULLET.match(text)
+    colors = [repr(c.graphicstate.ncolor) for c in chars]  # a list, or a pattern's name
+    return Paragraph(
+        text=text[marker.end() :] if marker else text,
+        marker=marker.group() if marker else "",
+        x0=x0,
+        y0=min(line.y0 for line in lines),
+        x1=x1,
+        y1=max(line.y1 for line in lines),
+        size=size,
+        first_baseline=baselines[0],
+        pitch=pitch,
+        lines=len(lines),
+        bold=sum(bool(BOLD.search(c.fontname)) for c in chars) * 2 > len(chars),
+        italic=sum(bool(ITALIC.search(c.fontname)) for c in chars) * 2 > len(chars),
+        fontname=_most([c.fontname for c in chars]) or "",
+        # the colour most of its characters have (a link's words are not the paragraph's)
+        color=color(chars[colors.index(_most(colors))].graphicstate.ncolor) if chars else None,
+        centred=len(lines) == 1 and abs(centre - page_width / 2) < 0.02 * page_width,
+    )
+
+
+def _baseline(line) -> float:
+    chars = _chars(line)
+    if not chars:
+        return line.y0
+    return statistics.median(c.matrix[5] for c in chars)
+
+
+def _most(values: list):
+    """The most frequent of `values` (the first of them where several are), or None."""
+    return max(Counter(values).items(), key=lambda kv: kv[1])[0] if values else None
+
+
+def color(value) -> tuple[str, tuple[float, ...]] | None:
+    """pdfminer's fill colour as (colour space, components); None for a pattern's."""
+    if isinstance(value, (int, float)):
+        value = (value,)
+    if not isinstance(value, (tuple, list)) or not all(
+        isinstance(v, (int, float)) and 0 <= v <= 1 for v in value
+    ):
+        return None
+    kind = {1: "gray", 3: "rgb", 4: "cmyk"}.get(len(value))
+    return (kind, tuple(float(v) for v in value)) if kind else None
