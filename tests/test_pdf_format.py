@@ -6,6 +6,7 @@ reads with."""
 from __future__ import annotations
 
 import io
+import re
 import zlib
 
 import pytest
@@ -588,3 +589,58 @@ def test_the_text_sent_is_counted_as_the_other_formats_count_it():
         "Red words here.",
     ]
     assert budget.used == sum(len(t) for t in sent)
+
+
+def test_a_landscape_page_keeps_its_translation_where_it_lies_beyond_a4():
+    """What pypdf merges onto a page is clipped to the merged page's box: the drawing's box is
+    the page's own (a translation at x=650 on a landscape page was clipped away)."""
+    src = make_pdf(lambda c: c.drawString(650, 500, "Far to the right."), size=(842, 595))
+    out = translate_pdf(src, Recorder(), Limits())
+    content = PdfReader(io.BytesIO(out)).pages[0].get_contents().get_data()
+    clips = re.findall(rb"([-\d.]+) ([-\d.]+) ([-\d.]+) ([-\d.]+) re\s+W\s+n", content)
+    assert clips and all(float(w) >= 842 and float(h) >= 595 for _, _, w, h in clips)
+
+
+def test_a_spot_colour_is_drawn_black_not_as_its_tint_in_grey():
+    """A Separation colour's one component is a tint (1: full ink), not a grey level (1:
+    white): the translation was drawn white on white."""
+    content = b"/CS0 cs 1 scn BT /F1 12 Tf 72 700 Td (Spot coloured words.) Tj ET"
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        PAGE % (4, b"<< /Font << /F1 5 0 R >> /ColorSpace << /CS0 6 0 R >> >>"),
+        stream(content),
+        HELVETICA,
+        b"[/Separation /Spot /DeviceCMYK << /FunctionType 2 /Domain [0 1] /C0 [0 0 0 0]"
+        b" /C1 [0 1 0 0] /N 1 >>]",
+    )
+    out = translate_pdf(src, Recorder(), Limits())
+    chars = [
+        c
+        for page in extract_pages(io.BytesIO(out))
+        for c in _all_chars(page)
+        if c.get_text().strip()
+    ]
+    assert chars and {tuple(c.graphicstate.ncolor) for c in chars} == {(0, 0, 0)}
+
+
+def test_a_file_that_needs_too_much_memory_or_time_is_a_413(monkeypatch):
+    """pdfminer builds a character map of every code a range names: four billion from a file
+    of a kilobyte. The work runs in a process of its own, bounded in memory and time."""
+    to_unicode = stream(
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+        b"1 beginbfrange\n<00000000> <FFFFFFFF> <0041>\nendbfrange\nendcmap end end"
+    )
+    src = raw_pdf(
+        b"BT /F1 12 Tf 72 700 Td (Hello there) Tj ET",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
+        to_unicode,
+    )
+    monkeypatch.setattr("app.formats.pdf.WORKER_MEMORY", 1 << 30)
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(src, Recorder(), Limits())
+    assert caught.value.status == 413 and "memory" in str(caught.value)
+    monkeypatch.setattr("app.formats.pdf_read.MAX_SECONDS", 0.2)
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(make_pdf(*[page_one] * 40), Recorder(), Limits())
+    assert caught.value.status == 413 and "takes more than 0 s" in str(caught.value)

@@ -21,14 +21,20 @@ Bounds (FormatError 413): the pages (`Limits.max_pdf_pages`); what the streams p
 decode (pages' contents, forms, fonts, character maps) decode to (`Limits.max_unpacked_bytes`,
 checked with pypdf, which bounds each stream: pdfminer does not); the content pdfminer parses
 (`Limits.max_xml_bytes`, a form counted each time it is drawn), the drawing operations, the
-characters and the graphics states (pdf_read.py); the text sent (`text_budget`).
+characters and the graphics states (pdf_read.py); the text sent (`text_budget`). The reading
+and the writing each run in a process of their own (pdf_worker.py), bounded in memory
+(`WORKER_MEMORY`) and time (`pdf_read.MAX_SECONDS`): costs no count foresees stay there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -52,9 +58,10 @@ def translate_pdf(
 ) -> bytes:
     """`language`: the target's tag; a language written in a script not drawn here (`ja`,
     `ar`, `zh-Hant`) is refused with 400 before anything is translated."""
-    from . import pdf_draw, pdf_read  # noqa: PLC0415 (pypdf and the rest: with the first PDF)
+    from . import pdf_read  # noqa: PLC0415 (pdfminer's types: with the first PDF file)
 
-    reader = _open(data, limits)
+    if b"%PDF-" not in data[:1024]:
+        raise FormatError("not a PDF file (no %PDF- header)")
     script = _script(language) if language else None
     if script is not None and script not in _DRAWN_SCRIPTS:
         raise FormatError(
@@ -62,34 +69,65 @@ def translate_pdf(
             f"drawn in: {', '.join(_DRAWN_SCRIPTS.values())} letters only, left to right; "
             "translate the file's text another way (as .txt or .docx)"
         )
-    with _unreadable("read"):
-        copy, ids = _copy(reader, limits.max_unpacked_bytes)
-        found = pdf_read.read_pages(copy, limits.max_xml_bytes, 2 * limits.max_chars + 10_000)
-    by_id = {page.pageid: page for page in found}
-    # each page object once (a page listed twice in the tree is one object: rewritten once)
-    pages = [by_id.pop(i, None) for i in ids]
-    drawn = [n for n, page in enumerate(pages) if page is not None and page.drawn]
-    with _unreadable("rewritten"):  # before the model's time is spent on it
-        writer = _without_text(reader, drawn)
-    paragraphs = [p for n in drawn for p in pages[n].paragraphs]  # type: ignore[union-attr]
-    sent = [p for p in paragraphs if has_letters(p.text)]
+    bounds = {name: getattr(pdf_read, name) for name in pdf_read.BOUNDS}
+    found, _ = _work("read", {"limits": dataclasses.asdict(limits), "bounds": bounds}, data)
+    pages = [pdf_read.Page.from_dict(p) if p else None for p in found["pages"]]
+    sent = [p for page in pages if page and page.drawn for p in page.paragraphs]
+    sent = [p for p in sent if has_letters(p.text)]
     budget = text_budget_in_force()  # counted as the other formats count (a file's quota)
     for p in sent:
         budget.add(p.text)
     done = in_pieces([p.text for p in sent], translate, limits.max_request_chars) if sent else []
-    translations = {id(p): t for p, t in zip(sent, done, strict=True)}
-    overlays = pdf_draw.draw([pages[n] for n in drawn], translations)  # type: ignore[misc]
-    with _unreadable("rewritten"):
-        for n, overlay in zip(drawn, overlays, strict=True):
-            writer.pages[n].merge_page(overlay)
-            writer.pages[n].compress_content_streams()
-        out = io.BytesIO()
-        writer.write(out)
-    return out.getvalue()
+    for p, translation in zip(sent, done, strict=True):
+        p.text = translation
+    pages_out = [dataclasses.asdict(page) if page else None for page in pages]
+    _, out = _work("write", {"pages": pages_out, "bounds": bounds}, data)
+    return out
+
+
+#: what a worker may take: address space, and time (pdf_read.MAX_SECONDS)
+WORKER_MEMORY = 2 << 30
+
+
+def _work(task: str, header: dict, data: bytes) -> tuple[dict, bytes]:
+    """Runs `task` of app/formats/pdf_worker.py on `data` in a process of its own: what pypdf
+    and pdfminer make of a crafted file (a character map of four billion entries, a layout
+    analysis quadratic in a page's glyphs) costs that process its memory and time, which are
+    bounded, not the server's. Its answer: a JSON line, then bytes."""
+    from . import pdf_read  # noqa: PLC0415
+
+    command = [sys.executable, "-m", "app.formats.pdf_worker", task, str(WORKER_MEMORY)]
+    try:
+        done = subprocess.run(  # noqa: S603 (our own module, with this interpreter)
+            command,
+            input=json.dumps(header).encode() + b"\n" + data,
+            capture_output=True,
+            timeout=pdf_read.MAX_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise FormatError(
+            f"the PDF file takes more than {pdf_read.MAX_SECONDS:.0f} s to read or rewrite", 413
+        ) from None
+    line, _, rest = done.stdout.partition(b"\n")
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        if b"MemoryError" in done.stderr or done.returncode in (-9, 137):
+            raise FormatError(
+                f"the PDF file takes more than {WORKER_MEMORY >> 30} GB of memory to read", 413
+            )
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
+        raise FormatError(f"the PDF file cannot be read: {tail[0]}")
+    if "error" in answer:
+        raise FormatError(answer["error"], answer.get("status", 400))
+    return answer, rest
 
 
 @contextmanager
-def _unreadable(what: str) -> Iterator[None]:
+def unreadable(what: str) -> Iterator[None]:
     """Any error of pypdf's or pdfminer's on the file (they raise what they raise: parse
     errors, assertions, recursion, a dictionary where an object was expected) as a 400."""
     try:
@@ -117,14 +155,14 @@ def _script(language: str) -> str | None:
     return parts[1] if len(parts) > 1 and len(parts[1]) == 4 else None
 
 
-def _open(data: bytes, limits: Limits):
+def open_pdf(data: bytes, limits: Limits):
     """pypdf's reader of a readable, unencrypted (or openly encrypted) file of at most
     `max_pdf_pages` pages."""
     from pypdf import PdfReader  # noqa: PLC0415
 
     if b"%PDF-" not in data[:1024]:
         raise FormatError("not a PDF file (no %PDF- header)")
-    with _unreadable("read"):
+    with unreadable("read"):
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise FormatError("the PDF file is protected by a password; send it unprotected")
@@ -136,7 +174,7 @@ def _open(data: bytes, limits: Limits):
     return reader
 
 
-def _copy(reader, most: int) -> tuple[bytes, list[int]]:
+def copy_for_pdfminer(reader, most: int) -> tuple[bytes, list[int]]:
     """The file as pypdf writes it, and its pages' object numbers in order; FormatError 413
     if the streams pdfminer will decode in it decode to more than `most` bytes."""
     from pypdf import PdfWriter  # noqa: PLC0415
@@ -230,7 +268,7 @@ def _font_streams(font, pending: list, depth: int):
                 yield stream
 
 
-def _without_text(reader, numbers: list[int]):
+def without_text(reader, numbers: list[int]):
     """pypdf's writer of the file with the text taken away from the pages `numbers` (and from
     the forms they draw)."""
     from pypdf import ObjectDeletionFlag, PdfWriter  # noqa: PLC0415

@@ -30,7 +30,15 @@ MAX_OPERATIONS = 1_000_000
 MAX_FIGURES = 20_000  # forms drawn in one file: pdfminer sets up each at about 1 ms
 MAX_PAGE_CHARS = 50_000  # glyphs of one page (pdfminer holds a page's, at about 1 KB each)
 MAX_SAVED_STATES = 256  # graphics states saved at once (`q`); PDF readers allow 28 to 256
-MAX_SECONDS = 120.0  # what pdfminer may take to read a file, whatever else bounds it
+MAX_SECONDS = 120.0  # what reading (or rewriting) a file may take, whatever else bounds it
+#: the bounds a worker process takes from the server's (app/formats/pdf_worker.py)
+BOUNDS = (
+    "MAX_OPERATIONS",
+    "MAX_FIGURES",
+    "MAX_PAGE_CHARS",
+    "MAX_SAVED_STATES",
+    "MAX_SECONDS",
+)
 #: a line starting with one of these starts a paragraph (its marker is drawn as it was)
 BULLET = re.compile(r"[•◦▪▫■□●○‣⁃∙·\-–—*]\s|\(?\d{1,3}[.)]\s|\(?[a-zA-Z][.)]\s")
 BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
@@ -83,6 +91,17 @@ class Page:
     @property
     def drawn(self) -> bool:
         return self.readable and bool(self.paragraphs or self.glyphs)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Page:
+        """The page `dataclasses.asdict` wrote (as JSON: tuples come back as lists)."""
+        return cls(
+            **{
+                **d,
+                "paragraphs": [Paragraph(**p) for p in d["paragraphs"]],
+                "glyphs": [Glyph(**g) for g in d["glyphs"]],
+            }
+        )
 
 
 def read_pages(data: bytes, max_content_bytes: int, max_chars: int) -> list[Page]:
@@ -208,7 +227,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
                             tuple(matrix),
                             fontsize,
                             char.fontname,
-                            color(char.graphicstate.ncolor),
+                            color(char.graphicstate.ncolor, ncs),
                             self.invisible,
                         )
                     )
@@ -344,7 +363,7 @@ def _paragraph(lines, page_width: float) -> Paragraph:
         italic=sum(bool(ITALIC.search(c.fontname)) for c in chars) * 2 > len(chars),
         fontname=_most([c.fontname for c in chars]) or "",
         # the colour most of its characters have (a link's words are not the paragraph's)
-        color=color(chars[colors.index(_most(colors))].graphicstate.ncolor) if chars else None,
+        color=_color_of(chars[colors.index(_most(colors))]) if chars else None,
         centred=len(lines) == 1 and abs(centre - page_width / 2) < 0.02 * page_width,
     )
 
@@ -361,8 +380,21 @@ def _most(values: list):
     return max(Counter(values).items(), key=lambda kv: kv[1])[0] if values else None
 
 
-def color(value) -> tuple[str, tuple[float, ...]] | None:
-    """pdfminer's fill colour as (colour space, components); None for a pattern's."""
+def _color_of(char) -> tuple[str, tuple[float, ...]] | None:
+    return color(char.graphicstate.ncolor, getattr(char, "ncs", None))
+
+
+#: the colour spaces whose components are drawn as they are
+_SPACES = {"DeviceGray": "gray", "CalGray": "gray", "DeviceRGB": "rgb", "CalRGB": "rgb"}
+_SPACES |= {"DeviceCMYK": "cmyk"}
+
+
+def color(value, space=None) -> tuple[str, tuple[float, ...]] | None:
+    """pdfminer's fill colour as (colour space, components); None (black) for one of another
+    space (a spot colour's tint, an index: their single component is no grey)."""
+    name = getattr(space, "name", None)
+    if name is not None and name not in _SPACES:
+        return None
     if isinstance(value, (int, float)):
         value = (value,)
     if not isinstance(value, (tuple, list)) or not all(
