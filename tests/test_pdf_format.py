@@ -51,6 +51,17 @@ def page_one(c: Canvas) -> None:
     c.linkURL("https://example.com/", (72, 760, 200, 790))
 
 
+#: the texts `page_one` sends, in order
+PAGE_ONE_SENT = [
+    "The weather report",
+    PARAGRAPH,
+    "The first item.",
+    "The second item.",
+    "We talked about the translation of the book.",
+    "Red words here.",
+]
+
+
 def make_pdf(*pages, size=A4) -> bytes:
     out = io.BytesIO()
     c = Canvas(out, pagesize=size)
@@ -92,15 +103,7 @@ def test_each_paragraph_is_translated_and_drawn_where_it_stood():
     out = translate_pdf(src, translate, Limits())
     # one call for the file; lines joined into paragraphs, a word cut at a line's end joined
     # again, list markers and letterless text not sent
-    assert translate.sent == [
-        "The weather report",
-        PARAGRAPH,
-        "The first item.",
-        "The second item.",
-        "We talked about the translation of the book.",
-        "Red words here.",
-        "The cat sleeps on the sofa.",
-    ]
+    assert translate.sent == [*PAGE_ONE_SENT, "The cat sleeps on the sofa."]
     before, after = boxes(src), boxes(out)
     text = [" ".join(t for t, _, _ in page) for page in after]
     assert "<THE WEATHER REPORT>" in text[0] and "• <THE FIRST ITEM.>" in text[0]
@@ -580,15 +583,7 @@ def test_the_text_sent_is_counted_as_the_other_formats_count_it():
     one (as an office file's), not the glyphs alone."""
     with text_budget(10_000) as budget:
         translate_pdf(make_pdf(page_one), Recorder(), Limits())
-    sent = [
-        "The weather report",
-        PARAGRAPH,
-        "The first item.",
-        "The second item.",
-        "We talked about the translation of the book.",
-        "Red words here.",
-    ]
-    assert budget.used == sum(len(t) for t in sent)
+    assert budget.used == sum(len(t) for t in PAGE_ONE_SENT)
 
 
 def test_a_landscape_page_keeps_its_translation_where_it_lies_beyond_a4():
@@ -644,3 +639,23 @@ def test_a_file_that_needs_too_much_memory_or_time_is_a_413(monkeypatch):
     with pytest.raises(FormatError) as caught:
         translate_pdf(make_pdf(*[page_one] * 40), Recorder(), Limits())
     assert caught.value.status == 413 and "takes more than 0 s" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("\uf0b7 The first item.", "• The first item."),  # Word's Symbol bullet
+        ("\uf0a7\tThe second item.", "•\tThe second item."),  # its Wingdings square
+        ("(cid:127) The third item.", "• The third item."),  # a glyph with no Unicode
+        ("The fi(cid:31)nal word.", "The final word."),
+    ],
+)
+def test_a_symbol_fonts_bullet_starts_a_list_item_drawn_as_a_bullet(line, expected):
+    """A Symbol font's bullet (a private-use character DejaVu has no glyph for: it vanished)
+    or an unreadable glyph at a line's start is a bullet: a list item's marker, drawn as •."""
+    from app.formats.pdf_read import BULLET, line_text
+
+    text = line_text(line)
+    assert text == expected
+    if text.startswith("•"):
+        assert BULLET.match(text)

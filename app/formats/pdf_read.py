@@ -277,9 +277,19 @@ def _lines(box):
 
 
 def _text(line) -> str:
+    return line_text(line.get_text())
+
+
+#: bullets Word writes in the Symbol and Wingdings fonts, which map them to the Unicode private
+#: use area (U+F0B7 for Symbol's bullet): no other font has them
+_SYMBOL_BULLETS = re.compile("^[\uf0a7\uf0b7\uf076\uf0d8\uf0fc\uf06e\uf0a8]")
+
+
+def line_text(text: str) -> str:
     """A line's text; a glyph pdfminer cannot name ("(cid:127)": a symbol font's) is a bullet
-    at the line's start (where such glyphs are, in a page readable otherwise), else left out."""
-    text = line.get_text().strip()
+    at the line's start (where such glyphs are, in a page readable otherwise), else left out;
+    so is a symbol font's bullet."""
+    text = _SYMBOL_BULLETS.sub("•", text.strip())
     if text.startswith(_CID):
         text = _CIDS.sub("•", text, count=1)
     return _CIDS.sub("", text)
