@@ -160,8 +160,6 @@ def open_pdf(data: bytes, limits: Limits):
     `max_pdf_pages` pages."""
     from pypdf import PdfReader  # noqa: PLC0415
 
-    if b"%PDF-" not in data[:1024]:
-        raise FormatError("not a PDF file (no %PDF- header)")
     with unreadable("read"):
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

@@ -83,9 +83,9 @@ def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
     return (ia, ib, ic, id_, -(e * ia + f * ic), -(e * ib + f * id_))
 
 
-def draw(pages: list[Page], translations: dict[int, str]) -> list:
-    """pypdf's pages of one PDF drawn for `pages`, each with its paragraphs' translations (or
-    their text, where nothing was sent: `translations` by the paragraph's id) and its glyphs."""
+def draw(pages: list[Page]) -> list:
+    """pypdf's pages of one PDF drawn for `pages`, each with its paragraphs' text (by then
+    their translations) and its glyphs."""
     from pypdf import PdfReader  # noqa: PLC0415
     from reportlab.pdfgen.canvas import Canvas  # noqa: PLC0415
 
@@ -98,7 +98,7 @@ def draw(pages: list[Page], translations: dict[int, str]) -> list:
         # turned as /Rotate says): its ctm's inverse takes the layout's points back
         canvas.transform(*_invert(page.ctm))
         for p, edges in zip(page.paragraphs, rooms(page), strict=True):
-            _paragraph(canvas, p, p.marker + translations.get(id(p), p.text), edges)
+            _paragraph(canvas, p, p.marker + p.text, edges)
         for glyph in page.glyphs:
             _glyph(canvas, glyph)
         canvas.restoreState()

@@ -27,8 +27,8 @@ from . import FormatError
 
 #: drawing operations (text runs, paths, images, forms) pdfminer may follow in one file
 MAX_OPERATIONS = 1_000_000
-MAX_FIGURES = 20_000  # forms drawn in one file: pdfminer sets up each at about 1 ms
-MAX_PAGE_CHARS = 50_000  # glyphs of one page (pdfminer holds a page's, at about 1 KB each)
+MAX_FIGURES = 20_000  # forms drawn in one file: pdfminer sets up each one anew
+MAX_PAGE_CHARS = 50_000  # glyphs of one page (pdfminer holds an object for each)
 MAX_SAVED_STATES = 256  # graphics states saved at once (`q`); PDF readers allow 28 to 256
 MAX_SECONDS = 120.0  # what reading (or rewriting) a file may take, whatever else bounds it
 #: the bounds a worker process takes from the server's (app/formats/pdf_worker.py)
