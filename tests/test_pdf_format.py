@@ -659,3 +659,143 @@ def test_a_symbol_fonts_bullet_starts_a_list_item_drawn_as_a_bullet(line, expect
     assert text == expected
     if text.startswith("•"):
         assert BULLET.match(text)
+
+
+def test_text_a_box_or_a_picture_covers_is_neither_sent_nor_drawn():
+    """A redaction's black box or a white box over words taken back hides them: they must not
+    come back visible (or at all) in the translation. A box drawn first (a background), a
+    see-through one (a highlight), a frame of two rectangles and a picture cropped away from
+    the text hide nothing; a page whose text a picture covers entirely (a scan over its OCR
+    text) is left as it is."""
+
+    def redacted(c: Canvas) -> None:
+        c.setFont("Helvetica", 12)
+        c.setFillColorRGB(0.9, 0.9, 0.6)
+        c.rect(60, 640, 400, 30, fill=1, stroke=0)  # a background, drawn first
+        c.setFillColorRGB(0, 0, 0)
+        c.drawString(72, 650, "The public sentence.")
+        c.drawString(72, 600, "The secret sentence.")
+        c.drawString(72, 550, "The withdrawn sentence.")
+        c.drawString(72, 500, "The highlighted sentence.")
+        c.drawString(72, 450, "The framed sentence.")
+        c.rect(60, 590, 300, 30, fill=1, stroke=0)  # black, over the secret
+        c.setFillColorRGB(1, 1, 1)
+        c.rect(60, 540, 300, 30, fill=1, stroke=0)  # white, over the withdrawn
+        c.setFillColorRGB(1, 1, 0)
+        c.setFillAlpha(0.4)
+        c.rect(60, 490, 300, 30, fill=1, stroke=0)  # a see-through highlight
+        c.setFillAlpha(1)
+        frame = c.beginPath()
+        frame.rect(60, 440, 300, 30)
+        frame.rect(62, 442, 296, 26)
+        c.drawPath(frame, fill=1, stroke=0, fillMode=0)  # a frame: its inside is empty
+
+    translate = Recorder()
+    out = translate_pdf(make_pdf(redacted), translate, Limits())
+    assert translate.sent == [
+        "The public sentence.",
+        "The highlighted sentence.",
+        "The framed sentence.",
+    ]
+    text = texts(out)[0]
+    assert "secret" not in text.lower() and "withdrawn" not in text.lower()
+    assert "<THE PUBLIC SENTENCE.>" in text
+
+    # a scan drawn over its own text (visible, not an invisible OCR layer): left as it is
+    scan = b"BT /F1 12 Tf 72 700 Td (Words under the scan.) Tj ET"
+    scan += b" q 500 0 0 700 50 50 cm BI /W 1 /H 1 /CS /G /BPC 8 ID \x80 EI Q"
+    translate = Recorder()
+    out = translate_pdf(raw_pdf(scan, HELVETICA), translate, Limits())
+    assert translate.sent == []
+    assert b"Words under the scan." in PdfReader(io.BytesIO(out)).pages[0].get_contents().get_data()
+    # the same picture cropped (clipped) to a corner away from the text hides nothing
+    cropped = scan.replace(b"q 500", b"q 50 50 100 100 re W n 500")
+    translate = Recorder()
+    translate_pdf(raw_pdf(cropped, HELVETICA), translate, Limits())
+    assert translate.sent == ["Words under the scan."]
+
+
+#: a page whose resources name two layers: /Shown (object 6, on) and /Off (object 7, off)
+LAYERED_PAGE = PAGE % (
+    4,
+    b"<< /Font << /F1 5 0 R >> /Properties << /Shown 6 0 R /Off 7 0 R /Either 8 0 R >>"
+    b" /XObject << /X 9 0 R >> >>",
+)
+
+
+def layered(
+    content: bytes,
+    default: bytes = b"/OFF [7 0 R]",
+    either: bytes = b"<< /Type /OCMD /OCGs [6 0 R 7 0 R] /P /AllOn >>",  # on when both are
+    *more: bytes,
+) -> bytes:
+    form = stream(
+        b"BT /F1 12 Tf 72 300 Td (A form on the layer that is off.) Tj ET",
+        b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /OC 7 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> ",
+    )
+    return raw_objects(
+        b"<< /Type /Catalog /Pages 2 0 R /OCProperties << /OCGs [6 0 R 7 0 R] /D << %s >> >> >>"
+        % default,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        LAYERED_PAGE,
+        stream(content),
+        HELVETICA,
+        b"<< /Type /OCG /Name (Shown) >>",
+        b"<< /Type /OCG /Name (Off) >>",
+        either,
+        form,
+        *more,
+    )
+
+
+def test_text_on_a_layer_that_is_off_is_neither_sent_nor_drawn():
+    """Optional content (layers) a reader does not show by default: a draft's notes, another
+    language's text, a print-only watermark. Its text stays out of the translation."""
+    content = (
+        b"/OC /Shown BDC BT /F1 12 Tf 72 700 Td (The words on the shown layer.) Tj ET EMC"
+        b" /OC /Off BDC BT /F1 12 Tf 72 600 Td (The words on the layer that is off.) Tj ET"
+        b" q 1 0 0 1 0 0 cm /Span BMC BT /F1 12 Tf 72 580 Td (Nested in it.) Tj ET EMC Q EMC"
+        b" /OC /Either BDC BT /F1 12 Tf 72 500 Td (The words shown when both are.) Tj ET EMC"
+        b" BT /F1 12 Tf 72 400 Td (The words on no layer.) Tj ET /X Do"
+    )
+    translate = Recorder()
+    out = translate_pdf(layered(content), translate, Limits())
+    assert translate.sent == ["The words on the shown layer.", "The words on no layer."]
+    assert "layer that is off" not in texts(out)[0] and "Nested" not in texts(out)[0]
+
+    # with every layer on (no /OFF), all of it is translated, the form's text too
+    translate = Recorder()
+    translate_pdf(layered(content, b"/ON [6 0 R 7 0 R]"), translate, Limits())
+    assert len(translate.sent) == 6
+    # a file whose layers are all off (/BaseState /OFF) and has no other text: left as it is
+    only_layered = b"/OC /Shown BDC BT /F1 12 Tf 72 700 Td (Only on a layer.) Tj ET EMC"
+    translate = Recorder()
+    out = translate_pdf(layered(only_layered, b"/BaseState /OFF"), translate, Limits())
+    assert translate.sent == []
+    assert b"Only on a layer." in PdfReader(io.BytesIO(out)).pages[0].get_contents().get_data()
+
+
+def test_what_hides_text_is_followed_within_bounds():
+    """A visibility expression that names itself (4 ** 16 terms unfolded) is followed to a
+    bound and taken as shown; a cover as large as a number can be, or not a number, costs no
+    more than one as large as the page."""
+    from app.formats.pdf_read import Covers
+
+    content = b"/OC /Either BDC BT /F1 12 Tf 72 500 Td (The words under the riddle.) Tj ET EMC"
+    src = layered(
+        content,
+        b"/OFF [7 0 R]",
+        b"<< /Type /OCMD /VE 10 0 R >>",
+        b"[/And 10 0 R 10 0 R 10 0 R 10 0 R]",
+    )
+    translate = Recorder()
+    translate_pdf(src, translate, Limits())
+    assert translate.sent == ["The words under the riddle."]
+
+    covers = Covers((0, 0, 612, 792))
+    covers.add(5, (-1e300, -1e300, 1e300, 1e300))
+    covers.add(6, (float("nan"), 0, 10, 10))
+    assert len(covers.whole) + len(covers.part) <= 25 * 25  # the page's squares, no more
+    assert covers.hide(4, 300, 400) and not covers.hide(5, 300, 400)
+    assert not covers.hide(4, float("nan"), 400)

@@ -12,7 +12,8 @@ as they were.
 Left as they are: a page whose text pdfminer cannot read as Unicode (a font without a
 ToUnicode map: more than a tenth of its glyphs), a page with only invisible text (a scanned
 page's OCR layer), a page pdfminer does not list; text drawn as curves or pictures is no
-text. A glyph pdfminer cannot read on a page otherwise readable is lost (a bullet where it
+text. Text the page hides (on a layer that is off, under a later opaque box or picture) is
+neither sent nor drawn again (pdf_read.py). A glyph pdfminer cannot read on a page otherwise readable is lost (a bullet where it
 starts a line). The translation is drawn left to right in DejaVu's letters: a target written
 in another script than Latin, Greek, Cyrillic, Armenian or Georgian is refused before
 anything is translated.

@@ -5,8 +5,11 @@ lines and boxes; a box is cut into paragraphs where the font's size or weight ch
 starts with a list bullet or number, or a blank line's room separates two lines. Glyphs that
 are not upright (a sideways label, a page turned by /Rotate whose text was not turned back)
 and invisible ones (a scanned page's OCR layer) are kept apart, to be drawn again as they
-were. Coordinates are pdfminer's layout space: the page as shown, its origin at the bottom
-left of the media box.
+were. Text the page hides is left out, neither translated nor drawn again: glyphs on an
+optional-content layer that is off (marked content `/OC`, or a form or image whose /OC is
+off) and glyphs that a later opaque rectangle or image covers (a redaction's black box, a
+white box over words taken back, a scan over its OCR text). Coordinates are pdfminer's layout
+space: the page as shown, its origin at the bottom left of the media box.
 
 Bounds, each a FormatError 413 past it: the bytes of content pdfminer parses (a form drawn
 again and again is parsed each time), the drawing operations and the forms it follows, the
@@ -17,6 +20,7 @@ restoring them, and the time it takes.
 from __future__ import annotations
 
 import io
+import math
 import re
 import statistics
 import time
@@ -107,8 +111,10 @@ class Page:
 def read_pages(data: bytes, max_content_bytes: int, max_chars: int) -> list[Page]:
     """The pages pdfminer finds in `data` (a file pypdf wrote: app/formats/pdf.py)."""
     from pdfminer.layout import LAParams  # noqa: PLC0415
+    from pdfminer.pdfdocument import PDFDocument  # noqa: PLC0415
     from pdfminer.pdfinterp import PDFResourceManager  # noqa: PLC0415
     from pdfminer.pdfpage import PDFPage  # noqa: PLC0415
+    from pdfminer.pdfparser import PDFParser  # noqa: PLC0415
 
     device = _device(
         PDFResourceManager(caching=True),
@@ -116,22 +122,229 @@ def read_pages(data: bytes, max_content_bytes: int, max_chars: int) -> list[Page
         max_chars,
         time.monotonic() + MAX_SECONDS,
     )
-    interpreter = _interpreter(device, max_content_bytes)
+    document = PDFDocument(PDFParser(io.BytesIO(data)))
+    interpreter = _interpreter(device, max_content_bytes, Layers(document.catalog))
     pages = []
-    for page in PDFPage.get_pages(io.BytesIO(data)):
+    for page in PDFPage.create_pages(document):
         interpreter.process_page(page)
         pages.append(_page(page, device))
     return pages
 
 
-def _interpreter(device, max_content_bytes: int):
+class Layers:
+    """Which optional-content groups (layers) a reader shows: the file's default
+    configuration (/OCProperties /D: its /BaseState, /ON and /OFF). Anything this cannot make
+    out is shown."""
+
+    MAX_DEPTH = 16  # a visibility expression's nesting followed
+    MAX_TERMS = 1000  # the groups and operators of one expression followed
+
+    def __init__(self, catalog) -> None:
+        from pdfminer.pdftypes import resolve1  # noqa: PLC0415
+
+        config = resolve1(_get(resolve1(catalog.get("OCProperties")), "D"))
+        self.shown_by_default = _name(resolve1(_get(config, "BaseState"))) != "OFF"
+        self.on = _ids(resolve1(_get(config, "ON")))
+        self.off = _ids(resolve1(_get(config, "OFF")))
+        self.known: dict[int, bool] = {}  # by object number: what `shown` found
+        self.terms = 0
+
+    def _group_shown(self, objid: int) -> bool:
+        if objid in self.off:
+            return False
+        return objid in self.on or self.shown_by_default
+
+    def shown(self, ref) -> bool:
+        """Whether what an /OC entry (a group or a membership dictionary) marks is shown."""
+        from pdfminer.pdftypes import PDFObjRef  # noqa: PLC0415
+
+        if not isinstance(ref, PDFObjRef):
+            self.terms = 0
+            return self._shown(ref)
+        if ref.objid not in self.known:
+            self.terms = 0
+            self.known[ref.objid] = self._shown(ref)
+        return self.known[ref.objid]
+
+    def _shown(self, ref) -> bool:
+        from pdfminer.pdftypes import PDFObjRef, resolve1  # noqa: PLC0415
+
+        obj = resolve1(ref)
+        if not isinstance(obj, dict):
+            return True
+        if _name(obj.get("Type")) != "OCMD":
+            return self._group_shown(ref.objid) if isinstance(ref, PDFObjRef) else True
+        expression = resolve1(obj.get("VE"))
+        if isinstance(expression, list) and expression:
+            return self._expression(expression, 0)
+        groups = resolve1(obj.get("OCGs"))
+        refs = groups if isinstance(groups, list) else [obj.get("OCGs")]
+        states = [self._group_shown(r.objid) for r in refs if isinstance(r, PDFObjRef)]
+        if not states:
+            return True
+        policy = _name(resolve1(obj.get("P"))) or "AnyOn"
+        if policy == "AllOn":
+            return all(states)
+        if policy == "AnyOff":
+            return not all(states)
+        if policy == "AllOff":
+            return not any(states)
+        return any(states)
+
+    def _expression(self, expression, depth: int) -> bool:
+        from pdfminer.pdftypes import PDFObjRef, resolve1  # noqa: PLC0415
+
+        self.terms += 1
+        if self.terms > self.MAX_TERMS:
+            return True
+        if isinstance(expression, PDFObjRef) and not isinstance(resolve1(expression), list):
+            return self._group_shown(expression.objid)
+        expression = resolve1(expression)
+        if not isinstance(expression, list) or not expression or depth > self.MAX_DEPTH:
+            return True
+        operator, values = _name(expression[0]), []
+        for operand in expression[1:]:
+            if self.terms > self.MAX_TERMS:
+                return True
+            values.append(self._expression(operand, depth + 1))
+        if operator == "Not" and len(values) == 1:
+            return not values[0]
+        if operator == "And" and values:
+            return all(values)
+        if operator == "Or" and values:
+            return any(values)
+        return True
+
+
+def _get(d, key: str):
+    return d.get(key) if isinstance(d, dict) else None
+
+
+def _name(value) -> str | None:
+    from pdfminer.psparser import PSLiteral  # noqa: PLC0415
+
+    name = value.name if isinstance(value, PSLiteral) else None
+    return name if isinstance(name, str) else None
+
+
+def _ids(refs) -> set[int]:
+    from pdfminer.pdftypes import PDFObjRef  # noqa: PLC0415
+
+    return {r.objid for r in refs if isinstance(r, PDFObjRef)} if isinstance(refs, list) else set()
+
+
+Box = tuple[float, float, float, float]
+
+
+def _intersection(box: Box, clip: Box | None) -> Box:
+    """The part of `box` inside `clip` (an empty box where they do not meet)."""
+    if clip is None:
+        return box
+    return (max(box[0], clip[0]), max(box[1], clip[1]), min(box[2], clip[2]), min(box[3], clip[3]))
+
+
+#: blend modes that paint over what is below as it is
+_NORMAL_BLEND = {"Normal", "Compatible"}
+
+
+def _interpreter(device, max_content_bytes: int, layers: Layers):
     """pdfminer's interpreter, counting the content bytes it parses (forms are parsed by a
     copy of it, `dup`, each time they are drawn: the count is the device's, shared) and the
-    graphics states saved."""
+    graphics states saved; following which layers are off (marked content, forms and images
+    with /OC) and whether a fill is opaque (the graphics state's /ca, /BM and /SMask, which
+    pdfminer does not read), for the device to know the text a page hides."""
     from pdfminer.pdfinterp import PDFPageInterpreter  # noqa: PLC0415
-    from pdfminer.pdftypes import stream_value  # noqa: PLC0415
+    from pdfminer.pdftypes import resolve1, stream_value  # noqa: PLC0415
+    from pdfminer.psparser import PSLiteral  # noqa: PLC0415
 
     class Interpreter(PDFPageInterpreter):
+        # what a form inherits from the page that draws it: opacity and clipping box
+        inherited: tuple[bool, Box | None] = (True, None)
+        opaque = True
+        clip: Box | None = None  # the clipping path's box, in layout space (None: none)
+        saved: list[tuple[bool, Box | None]]
+
+        def init_state(self, ctm) -> None:
+            super().init_state(ctm)
+            self.saved = []
+            self._paint(*self.inherited)
+
+        def _paint(self, opaque: bool, clip: Box | None) -> None:
+            self.opaque = device.opaque = opaque
+            self.clip = device.clip = clip
+
+        def subinterp(self):
+            interpreter = super().subinterp()
+            interpreter.inherited = (self.opaque, self.clip)
+            return interpreter
+
+        def do_gs(self, name) -> None:
+            state = resolve1(_get(resolve1(_get(self.resources, "ExtGState")), _name(name) or ""))
+            if not isinstance(state, dict):
+                return
+            opaque = self.opaque
+            alpha = resolve1(state.get("ca"))
+            blend = resolve1(state.get("BM"))
+            blend = blend[0] if isinstance(blend, list) and blend else blend
+            mask = resolve1(state.get("SMask"))
+            if isinstance(alpha, (int, float)):
+                opaque = alpha >= 1
+            if isinstance(blend, PSLiteral) and blend.name not in _NORMAL_BLEND:
+                opaque = False
+            if mask is not None and _name(mask) != "None":
+                opaque = False
+            self._paint(opaque, self.clip)
+
+        def do_W(self) -> None:
+            points = [
+                _apply(self.ctm, float(x), float(y))
+                for segment in self.curpath
+                for x, y in zip(segment[1::2], segment[2::2], strict=False)
+                if isinstance(x, (int, float)) and isinstance(y, (int, float))
+            ]
+            if points:
+                xs, ys = [x for x, _ in points], [y for _, y in points]
+                box = (min(xs), min(ys), max(xs), max(ys))
+                self._paint(self.opaque, _intersection(box, self.clip))
+            super().do_W()
+
+        def do_W_a(self) -> None:  # W*
+            self.do_W()
+
+        def do_Q(self) -> None:
+            if self.gstack and self.saved:
+                self._paint(*self.saved.pop())
+            super().do_Q()
+
+        def do_BMC(self, tag) -> None:
+            device.layers.append(device.layer_off)
+            super().do_BMC(tag)
+
+        def do_BDC(self, tag, props) -> None:
+            off = device.layer_off
+            if _name(tag) == "OC":
+                marks = props
+                if isinstance(props, PSLiteral):
+                    listed = resolve1(_get(self.resources, "Properties"))
+                    marks = _get(listed, _name(props) or "")
+                off = off or not layers.shown(marks)
+            device.layers.append(off)
+            super().do_BDC(tag, props)
+
+        def do_EMC(self) -> None:
+            if device.layers:
+                device.layers.pop()
+            super().do_EMC()
+
+        def do_Do(self, xobjid) -> None:
+            attrs = getattr(resolve1(_get(self.xobjmap, _name(xobjid) or "")), "attrs", None)
+            if isinstance(attrs, dict) and "OC" in attrs and not layers.shown(attrs["OC"]):
+                return  # a form or an image on a layer that is off: not drawn
+            layers_open = len(device.layers)
+            super().do_Do(xobjid)
+            del device.layers[layers_open:]  # a form's own marked content ends with it
+            self._paint(self.opaque, self.clip)
+
         def execute(self, streams) -> None:
             for obj in streams:
                 device.content_bytes += len(stream_value(obj).get_data() or b"")
@@ -149,6 +362,7 @@ def _interpreter(device, max_content_bytes: int):
                     f"the PDF file saves more than {MAX_SAVED_STATES} graphics states at once",
                     413,
                 )
+            self.saved.append((self.opaque, self.clip))
             super().do_q()
 
     return Interpreter(device.rsrcmgr, device)
@@ -156,9 +370,11 @@ def _interpreter(device, max_content_bytes: int):
 
 def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
     """pdfminer's page aggregator that keeps each page's transformation, sets apart invisible
-    and turned glyphs, skips paths (its layout does not need them) and counts what it
-    follows."""
+    and turned glyphs, leaves out the glyphs a page hides, skips paths and images (its layout
+    does not need them; opaque rectangles and images drawn over text are kept as covers) and
+    counts what it follows."""
     from pdfminer.converter import PDFPageAggregator  # noqa: PLC0415
+    from pdfminer.layout import LTChar, LTContainer  # noqa: PLC0415
 
     class Device(PDFPageAggregator):
         operations = figures = content_bytes = chars = page_chars = 0
@@ -166,6 +382,16 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         unreadable = 0
         invisible = False
         glyphs: list[Glyph]
+        #: for each glyph of `glyphs`: when it was drawn (the operation's number) and its centre
+        glyph_places: list[tuple[int, float, float]]
+        opaque = True  # the interpreter's: whether a fill now paints over what is below
+        clip: Box | None = None  # the interpreter's: the clipping path's box
+        layers: list[bool]  # marked-content sequences open: whether each is on a layer off
+        covers: Covers
+
+        @property
+        def layer_off(self) -> bool:
+            return bool(self.layers) and self.layers[-1]
 
         def _count(self) -> None:
             self.operations += 1
@@ -181,8 +407,32 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         def begin_page(self, page, ctm) -> None:
             self.page_ctm = tuple(ctm)
             self.unreadable = self.page_chars = 0
-            self.glyphs = []
+            self.glyphs, self.glyph_places, self.layers = [], [], []
             super().begin_page(page, ctm)
+            self.covers = Covers(self.cur_item.bbox)
+
+        def end_page(self, page) -> None:
+            if self.covers:  # leave out the glyphs covered after they were drawn
+                self._uncover(self.cur_item)
+                kept = [
+                    (g, place)
+                    for g, place in zip(self.glyphs, self.glyph_places, strict=True)
+                    if g.invisible or not self.covers.hide(*place)
+                ]
+                self.glyphs = [g for g, _ in kept]
+            super().end_page(page)
+
+        def _uncover(self, item) -> None:
+            kept = []
+            for child in item._objs:
+                if isinstance(child, LTChar):
+                    x, y = (child.x0 + child.x1) / 2, (child.y0 + child.y1) / 2
+                    if self.covers.hide(child.drawn, x, y):  # type: ignore[attr-defined]
+                        continue
+                elif isinstance(child, LTContainer):
+                    self._uncover(child)
+                kept.append(child)
+            item._objs = kept
 
         def begin_figure(self, name, bbox, matrix) -> None:
             self._count()
@@ -193,9 +443,16 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
 
         def paint_path(self, gstate, stroke, fill, evenodd, path) -> None:
             self._count()  # not kept: no text
+            if fill and self.opaque and self.page_chars and not self.layer_off:
+                box = _rectangle(path, self.ctm)
+                if box is not None:
+                    self.covers.add(self.operations, _intersection(box, self.clip))
 
         def render_image(self, name, stream) -> None:
             self._count()  # not kept: no text
+            masked = any(stream.get(key) for key in ("ImageMask", "IM", "SMask", "Mask"))
+            if self.opaque and self.page_chars and not self.layer_off and not masked:
+                self.covers.add(self.operations, _intersection(self.cur_item.bbox, self.clip))
 
         def render_string(self, textstate, seq, ncs, graphicstate) -> None:
             self._count()
@@ -215,12 +472,18 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
                     f"a page of the PDF file holds more than {MAX_PAGE_CHARS} characters", 413
                 )
             char = self.cur_item._objs[-1]
+            char.drawn = self.operations  # type: ignore[attr-defined]  # when: see Covers
+            if self.layer_off:  # hidden: neither translated nor drawn again
+                self.cur_item._objs.pop()
+                return width
             text = char.get_text()
             if text.startswith(_CID):
                 self.unreadable += 1
             if self.invisible or not char.upright:  # drawn again as it was, not translated
                 self.cur_item._objs.pop()
                 if not text.isspace() and not text.startswith(_CID):
+                    centre = ((char.x0 + char.x1) / 2, (char.y0 + char.y1) / 2)
+                    self.glyph_places.append((self.operations, *centre))
                     self.glyphs.append(
                         Glyph(
                             text,
@@ -234,6 +497,83 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
             return width
 
     return Device(rsrcmgr, laparams=laparams)
+
+
+class Covers:
+    """Opaque rectangles and images drawn on a page after its first glyph, by the order
+    they were drawn in: whether one drawn after a glyph covers its centre. Kept in squares of
+    the page (48 points, or a 24th of a larger page's side), so that a glyph is tested against
+    the covers near it, at most `MAX_PARTS` for each square besides the last that covers all
+    of it; what lies outside the page is no cover."""
+
+    SQUARES = 24  # per side of the page, at most
+    MAX_PARTS = 64  # covers over part of a square kept for it (a chart's dots: the first)
+
+    def __init__(self, page: Box = (0.0, 0.0, 612.0, 792.0)) -> None:
+        if not all(map(math.isfinite, page)):
+            page = (-1e6, -1e6, 1e6, 1e6)
+        self.page = page
+        self.side = max(
+            48.0, (page[2] - page[0]) / self.SQUARES, (page[3] - page[1]) / self.SQUARES
+        )
+        # per square: the last cover over all of it, and those over part of it
+        self.whole: dict[tuple[int, int], int] = {}
+        self.part: dict[tuple[int, int], list[tuple[int, Box]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.whole or self.part)
+
+    def add(self, order: int, box: Box) -> None:
+        x0, y0, x1, y1 = (float(v) for v in box)
+        x0, y0, x1, y1 = _intersection((x0, y0, x1, y1), self.page)
+        if not (x1 > x0 and y1 > y0) or not all(map(math.isfinite, (x0, y0, x1, y1))):
+            return
+        side = self.side
+        for i in range(int(x0 // side), int(x1 // side) + 1):
+            for j in range(int(y0 // side), int(y1 // side) + 1):
+                sx, sy = i * side, j * side
+                if x0 <= sx and sx + side <= x1 and y0 <= sy and sy + side <= y1:
+                    self.whole[i, j] = order
+                else:
+                    parts = self.part.setdefault((i, j), [])
+                    if len(parts) < self.MAX_PARTS:
+                        parts.append((order, (x0, y0, x1, y1)))
+
+    def hide(self, order: int, x: float, y: float) -> bool:
+        """Whether a cover drawn after the glyph drawn at `order` covers (x, y)."""
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return False
+        square = (int(x // self.side), int(y // self.side))
+        if self.whole.get(square, -1) > order:
+            return True
+        return any(
+            later > order and x0 <= x <= x1 and y0 <= y <= y1
+            for later, (x0, y0, x1, y1) in self.part.get(square, ())
+        )
+
+
+def _rectangle(path, ctm) -> tuple[float, float, float, float] | None:
+    """The box a path fills when it is one upright rectangle (`re`, or four lines closed),
+    in layout space; None for any other path (a frame of two rectangles, a curve)."""
+    shape = "".join(str(segment[0]) for segment in path)
+    if shape not in ("mlllh", "mllllh", "mllll", "mlll"):
+        return None
+    try:
+        points = [_apply(ctm, float(s[1]), float(s[2])) for s in path if s[0] != "h"]
+    except (TypeError, ValueError, IndexError):
+        return None
+    if len(points) == 5:
+        if points[4] != points[0]:
+            return None
+        points.pop()
+    xs = sorted({round(x, 2) for x, _ in points})
+    ys = sorted({round(y, 2) for _, y in points})
+    if len(xs) != 2 or len(ys) != 2:
+        return None
+    corners = {(round(x, 2), round(y, 2)) for x, y in points}
+    if corners != {(x, y) for x in xs for y in ys}:
+        return None
+    return xs[0], ys[0], xs[1], ys[1]
 
 
 def _page(page, device) -> Page:
