@@ -439,6 +439,38 @@ def test_the_text_of_a_form_is_translated_on_every_page_that_draws_it():
     ]
 
 
+def test_a_form_shared_with_a_page_left_as_it_is_keeps_its_text_there():
+    """A page left as it is (its own text cannot be read) that draws the same form as a page
+    translated keeps the form's text: the translated page draws a copy without it."""
+    unreadable_font = (
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /Xyz /Encoding /Identity-H"
+        b" /DescendantFonts [12 0 R] >>",
+        b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Xyz /DW 500 /FontDescriptor 13 0 R"
+        b" /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> >>",
+        b"<< /Type /FontDescriptor /FontName /Xyz /Flags 4 /FontBBox [0 -200 1000 800]"
+        b" /ItalicAngle 0 /Ascent 800 /Descent -200 /CapHeight 700 /StemV 80 >>",
+    )
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R 7 0 R] /Count 2 >>",
+        PAGE % (4, b"8 0 R"),
+        stream(b"BT /F2 12 Tf 72 700 Td <%s> Tj ET /X Do" % (b"002B0048004800030046" * 10)),
+        HELVETICA,
+        FORM,
+        PAGE % (9, b"10 0 R"),
+        b"<< /Font << /F1 5 0 R /F2 11 0 R >> /XObject << /X 6 0 R >> >>",
+        stream(b"BT /F1 12 Tf 72 700 Td (The own words of the page.) Tj ET /X Do"),
+        SHARED,
+        *unreadable_font,
+    )
+    translate = Recorder()
+    out = translate_pdf(src, translate, Limits())
+    assert translate.sent == ["The own words of the page.", "The words inside a form."]
+    first, second = texts(out)
+    assert "The words inside a form." in first
+    assert second == "<THE OWN WORDS OF THE PAGE.>\n<THE WORDS INSIDE A FORM.>"
+
+
 def test_pages_are_paired_by_object_not_by_position():
     """A page pdfminer does not list (no /Type) is left as it is, and the pages after it keep
     their own text; a page listed twice is rewritten once (not drawn over twice)."""

@@ -269,10 +269,129 @@ def _font_streams(font, pending: list, depth: int):
 
 def without_text(reader, numbers: list[int]):
     """pypdf's writer of the file with the text taken away from the pages `numbers` (and from
-    the forms they draw)."""
+    the forms they draw). pypdf takes it away from a form itself, on every page that draws it:
+    a form drawn by these pages and by a page left as it is is first copied for these."""
     from pypdf import ObjectDeletionFlag, PdfWriter  # noqa: PLC0415
 
     writer = PdfWriter(clone_from=reader)
+    chosen = set(numbers)
+    kept = [p for n, p in enumerate(writer.pages) if n not in chosen]
+    if kept:
+        rewritten = [writer.pages[n] for n in numbers]
+        shared = _forms(kept) & _forms(rewritten)
+        if shared:
+            _copy_forms(writer, rewritten, shared)
     for n in numbers:
         writer.remove_objects_from_page(writer.pages[n], ObjectDeletionFlag.TEXT)
     return writer
+
+
+def _resources(page):
+    """A page's resources, its own or those it inherits from the page tree."""
+    from pypdf.generic import DictionaryObject  # noqa: PLC0415
+
+    node = page
+    for _ in range(_MAX_DEPTH):
+        if not isinstance(node, DictionaryObject):
+            return None
+        resources = node.get("/Resources")
+        if resources is not None:
+            return resources.get_object()
+        parent = node.get("/Parent")
+        node = parent.get_object() if parent is not None else None
+    return None
+
+
+def _xobjects(resources):
+    """The XObject dictionary of a resources dictionary, or None."""
+    from pypdf.generic import DictionaryObject  # noqa: PLC0415
+
+    xobjects = resources.get("/XObject") if isinstance(resources, DictionaryObject) else None
+    xobjects = xobjects.get_object() if xobjects is not None else None
+    return xobjects if isinstance(xobjects, DictionaryObject) else None
+
+
+def _form_entries(resources):
+    """(name, reference, form) for each form a resources dictionary lists."""
+    from pypdf.generic import IndirectObject, StreamObject  # noqa: PLC0415
+
+    for name, ref in (_xobjects(resources) or {}).items():
+        form = ref.get_object()
+        is_form = isinstance(form, StreamObject) and form.get("/Subtype") == "/Form"
+        if isinstance(ref, IndirectObject) and is_form:
+            yield name, ref, form
+
+
+def _forms(pages) -> set[int]:
+    """The object numbers of the forms `pages` draw, and the forms those draw in turn."""
+    found: set[int] = set()
+    pending = [(_resources(page), 0) for page in pages]
+    seen: set[int] = set()
+    while pending:
+        resources, depth = pending.pop()
+        if resources is None or id(resources) in seen or depth > _MAX_DEPTH:
+            continue
+        seen.add(id(resources))
+        for _, ref, form in _form_entries(resources):
+            if ref.idnum not in found:
+                found.add(ref.idnum)
+                resources_of = form.get("/Resources")
+                pending.append((resources_of.get_object() if resources_of else None, depth + 1))
+    return found
+
+
+def _copy_forms(writer, pages, shared: set[int]) -> None:
+    """Points `pages` at copies of the `shared` forms (one copy of each, for all of them):
+    their resources, and the forms' resources on the way, are copied where they lead to one."""
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject  # noqa: PLC0415
+
+    copies: dict[int, object] = {}  # a shared form's object number: its copy's reference
+    variants: dict[int, object] = {}  # a resources dictionary: the one leading to copies
+
+    def variant(resources, depth: int):
+        if not isinstance(resources, DictionaryObject) or depth > _MAX_DEPTH:
+            return resources
+        if id(resources) in variants:
+            return variants[id(resources)]
+        variants[id(resources)] = resources  # a loop back to it: as it is
+        entries = list(_form_entries(resources))
+        if not entries:
+            return resources
+        xobjects = DictionaryObject(_xobjects(resources))
+        changed = False
+        for name, ref, form in entries:
+            if ref.idnum in shared:
+                xobjects[name] = copy(ref, form, depth)
+                changed = True
+            else:  # drawn by the rewritten pages only: changed in place
+                inner = form.get("/Resources")
+                inner = inner.get_object() if inner is not None else None
+                led = variant(inner, depth + 1)
+                if led is not inner:
+                    form[NameObject("/Resources")] = led
+        if changed:
+            out = DictionaryObject(resources)
+            out[NameObject("/XObject")] = xobjects
+            variants[id(resources)] = out
+        return variants[id(resources)]
+
+    def copy(ref, form, depth: int):
+        if ref.idnum not in copies:
+            duplicate = DecodedStreamObject()
+            duplicate.set_data(form.get_data())
+            for key, value in form.items():
+                if key not in ("/Length", "/Filter", "/DecodeParms"):
+                    duplicate[NameObject(key)] = value
+            copies[ref.idnum] = writer._add_object(duplicate)  # noqa: SLF001 (pypdf's own way)
+            inner = form.get("/Resources")
+            inner = inner.get_object() if inner is not None else None
+            led = variant(inner, depth + 1)
+            if led is not inner:
+                duplicate[NameObject("/Resources")] = led
+        return copies[ref.idnum]
+
+    for page in pages:
+        resources = _resources(page)
+        led = variant(resources, 0)
+        if led is not resources:
+            page[NameObject("/Resources")] = led
