@@ -831,3 +831,38 @@ def test_what_hides_text_is_followed_within_bounds():
     assert len(covers.whole) + len(covers.part) <= 25 * 25  # the page's squares, no more
     assert covers.hide(4, 300, 400) and not covers.hide(5, 300, 400)
     assert not covers.hide(4, float("nan"), 400)
+
+
+def test_a_list_whose_bullets_are_drawn_as_shapes_is_translated_item_by_item():
+    """A browser prints a list's bullets as small discs, squares or rings (paths, not glyphs):
+    each item is a paragraph of its own, and the bullets stay where they were."""
+
+    def listed(c: Canvas) -> None:
+        c.setFont("Helvetica", 12)
+        c.drawString(72, 720, "Our plans are simple.")
+        items = ["We visit the museum.", "We eat at a restaurant.", "We walk in the park."]
+        for n, item in enumerate(items):
+            y = 700 - 15 * n
+            if n == 0:
+                c.circle(66, y + 4, 2, stroke=0, fill=1)  # a disc
+            elif n == 1:
+                c.rect(64, y + 2, 4, 4, stroke=0, fill=1)  # a square
+            else:
+                c.circle(66, y + 4, 2, stroke=1, fill=0)  # a ring
+            c.drawString(76, y, item)
+        c.rect(72, 600, 300, 1, stroke=0, fill=1)  # a rule: no bullet
+        c.drawString(72, 590, "A sentence that runs on")
+        c.drawString(72, 575, "to a second line.")
+
+    translate = Recorder()
+    out = translate_pdf(make_pdf(listed), translate, Limits())
+    assert translate.sent == [
+        "Our plans are simple.",
+        "We visit the museum.",
+        "We eat at a restaurant.",
+        "We walk in the park.",
+        "A sentence that runs on to a second line.",
+    ]
+    page = next(iter(extract_pages(io.BytesIO(out))))
+    shapes = [o for o in page if not isinstance(o, LTTextBoxHorizontal)]
+    assert len([o for o in shapes if o.width < 8]) == 3  # the bullets, kept

@@ -2,7 +2,8 @@
 
 pdfminer's layout analysis groups the glyphs of a page, and those of the forms it draws, into
 lines and boxes; a box is cut into paragraphs where the font's size or weight changes, a line
-starts with a list bullet or number, or a blank line's room separates two lines. Glyphs that
+starts with a list bullet or number or just right of a shape as small as a bullet (a browser
+draws a list's bullets as paths), or a blank line's room separates two lines. Glyphs that
 are not upright (a sideways label, a page turned by /Rotate whose text was not turned back)
 and invisible ones (a scanned page's OCR layer) are kept apart, to be drawn again as they
 were. Text the page hides is left out, neither translated nor drawn again: glyphs on an
@@ -34,6 +35,7 @@ MAX_OPERATIONS = 1_000_000
 MAX_FIGURES = 20_000  # forms drawn in one file: pdfminer sets up each one anew
 MAX_PAGE_CHARS = 50_000  # glyphs of one page (pdfminer holds an object for each)
 MAX_SAVED_STATES = 256  # graphics states saved at once (`q`); PDF readers allow 28 to 256
+MAX_MARKS = 10_000  # shapes as small as a bullet kept for one page (a chart's: the first)
 MAX_SECONDS = 120.0  # what reading (or rewriting) a file may take, whatever else bounds it
 #: the bounds a worker process takes from the server's (app/formats/pdf_worker.py)
 BOUNDS = (
@@ -387,6 +389,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         opaque = True  # the interpreter's: whether a fill now paints over what is below
         clip: Box | None = None  # the interpreter's: the clipping path's box
         layers: list[bool]  # marked-content sequences open: whether each is on a layer off
+        marks: list[Box]  # shapes as small as a list's bullet
         covers: Covers
 
         @property
@@ -407,7 +410,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         def begin_page(self, page, ctm) -> None:
             self.page_ctm = tuple(ctm)
             self.unreadable = self.page_chars = 0
-            self.glyphs, self.glyph_places, self.layers = [], [], []
+            self.glyphs, self.glyph_places, self.layers, self.marks = [], [], [], []
             super().begin_page(page, ctm)
             self.covers = Covers(self.cur_item.bbox)
 
@@ -443,6 +446,10 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
 
         def paint_path(self, gstate, stroke, fill, evenodd, path) -> None:
             self._count()  # not kept: no text
+            if len(self.marks) < MAX_MARKS and not self.layer_off:
+                mark = _mark(path, self.ctm)
+                if mark is not None:
+                    self.marks.append(mark)
             if fill and self.opaque and self.page_chars and not self.layer_off:
                 box = _rectangle(path, self.ctm)
                 if box is not None:
@@ -590,7 +597,8 @@ def _page(page, device) -> Page:
         # that cannot be read: left as it is
         out.readable = False
         return out
-    out.paragraphs = [p for box in lines for p in _paragraphs(box, layout.width)]
+    marks = Marks(device.marks)
+    out.paragraphs = [p for box in lines for p in _paragraphs(box, layout.width, marks)]
     return out
 
 
@@ -635,12 +643,57 @@ def line_text(text: str) -> str:
     return _CIDS.sub("", text)
 
 
-def _paragraphs(lines, page_width: float) -> list[Paragraph]:
+class Marks:
+    """Small round or square shapes drawn on a page (a list's bullets where a browser draws
+    them as paths, not glyphs), by the band of height they lie in."""
+
+    BAND = 8.0
+
+    def __init__(self, boxes: list[Box]) -> None:
+        self.bands: dict[int, list[Box]] = {}
+        for box in boxes:
+            centre = (box[1] + box[3]) / 2
+            self.bands.setdefault(int(centre // self.BAND), []).append(box)
+
+    def before(self, line, size: float) -> bool:
+        """Whether a mark lies just left of `line`'s start, level with it."""
+        if not all(map(math.isfinite, (line.y0, line.y1, line.x0))):
+            return False
+        if line.y1 - line.y0 > 16 * self.BAND:  # no list item's line is that high
+            return False
+        for band in range(int(line.y0 // self.BAND), int(line.y1 // self.BAND) + 1):
+            for _, y0, x1, y1 in self.bands.get(band, ()):
+                level = line.y0 <= (y0 + y1) / 2 <= line.y1
+                if level and x1 <= line.x0 + 0.5 and line.x0 - x1 <= 2 * max(size, 1):
+                    return True
+        return False
+
+
+def _mark(path, ctm) -> Box | None:
+    """The box of a path as small as a bullet (1 to 8 points, about as wide as high)."""
+    try:
+        points = [
+            _apply(ctm, float(x), float(y))
+            for segment in path
+            for x, y in zip(segment[1::2], segment[2::2], strict=False)
+        ]
+    except (TypeError, ValueError):
+        return None
+    if not points:
+        return None
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    width, height = max(xs) - min(xs), max(ys) - min(ys)
+    if 1 <= width <= 8 and 1 <= height <= 8 and 0.6 <= width / height <= 1.6:
+        return min(xs), min(ys), max(xs), max(ys)
+    return None
+
+
+def _paragraphs(lines, page_width: float, marks: Marks | None = None) -> list[Paragraph]:
     groups: list[list] = []
     for line in lines:
         if not _text(line).strip():
             continue
-        if groups and not _starts_paragraph(groups[-1][-1], line):
+        if groups and not _starts_paragraph(groups[-1][-1], line, marks):
             groups[-1].append(line)
         else:
             groups.append([line])
@@ -662,12 +715,12 @@ def _style(line) -> tuple[float, bool]:
     return size, bold
 
 
-def _starts_paragraph(previous, line) -> bool:
+def _starts_paragraph(previous, line, marks: Marks | None = None) -> bool:
     size, bold = _style(line)
     last_size, last_bold = _style(previous)
     if bold != last_bold or abs(size - last_size) > 0.15 * max(size, last_size, 1):
         return True
-    if BULLET.match(_text(line)):
+    if BULLET.match(_text(line)) or (marks is not None and marks.before(line, size)):
         return True
     gap = previous.y0 - line.y1  # a blank line's room between them
     return gap > 0.8 * max(size, 1)
