@@ -696,8 +696,8 @@ def test_a_symbol_fonts_bullet_starts_a_list_item_drawn_as_a_bullet(line, expect
 def test_text_a_box_or_a_picture_covers_is_neither_sent_nor_drawn():
     """A redaction's black box or a white box over words taken back hides them: they must not
     come back visible (or at all) in the translation. A box drawn first (a background), a
-    see-through one (a highlight), a frame of two rectangles and a picture cropped away from
-    the text hide nothing; a page whose text a picture covers entirely (a scan over its OCR
+    see-through one (a highlight), a frame of two rectangles, a line struck through and a
+    picture cropped away from the text hide nothing; a page whose text a picture covers entirely (a scan over its OCR
     text) is left as it is."""
 
     def redacted(c: Canvas) -> None:
@@ -721,6 +721,9 @@ def test_text_a_box_or_a_picture_covers_is_neither_sent_nor_drawn():
         frame.rect(60, 440, 300, 30)
         frame.rect(62, 442, 296, 26)
         c.drawPath(frame, fill=1, stroke=0, fillMode=0)  # a frame: its inside is empty
+        c.setFillColorRGB(0, 0, 0)
+        c.drawString(72, 400, "The struck sentence.")
+        c.rect(72, 403, 100, 1, fill=1, stroke=0)  # a line through it
 
     translate = Recorder()
     out = translate_pdf(make_pdf(redacted), translate, Limits())
@@ -728,6 +731,7 @@ def test_text_a_box_or_a_picture_covers_is_neither_sent_nor_drawn():
         "The public sentence.",
         "The highlighted sentence.",
         "The framed sentence.",
+        "The struck sentence.",
     ]
     text = texts(out)[0]
     assert "secret" not in text.lower() and "withdrawn" not in text.lower()
@@ -829,8 +833,8 @@ def test_what_hides_text_is_followed_within_bounds():
     covers.add(5, (-1e300, -1e300, 1e300, 1e300))
     covers.add(6, (float("nan"), 0, 10, 10))
     assert len(covers.whole) + len(covers.part) <= 25 * 25  # the page's squares, no more
-    assert covers.hide(4, 300, 400) and not covers.hide(5, 300, 400)
-    assert not covers.hide(4, float("nan"), 400)
+    assert covers.hide(4, (300, 400, 306, 410)) and not covers.hide(5, (300, 400, 306, 410))
+    assert not covers.hide(4, (float("nan"), 400, 306, 410))
 
 
 def test_a_list_whose_bullets_are_drawn_as_shapes_is_translated_item_by_item():

@@ -384,8 +384,8 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         unreadable = 0
         invisible = False
         glyphs: list[Glyph]
-        #: for each glyph of `glyphs`: when it was drawn (the operation's number) and its centre
-        glyph_places: list[tuple[int, float, float]]
+        #: for each glyph of `glyphs`: when it was drawn (the operation's number) and its box
+        glyph_places: list[tuple[int, Box]]
         opaque = True  # the interpreter's: whether a fill now paints over what is below
         clip: Box | None = None  # the interpreter's: the clipping path's box
         layers: list[bool]  # marked-content sequences open: whether each is on a layer off
@@ -429,8 +429,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
             kept = []
             for child in item._objs:
                 if isinstance(child, LTChar):
-                    x, y = (child.x0 + child.x1) / 2, (child.y0 + child.y1) / 2
-                    if self.covers.hide(child.drawn, x, y):  # type: ignore[attr-defined]
+                    if self.covers.hide(child.drawn, child.bbox):  # type: ignore[attr-defined]
                         continue
                 elif isinstance(child, LTContainer):
                     self._uncover(child)
@@ -489,8 +488,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
             if self.invisible or not char.upright:  # drawn again as it was, not translated
                 self.cur_item._objs.pop()
                 if not text.isspace() and not text.startswith(_CID):
-                    centre = ((char.x0 + char.x1) / 2, (char.y0 + char.y1) / 2)
-                    self.glyph_places.append((self.operations, *centre))
+                    self.glyph_places.append((self.operations, char.bbox))
                     self.glyphs.append(
                         Glyph(
                             text,
@@ -508,7 +506,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
 
 class Covers:
     """Opaque rectangles and images drawn on a page after its first glyph, by the order
-    they were drawn in: whether one drawn after a glyph covers its centre. Kept in squares of
+    they were drawn in: whether those drawn after a glyph cover its middle. Kept in squares of
     the page (48 points, or a 24th of a larger page's side), so that a glyph is tested against
     the covers near it, at most `MAX_PARTS` for each square besides the last that covers all
     of it; what lies outside the page is no cover."""
@@ -546,8 +544,15 @@ class Covers:
                     if len(parts) < self.MAX_PARTS:
                         parts.append((order, (x0, y0, x1, y1)))
 
-    def hide(self, order: int, x: float, y: float) -> bool:
-        """Whether a cover drawn after the glyph drawn at `order` covers (x, y)."""
+    def hide(self, order: int, box: Box) -> bool:
+        """Whether covers drawn after the glyph drawn at `order` cover the middle of its box
+        (half its width and height: a line struck through it or under it hides nothing)."""
+        x0, y0, x1, y1 = box
+        dx, dy = (x1 - x0) / 4, (y1 - y0) / 4
+        points = [(x0 + dx, y0 + dy), (x1 - dx, y0 + dy), (x0 + dx, y1 - dy), (x1 - dx, y1 - dy)]
+        return all(self._covered(order, x, y) for x, y in [((x0 + x1) / 2, (y0 + y1) / 2), *points])
+
+    def _covered(self, order: int, x: float, y: float) -> bool:
         if not (math.isfinite(x) and math.isfinite(y)):
             return False
         square = (int(x // self.side), int(y // self.side))
