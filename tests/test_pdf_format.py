@@ -870,3 +870,30 @@ def test_a_list_whose_bullets_are_drawn_as_shapes_is_translated_item_by_item():
     page = next(iter(extract_pages(io.BytesIO(out))))
     shapes = [o for o in page if not isinstance(o, LTTextBoxHorizontal)]
     assert len([o for o in shapes if o.width < 8]) == 3  # the bullets, kept
+
+
+def test_the_cells_of_a_table_are_translated_and_drawn_each_within_its_borders():
+    """Cells close together are one line to pdfminer ("Fresh apples Five euros"): the table's
+    borders cut it into cells and its rows apart, and each translation stays inside its cell."""
+
+    def table(c: Canvas) -> None:
+        c.setFont("Helvetica", 12)
+        c.setLineWidth(0.75)
+        c.grid([72, 147, 250], [705, 690, 675])  # two rows of two cells, stroked lines
+        c.drawString(75, 694, "Fresh apples")  # ends at 144.4
+        c.drawString(150, 694, "Five euros")
+        c.drawString(75, 679, "Green pears")  # the cell beside it empty
+        c.drawString(72, 640, "A sentence under the table.")
+
+    src = make_pdf(table)
+    assert [t for t, _, _ in boxes(src)[0]][0] == "Fresh apples Five euros"
+    translate = Recorder()
+    out = translate_pdf(src, translate, Limits())
+    assert sorted(translate.sent) == sorted(
+        ["Fresh apples", "Five euros", "Green pears", "A sentence under the table."]
+    )
+    lines = [(t, bbox) for t, bbox, _ in boxes(out)[0]]
+    for cell in ("<FRESH APPLES>", "<GREEN PEARS>"):
+        bbox = next(b for t, b in lines if t.startswith(cell))
+        assert bbox[2] <= 147, (cell, bbox)  # left of the border, drawn smaller
+    assert next(b for t, b in lines if t.startswith("<FRESH"))[1] >= 690 - 0.5  # above the rule

@@ -159,7 +159,8 @@ def rooms(page: Page) -> list[tuple[float, float, float]]:
     translation may take: its own box; a paragraph of one line also the room to its right up
     to the next text beside it or the visible page's right margin (as wide as its left one), a
     centred one as much on either side; and below it, half the way to the next text under it,
-    or down to the lowest text of the page."""
+    or down to the lowest text of the page. A straight line drawn on the page (a table's
+    border) ends the room too."""
     paragraphs = page.paragraphs
     if not paragraphs:  # a page of turned glyphs only
         return []
@@ -168,14 +169,20 @@ def rooms(page: Page) -> list[tuple[float, float, float]]:
     x0, _, x1, _ = page.visible
     margin = max(0.0, min(q.x0 for q in paragraphs) - x0)
     lowest = min(q.y0 for q in paragraphs)
+    upright = [r for r in page.rules if r[0] == r[2]]  # a table's borders: a room ends there
+    level = [r for r in page.rules if r[1] == r[3]]
     out = []
     for p in paragraphs:
         left, right = p.x0, p.x1 + 1
+        middle = (p.y0 + p.y1) / 2
         if p.lines == 1:
             beside = [
                 q.x0
                 for q in paragraphs
                 if q is not p and q.x0 >= p.x1 - 0.5 and q.y0 < p.y1 and q.y1 > p.y0  # level
+            ]
+            beside += [
+                rx for rx, ry0, _, ry1 in upright if rx >= p.x1 - 0.5 and ry0 <= middle <= ry1
             ]
             right = max(right, min([x1 - margin, *beside]) - 0.3 * p.size)
             if p.centred:
@@ -186,6 +193,11 @@ def rooms(page: Page) -> list[tuple[float, float, float]]:
             q.y1 + max(0.25 * p.size, (p.y0 - q.y1) / 2)
             for q in paragraphs
             if q is not p and q.y1 <= p.y0 + 0.5 and q.x0 < right and q.x1 > left  # below
+        ]
+        under += [
+            ry + 0.15 * p.size
+            for rx0, ry, rx1, _ in level
+            if ry <= p.y0 + 0.5 and rx0 < right and rx1 > left
         ]
         out.append((left, right, min(p.y0, max([lowest, *under]))))
     return out

@@ -20,6 +20,7 @@ restoring them, and the time it takes.
 
 from __future__ import annotations
 
+import bisect
 import io
 import math
 import re
@@ -35,6 +36,7 @@ MAX_OPERATIONS = 1_000_000
 MAX_FIGURES = 20_000  # forms drawn in one file: pdfminer sets up each one anew
 MAX_PAGE_CHARS = 50_000  # glyphs of one page (pdfminer holds an object for each)
 MAX_SAVED_STATES = 256  # graphics states saved at once (`q`); PDF readers allow 28 to 256
+MAX_RULES = 5_000  # straight lines kept for one page (a table's borders: the first)
 MAX_MARKS = 10_000  # shapes as small as a bullet kept for one page (a chart's: the first)
 MAX_SECONDS = 120.0  # what reading (or rewriting) a file may take, whatever else bounds it
 #: the bounds a worker process takes from the server's (app/formats/pdf_worker.py)
@@ -93,6 +95,8 @@ class Page:
     paragraphs: list[Paragraph] = field(default_factory=list)
     glyphs: list[Glyph] = field(default_factory=list)
     readable: bool = True  # False: the page is left as it is
+    #: straight lines drawn on the page (a table's borders): (x0, y0, x1, y1), upright or level
+    rules: list[tuple[float, float, float, float]] = field(default_factory=list)
 
     @property
     def drawn(self) -> bool:
@@ -106,6 +110,7 @@ class Page:
                 **d,
                 "paragraphs": [Paragraph(**p) for p in d["paragraphs"]],
                 "glyphs": [Glyph(**g) for g in d["glyphs"]],
+                "rules": [tuple(r) for r in d.get("rules", [])],
             }
         )
 
@@ -390,6 +395,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         clip: Box | None = None  # the interpreter's: the clipping path's box
         layers: list[bool]  # marked-content sequences open: whether each is on a layer off
         marks: list[Box]  # shapes as small as a list's bullet
+        rules: list[Box]  # straight lines (a table's borders): see Rules
         covers: Covers
 
         @property
@@ -411,6 +417,7 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
             self.page_ctm = tuple(ctm)
             self.unreadable = self.page_chars = 0
             self.glyphs, self.glyph_places, self.layers, self.marks = [], [], [], []
+            self.rules = []
             super().begin_page(page, ctm)
             self.covers = Covers(self.cur_item.bbox)
 
@@ -449,6 +456,8 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
                 mark = _mark(path, self.ctm)
                 if mark is not None:
                     self.marks.append(mark)
+            if len(self.rules) < MAX_RULES and not self.layer_off:
+                self.rules += _rules(path, self.ctm, stroke)[: MAX_RULES - len(self.rules)]
             if fill and self.opaque and self.page_chars and not self.layer_off:
                 box = _rectangle(path, self.ctm)
                 if box is not None:
@@ -602,8 +611,11 @@ def _page(page, device) -> Page:
         # that cannot be read: left as it is
         out.readable = False
         return out
-    marks = Marks(device.marks)
-    out.paragraphs = [p for box in lines for p in _paragraphs(box, layout.width, marks)]
+    marks, rules = Marks(device.marks), Rules(device.rules)
+    out.paragraphs = [
+        p for box in lines for p in _paragraphs(rules.cut(box), layout.width, marks, rules)
+    ]
+    out.rules = device.rules
     return out
 
 
@@ -693,12 +705,159 @@ def _mark(path, ctm) -> Box | None:
     return None
 
 
-def _paragraphs(lines, page_width: float, marks: Marks | None = None) -> list[Paragraph]:
+class Rules:
+    """The straight lines of a page: upright ones cut a text line in two where they pass
+    between its glyphs (a table's cells, which pdfminer puts on one line), level ones part
+    the lines above them from those below (a table's rows)."""
+
+    BAND = 48.0
+    MAX_BANDS = 64  # bands an upright rule is listed in, at most
+
+    def __init__(self, rules: list[Box]) -> None:
+        self.upright: dict[int, list[Box]] = {}  # by band of height
+        self.level: list[Box] = []
+        for rule in rules:
+            x0, y0, x1, y1 = rule
+            if not all(map(math.isfinite, rule)):
+                continue
+            if x0 == x1:
+                first = int(y0 // self.BAND)
+                for band in range(first, min(int(y1 // self.BAND), first + self.MAX_BANDS) + 1):
+                    self.upright.setdefault(band, []).append(rule)
+            else:
+                self.level.append(rule)
+        self.level.sort(key=lambda r: r[1])
+        self.heights = [r[1] for r in self.level]
+
+    def cut(self, lines) -> list:
+        """The lines of a text box, each cut where upright rules pass between its glyphs,
+        the pieces of each cell (between the same rules) together, in the box's order."""
+        pieces = []
+        for order, line in enumerate(lines):
+            xs = self._crossing(line)
+            if not xs:
+                pieces.append((-math.inf, order, line))
+                continue
+            for left, items in _split(line, xs):
+                if any(not i.get_text().isspace() for i in items if hasattr(i, "bbox")):
+                    pieces.append((left, order, Piece(items, left)))
+        pieces.sort(key=lambda p: (p[0], p[1]))
+        return [piece for _, _, piece in pieces]
+
+    def _crossing(self, line) -> list[float]:
+        if not all(map(math.isfinite, (line.x0, line.x1, line.y0, line.y1))):
+            return []
+        middle = (line.y0 + line.y1) / 2
+        return sorted(
+            {
+                x
+                for x, y0, _, y1 in self.upright.get(int(middle // self.BAND), ())
+                if line.x0 < x < line.x1 and y0 <= middle <= y1
+            }
+        )
+
+    def between(self, upper, lower) -> bool:
+        """Whether a level rule runs between two lines (across both)."""
+        if not all(map(math.isfinite, (upper.y0, lower.y1))):
+            return False
+        low = bisect.bisect_left(self.heights, lower.y1 - 0.5)
+        high = bisect.bisect_right(self.heights, upper.y0 + 0.5)
+        left, right = max(upper.x0, lower.x0), min(upper.x1, lower.x1)
+        return any(x0 < right and x1 > left for x0, _, x1, _ in self.level[low:high][:256])
+
+
+def _split(line, xs: list[float]):
+    """(the rule on its left or -inf, its items) for each piece of `line` cut at `xs`."""
+    from pdfminer.layout import LTChar  # noqa: PLC0415
+
+    left, cuts = -math.inf, iter(xs)
+    items: list = []
+    cut = next(cuts, math.inf)
+    for item in line:
+        if isinstance(item, LTChar):
+            centre = (item.x0 + item.x1) / 2
+            while centre > cut:
+                if items:
+                    yield left, items
+                left, items, cut = cut, [], next(cuts, math.inf)
+        items.append(item)
+    if items:
+        yield left, items
+
+
+class Piece:
+    """A part of a pdfminer text line, read as a line is (its items, box and text)."""
+
+    def __init__(self, items: list, left: float) -> None:
+        boxes = [i for i in items if hasattr(i, "bbox")]
+        self.items = items
+        self.left = left  # the rule on its left
+        self.x0 = min(i.x0 for i in boxes)
+        self.y0 = min(i.y0 for i in boxes)
+        self.x1 = max(i.x1 for i in boxes)
+        self.y1 = max(i.y1 for i in boxes)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def get_text(self) -> str:
+        return "".join(i.get_text() for i in self.items)
+
+
+def _rules(path, ctm, stroke: bool) -> list[Box]:
+    """The straight lines a path draws: each subpath that is a thin shape (a border drawn
+    as a filled strip), and a stroked path's upright and level segments; (x0, y0, x1, y1)
+    with x0 == x1 or y0 == y1, in layout space."""
+    out: list[Box] = []
+    start = None
+    points: list[tuple[str, tuple[float, float]]] = []
+    subpaths = []
+    for segment in path:
+        op = str(segment[0])
+        if op == "m" and points:
+            subpaths.append(points)
+            points = []
+        if op == "h":
+            if start is not None:
+                points.append(("l", start))
+            continue
+        try:
+            point = _apply(ctm, float(segment[-2]), float(segment[-1]))
+        except (TypeError, ValueError, IndexError):
+            return out
+        if op == "m":
+            start = point
+        points.append((op, point))
+    if points:
+        subpaths.append(points)
+    for sub in subpaths[:64]:
+        xs, ys = [p[0] for _, p in sub], [p[1] for _, p in sub]
+        width, height = max(xs) - min(xs), max(ys) - min(ys)
+        if width <= 2.5 and height >= 3:
+            x = (min(xs) + max(xs)) / 2
+            out.append((x, min(ys), x, max(ys)))
+        elif height <= 2.5 and width >= 3:
+            y = (min(ys) + max(ys)) / 2
+            out.append((min(xs), y, max(xs), y))
+        elif stroke:
+            for (_, (ax, ay)), (op, (bx, by)) in zip(sub, sub[1:], strict=False):
+                if op != "l":
+                    continue
+                if abs(ax - bx) <= 0.5 and abs(ay - by) >= 3:
+                    out.append((ax, min(ay, by), ax, max(ay, by)))
+                elif abs(ay - by) <= 0.5 and abs(ax - bx) >= 3:
+                    out.append((min(ax, bx), ay, max(ax, bx), ay))
+    return [r for r in out if all(map(math.isfinite, r))]
+
+
+def _paragraphs(
+    lines, page_width: float, marks: Marks | None = None, rules: Rules | None = None
+) -> list[Paragraph]:
     groups: list[list] = []
     for line in lines:
         if not _text(line).strip():
             continue
-        if groups and not _starts_paragraph(groups[-1][-1], line, marks):
+        if groups and not _starts_paragraph(groups[-1][-1], line, marks, rules):
             groups[-1].append(line)
         else:
             groups.append([line])
@@ -720,13 +879,19 @@ def _style(line) -> tuple[float, bool]:
     return size, bold
 
 
-def _starts_paragraph(previous, line, marks: Marks | None = None) -> bool:
+def _starts_paragraph(
+    previous, line, marks: Marks | None = None, rules: Rules | None = None
+) -> bool:
     size, bold = _style(line)
     last_size, last_bold = _style(previous)
     if bold != last_bold or abs(size - last_size) > 0.15 * max(size, last_size, 1):
         return True
     if BULLET.match(_text(line)) or (marks is not None and marks.before(line, size)):
         return True
+    if getattr(previous, "left", -math.inf) != getattr(line, "left", -math.inf):
+        return True  # another cell (a piece of a line cut by an upright rule)
+    if rules is not None and rules.between(previous, line):
+        return True  # a row's rule between them
     gap = previous.y0 - line.y1  # a blank line's room between them
     return gap > 0.8 * max(size, 1)
 
