@@ -1,13 +1,18 @@
 """`mt-serve`'s command line. The service is configured by environment variables only (one
 `Settings`, app/settings.py), so the command takes no arguments but `--help`, which lists the
 settings; an argument is refused with the variable that does what it asked (`--port 9000`:
-`MT_PORT=9000 mt-serve`) instead of being ignored while the server starts."""
+`MT_PORT=9000 mt-serve`) instead of being ignored while the server starts. Light (pydantic
+settings, no torch): the console script checks the command line and the settings with it
+before it imports the server (app/launch.py)."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 import textwrap
+
+from pydantic import ValidationError
 
 from .settings import Settings
 
@@ -77,3 +82,20 @@ def parse_arguments(argv: list[str] | None = None) -> None:
         f"no arguments but --help ({' '.join(rest)}): the settings are environment "
         f"variables, e.g. {hint}; mt-serve --help lists them"
     )
+
+
+def checked_settings() -> Settings | None:
+    """The settings the environment gives; None, with one line on stderr naming each bad
+    one, where they are invalid."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            # a check of several settings together has no field: its message names them
+            f"MT_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            if e["loc"]
+            else e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
+        print(f"mt-serve: invalid setting(s): {problems}", file=sys.stderr)
+        return None

@@ -36,7 +36,6 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
@@ -48,7 +47,7 @@ from model_core.verbatim import places
 
 from .access import Access
 from .batcher import MicroBatcher, Worker
-from .command import parse_arguments
+from .command import checked_settings, parse_arguments
 from .continuous import ContinuousBatcher
 from .detect import Detector
 from .endpoints import HANDLERS
@@ -695,17 +694,8 @@ def weights_problem(weights_dir: Path) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parse_arguments(argv)  # (--help started the server, as did any other argument)
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            # a check of several settings together has no field: its message names them
-            f"MT_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-            if e["loc"]
-            else e["msg"].removeprefix("Value error, ")
-            for e in exc.errors()
-        )
-        print(f"mt-serve: invalid setting(s): {problems}", file=sys.stderr)
+    settings = checked_settings()
+    if settings is None:
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -409,7 +409,7 @@ def test_ctrl_c_saves_a_state_that_resumes_as_if_never_stopped(corpus_dir, tmp_p
 
     import torch
 
-    steps = ["--max-steps", "200", "--accumulate", "4", "--eval-every", "1000"]
+    steps = ["--max-steps", "80", "--accumulate", "4", "--eval-every", "1000"]
     whole = train_args(corpus_dir, tmp_path / "whole") + steps
     assert train.main(whole) == 0
     stopped = train_args(corpus_dir, tmp_path / "stopped") + steps
@@ -428,11 +428,11 @@ def test_ctrl_c_saves_a_state_that_resumes_as_if_never_stopped(corpus_dir, tmp_p
     assert proc.wait(timeout=120) == 130, rest
     assert "interrupted: state saved" in rest
     saved = torch.load(tmp_path / "stopped" / "state.pt", weights_only=True)["step"]
-    assert 20 <= saved < 200
+    assert 20 <= saved < 80
     assert train.main(stopped) == 0  # resumed
     a = torch.load(tmp_path / "whole" / "state.pt", weights_only=True)
     b = torch.load(tmp_path / "stopped" / "state.pt", weights_only=True)
-    assert a["step"] == b["step"] == 200
+    assert a["step"] == b["step"] == 80
     assert a["batch_in_epoch"] == b["batch_in_epoch"] and a["epoch"] == b["epoch"]
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
