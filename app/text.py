@@ -4,7 +4,8 @@
 `prefix + "".join(s + sep for s, sep in pairs) == text`; translating each sentence and joining
 them back with the same separators mirrors paragraphs, line breaks and spacing. Sentences break
 after . ! ? … (and closing quotes and brackets: ” ’ » “ « ‘ › ) ]) followed by whitespace,
-and at every line break (\n, \r, \u2028 and the other line ends); a closing quote set apart
+and at every line break (\n, \r, \u2028 and the other line ends) and tab (columns of plain
+text, "Name:\tJohn": a model would give the tab back as a space); a closing quote set apart
 by a space, as French writes it ("« Viens ! »"), belongs to the sentence before it; a period or an ellipsis
 does not end a sentence before a word in lower case or a digit ("p. 5", "I was… um…"), nor a
 period after a common abbreviation (but "etc." and "usw." before a capital do), an initial
@@ -148,6 +149,7 @@ def split_text(text: str, language: str = "") -> tuple[str, list[tuple[str, str]
         line_end = any(c in LINE_ENDS for c in m.group())
         if (
             line_end
+            or "\t" in m.group()
             or m.end() == len(text)
             or _ends_sentence(last_word, text, m.end(), before, language)
         ):

@@ -65,6 +65,21 @@ def test_every_line_break_splits():
     assert [s for s, _ in pairs] == ["a line without a stop", "another one"]
 
 
+def test_a_tab_splits_and_is_kept_as_written():
+    """Columns of plain text: each cell translated on its own, the tabs between them kept (sent
+    within a sentence, a tab came back as a space)."""
+    text = "Name:\tJohn Smith\nPrice: \t 5 euros. It is cheap."
+    prefix, pairs = split_text(text)
+    assert pairs == [
+        ("Name:", "\t"),
+        ("John Smith", "\n"),
+        ("Price:", " \t "),
+        ("5 euros.", " "),
+        ("It is cheap.", ""),
+    ]
+    assert rejoin(prefix, pairs) == text
+
+
 def count_words(text):
     return len(text.split())
 
