@@ -282,6 +282,39 @@ def test_every_benchmark_the_gpu_check_calls_takes_its_options():
     # the benchmarks the script calls: a change to its layout must not hide them from the parse
     assert {"cuda_graph_bench", "continuous_engine_bench", "open_loop_bench"} <= set(calls)
     assert "load_bench" in calls
+    helps = all_help(sorted(calls))
     for module, options in calls.items():
-        known = set(re.findall(r"--[a-z][\w-]*", "\n".join(run_bench(module, "--help"))))
+        known = set(re.findall(r"--[a-z][\w-]*", helps[module]))
         assert options <= known, f"bench.{module} does not take {sorted(options - known)}"
+
+
+#: runs `python -m bench.MODULE --help` for each module named in its arguments, in one process
+#: (torch imported once, not once for each), each help after a line "==== MODULE"
+_ALL_HELP = """
+import contextlib, io, runpy, sys
+for module in sys.argv[1:]:
+    out = io.StringIO()
+    sys.argv = [module, "--help"]
+    with contextlib.redirect_stdout(out):
+        try:
+            runpy.run_module(f"bench.{module}", run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            assert exc.code in (0, None), (module, exc.code)
+    print(f"==== {module}")
+    print(out.getvalue())
+"""
+
+
+def all_help(modules: list[str]) -> dict[str, str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _ALL_HELP, *modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    parts = re.split(r"^==== (\S+)\n", out.stdout, flags=re.MULTILINE)[1:]
+    helps = dict(zip(parts[::2], parts[1::2], strict=True))
+    assert set(helps) == set(modules) and all("usage:" in h for h in helps.values())
+    return helps
