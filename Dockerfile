@@ -97,10 +97,12 @@ WORKDIR /app
 # torch, then the rest of the venv: two layers, the first unchanged while the torch line is.
 COPY --from=build /opt/torch-layer/ /
 COPY --from=build /opt/venv /opt/venv
-# DejaVu Sans: the font a translated PDF file's text is drawn in (app/formats/pdf.py).
+# DejaVu and WenQuanYi Micro Hei (Chinese, Japanese, Korean): the fonts a translated PDF
+# file's text is drawn in (app/formats/pdf_draw.py).
 # The kernels run here without a compiler, on the OpenMP runtime torch ships: checked.
 # hadolint ignore=DL3008
 RUN apt-get update && apt-get install -y --no-install-recommends fonts-dejavu-core \
+        fonts-wqy-microhei \
     && rm -rf /var/lib/apt/lists/*; \
     useradd --create-home --uid 10001 --shell /usr/sbin/nologin mt; \
     python -I -c "from model_core import fused; assert fused.kernel_available()"

@@ -30,7 +30,7 @@ help:
 	@echo 'make format       apply ruff'"'"'s fixes and formatting'
 	@echo 'make bench        install the bench extra and run the engine benchmark'
 	@echo 'make browser      install Chromium and chromedriver (apt) for tests/test_web.py, if missing'
-	@echo 'make fonts        install the DejaVu fonts (apt) a translated PDF is drawn in, if missing'
+	@echo 'make fonts        install the fonts (apt) a translated PDF is drawn in, if missing'
 	@echo 'make install      install into $(VENV) (install-dev: with the dev extra)'
 	@echo 'make lock         refresh requirements.lock from PyPI (LOCK_ARGS=--upgrade: newest)'
 	@echo 'make clean        remove $(VENV) and the tools'"'"' caches'
@@ -83,16 +83,18 @@ browser:
 		exit 1; \
 	fi
 
-# A translated .pdf's text is drawn in DejaVu (app/formats/pdf.py; tests/test_pdf_format.py
-# checks its serif and fixed-width faces). Installed only when missing.
+# A translated .pdf's text is drawn in DejaVu, Chinese, Japanese and Korean in WenQuanYi Micro
+# Hei (app/formats/pdf_draw.py; tests/test_pdf_format.py checks them). Installed when missing.
 fonts:
-	@if [ -f /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf ]; then :; \
+	@if [ -f /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf ] \
+		&& [ -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then :; \
 	elif command -v apt-get >/dev/null; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$sudo apt-get update -q && \
-		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-dejavu-core; \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			fonts-dejavu-core fonts-wqy-microhei; \
 	else \
-		echo "tests/test_pdf_format.py needs the DejaVu fonts (fonts-dejavu-core); install them" >&2; \
+		echo "tests/test_pdf_format.py needs fonts-dejavu-core and fonts-wqy-microhei; install them" >&2; \
 		exit 1; \
 	fi
 

@@ -382,7 +382,7 @@ def test_the_fonts_of_a_long_file_are_written_once():
 
 
 @pytest.mark.parametrize(
-    "language, script", [("ja", "Jpan"), ("ar", "Arab"), ("zh-Hant", "Hant"), ("he", "Hebr")]
+    "language, script", [("ar", "Arab"), ("he", "Hebr"), ("th", "Thai"), ("hi", "Deva")]
 )
 def test_a_language_whose_script_cannot_be_drawn_is_refused_before_it_is_translated(
     language, script
@@ -399,6 +399,37 @@ def test_a_language_in_a_script_drawn_here_or_unknown_is_translated(language):
     translate = Recorder()
     handler_for("a.pdf", language)(make_pdf(page_one), translate, Limits())
     assert translate.sent
+
+
+CHINESE = "天气很好，我们去公园散步。我们在那里遇到了一些朋友。"
+
+
+@pytest.mark.parametrize("language", ["zh", "zh-Hant", "ja", "ko"])
+def test_chinese_japanese_and_korean_are_drawn_in_a_cjk_font_broken_between_characters(
+    language,
+):
+    """No spaces to break a line at: a line breaks between two characters and stays within
+    the paragraph's room, every character drawn, in a font that has them."""
+    translate = Recorder(lambda t: CHINESE * 2)
+    out = translate_pdf(make_pdf(page_one), translate, Limits(), language)
+    assert translate.sent == PAGE_ONE_SENT
+    drawn = [(t, bbox, fonts) for t, bbox, fonts in boxes(out)[0]]
+    assert "".join(t for t, _, _ in drawn).count(CHINESE) >= 2 * len(PAGE_ONE_SENT) - 1
+    assert all("wqy" in f.lower() or "microhei" in f.lower() for _, _, fs in drawn for f in fs)
+    # the paragraph (72 to 272 points wide) took several lines, none past the page's margin
+    paragraph = [bbox for t, bbox, _ in drawn if bbox[1] > 600]
+    assert len(paragraph) > 3 and max(b[2] for b in paragraph) <= A4[0] - 72 + 1
+
+
+def test_a_cjk_target_without_the_font_is_a_501_before_it_is_translated(monkeypatch):
+    from app.formats import pdf_draw
+
+    monkeypatch.setattr(pdf_draw, "CJK_FONT", pdf_draw.CJK_FONT.with_name("missing.ttc"))
+    translate = Recorder()
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(make_pdf(page_one), translate, Limits(), "ja")
+    assert caught.value.status == 501 and "fonts-wqy-microhei" in str(caught.value)
+    assert translate.sent == []
 
 
 def texts(data: bytes) -> list[str]:

@@ -13,9 +13,11 @@ Left as they are: a page whose text pdfminer cannot read as Unicode (a font with
 ToUnicode map: more than a tenth of its glyphs), a page with only invisible text (a scanned
 page's OCR layer), a page pdfminer does not list; text drawn as curves or pictures is no
 text. Text the page hides (on a layer that is off, under a later opaque box or picture) is
-neither sent nor drawn again (pdf_read.py). A glyph pdfminer cannot read on a page otherwise readable is lost (a bullet where it
-starts a line). The translation is drawn left to right in DejaVu's letters: a target written
-in another script than Latin, Greek, Cyrillic, Armenian or Georgian is refused before
+neither sent nor drawn again (pdf_read.py). A glyph pdfminer cannot read on a page otherwise
+readable is lost (a bullet where it starts a line). The translation is drawn left to right:
+in DejaVu's letters (Latin, Greek, Cyrillic, Armenian, Georgian), or for Chinese, Japanese
+and Korean in WenQuanYi Micro Hei (fonts-wqy-microhei; a 501 where the server lacks it); a
+target written in another script (Arabic, Hebrew, Thai, Devanagari, ...) is refused before
 anything is translated.
 
 Bounds (FormatError 413): the pages (`Limits.max_pdf_pages`); what the streams pdfminer will
@@ -48,18 +50,20 @@ from .plain import in_pieces
 for _name in ("pdfminer", "pypdf"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
-#: the scripts the translation can be drawn in (DejaVu's, left to right)
+#: the scripts the translation can be drawn in, left to right: DejaVu's, and those of Chinese,
+#: Japanese and Korean (pdf_draw.CJK_SCRIPTS)
 _DRAWN_SCRIPTS = {"Latn": "Latin", "Grek": "Greek", "Cyrl": "Cyrillic", "Armn": "Armenian"}
-_DRAWN_SCRIPTS |= {"Geor": "Georgian"}
+_DRAWN_SCRIPTS |= {"Geor": "Georgian", "Hans": "Chinese", "Hant": "Chinese", "Hani": "Chinese"}
+_DRAWN_SCRIPTS |= {"Jpan": "Japanese", "Kore": "Korean", "Hang": "Korean"}
 _MAX_DEPTH = 32  # page tree and resource nesting followed
 
 
 def translate_pdf(
     data: bytes, translate: Translate, limits: Limits, language: str | None = None
 ) -> bytes:
-    """`language`: the target's tag; a language written in a script not drawn here (`ja`,
-    `ar`, `zh-Hant`) is refused with 400 before anything is translated."""
-    from . import pdf_read  # noqa: PLC0415 (pdfminer's types: with the first PDF file)
+    """`language`: the target's tag; a language written in a script not drawn here (`ar`,
+    `he`, `th`) is refused with 400 before anything is translated."""
+    from . import pdf_draw, pdf_read  # noqa: PLC0415 (pdfminer's types: with the first PDF)
 
     if b"%PDF-" not in data[:1024]:
         raise FormatError("not a PDF file (no %PDF- header)")
@@ -67,8 +71,14 @@ def translate_pdf(
     if script is not None and script not in _DRAWN_SCRIPTS:
         raise FormatError(
             f"{language} is written in a script ({script}) a translated PDF file cannot be "
-            f"drawn in: {', '.join(_DRAWN_SCRIPTS.values())} letters only, left to right; "
-            "translate the file's text another way (as .txt or .docx)"
+            f"drawn in: {', '.join(sorted(set(_DRAWN_SCRIPTS.values())))} only, left to "
+            "right; translate the file's text another way (as .txt or .docx)"
+        )
+    if script in pdf_draw.CJK_SCRIPTS and not pdf_draw.CJK_FONT.is_file():
+        raise FormatError(
+            f"this server cannot draw {_DRAWN_SCRIPTS[script]} text in a PDF file: it lacks "
+            f"the font {pdf_draw.CJK_FONT} (Debian's fonts-wqy-microhei)",
+            501,
         )
     bounds = {name: getattr(pdf_read, name) for name in pdf_read.BOUNDS}
     found, _ = _work("read", {"limits": dataclasses.asdict(limits), "bounds": bounds}, data)
@@ -82,7 +92,8 @@ def translate_pdf(
     for p, translation in zip(sent, done, strict=True):
         p.text = translation
     pages_out = [dataclasses.asdict(page) if page else None for page in pages]
-    _, out = _work("write", {"pages": pages_out, "bounds": bounds}, data)
+    header = {"pages": pages_out, "bounds": bounds, "script": script}
+    _, out = _work("write", header, data)
     return out
 
 

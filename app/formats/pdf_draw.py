@@ -36,6 +36,22 @@ _FACES = {
     ),
 }
 _VERA = ("Vera", "VeraBd", "VeraIt", "VeraBI")
+#: Chinese, Japanese and Korean text is drawn in WenQuanYi Micro Hei (TrueType outlines, which
+#: reportlab embeds; Noto CJK's are CFF, which it cannot), one face for every style
+CJK_FONT = Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc")
+CJK_SCRIPTS = {"Hans", "Hant", "Hani", "Jpan", "Kore", "Hang"}
+#: a character a line may break before or after (no spaces between words): Han, kana, Hangul,
+#: CJK punctuation and full-width forms
+_CJK_CHAR = "\u1100-\u11ff\u2e80-\u30ff\u3100-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+#: what may not start a line (closing punctuation, small kana, the prolonged sound mark): it
+#: stays with the character before it
+_NO_START = "、。，．・：；？！）」』】〕〉》〙〗”’ーゝゞヽヾ々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ,.!?;:)]}"
+#: what may not end a line (opening brackets and quotes): it goes with the character after it
+_NO_END = "「『（【〔〈《〘〖“‘([{"
+_CJK_TOKEN = re.compile(
+    rf"[{re.escape(_NO_END)}]*[{_CJK_CHAR}][{re.escape(_NO_START)}]*"
+    rf"|[^\s{_CJK_CHAR}]+[{re.escape(_NO_START)}]*|\s+"
+)
 _SERIF = re.compile(
     r"serif|times|roman|georgia|garamond|cambria|palatino|baskerville|minion|caslon|century|"
     r"bookman|charter|cmr\d",
@@ -76,6 +92,42 @@ def font(family: str, bold: bool, italic: bool) -> str:
     return name
 
 
+@cache
+def cjk_font() -> str:
+    """reportlab's name of the CJK font (CJK_FONT), registered the first time."""
+    from reportlab.pdfbase import pdfmetrics  # noqa: PLC0415
+    from reportlab.pdfbase.ttfonts import TTFont  # noqa: PLC0415
+
+    name = "mt-wqy-microhei"
+    with _font_lock:
+        if name not in pdfmetrics.getRegisteredFontNames():
+            pdfmetrics.registerFont(TTFont(name, str(CJK_FONT), subfontIndex=0))
+    return name
+
+
+def wrap_cjk(text: str, name: str, size: float, width: float) -> list[str]:
+    """`text` in lines at most `width` wide, broken between any two CJK characters (closing
+    punctuation kept with the character before it, opening brackets with the one after) and
+    at spaces; a word of another script is not cut."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
+
+    lines: list[str] = []
+    line, taken = "", 0.0
+    for token in _CJK_TOKEN.findall(text):
+        if token.isspace():
+            if line and not line.endswith(" "):
+                line, taken = line + " ", taken + stringWidth(" ", name, size)
+            continue
+        wide = stringWidth(token, name, size)
+        if line.strip() and taken + wide > width:
+            lines.append(line.rstrip())
+            line, taken = "", 0.0
+        line, taken = line + token, taken + wide
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
+
+
 def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
     a, b, c, d, e, f = m
     det = a * d - b * c
@@ -83,9 +135,10 @@ def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
     return (ia, ib, ic, id_, -(e * ia + f * ic), -(e * ib + f * id_))
 
 
-def draw(pages: list[Page]) -> list:
+def draw(pages: list[Page], cjk: bool = False) -> list:
     """pypdf's pages of one PDF drawn for `pages`, each with its paragraphs' text (by then
-    their translations) and its glyphs."""
+    their translations) and its glyphs; `cjk`: the translations are Chinese, Japanese or
+    Korean (drawn in the CJK font, lines broken between characters)."""
     from pypdf import PdfReader  # noqa: PLC0415
     from reportlab.pdfgen.canvas import Canvas  # noqa: PLC0415
 
@@ -98,7 +151,7 @@ def draw(pages: list[Page]) -> list:
         # turned as /Rotate says): its ctm's inverse takes the layout's points back
         canvas.transform(*_invert(page.ctm))
         for p, edges in zip(page.paragraphs, rooms(page), strict=True):
-            _paragraph(canvas, p, p.marker + p.text, edges)
+            _paragraph(canvas, p, p.marker + p.text, edges, cjk)
         for glyph in page.glyphs:
             _glyph(canvas, glyph)
         canvas.restoreState()
@@ -107,15 +160,18 @@ def draw(pages: list[Page]) -> list:
     return list(PdfReader(io.BytesIO(out.getvalue())).pages)
 
 
-def _paragraph(canvas, p: Paragraph, text: str, edges: tuple[float, float, float]) -> None:
+def _paragraph(
+    canvas, p: Paragraph, text: str, edges: tuple[float, float, float], cjk: bool = False
+) -> None:
     from reportlab.lib.utils import simpleSplit  # noqa: PLC0415
     from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
 
-    name = font(family(p.fontname), p.bold, p.italic)
+    name = cjk_font() if cjk else font(family(p.fontname), p.bold, p.italic)
+    split = wrap_cjk if cjk else simpleSplit
     left, right, bottom = edges
     scale = 1.0
     while True:  # the largest size, down to SHRINK, at which the lines fit the room
-        lines = simpleSplit(text, name, p.size * scale, right - left) or [""]
+        lines = split(text, name, p.size * scale, right - left) or [""]
         top_to_baseline = (p.y1 - p.first_baseline) * scale
         depth = top_to_baseline + (len(lines) - 1) * p.pitch * scale + 0.25 * p.size * scale
         if p.y1 - depth >= bottom - 0.5 or scale <= SHRINK + 0.01:

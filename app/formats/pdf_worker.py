@@ -8,7 +8,8 @@ from stdin, bounds its own address space to MEMORY bytes, and writes a JSON line
   paragraphs and glyphs (pdf_read.py), and tries taking the text away (an error there is a
   400 before anything is translated): `{"pages": [a page or null, for each of pypdf's]}`.
 - `write`: takes the text away from the pages drawn and lays each `pages` entry's drawing
-  (pdf_draw.py; its paragraphs' `text` is the translation by then) over it.
+  (pdf_draw.py; its paragraphs' `text` is the translation by then, in the `script` of the
+  target language) over it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def write(header: dict, data: bytes) -> tuple[dict, bytes]:
     reader = pdf.open_pdf(data, Limits(max_pdf_pages=2**31))
     pages = [pdf_read.Page.from_dict(p) if p else None for p in header["pages"]]
     drawn = [n for n, page in enumerate(pages) if page is not None and page.drawn]
-    overlays = pdf_draw.draw([pages[n] for n in drawn])  # type: ignore[misc]
+    overlays = pdf_draw.draw(
+        [pages[n] for n in drawn],  # type: ignore[misc]
+        cjk=header.get("script") in pdf_draw.CJK_SCRIPTS,
+    )
     with pdf.unreadable("rewritten"):
         writer = pdf.without_text(reader, drawn)
         for n, overlay in zip(drawn, overlays, strict=True):
