@@ -382,7 +382,7 @@ def test_the_fonts_of_a_long_file_are_written_once():
 
 
 @pytest.mark.parametrize(
-    "language, script", [("ar", "Arab"), ("he", "Hebr"), ("th", "Thai"), ("hi", "Deva")]
+    "language, script", [("th", "Thai"), ("hi", "Deva"), ("ka-Tibt", "Tibt"), ("am", "Ethi")]
 )
 def test_a_language_whose_script_cannot_be_drawn_is_refused_before_it_is_translated(
     language, script
@@ -419,6 +419,40 @@ def test_chinese_japanese_and_korean_are_drawn_in_a_cjk_font_broken_between_char
     # the paragraph (72 to 272 points wide) took several lines, none past the page's margin
     paragraph = [bbox for t, bbox, _ in drawn if bbox[1] > 600]
     assert len(paragraph) > 3 and max(b[2] for b in paragraph) <= A4[0] - 72 + 1
+
+
+HEBREW = "מזג האוויר טוב היום (ממש). הלכנו לטייל בפארק עם 3 חברים."
+ARABIC = "الطقس جميل اليوم (حقاً). ذهبنا في نزهة في الحديقة مع 3 أصدقاء."
+
+
+@pytest.mark.parametrize("language, text", [("he", HEBREW), ("ar", ARABIC)])
+def test_right_to_left_translations_are_drawn_from_the_right_in_reading_order(language, text):
+    """Hebrew and Arabic run right to left: each line ends at the paragraph's right edge, its
+    words drawn from right to left (a number and brackets as they read), Arabic letters
+    joined (their contextual forms)."""
+    from app.formats.pdf_draw import shape
+
+    def paragraph(c: Canvas) -> None:
+        c.setFont("Helvetica", 11)
+        for n, line in enumerate(simpleSplit(PARAGRAPH, "Helvetica", 11, 200)):
+            c.drawString(72, 700 - 14 * n, line)
+
+    translate = Recorder(lambda t: text)
+    out = translate_pdf(make_pdf(paragraph), translate, Limits(), language)
+    lines = [(t, bbox) for t, bbox, _ in boxes(out)[0]]
+    assert len(lines) > 1
+    assert max(b[2] for _, b in lines) - min(b[2] for _, b in lines) < 1  # aligned right
+    assert len({round(b[0]) for _, b in lines}) > 1  # ragged left
+    # read from the right, line by line, the lines give the text back
+    read = " ".join(
+        "".join(ch if ch not in "()" else {"(": ")", ")": "("}[ch] for ch in reversed(t))
+        for t, _ in lines
+    )
+    words = [w[::-1] if w.isdigit() else w for w in read.split()]  # digits run left to right
+    logical = shape(text) if language == "ar" else text
+    assert " ".join(words) == " ".join(logical.split())
+    if language == "ar":
+        assert all(not "\u0600" <= ch <= "\u06ff" for t, _ in lines for ch in t)  # joined forms
 
 
 def test_a_cjk_target_without_the_font_is_a_501_before_it_is_translated(monkeypatch):

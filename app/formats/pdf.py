@@ -14,11 +14,12 @@ ToUnicode map: more than a tenth of its glyphs), a page with only invisible text
 page's OCR layer), a page pdfminer does not list; text drawn as curves or pictures is no
 text. Text the page hides (on a layer that is off, under a later opaque box or picture) is
 neither sent nor drawn again (pdf_read.py). A glyph pdfminer cannot read on a page otherwise
-readable is lost (a bullet where it starts a line). The translation is drawn left to right:
-in DejaVu's letters (Latin, Greek, Cyrillic, Armenian, Georgian), or for Chinese, Japanese
-and Korean in WenQuanYi Micro Hei (fonts-wqy-microhei; a 501 where the server lacks it); a
-target written in another script (Arabic, Hebrew, Thai, Devanagari, ...) is refused before
-anything is translated.
+readable is lost (a bullet where it starts a line). The translation is drawn in DejaVu's
+letters (Latin, Greek, Cyrillic, Armenian, Georgian; Hebrew and Arabic right to left, the
+latter's letters joined), or for Chinese, Japanese and Korean in WenQuanYi Micro Hei
+(fonts-wqy-microhei); a 501 where the server lacks the font. A target written in another
+script (Thai, Devanagari, ...: reportlab cannot shape them) is refused before anything is
+translated.
 
 Bounds (FormatError 413): the pages (`Limits.max_pdf_pages`); what the streams pdfminer will
 decode (pages' contents, forms, fonts, character maps) decode to (`Limits.max_unpacked_bytes`,
@@ -50,11 +51,12 @@ from .plain import in_pieces
 for _name in ("pdfminer", "pypdf"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
-#: the scripts the translation can be drawn in, left to right: DejaVu's, and those of Chinese,
-#: Japanese and Korean (pdf_draw.CJK_SCRIPTS)
+#: the scripts the translation can be drawn in: DejaVu's (Hebrew and Arabic right to left:
+#: pdf_draw.RTL_SCRIPTS), and those of Chinese, Japanese and Korean (pdf_draw.CJK_SCRIPTS)
 _DRAWN_SCRIPTS = {"Latn": "Latin", "Grek": "Greek", "Cyrl": "Cyrillic", "Armn": "Armenian"}
 _DRAWN_SCRIPTS |= {"Geor": "Georgian", "Hans": "Chinese", "Hant": "Chinese", "Hani": "Chinese"}
 _DRAWN_SCRIPTS |= {"Jpan": "Japanese", "Kore": "Korean", "Hang": "Korean"}
+_DRAWN_SCRIPTS |= {"Arab": "Arabic", "Hebr": "Hebrew"}
 _MAX_DEPTH = 32  # page tree and resource nesting followed
 
 
@@ -63,7 +65,7 @@ def translate_pdf(
 ) -> bytes:
     """`language`: the target's tag; a language written in a script not drawn here (`ar`,
     `he`, `th`) is refused with 400 before anything is translated."""
-    from . import pdf_draw, pdf_read  # noqa: PLC0415 (pdfminer's types: with the first PDF)
+    from . import pdf_read  # noqa: PLC0415 (pdfminer's types: with the first PDF file)
 
     if b"%PDF-" not in data[:1024]:
         raise FormatError("not a PDF file (no %PDF- header)")
@@ -74,10 +76,11 @@ def translate_pdf(
             f"drawn in: {', '.join(sorted(set(_DRAWN_SCRIPTS.values())))} only, left to "
             "right; translate the file's text another way (as .txt or .docx)"
         )
-    if script in pdf_draw.CJK_SCRIPTS and not pdf_draw.CJK_FONT.is_file():
+    needed = _font_needed(script)
+    if script is not None and needed is not None and not needed[0].is_file():
         raise FormatError(
             f"this server cannot draw {_DRAWN_SCRIPTS[script]} text in a PDF file: it lacks "
-            f"the font {pdf_draw.CJK_FONT} (Debian's fonts-wqy-microhei)",
+            f"the font {needed[0]} (Debian's {needed[1]})",
             501,
         )
     bounds = {name: getattr(pdf_read, name) for name in pdf_read.BOUNDS}
@@ -95,6 +98,18 @@ def translate_pdf(
     header = {"pages": pages_out, "bounds": bounds, "script": script}
     _, out = _work("write", header, data)
     return out
+
+
+def _font_needed(script: str | None):
+    """The font file a translation in `script` is drawn in where its letters are in no other,
+    and the Debian package that has it; None where the fallback fonts do."""
+    from . import pdf_draw  # noqa: PLC0415
+
+    if script in pdf_draw.CJK_SCRIPTS:
+        return pdf_draw.CJK_FONT, "fonts-wqy-microhei"
+    if script in pdf_draw.RTL_SCRIPTS:
+        return pdf_draw.RTL_FONT, "fonts-dejavu-core"
+    return None
 
 
 #: what a worker may take: address space, and time (pdf_read.MAX_SECONDS)

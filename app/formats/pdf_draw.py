@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+import unicodedata
 from functools import cache
 from pathlib import Path
 
@@ -105,6 +106,67 @@ def cjk_font() -> str:
     return name
 
 
+#: right-to-left scripts, drawn in DejaVu Sans (the only face with Arabic and Hebrew letters):
+#: Arabic shaped by arabic-reshaper, both put in drawing order by `visual`
+RTL_SCRIPTS = {"Arab", "Hebr"}
+RTL_FONT = _DEJAVU / "DejaVuSans.ttf"
+_MIRRORED = str.maketrans("()[]{}<>«»‹›", ")(][}{><»«›‹")
+
+
+@cache
+def _shaping() -> tuple:
+    """arabic-reshaper set up for DejaVu Sans (the ligatures whose glyphs it has), and the
+    letter forms it lacks (Arabic Presentation Forms-A: Persian and Urdu letters' joined forms)
+    mapped back to their letters."""
+    import arabic_reshaper  # noqa: PLC0415
+    from arabic_reshaper.letters import LETTERS_ARABIC  # noqa: PLC0415
+    from arabic_reshaper.ligatures import LIGATURES  # noqa: PLC0415
+    from reportlab.pdfbase.ttfonts import TTFontFile  # noqa: PLC0415
+
+    has = TTFontFile(str(RTL_FONT)).charToGlyph
+    config = {name: all(ord(f) in has for f in forms if f) for name, (_, forms) in LIGATURES}
+    reshaper = arabic_reshaper.ArabicReshaper(configuration=config)
+    back = {
+        ord(form): letter
+        for letter, forms in LETTERS_ARABIC.items()
+        for form in forms
+        if form and ord(form) not in has
+    }
+    return reshaper, back
+
+
+def shape(text: str) -> str:
+    """Arabic letters in their joined forms (logical order still)."""
+    reshaper, back = _shaping()
+    return reshaper.reshape(text).translate(back)
+
+
+def visual(line: str) -> str:
+    """A right-to-left line in the order its glyphs are drawn, left to right: Unicode's bidi
+    algorithm for one right-to-left paragraph, simplified: runs of left-to-right letters and
+    of numbers (with what lies between two of them: "New York", "3.5", "10:30") keep their
+    order, the rest is reversed, brackets mirrored."""
+    kinds = []
+    for char in line:
+        kind = unicodedata.bidirectional(char)
+        kinds.append("L" if kind in ("L", "EN", "AN") else "R" if kind in ("R", "AL") else "")
+    strong = [i for i, k in enumerate(kinds) if k]
+    for before, after in zip(strong, strong[1:], strict=False):  # neutrals between two L
+        if kinds[before] == kinds[after] == "L":
+            for i in range(before + 1, after):
+                kinds[i] = "L"
+    runs: list[list] = []
+    for char, kind in zip(line, kinds, strict=True):
+        kind = kind or "R"
+        if runs and runs[-1][0] == kind:
+            runs[-1][1] += char
+        else:
+            runs.append([kind, char])
+    return "".join(
+        text if kind == "L" else text[::-1].translate(_MIRRORED) for kind, text in runs[::-1]
+    )
+
+
 def wrap_cjk(text: str, name: str, size: float, width: float) -> list[str]:
     """`text` in lines at most `width` wide, broken between any two CJK characters (closing
     punctuation kept with the character before it, opening brackets with the one after) and
@@ -135,10 +197,11 @@ def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
     return (ia, ib, ic, id_, -(e * ia + f * ic), -(e * ib + f * id_))
 
 
-def draw(pages: list[Page], cjk: bool = False) -> list:
+def draw(pages: list[Page], script: str | None = None) -> list:
     """pypdf's pages of one PDF drawn for `pages`, each with its paragraphs' text (by then
-    their translations) and its glyphs; `cjk`: the translations are Chinese, Japanese or
-    Korean (drawn in the CJK font, lines broken between characters)."""
+    their translations) and its glyphs; `script`: the translations' (ISO 15924: in
+    CJK_SCRIPTS, drawn in the CJK font, lines broken between characters; in RTL_SCRIPTS,
+    shaped, right to left, aligned right)."""
     from pypdf import PdfReader  # noqa: PLC0415
     from reportlab.pdfgen.canvas import Canvas  # noqa: PLC0415
 
@@ -151,7 +214,7 @@ def draw(pages: list[Page], cjk: bool = False) -> list:
         # turned as /Rotate says): its ctm's inverse takes the layout's points back
         canvas.transform(*_invert(page.ctm))
         for p, edges in zip(page.paragraphs, rooms(page), strict=True):
-            _paragraph(canvas, p, p.marker + p.text, edges, cjk)
+            _paragraph(canvas, p, p.marker + p.text, edges, script)
         for glyph in page.glyphs:
             _glyph(canvas, glyph)
         canvas.restoreState()
@@ -161,13 +224,19 @@ def draw(pages: list[Page], cjk: bool = False) -> list:
 
 
 def _paragraph(
-    canvas, p: Paragraph, text: str, edges: tuple[float, float, float], cjk: bool = False
+    canvas, p: Paragraph, text: str, edges: tuple[float, float, float], script: str | None
 ) -> None:
     from reportlab.lib.utils import simpleSplit  # noqa: PLC0415
     from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
 
-    name = cjk_font() if cjk else font(family(p.fontname), p.bold, p.italic)
-    split = wrap_cjk if cjk else simpleSplit
+    rtl = script in RTL_SCRIPTS
+    if script in CJK_SCRIPTS:
+        name, split = cjk_font(), wrap_cjk
+    elif rtl:
+        name, split = font("sans", p.bold, False), simpleSplit
+        text = shape(text) if script == "Arab" else text
+    else:
+        name, split = font(family(p.fontname), p.bold, p.italic), simpleSplit
     left, right, bottom = edges
     scale = 1.0
     while True:  # the largest size, down to SHRINK, at which the lines fit the room
@@ -181,10 +250,17 @@ def _paragraph(
     _set_color(canvas, p.color)
     text_object = canvas.beginText()
     text_object.setFont(name, size)
-    for i, line in enumerate(lines):
+    widths = [stringWidth(line, name, size) for line in lines]
+    # right to left: the lines end at the paragraph's right edge, or where the widest ends
+    end = min(right, max(p.x1, left + max(widths)))
+    for i, (line, wide) in enumerate(zip(lines, widths, strict=True)):
         x = p.x0
         if p.centred:
-            x = (p.x0 + p.x1) / 2 - stringWidth(line, name, size) / 2
+            x = (p.x0 + p.x1) / 2 - wide / 2
+        elif rtl:
+            x = end - wide
+        if rtl:
+            line = visual(line)
         text_object.setTextOrigin(x, p.y1 - top_to_baseline - i * p.pitch * scale)
         text_object.textOut(line)
     canvas.drawText(text_object)

@@ -42,10 +42,7 @@ def write(header: dict, data: bytes) -> tuple[dict, bytes]:
     reader = pdf.open_pdf(data, Limits(max_pdf_pages=2**31))
     pages = [pdf_read.Page.from_dict(p) if p else None for p in header["pages"]]
     drawn = [n for n, page in enumerate(pages) if page is not None and page.drawn]
-    overlays = pdf_draw.draw(
-        [pages[n] for n in drawn],  # type: ignore[misc]
-        cjk=header.get("script") in pdf_draw.CJK_SCRIPTS,
-    )
+    overlays = pdf_draw.draw([pages[n] for n in drawn], header.get("script"))  # type: ignore[misc]
     with pdf.unreadable("rewritten"):
         writer = pdf.without_text(reader, drawn)
         for n, overlay in zip(drawn, overlays, strict=True):
