@@ -504,17 +504,20 @@ def test_the_text_of_a_form_is_translated_on_every_page_that_draws_it():
     ]
 
 
+#: objects 11 to 13: a font of glyph numbers without a ToUnicode map (its text unreadable)
+UNREADABLE_FONT = (
+    b"<< /Type /Font /Subtype /Type0 /BaseFont /Xyz /Encoding /Identity-H"
+    b" /DescendantFonts [12 0 R] >>",
+    b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Xyz /DW 500 /FontDescriptor 13 0 R"
+    b" /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> >>",
+    b"<< /Type /FontDescriptor /FontName /Xyz /Flags 4 /FontBBox [0 -200 1000 800]"
+    b" /ItalicAngle 0 /Ascent 800 /Descent -200 /CapHeight 700 /StemV 80 >>",
+)
+
+
 def test_a_form_shared_with_a_page_left_as_it_is_keeps_its_text_there():
     """A page left as it is (its own text cannot be read) that draws the same form as a page
     translated keeps the form's text: the translated page draws a copy without it."""
-    unreadable_font = (
-        b"<< /Type /Font /Subtype /Type0 /BaseFont /Xyz /Encoding /Identity-H"
-        b" /DescendantFonts [12 0 R] >>",
-        b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Xyz /DW 500 /FontDescriptor 13 0 R"
-        b" /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> >>",
-        b"<< /Type /FontDescriptor /FontName /Xyz /Flags 4 /FontBBox [0 -200 1000 800]"
-        b" /ItalicAngle 0 /Ascent 800 /Descent -200 /CapHeight 700 /StemV 80 >>",
-    )
     src = raw_objects(
         CATALOG,
         b"<< /Type /Pages /Kids [3 0 R 7 0 R] /Count 2 >>",
@@ -526,7 +529,7 @@ def test_a_form_shared_with_a_page_left_as_it_is_keeps_its_text_there():
         b"<< /Font << /F1 5 0 R /F2 11 0 R >> /XObject << /X 6 0 R >> >>",
         stream(b"BT /F1 12 Tf 72 700 Td (The own words of the page.) Tj ET /X Do"),
         SHARED,
-        *unreadable_font,
+        *UNREADABLE_FONT,
     )
     translate = Recorder()
     out = translate_pdf(src, translate, Limits())
@@ -534,6 +537,32 @@ def test_a_form_shared_with_a_page_left_as_it_is_keeps_its_text_there():
     first, second = texts(out)
     assert "The words inside a form." in first
     assert second == "<THE OWN WORDS OF THE PAGE.>\n<THE WORDS INSIDE A FORM.>"
+
+
+def test_forms_that_draw_each_other_through_the_pages_resources_lose_their_text_once():
+    """Forms X and Y list the resources of the page (one dictionary for the page and its
+    forms), X draws Y, and their dictionaries are equal: each loses its text on the page
+    translated (pypdf's own removal skipped Y, whose text stayed under its translation), and
+    the page left as it is, sharing all of it, keeps theirs."""
+    form = b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources 8 0 R "
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R 7 0 R] /Count 2 >>",
+        PAGE % (4, b"8 0 R"),
+        stream(b"BT /F2 12 Tf 72 700 Td <%s> Tj ET /X Do" % (b"002B0048004800030046" * 10)),
+        HELVETICA,
+        stream(b"BT /F1 12 Tf 72 600 Td (Words of form X.) Tj ET /Y Do", form),
+        PAGE % (9, b"8 0 R"),
+        b"<< /Font << /F1 5 0 R /F2 11 0 R >> /XObject << /X 6 0 R /Y 10 0 R >> >>",
+        stream(b"BT /F1 12 Tf 72 700 Td (The own words of page two.) Tj ET /X Do"),
+        stream(b"BT /F1 12 Tf 72 500 Td (Words of form Y.) Tj ET", form),
+        *UNREADABLE_FONT,
+    )
+    translate = Recorder()
+    first, second = texts(translate_pdf(src, translate, Limits()))
+    assert translate.sent == ["The own words of page two.", "Words of form X.", "Words of form Y."]
+    assert "Words of form X." in first and "Words of form Y." in first
+    assert second == "<THE OWN WORDS OF PAGE TWO.>\n<WORDS OF FORM X.>\n<WORDS OF FORM Y.>"
 
 
 def test_pages_are_paired_by_object_not_by_position():

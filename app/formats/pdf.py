@@ -293,23 +293,48 @@ def _font_streams(font, pending: list, depth: int):
                 yield stream
 
 
+#: the operators that show text: taken away (the text state around them is kept)
+_SHOW_TEXT = (b"Tj", b"TJ", b"'", b'"')
+
+
 def without_text(reader, numbers: list[int]):
-    """pypdf's writer of the file with the text taken away from the pages `numbers` (and from
-    the forms they draw). pypdf takes it away from a form itself, on every page that draws it:
-    a form drawn by these pages and by a page left as it is is first copied for these."""
-    from pypdf import ObjectDeletionFlag, PdfWriter  # noqa: PLC0415
+    """pypdf's writer of the file with the text taken away from the pages `numbers` and from
+    the forms they draw, each form once. A form is one object for every page that draws it: a
+    form drawn by these pages and by a page left as it is is first copied for these. (pypdf's
+    own `remove_objects_from_page` skipped a form drawn by another whose dictionary was
+    equal to it, so that its text stayed under the translation.)"""
+    from pypdf import PdfWriter  # noqa: PLC0415
+    from pypdf.generic import ContentStream, StreamObject  # noqa: PLC0415
 
     writer = PdfWriter(clone_from=reader)
     chosen = set(numbers)
     kept = [p for n, p in enumerate(writer.pages) if n not in chosen]
+    rewritten = [writer.pages[n] for n in numbers]
     if kept:
-        rewritten = [writer.pages[n] for n in numbers]
         shared = _forms(kept) & _forms(rewritten)
         if shared:
             _copy_forms(writer, rewritten, shared)
-    for n in numbers:
-        writer.remove_objects_from_page(writer.pages[n], ObjectDeletionFlag.TEXT)
+    for page in rewritten:
+        content = page.get_contents() if "/Contents" in page else None
+        if content is not None:
+            _drop_text(content)
+            page.replace_contents(content)
+    for number in sorted(_forms(rewritten)):
+        form = writer.get_object(number)
+        if not isinstance(form, StreamObject):  # (_forms lists streams only)
+            continue
+        content = ContentStream(form, writer)
+        for key, value in form.items():
+            if key not in ("/Length", "/Filter", "/DecodeParms"):
+                content[key] = value
+        _drop_text(content)
+        writer._replace_object(number, content)  # noqa: SLF001 (as pypdf's own removal does)
     return writer
+
+
+def _drop_text(content) -> None:
+    content.operations = [(ops, op) for ops, op in content.operations if op not in _SHOW_TEXT]
+    content.get_data()  # written again from its operations
 
 
 def _resources(page):
@@ -350,8 +375,14 @@ def _form_entries(resources):
 
 def _forms(pages) -> set[int]:
     """The object numbers of the forms `pages` draw, and the forms those draw in turn."""
+    return _reachable([_resources(page) for page in pages])
+
+
+def _reachable(resources_list) -> set[int]:
+    """The object numbers of the forms resources dictionaries list, and of those the forms
+    list in turn."""
     found: set[int] = set()
-    pending = [(_resources(page), 0) for page in pages]
+    pending = [(resources, 0) for resources in resources_list]
     seen: set[int] = set()
     while pending:
         resources, depth = pending.pop()
@@ -375,31 +406,30 @@ def _copy_forms(writer, pages, shared: set[int]) -> None:
     variants: dict[int, object] = {}  # a resources dictionary: the one leading to copies
 
     def variant(resources, depth: int):
+        """`resources` itself where no shared form is reachable from it, else its copy,
+        whose forms lead to copies only (a copy is made before the forms are followed, so a
+        form listing the resources that list it leads back to the copy)."""
         if not isinstance(resources, DictionaryObject) or depth > _MAX_DEPTH:
             return resources
         if id(resources) in variants:
             return variants[id(resources)]
-        variants[id(resources)] = resources  # a loop back to it: as it is
-        entries = list(_form_entries(resources))
-        if not entries:
+        if not _reachable([resources]) & shared:
+            variants[id(resources)] = resources
             return resources
+        out = DictionaryObject(resources)
         xobjects = DictionaryObject(_xobjects(resources))
-        changed = False
-        for name, ref, form in entries:
+        out[NameObject("/XObject")] = xobjects
+        variants[id(resources)] = out
+        for name, ref, form in list(_form_entries(resources)):
             if ref.idnum in shared:
                 xobjects[name] = copy(ref, form, depth)
-                changed = True
             else:  # drawn by the rewritten pages only: changed in place
                 inner = form.get("/Resources")
                 inner = inner.get_object() if inner is not None else None
                 led = variant(inner, depth + 1)
                 if led is not inner:
                     form[NameObject("/Resources")] = led
-        if changed:
-            out = DictionaryObject(resources)
-            out[NameObject("/XObject")] = xobjects
-            variants[id(resources)] = out
-        return variants[id(resources)]
+        return out
 
     def copy(ref, form, depth: int):
         if ref.idnum not in copies:
