@@ -991,3 +991,138 @@ def test_the_cells_of_a_table_are_translated_and_drawn_each_within_its_borders()
         bbox = next(b for t, b in lines if t.startswith(cell))
         assert bbox[2] <= 147, (cell, bbox)  # left of the border, drawn smaller
     assert next(b for t, b in lines if t.startswith("<FRESH"))[1] >= 690 - 0.5  # above the rule
+
+
+def read(data: bytes) -> list[list[str]]:
+    """The paragraphs pdfminer's reading finds on each page (in this process: no worker)."""
+    from app.formats.pdf_read import read_pages
+
+    return [[p.text for p in page.paragraphs] for page in read_pages(data, 10**9, 10**7)]
+
+
+def one_page(content: bytes, resources: bytes = b"", *more: bytes) -> bytes:
+    """A page drawing `content` with the font /F1 and `resources`; `more` objects from 6."""
+    return raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        PAGE % (4, b"<< /Font << /F1 5 0 R >> %s >>" % resources),
+        stream(content),
+        HELVETICA,
+        *more,
+    )
+
+
+WORDS = b"BT /F1 24 Tf 72 700 Td (Visible words here.) Tj ET "
+WHITE_PAGE = b"1 g 0 0 612 792 re f"
+GROUP = b"/Type /XObject /Subtype /Form /BBox [%s] /Group << /S /Transparency >> "
+
+
+@pytest.mark.parametrize(
+    "content, resources, more",
+    [
+        # a faint veil: a transparency group drawn with /ca 0.15 (Chromium's CSS opacity), a
+        # white page inside it at /ca 1
+        (
+            WORDS + b"q /Faint gs /G Do Q",
+            b"/ExtGState << /Faint << /ca 0.15 >> >> /XObject << /G 6 0 R >>",
+            [
+                stream(b"/Full gs " + WHITE_PAGE, GROUP % b"0 0 612 792" + b"/Resources 7 0 R "),
+                b"<< /ExtGState << /Full << /ca 1 >> >> >>",
+            ],
+        ),
+        # a soft mask stays in force after a state that only sets /ca 1
+        (
+            WORDS + b"q /Masked gs /Full gs " + WHITE_PAGE + b" Q",
+            b"/ExtGState << /Masked << /SMask << /S /Luminosity /G 6 0 R >> >> /Full 7 0 R >>",
+            [stream(b"0 g " + WHITE_PAGE, GROUP % b"0 0 612 792"), b"<< /ca 1 >>"],
+        ),
+        # a form clipped to its box (a 40-point logo) whose white ground is larger
+        (
+            WORDS + b"/G Do",
+            b"/XObject << /G 6 0 R >>",
+            [stream(WHITE_PAGE, b"/Type /XObject /Subtype /Form /BBox [0 0 40 40] ")],
+        ),
+        # text that clips (render mode 5), then a colour painted through its glyphs
+        (
+            b"q BT /F1 24 Tf 5 Tr 72 700 Td (Visible words here.) Tj ET 0 0 1 rg "
+            b"0 0 612 792 re f Q",
+            b"",
+            [],
+        ),
+        # a picture turned 45 degrees: the text lies in its bounding box's empty corner
+        (WORDS + b"q 150 150 -150 150 380 500 cm BI /W 1 /H 1 /CS /G /BPC 8 ID \x80 EI Q", b"", []),
+    ],
+    ids=["group-opacity", "soft-mask", "form-box", "text-clip", "turned-picture"],
+)
+def test_text_a_reader_shows_is_not_taken_for_hidden(content, resources, more):
+    assert read(one_page(content, resources, *more)) == [["Visible words here."]]
+
+
+def test_a_redaction_drawn_after_many_small_shapes_still_hides():
+    """A chart's many small bars fill the list of covers near them; the redaction box drawn
+    last still counts (the latest are kept)."""
+
+    def page(c: Canvas) -> None:
+        c.setFont("Helvetica", 10)
+        c.drawString(100, 760, "A chart of sales.")
+        c.drawString(97, 720, "Secret")
+        c.setFillColorRGB(0.8, 0.8, 0.9)
+        for i in range(100):
+            c.rect(97 + (i % 10) * 4.2, 736 + (i // 10) * 3.1, 3.5, 2.5, stroke=0, fill=1)
+        c.setFillColorRGB(0, 0, 0)
+        c.rect(95, 716, 40, 14, stroke=0, fill=1)
+
+    assert read(make_pdf(page)) == [["A chart of sales."]]
+
+
+def test_lines_and_marks_that_are_no_table_or_list_leave_a_paragraph_whole():
+    """An underline under the descenders (TeX's \\underline), a word in a bordered box (a
+    key, `<kbd>`), a dotted border down a quote's side and a title running on over a
+    spreadsheet's grid neither cut nor part a paragraph."""
+
+    def page(c: Canvas) -> None:
+        c.setFont("Helvetica", 10)
+        c.drawString(72, 760, "The rules for typing are simple and they apply to")
+        start, wide = c.stringWidth("The rules for ", "Helvetica", 10), c.stringWidth("typing")
+        c.rect(72 + start, 760 - 3.54, wide, 0.4, stroke=0, fill=1)  # \underline{typing}
+        c.drawString(72, 748, "every document that you write in the office.")
+        # a key in a box, inside a sentence
+        c.drawString(72, 700, "To copy it, press")
+        at = 72 + c.stringWidth("To copy it, press ")
+        c.rect(at - 1.5, 697, c.stringWidth("Ctrl") + 3, 12, stroke=1, fill=0)
+        c.drawString(at, 700, "Ctrl")
+        c.drawString(at + c.stringWidth("Ctrl "), 700, "and C together, then move")
+        c.drawString(72, 688, "to the place where it should go.")
+        # a quote with a dotted border on its left
+        for n in range(12):
+            c.circle(66, 650 - 3 * n, 0.75, stroke=0, fill=1)
+        c.drawString(72, 645, "A quote with a dotted border on its left")
+        c.drawString(72, 633, "side, long enough to wrap onto two lines.")
+        # a title over a spreadsheet's grid
+        c.grid([72, 110, 150, 190, 230, 270], [560, 575, 590])
+        c.drawString(74, 579, "Quarterly sales report for the northern region")
+
+    assert read(make_pdf(page)) == [
+        [
+            "The rules for typing are simple and they apply to every document that you write "
+            "in the office.",
+            "To copy it, press Ctrl and C together, then move to the place where it should go.",
+            "A quote with a dotted border on its left side, long enough to wrap onto two lines.",
+            "Quarterly sales report for the northern region",
+        ]
+    ]
+
+
+def test_a_cells_next_line_stays_in_its_cell():
+    """The second line of a cell (aligned right, as numbers are) crosses no border: it
+    belongs to the cell it lies in, not to the one whose line came before it."""
+
+    def page(c: Canvas) -> None:
+        c.setFont("Helvetica", 12)
+        c.grid([72, 145, 217, 330], [705, 658])
+        c.drawString(75, 694, "Fresh apples")
+        c.drawRightString(215, 694, "From the old")
+        c.drawRightString(215, 680, "orchard hill")
+        c.drawString(260, 694, "Five euros")
+
+    assert read(make_pdf(page)) == [["Fresh apples", "From the old orchard hill", "Five euros"]]

@@ -326,10 +326,10 @@ def rooms(page: Page) -> list[tuple[float, float, float]]:
             for q in paragraphs
             if q is not p and q.y1 <= p.y0 + 0.5 and q.x0 < right and q.x1 > left  # below
         ]
-        under += [
+        under += [  # a cell's border under it (an underline, shorter, is none)
             ry + 0.15 * p.size
             for rx0, ry, rx1, _ in level
-            if ry <= p.y0 + 0.5 and rx0 < right and rx1 > left
+            if ry <= p.y0 + 0.5 and rx0 <= p.x0 + 2 and rx1 >= min(p.x1, right) - 2
         ]
         out.append((left, right, min(p.y0, max([lowest, *under]))))
     return out

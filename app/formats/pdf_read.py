@@ -26,8 +26,8 @@ import math
 import re
 import statistics
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from dataclasses import dataclass, field, replace
 
 from . import FormatError
 
@@ -250,6 +250,38 @@ def _intersection(box: Box, clip: Box | None) -> Box:
     return (max(box[0], clip[0]), max(box[1], clip[1]), min(box[2], clip[2]), min(box[3], clip[3]))
 
 
+@dataclass(frozen=True)
+class Paint:
+    """What a fill does to what lies under it, as far as hiding text goes."""
+
+    alpha: bool = True  # the graphics state's /ca is 1
+    blend: bool = True  # its blend mode is Normal
+    mask: bool = True  # it has no soft mask
+    ceiling: bool = True  # the page drawing this form paints opaquely
+    text_clip: bool = False  # the clip is text: a fill shows as the glyphs
+    clip: Box | None = None  # the clipping path's box, in layout space (None: none)
+
+    @property
+    def opaque(self) -> bool:
+        return self.alpha and self.blend and self.mask and self.ceiling and not self.text_clip
+
+
+def _form_box(attrs: dict, ctm) -> Box | None:
+    """A form's /BBox through its /Matrix and `ctm`, in layout space: what it draws is
+    clipped to it."""
+    from pdfminer.pdftypes import resolve1  # noqa: PLC0415
+
+    box, matrix = resolve1(attrs.get("BBox")), resolve1(attrs.get("Matrix")) or (1, 0, 0, 1, 0, 0)
+    try:
+        x0, y0, x1, y1 = (float(v) for v in box)
+        m = tuple(float(v) for v in matrix)
+        corners = [_apply(ctm, *_apply(m, x, y)) for x in (x0, x1) for y in (y0, y1)]
+    except (TypeError, ValueError):
+        return None
+    xs, ys = [x for x, _ in corners], [y for _, y in corners]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
 #: blend modes that paint over what is below as it is
 _NORMAL_BLEND = {"Normal", "Compatible"}
 
@@ -265,42 +297,59 @@ def _interpreter(device, max_content_bytes: int, layers: Layers):
     from pdfminer.psparser import PSLiteral  # noqa: PLC0415
 
     class Interpreter(PDFPageInterpreter):
-        # what a form inherits from the page that draws it: opacity and clipping box
-        inherited: tuple[bool, Box | None] = (True, None)
-        opaque = True
-        clip: Box | None = None  # the clipping path's box, in layout space (None: none)
-        saved: list[tuple[bool, Box | None]]
+        paint = Paint()  # what a fill does now (saved with `q`, restored with `Q`)
+        inherited = Paint()  # a form's: that of the page (or form) drawing it
+        form_clip: Box | None = None  # the box of the form being drawn (see do_Do)
+        saved: list[Paint]
 
         def init_state(self, ctm) -> None:
             super().init_state(ctm)
             self.saved = []
-            self._paint(*self.inherited)
+            self._paint(self.inherited)
 
-        def _paint(self, opaque: bool, clip: Box | None) -> None:
-            self.opaque = device.opaque = opaque
-            self.clip = device.clip = clip
+        def _paint(self, paint: Paint) -> None:
+            self.paint = paint
+            device.opaque, device.clip = paint.opaque, paint.clip
 
         def subinterp(self):
+            # a form is drawn as a whole through what the page's state does to it: a fill
+            # inside it is opaque only where the page's is (a transparency group drawn with
+            # /ca 0.15 sets /ca 1 inside), and clipped to its own box too
             interpreter = super().subinterp()
-            interpreter.inherited = (self.opaque, self.clip)
+            interpreter.inherited = replace(
+                self.paint,
+                alpha=True,
+                blend=True,
+                mask=True,
+                ceiling=self.paint.opaque,
+                clip=_intersection(self.form_clip, self.paint.clip)
+                if self.form_clip
+                else self.paint.clip,
+            )
             return interpreter
 
         def do_gs(self, name) -> None:
             state = resolve1(_get(resolve1(_get(self.resources, "ExtGState")), _name(name) or ""))
             if not isinstance(state, dict):
                 return
-            opaque = self.opaque
+            paint = self.paint
             alpha = resolve1(state.get("ca"))
+            if isinstance(alpha, (int, float)):
+                paint = replace(paint, alpha=alpha >= 1)
             blend = resolve1(state.get("BM"))
             blend = blend[0] if isinstance(blend, list) and blend else blend
-            mask = resolve1(state.get("SMask"))
-            if isinstance(alpha, (int, float)):
-                opaque = alpha >= 1
-            if isinstance(blend, PSLiteral) and blend.name not in _NORMAL_BLEND:
-                opaque = False
-            if mask is not None and _name(mask) != "None":
-                opaque = False
-            self._paint(opaque, self.clip)
+            if isinstance(blend, PSLiteral):
+                paint = replace(paint, blend=blend.name in _NORMAL_BLEND)
+            if "SMask" in state:
+                paint = replace(paint, mask=_name(resolve1(state["SMask"])) == "None")
+            self._paint(paint)
+
+        def do_Tr(self, render) -> None:
+            super().do_Tr(render)
+            if isinstance(render, int) and 4 <= render <= 7:
+                # text added to the clip: what is painted next shows through the glyphs (the
+                # text in another colour), covering nothing
+                self._paint(replace(self.paint, text_clip=True))
 
         def do_W(self) -> None:
             points = [
@@ -312,7 +361,7 @@ def _interpreter(device, max_content_bytes: int, layers: Layers):
             if points:
                 xs, ys = [x for x, _ in points], [y for _, y in points]
                 box = (min(xs), min(ys), max(xs), max(ys))
-                self._paint(self.opaque, _intersection(box, self.clip))
+                self._paint(replace(self.paint, clip=_intersection(box, self.paint.clip)))
             super().do_W()
 
         def do_W_a(self) -> None:  # W*
@@ -320,7 +369,7 @@ def _interpreter(device, max_content_bytes: int, layers: Layers):
 
         def do_Q(self) -> None:
             if self.gstack and self.saved:
-                self._paint(*self.saved.pop())
+                self._paint(self.saved.pop())
             super().do_Q()
 
         def do_BMC(self, tag) -> None:
@@ -348,9 +397,11 @@ def _interpreter(device, max_content_bytes: int, layers: Layers):
             if isinstance(attrs, dict) and "OC" in attrs and not layers.shown(attrs["OC"]):
                 return  # a form or an image on a layer that is off: not drawn
             layers_open = len(device.layers)
+            self.form_clip = _form_box(attrs, self.ctm) if isinstance(attrs, dict) else None
             super().do_Do(xobjid)
+            self.form_clip = None
             del device.layers[layers_open:]  # a form's own marked content ends with it
-            self._paint(self.opaque, self.clip)
+            self._paint(self.paint)
 
         def execute(self, streams) -> None:
             for obj in streams:
@@ -369,7 +420,7 @@ def _interpreter(device, max_content_bytes: int, layers: Layers):
                     f"the PDF file saves more than {MAX_SAVED_STATES} graphics states at once",
                     413,
                 )
-            self.saved.append((self.opaque, self.clip))
+            self.saved.append(self.paint)
             super().do_q()
 
     return Interpreter(device.rsrcmgr, device)
@@ -408,7 +459,12 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
                 raise FormatError(
                     f"the PDF file draws more than {MAX_OPERATIONS} times; too much to read", 413
                 )
-            if self.operations % 1000 == 0 and time.monotonic() > deadline:
+            if self.operations % 1000 == 0:
+                self.in_time()
+
+        def in_time(self) -> None:
+            """FormatError 413 past the reading's deadline."""
+            if time.monotonic() > deadline:
                 raise FormatError(
                     f"the PDF file takes more than {MAX_SECONDS:.0f} s to read; too much", 413
                 )
@@ -434,7 +490,9 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
 
         def _uncover(self, item) -> None:
             kept = []
-            for child in item._objs:
+            for n, child in enumerate(item._objs):
+                if n % 1000 == 0:
+                    self.in_time()
                 if isinstance(child, LTChar):
                     if self.covers.hide(child.drawn, child.bbox):  # type: ignore[attr-defined]
                         continue
@@ -466,7 +524,9 @@ def _device(rsrcmgr, laparams, max_chars: int, deadline: float):
         def render_image(self, name, stream) -> None:
             self._count()  # not kept: no text
             masked = any(stream.get(key) for key in ("ImageMask", "IM", "SMask", "Mask"))
-            if self.opaque and self.page_chars and not self.layer_off and not masked:
+            a, b, c, d, _, _ = getattr(self.cur_item, "matrix", (1, 0, 0, 1, 0, 0))  # upright?
+            upright = (abs(b) < 1e-6 and abs(c) < 1e-6) or (abs(a) < 1e-6 and abs(d) < 1e-6)
+            if self.opaque and self.page_chars and not self.layer_off and not masked and upright:
                 self.covers.add(self.operations, _intersection(self.cur_item.bbox, self.clip))
 
         def render_string(self, textstate, seq, ncs, graphicstate) -> None:
@@ -517,11 +577,13 @@ class Covers:
     """Opaque rectangles and images drawn on a page after its first glyph, by the order
     they were drawn in: whether those drawn after a glyph cover its middle. Kept in squares of
     the page (48 points, or a 24th of a larger page's side), so that a glyph is tested against
-    the covers near it, at most `MAX_PARTS` for each square besides the last that covers all
-    of it; what lies outside the page is no cover."""
+    the covers near it, the latest `MAX_PARTS` for each square (a redaction is drawn last)
+    besides the last that covers all of it; what lies outside the page is no cover, nor is
+    a shape thinner than `THIN` (a rule)."""
 
     SQUARES = 24  # per side of the page, at most
-    MAX_PARTS = 64  # covers over part of a square kept for it (a chart's dots: the first)
+    MAX_PARTS = 64  # covers over part of a square kept for it (a chart's many: the latest)
+    THIN = 2.0  # a cover thinner than this (a rule, an underline) hides no glyph's middle
 
     def __init__(self, page: Box = (0.0, 0.0, 612.0, 792.0)) -> None:
         if not all(map(math.isfinite, page)):
@@ -532,7 +594,7 @@ class Covers:
         )
         # per square: the last cover over all of it, and those over part of it
         self.whole: dict[tuple[int, int], int] = {}
-        self.part: dict[tuple[int, int], list[tuple[int, Box]]] = {}
+        self.part: dict[tuple[int, int], deque[tuple[int, Box]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.whole or self.part)
@@ -540,7 +602,9 @@ class Covers:
     def add(self, order: int, box: Box) -> None:
         x0, y0, x1, y1 = (float(v) for v in box)
         x0, y0, x1, y1 = _intersection((x0, y0, x1, y1), self.page)
-        if not (x1 > x0 and y1 > y0) or not all(map(math.isfinite, (x0, y0, x1, y1))):
+        if not (x1 - x0 > self.THIN and y1 - y0 > self.THIN):
+            return
+        if not all(map(math.isfinite, (x0, y0, x1, y1))):
             return
         side = self.side
         for i in range(int(x0 // side), int(x1 // side) + 1):
@@ -549,9 +613,8 @@ class Covers:
                 if x0 <= sx and sx + side <= x1 and y0 <= sy and sy + side <= y1:
                     self.whole[i, j] = order
                 else:
-                    parts = self.part.setdefault((i, j), [])
-                    if len(parts) < self.MAX_PARTS:
-                        parts.append((order, (x0, y0, x1, y1)))
+                    parts = self.part.setdefault((i, j), deque(maxlen=self.MAX_PARTS))
+                    parts.append((order, (x0, y0, x1, y1)))
 
     def hide(self, order: int, box: Box) -> bool:
         """Whether covers drawn after the glyph drawn at `order` cover the middle of its box
@@ -613,7 +676,9 @@ def _page(page, device) -> Page:
         return out
     marks, rules = Marks(device.marks), Rules(device.rules)
     out.paragraphs = [
-        p for box in lines for p in _paragraphs(rules.cut(box), layout.width, marks, rules)
+        p
+        for box in lines
+        for p in _paragraphs(rules.cut(box, device.in_time), layout.width, marks, rules)
     ]
     out.rules = device.rules
     return out
@@ -662,15 +727,27 @@ def line_text(text: str) -> str:
 
 class Marks:
     """Small round or square shapes drawn on a page (a list's bullets where a browser draws
-    them as paths, not glyphs), by the band of height they lie in."""
+    them as paths, not glyphs), by the band of height they lie in; those in a column closer
+    together than three times their height (a dotted border) are no bullets."""
 
     BAND = 8.0
+    LOOK = 32  # marks looked at for one line, at most
 
     def __init__(self, boxes: list[Box]) -> None:
+        column = sorted(boxes, key=lambda b: (round(b[0] + b[2]), b[1]))
+        crowded = set()
+        for a, b in zip(column, column[1:], strict=False):
+            same_x = round(a[0] + a[2]) == round(b[0] + b[2])
+            if same_x and b[1] - a[1] < 3 * max(a[3] - a[1], b[3] - b[1]):
+                crowded |= {a, b}
         self.bands: dict[int, list[Box]] = {}
         for box in boxes:
-            centre = (box[1] + box[3]) / 2
-            self.bands.setdefault(int(centre // self.BAND), []).append(box)
+            if box not in crowded:
+                centre = (box[1] + box[3]) / 2
+                self.bands.setdefault(int(centre // self.BAND), []).append(box)
+        for listed in self.bands.values():
+            listed.sort(key=lambda b: b[2])
+        self.ends = {band: [b[2] for b in listed] for band, listed in self.bands.items()}
 
     def before(self, line, size: float) -> bool:
         """Whether a mark lies just left of `line`'s start, level with it."""
@@ -678,10 +755,13 @@ class Marks:
             return False
         if line.y1 - line.y0 > 16 * self.BAND:  # no list item's line is that high
             return False
+        reach = 2 * max(size, 1)
         for band in range(int(line.y0 // self.BAND), int(line.y1 // self.BAND) + 1):
-            for _, y0, x1, y1 in self.bands.get(band, ()):
-                level = line.y0 <= (y0 + y1) / 2 <= line.y1
-                if level and x1 <= line.x0 + 0.5 and line.x0 - x1 <= 2 * max(size, 1):
+            ends = self.ends.get(band, [])
+            start = bisect.bisect_left(ends, line.x0 - reach)
+            stop = bisect.bisect_right(ends, line.x0 + 0.5)
+            for _, y0, _, y1 in self.bands[band][start:stop][: self.LOOK] if ends else ():
+                if line.y0 <= (y0 + y1) / 2 <= line.y1:
                     return True
         return False
 
@@ -706,16 +786,24 @@ def _mark(path, ctm) -> Box | None:
 
 
 class Rules:
-    """The straight lines of a page: upright ones cut a text line in two where they pass
-    between its glyphs (a table's cells, which pdfminer puts on one line), level ones part
-    the lines above them from those below (a table's rows)."""
+    """The straight lines of a page, which part a table's cells: pdfminer puts cells close
+    together on one line ("Fresh apples Five euros"). A text line is cut where an upright
+    rule passes through a gap between its glyphs and the pieces on both sides are cells:
+    between two upright rules, under and over level ones that span them (a bordered word
+    inside a sentence, a `<kbd>`, is a box but its neighbours are not, and stays in its
+    sentence). Each piece, and each line in a cell (the cell's next lines), belongs to the
+    cell whose left border is nearest on its left; a box's pieces are taken cell by cell. A level rule across two lines parts them (a
+    table's rows; an underline spans less than the lines)."""
 
     BAND = 48.0
     MAX_BANDS = 64  # bands an upright rule is listed in, at most
+    NEAR = 3.0  # a cell's level borders lie within this many line heights of its text
+    SPACING = 4.0  # two upright rules this close: a cell's end and the next one's start
+    LOOK = 32  # rules looked at for one question, at most
 
     def __init__(self, rules: list[Box]) -> None:
-        self.upright: dict[int, list[Box]] = {}  # by band of height
-        self.level: list[Box] = []
+        self.upright: dict[int, list[Box]] = {}  # by band of height, in order of x
+        self.level: list[Box] = []  # in order of y
         for rule in rules:
             x0, y0, x1, y1 = rule
             if not all(map(math.isfinite, rule)):
@@ -726,60 +814,143 @@ class Rules:
                     self.upright.setdefault(band, []).append(rule)
             else:
                 self.level.append(rule)
+        for listed in self.upright.values():
+            listed.sort()
+        self.xs = {band: [r[0] for r in listed] for band, listed in self.upright.items()}
         self.level.sort(key=lambda r: r[1])
         self.heights = [r[1] for r in self.level]
 
-    def cut(self, lines) -> list:
-        """The lines of a text box, each cut where upright rules pass between its glyphs,
-        the pieces of each cell (between the same rules) together, in the box's order."""
+    def cut(self, lines, tick=lambda: None) -> list:
+        """The lines of a text box, cut into cells, each with its `cell` (the x of its left
+        border, or -inf), the pieces of each cell together, in the box's order."""
         pieces = []
         for order, line in enumerate(lines):
-            xs = self._crossing(line)
-            if not xs:
-                pieces.append((-math.inf, order, line))
-                continue
-            for left, items in _split(line, xs):
-                if any(not i.get_text().isspace() for i in items if hasattr(i, "bbox")):
-                    pieces.append((left, order, Piece(items, left)))
+            tick()
+            for piece in self._cells(line):
+                pieces.append((piece.cell, order, piece))
         pieces.sort(key=lambda p: (p[0], p[1]))
         return [piece for _, _, piece in pieces]
 
-    def _crossing(self, line) -> list[float]:
+    def _cells(self, line) -> list:
         if not all(map(math.isfinite, (line.x0, line.x1, line.y0, line.y1))):
-            return []
+            line.cell = -math.inf
+            return [line]
+        height = max(line.y1 - line.y0, 1.0)
+        left = self._border(line, line.x0, -1)
+        right = self._border(line, line.x1, 1)
+        # (where a cell ends, where the next begins): one rule, or two close together (the
+        # borders of cells drawn apart, CSS's border-spacing)
+        inner: list[tuple[float, float]] = []
+        for x in self._crossing(line):
+            if inner and x - inner[-1][1] <= self.SPACING:
+                inner[-1] = (inner[-1][0], x)
+            else:
+                inner.append((x, x))
+        borders: list[tuple[float, float] | None] = [
+            (left, left) if left is not None else None,
+            *inner,
+            (right, right) if right is not None else None,
+        ]
+        boxed = [
+            a is not None and b is not None and self._boxed(a[1], b[0], line, height)
+            for a, b in zip(borders, borders[1:], strict=False)
+        ]
+        starts = {a: b for k, (a, b) in enumerate(inner) if boxed[k] and boxed[k + 1]}
+        if not starts:  # in a cell (the next line of one cut), or no table
+            inside = (
+                left is not None and right is not None and self._boxed(left, right, line, height)
+            )
+            line.cell = left if inside else -math.inf
+            return [line]
+        out = []
+        for edge, items in _split(line, sorted(starts)):
+            if any(not i.get_text().isspace() for i in items if hasattr(i, "bbox")):
+                cell = starts.get(edge, left if left is not None else -math.inf)
+                out.append(Piece(items, cell))
+        return out
+
+    def _near(self, line) -> tuple[list[Box], list[float]]:
+        band = int((line.y0 + line.y1) / 2 // self.BAND)
+        return self.upright.get(band, []), self.xs.get(band, [])
+
+    def _crossing(self, line) -> list[float]:
+        """The upright rules across the line's middle, inside it."""
+        listed, xs = self._near(line)
         middle = (line.y0 + line.y1) / 2
+        start = bisect.bisect_right(xs, line.x0)
         return sorted(
             {
                 x
-                for x, y0, _, y1 in self.upright.get(int(middle // self.BAND), ())
-                if line.x0 < x < line.x1 and y0 <= middle <= y1
+                for x, y0, _, y1 in listed[start : start + self.LOOK]
+                if x < line.x1 and y0 <= middle <= y1
             }
         )
 
+    def _border(self, line, x: float, side: int) -> float | None:
+        """The nearest upright rule across the line's middle on its left (side -1) or right
+        (+1) of `x`; None where there is none."""
+        listed, xs = self._near(line)
+        middle = (line.y0 + line.y1) / 2
+        if side < 0:
+            found = listed[
+                max(0, bisect.bisect_right(xs, x + 0.5) - self.LOOK) : bisect.bisect_right(
+                    xs, x + 0.5
+                )
+            ]
+            found = found[::-1]
+        else:
+            start = bisect.bisect_left(xs, x - 0.5)
+            found = listed[start : start + self.LOOK]
+        for rx, y0, _, y1 in found:
+            if y0 <= middle <= y1:
+                return rx
+        return None
+
+    def _boxed(self, left: float, right: float, line, height: float) -> bool:
+        """Whether level rules spanning from `left` to `right` run over and under the line,
+        within NEAR line heights: the line's piece between them is in a cell."""
+        over = self._spanning(line.y1 - 1, line.y1 + self.NEAR * height, left, right)
+        return over and self._spanning(line.y0 - self.NEAR * height, line.y0 + 1, left, right)
+
+    def _spanning(self, low: float, high: float, left: float, right: float) -> bool:
+        start = bisect.bisect_left(self.heights, low)
+        stop = bisect.bisect_right(self.heights, high)
+        return any(
+            x0 <= left + 2 and x1 >= right - 2
+            for x0, _, x1, _ in self.level[start:stop][: self.LOOK]
+        )
+
     def between(self, upper, lower) -> bool:
-        """Whether a level rule runs between two lines (across both)."""
-        if not all(map(math.isfinite, (upper.y0, lower.y1))):
+        """Whether a level rule runs between two lines across both (an underline, shorter
+        than the lines, does not part them)."""
+        if not all(map(math.isfinite, (upper.y0, lower.y1, upper.x0, lower.x1))):
             return False
-        low = bisect.bisect_left(self.heights, lower.y1 - 0.5)
-        high = bisect.bisect_right(self.heights, upper.y0 + 0.5)
         left, right = max(upper.x0, lower.x0), min(upper.x1, lower.x1)
-        return any(x0 < right and x1 > left for x0, _, x1, _ in self.level[low:high][:256])
+        return self._spanning(lower.y1 - 0.5, upper.y0 + 0.5, left, right)
 
 
 def _split(line, xs: list[float]):
-    """(the rule on its left or -inf, its items) for each piece of `line` cut at `xs`."""
+    """(the rule on its left or -inf, its items) for each piece of `line` cut at `xs`, each
+    a gap between two words (a rule through a glyph or a word cuts nothing)."""
     from pdfminer.layout import LTChar  # noqa: PLC0415
 
     left, cuts = -math.inf, iter(xs)
     items: list = []
     cut = next(cuts, math.inf)
-    for item in line:
-        if isinstance(item, LTChar):
-            centre = (item.x0 + item.x1) / 2
-            while centre > cut:
-                if items:
+    last = None  # the last glyph that is not a space
+    spaced = False  # a space after it (pdfminer's, between words): a rule within a word
+    for item in line:  # (a title running on over a spreadsheet's grid) cuts nothing
+        text = item.get_text()
+        if isinstance(item, LTChar) and not text.isspace():
+            while (item.x0 + item.x1) / 2 > cut:
+                apart = last is not None and last.x1 <= cut + 0.5 and item.x0 >= cut - 0.5
+                if items and apart and spaced:
                     yield left, items
-                left, items, cut = cut, [], next(cuts, math.inf)
+                    left, items = cut, []
+                cut = next(cuts, math.inf)
+            last, spaced = item, False
+        elif text.isspace():
+            spaced = True
         items.append(item)
     if items:
         yield left, items
@@ -788,10 +959,10 @@ def _split(line, xs: list[float]):
 class Piece:
     """A part of a pdfminer text line, read as a line is (its items, box and text)."""
 
-    def __init__(self, items: list, left: float) -> None:
+    def __init__(self, items: list, cell: float) -> None:
         boxes = [i for i in items if hasattr(i, "bbox")]
         self.items = items
-        self.left = left  # the rule on its left
+        self.cell = cell  # the x of its cell's left border
         self.x0 = min(i.x0 for i in boxes)
         self.y0 = min(i.y0 for i in boxes)
         self.x1 = max(i.x1 for i in boxes)
@@ -830,7 +1001,7 @@ def _rules(path, ctm, stroke: bool) -> list[Box]:
         points.append((op, point))
     if points:
         subpaths.append(points)
-    for sub in subpaths[:64]:
+    for sub in subpaths[:MAX_RULES]:
         xs, ys = [p[0] for _, p in sub], [p[1] for _, p in sub]
         width, height = max(xs) - min(xs), max(ys) - min(ys)
         if width <= 2.5 and height >= 3:
@@ -888,8 +1059,8 @@ def _starts_paragraph(
         return True
     if BULLET.match(_text(line)) or (marks is not None and marks.before(line, size)):
         return True
-    if getattr(previous, "left", -math.inf) != getattr(line, "left", -math.inf):
-        return True  # another cell (a piece of a line cut by an upright rule)
+    if getattr(previous, "cell", -math.inf) != getattr(line, "cell", -math.inf):
+        return True  # another cell of a table (Rules.cut)
     if rules is not None and rules.between(previous, line):
         return True  # a row's rule between them
     gap = previous.y0 - line.y1  # a blank line's room between them
