@@ -1126,3 +1126,69 @@ def test_a_cells_next_line_stays_in_its_cell():
         c.drawString(260, 694, "Five euros")
 
     assert read(make_pdf(page)) == [["Fresh apples", "From the old orchard hill", "Five euros"]]
+
+
+@pytest.mark.parametrize(
+    "line, drawn",
+    [
+        ("הנחה של 10% על הכול", "לוכה לע 10% לש החנה"),  # a number with its percent sign
+        ("בין 10 - 20 אנשים", "םישנא 20 - 10 ןיב"),  # a range, read from the right
+        ("התקינו Windows (64-bit) עכשיו", "וישכע Windows (64-bit) וניקתה"),  # paired brackets
+        ("הפרקים 1, 2, 3 נקראו", "וארקנ 3 ,2 ,1 םיקרפה"),
+        ("ביקרתי ב-New York בשנה שעברה.", ".הרבעש הנשב New York-ב יתרקיב"),
+    ],
+)
+def test_a_right_to_left_line_is_drawn_in_the_order_unicode_bidi_gives(line, drawn):
+    """The drawing order GNU FriBidi gives each line (a right-to-left paragraph)."""
+    from app.formats.pdf_draw import visual
+
+    assert visual(line) == drawn
+
+
+def test_into_hebrew_a_number_or_price_that_was_not_translated_is_drawn_as_it_was():
+    def prices(c: Canvas) -> None:
+        c.setFont("Helvetica", 12)
+        c.drawString(72, 700, "The price is low.")
+        c.drawString(72, 650, "25%")
+        c.drawString(72, 600, "$5.00")
+
+    out = translate_pdf(make_pdf(prices), Recorder(lambda t: "המחיר נמוך."), Limits(), "he")
+    assert [t for t, _, _ in boxes(out)[0]][1:] == ["25%", "$5.00"]
+
+
+def test_a_language_whose_letters_the_font_lacks_is_refused_before_it_is_translated():
+    """Urdu is written in the Arabic script, but DejaVu Sans has no ہ: boxes in its place."""
+    translate = Recorder()
+    with pytest.raises(FormatError) as caught:
+        translate_pdf(make_pdf(page_one), translate, Limits(), "ur")
+    assert caught.value.status == 400 and "ہ" in str(caught.value)
+    assert translate.sent == []
+
+
+def test_text_that_clips_keeps_clipping_once_its_text_is_taken_away():
+    """Text drawn as a clip (render mode 4 to 7), then a colour painted through it: without
+    its glyphs the clip would be empty and the colour would cover the page."""
+    content = (
+        b"q BT /F1 48 Tf 4 Tr 72 600 Td (SALE) Tj ET 1 0 0 rg 0 0 612 792 re f Q "
+        b"BT /F1 12 Tf 72 400 Td (Ordinary words below.) Tj ET"
+    )
+    out = translate_pdf(raw_pdf(content, HELVETICA), Recorder(), Limits())
+    data = PdfReader(io.BytesIO(out)).pages[0].get_contents().get_data()
+    assert re.search(rb"7 Tr\s*\(SALE\) Tj\s*4 Tr", data)  # still the clip, not painted
+    assert b"(Ordinary words below.)" not in data
+
+
+def test_a_content_stream_two_pages_share_is_rewritten_for_the_translated_one_only():
+    shared = stream(b"BT /F1 12 Tf 72 700 Td (Hello there my good friend.) Tj ET")
+    src = raw_objects(
+        CATALOG,
+        b"<< /Type /Pages /Kids [3 0 R 6 0 R] /Count 2 >>",
+        PAGE % (4, b"<< /Font << /F1 5 0 R >> >>"),
+        shared,
+        HELVETICA,
+        PAGE % (4, b"<< /Font << /F1 5 0 R >> >>"),
+    )
+    assert texts(translate_pdf(src, Recorder(), Limits())) == [
+        "<HELLO THERE MY GOOD FRIEND.>",
+        "<HELLO THERE MY GOOD FRIEND.>",
+    ]

@@ -41,6 +41,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 from . import FormatError, Limits, Translate
 from .inline import has_letters, text_budget_in_force
@@ -55,7 +56,8 @@ for _name in ("pdfminer", "pypdf"):
 #: pdf_draw.RTL_SCRIPTS), and those of Chinese, Japanese and Korean (pdf_draw.CJK_SCRIPTS)
 _DRAWN_SCRIPTS = {"Latn": "Latin", "Grek": "Greek", "Cyrl": "Cyrillic", "Armn": "Armenian"}
 _DRAWN_SCRIPTS |= {"Geor": "Georgian", "Hans": "Chinese", "Hant": "Chinese", "Hani": "Chinese"}
-_DRAWN_SCRIPTS |= {"Jpan": "Japanese", "Kore": "Korean", "Hang": "Korean"}
+_DRAWN_SCRIPTS |= {"Jpan": "Japanese", "Kore": "Korean", "Hang": "Korean", "Hira": "Japanese"}
+_DRAWN_SCRIPTS |= {"Kana": "Japanese", "Hrkt": "Japanese", "Bopo": "Chinese"}
 _DRAWN_SCRIPTS |= {"Arab": "Arabic", "Hebr": "Hebrew"}
 _MAX_DEPTH = 32  # page tree and resource nesting followed
 
@@ -63,8 +65,9 @@ _MAX_DEPTH = 32  # page tree and resource nesting followed
 def translate_pdf(
     data: bytes, translate: Translate, limits: Limits, language: str | None = None
 ) -> bytes:
-    """`language`: the target's tag; a language written in a script not drawn here (`ar`,
-    `he`, `th`) is refused with 400 before anything is translated."""
+    """`language`: the target's tag; a language written in a script not drawn here (`th`,
+    `hi`, `am`), or in one whose letters the font lacks (`ur`), is refused with 400 before
+    anything is translated."""
     from . import pdf_read  # noqa: PLC0415 (pdfminer's types: with the first PDF file)
 
     if b"%PDF-" not in data[:1024]:
@@ -73,16 +76,22 @@ def translate_pdf(
     if script is not None and script not in _DRAWN_SCRIPTS:
         raise FormatError(
             f"{language} is written in a script ({script}) a translated PDF file cannot be "
-            f"drawn in: {', '.join(sorted(set(_DRAWN_SCRIPTS.values())))} only, left to "
-            "right; translate the file's text another way (as .txt or .docx)"
+            f"drawn in: {', '.join(sorted(set(_DRAWN_SCRIPTS.values())))} only; translate "
+            "the file's text another way (as .txt or .docx)"
         )
     needed = _font_needed(script)
-    if script is not None and needed is not None and not needed[0].is_file():
-        raise FormatError(
-            f"this server cannot draw {_DRAWN_SCRIPTS[script]} text in a PDF file: it lacks "
-            f"the font {needed[0]} (Debian's {needed[1]})",
-            501,
-        )
+    if language and script is not None and needed is not None:
+        if not needed[0].is_file():
+            raise FormatError(
+                f"this server cannot draw {_DRAWN_SCRIPTS[script]} text in a PDF file: it "
+                f"lacks the font {needed[0]} (Debian's {needed[1]})",
+                501,
+            )
+        if missing := _letters_missing(language, needed[0]):
+            raise FormatError(
+                f"{language}'s letters {' '.join(missing)} are not in the font a translated "
+                "PDF file is drawn in; translate the file's text another way (as .txt or .docx)"
+            )
     bounds = {name: getattr(pdf_read, name) for name in pdf_read.BOUNDS}
     found, _ = _work("read", {"limits": dataclasses.asdict(limits), "bounds": bounds}, data)
     pages = [pdf_read.Page.from_dict(p) if p else None for p in found["pages"]]
@@ -110,6 +119,26 @@ def _font_needed(script: str | None):
     if script in pdf_draw.RTL_SCRIPTS:
         return pdf_draw.RTL_FONT, "fonts-dejavu-core"
     return None
+
+
+@cache
+def _letters_missing(language: str, path) -> list[str]:
+    """The letters of `language` that the font at `path` has no glyph for, as far as CLDR's
+    names of its months and days in it show them (Urdu's ہ and ے are not in DejaVu Sans);
+    none where CLDR does not know the language."""
+    import unicodedata  # noqa: PLC0415
+
+    from babel import Locale, UnknownLocaleError  # noqa: PLC0415
+    from reportlab.pdfbase.ttfonts import TTFontFile  # noqa: PLC0415
+
+    try:
+        locale = Locale.parse(language.replace("-", "_"))
+    except (UnknownLocaleError, ValueError, TypeError):
+        return []
+    names = [*locale.months["format"]["wide"].values(), *locale.days["format"]["wide"].values()]
+    letters = {c for name in names for c in name if unicodedata.category(c).startswith("L")}
+    has = TTFontFile(str(path), subfontIndex=0).charToGlyph
+    return sorted(c for c in letters if ord(c) not in has)
 
 
 #: what a worker may take: address space, and time (pdf_read.MAX_SECONDS)
@@ -304,7 +333,7 @@ def without_text(reader, numbers: list[int]):
     own `remove_objects_from_page` skipped a form drawn by another whose dictionary was
     equal to it, so that its text stayed under the translation.)"""
     from pypdf import PdfWriter  # noqa: PLC0415
-    from pypdf.generic import ContentStream, StreamObject  # noqa: PLC0415
+    from pypdf.generic import ContentStream, NameObject, StreamObject  # noqa: PLC0415
 
     writer = PdfWriter(clone_from=reader)
     chosen = set(numbers)
@@ -314,10 +343,19 @@ def without_text(reader, numbers: list[int]):
         shared = _forms(kept) & _forms(rewritten)
         if shared:
             _copy_forms(writer, rewritten, shared)
+    drawing: dict[int, set[int]] = {}  # a content stream's object: the pages drawing it
+    for page in writer.pages:
+        for number in _content_streams(page):
+            drawing.setdefault(number, set()).add(_page_id(page))
     for page in rewritten:
         content = page.get_contents() if "/Contents" in page else None
-        if content is not None:
-            _drop_text(content)
+        if content is None:
+            continue
+        _drop_text(content)
+        if any(drawing[n] - {_page_id(page)} for n in _content_streams(page)):
+            # another page draws it too (one left as it is, or one with its own drawing)
+            page[NameObject("/Contents")] = writer._add_object(content)  # noqa: SLF001
+        else:  # (a page listed twice in the tree is one object: changed once, for both)
             page.replace_contents(content)
     for number in sorted(_forms(rewritten)):
         form = writer.get_object(number)
@@ -332,8 +370,42 @@ def without_text(reader, numbers: list[int]):
     return writer
 
 
+def _page_id(page) -> int:
+    ref = getattr(page, "indirect_reference", None)
+    return ref.idnum if ref is not None else id(page)
+
+
+def _content_streams(page) -> list[int]:
+    """The object numbers of a page's content streams (and of the array listing them)."""
+    from pypdf.generic import ArrayObject, IndirectObject  # noqa: PLC0415
+
+    contents = page.get("/Contents")
+    numbers = [contents.idnum] if isinstance(contents, IndirectObject) else []
+    listed = contents.get_object() if contents is not None else None
+    if isinstance(listed, ArrayObject):
+        numbers += [r.idnum for r in listed if isinstance(r, IndirectObject)]
+    return numbers
+
+
 def _drop_text(content) -> None:
-    content.operations = [(ops, op) for ops, op in content.operations if op not in _SHOW_TEXT]
+    """Takes the text out of `content`; text that clips (render modes 4 to 7: what is painted
+    next shows through its glyphs) keeps clipping, in mode 7 (clip only, not painted)."""
+    from pypdf.generic import NumberObject  # noqa: PLC0415
+
+    mode, saved, out = 0, [], []
+    for operands, operator in content.operations:
+        if operator == b"Tr" and operands and isinstance(operands[0], (int, float)):
+            mode = int(operands[0])
+        elif operator == b"q":
+            saved.append(mode)
+        elif operator == b"Q" and saved:
+            mode = saved.pop()
+        if operator not in _SHOW_TEXT:
+            out.append((operands, operator))
+        elif mode >= 4:  # the glyphs are (part of) the clip: kept, not painted
+            out += [([NumberObject(7)], b"Tr"), (operands, operator)]
+            out.append(([NumberObject(mode)], b"Tr"))
+    content.operations = out
     content.get_data()  # written again from its operations
 
 

@@ -46,13 +46,17 @@ CJK_SCRIPTS = {"Hans", "Hant", "Hani", "Jpan", "Kore", "Hang"}
 _CJK_CHAR = "\u1100-\u11ff\u2e80-\u30ff\u3100-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
 #: what may not start a line (closing punctuation, small kana, the prolonged sound mark): it
 #: stays with the character before it
-_NO_START = "、。，．・：；？！）」』】〕〉》〙〗”’ーゝゞヽヾ々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ,.!?;:)]}"
+_NO_START = "、。，．・：；？！）」』】〕〉》〙〗”’ーゝゞヽヾ々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ,.!?;:)]}…‥〜～"
 #: what may not end a line (opening brackets and quotes): it goes with the character after it
 _NO_END = "「『（【〔〈《〘〖“‘([{"
+#: a token a line is not broken within: an opening bracket with what follows it, a run of
+#: full-width digits, one CJK character, or a word of another script, each with the closing
+#: punctuation after it; or spaces
 _CJK_TOKEN = re.compile(
-    rf"[{re.escape(_NO_END)}]*[{_CJK_CHAR}][{re.escape(_NO_START)}]*"
-    rf"|[^\s{_CJK_CHAR}]+[{re.escape(_NO_START)}]*|\s+"
+    rf"[{re.escape(_NO_END)}]*(?:[\uff10-\uff19]+|[{_CJK_CHAR}]|[^\s{_CJK_CHAR}]+)"
+    rf"[{re.escape(_NO_START)}]*|\s+"
 )
+_CJK_GLYPH = re.compile(f"[{_CJK_CHAR}]")
 _SERIF = re.compile(
     r"serif|times|roman|georgia|garamond|cambria|palatino|baskerville|minion|caslon|century|"
     r"bookman|charter|cmr\d",
@@ -141,30 +145,116 @@ def shape(text: str) -> str:
     return reshaper.reshape(text).translate(back)
 
 
+#: Unicode's paired brackets (BidiBrackets.txt) that translations use
+_BRACKETS = {
+    "(": ")",
+    "[": "]",
+    "{": "}",
+    "\u2045": "\u2046",
+    "\u207d": "\u207e",
+    "\u2329": "\u232a",
+}
+_BRACKETS |= {"\u3008": "\u3009", "\uff08": "\uff09", "\uff3b": "\uff3d", "\uff5b": "\uff5d"}
+_STRONG = {"L": "L", "R": "R", "EN": "R", "AN": "R"}  # to neutrals, numbers act as R (N1)
+
+
 def visual(line: str) -> str:
     """A right-to-left line in the order its glyphs are drawn, left to right: Unicode's bidi
-    algorithm for one right-to-left paragraph, simplified: runs of left-to-right letters and
-    of numbers (with what lies between two of them: "New York", "3.5", "10:30") keep their
-    order, the rest is reversed, brackets mirrored."""
-    kinds = []
-    for char in line:
-        kind = unicodedata.bidirectional(char)
-        kinds.append("L" if kind in ("L", "EN", "AN") else "R" if kind in ("R", "AL") else "")
-    strong = [i for i, k in enumerate(kinds) if k]
-    for before, after in zip(strong, strong[1:], strict=False):  # neutrals between two L
-        if kinds[before] == kinds[after] == "L":
-            for i in range(before + 1, after):
-                kinds[i] = "L"
-    runs: list[list] = []
-    for char, kind in zip(line, kinds, strict=True):
-        kind = kind or "R"
-        if runs and runs[-1][0] == kind:
-            runs[-1][1] += char
+    algorithm (UAX #9) for one line of a right-to-left paragraph without embeddings or
+    isolates: its weak types resolved (a number after Arabic letters is Arabic; "10%", "$5",
+    "10-20" and "3.5" are one number each; a number after Latin letters is Latin: "Windows
+    10"), paired brackets (N0) and the neutrals between them (N1, N2: numbers act as right to
+    left there, so "1, 2, 3" and "10 - 20" read from the right), then levels 1 and 2 reversed
+    and brackets mirrored at level 1."""
+    types = [unicodedata.bidirectional(c) for c in line]
+    last, previous = "R", "R"  # the last strong type (the paragraph's R to start), the last type
+    for i, kind in enumerate(types):  # W1, W2, W3
+        if kind == "NSM":
+            kind = previous
+        if kind == "EN" and last == "AL":
+            kind = "AN"
+        if kind in ("L", "R", "AL"):
+            last = kind
+        types[i] = previous = "R" if kind == "AL" else kind
+    for i in range(1, len(types) - 1):  # W4: one separator between two numbers
+        before, after = types[i - 1], types[i + 1]
+        if types[i] == "ES" and before == after == "EN":
+            types[i] = "EN"
+        elif types[i] == "CS" and before == after and before in ("EN", "AN"):
+            types[i] = before
+    for i, kind in enumerate(types):  # W5: terminators ($, %, #) beside a number
+        if kind == "ET":
+            j = i
+            while j < len(types) and types[j] == "ET":
+                j += 1
+            if (i > 0 and types[i - 1] == "EN") or (j < len(types) and types[j] == "EN"):
+                for k in range(i, j):
+                    types[k] = "EN"
+    last = "R"
+    for i, kind in enumerate(types):  # W6, W7
+        if kind in ("ES", "ET", "CS"):
+            types[i] = "ON"
+        elif kind in ("L", "R"):
+            last = kind
+        elif kind == "EN" and last == "L":
+            types[i] = "L"
+    _pair_brackets(line, types)
+    next_strong, following = ["R"] * len(types), "R"  # the direction of the next strong type
+    for i in range(len(types) - 1, -1, -1):
+        next_strong[i] = following
+        if types[i] in _STRONG:
+            following = _STRONG[types[i]]
+    preceding = "R"
+    for i, kind in enumerate(types):  # N1, N2: a neutral between two of one direction takes it
+        if kind in _STRONG:
+            preceding = _STRONG[kind]
         else:
-            runs.append([kind, char])
-    return "".join(
-        text if kind == "L" else text[::-1].translate(_MIRRORED) for kind, text in runs[::-1]
-    )
+            types[i] = preceding if preceding == next_strong[i] else "R"
+    levels = [1 if kind == "R" else 2 for kind in types]
+    out = list(line)[::-1]  # level 1: the whole line reversed, then each level-2 run back
+    levels = levels[::-1]
+    i = 0
+    while i < len(out):
+        if levels[i] == 2:
+            j = i
+            while j < len(out) and levels[j] == 2:
+                j += 1
+            out[i:j] = out[i:j][::-1]
+            i = j
+        else:
+            out[i] = out[i].translate(_MIRRORED)
+            i += 1
+    return "".join(out)
+
+
+def _pair_brackets(line: str, types: list[str]) -> None:
+    """N0: each pair of brackets takes the direction of what it holds where that is the
+    line's (right to left), else that of the text before it where what it holds runs left to
+    right ("Windows (64-bit)")."""
+    closing = {v: k for k, v in _BRACKETS.items()}
+    stack: list[tuple[str, int]] = []
+    pairs = []
+    for i, char in enumerate(line):
+        if types[i] != "ON":
+            continue
+        if char in _BRACKETS and len(stack) < 63:
+            stack.append((char, i))
+        elif char in closing:
+            for depth in range(len(stack) - 1, -1, -1):
+                if stack[depth][0] == closing[char]:
+                    pairs.append((stack[depth][1], i))
+                    del stack[depth:]
+                    break
+    for start, stop in sorted(pairs):
+        inside = {_STRONG[k] for k in types[start + 1 : stop] if k in _STRONG}
+        if "R" in inside:
+            direction = "R"
+        elif "L" in inside:
+            before = [_STRONG[k] for k in types[:start] if k in _STRONG][-1:] or ["R"]
+            direction = before[0]
+        else:
+            continue
+        types[start] = types[stop] = direction
 
 
 def wrap_cjk(text: str, name: str, size: float, width: float) -> list[str]:
@@ -229,7 +319,9 @@ def _paragraph(
     from reportlab.lib.utils import simpleSplit  # noqa: PLC0415
     from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
 
-    rtl = script in RTL_SCRIPTS
+    # right to left where the text has letters that run so (a price or a number, never
+    # translated, is drawn as it was)
+    rtl = script in RTL_SCRIPTS and any(unicodedata.bidirectional(c) in ("R", "AL") for c in text)
     if script in CJK_SCRIPTS:
         name, split = cjk_font(), wrap_cjk
     elif rtl:
@@ -267,11 +359,13 @@ def _paragraph(
 
 
 def _glyph(canvas, glyph: Glyph) -> None:
-    name = font(
-        family(glyph.fontname),
-        bool(BOLD.search(glyph.fontname)),
-        bool(ITALIC.search(glyph.fontname)),
-    )
+    bold, italic = bool(BOLD.search(glyph.fontname)), bool(ITALIC.search(glyph.fontname))
+    if _CJK_GLYPH.search(glyph.text) and CJK_FONT.is_file():  # a sideways Chinese label
+        name = cjk_font()
+    elif any(unicodedata.bidirectional(c) in ("R", "AL") for c in glyph.text):
+        name = font("sans", bold, False)  # the DejaVu face with Hebrew and Arabic letters
+    else:
+        name = font(family(glyph.fontname), bold, italic)
     _set_color(canvas, glyph.color)
     text_object = canvas.beginText()
     text_object.setTextRenderMode(3 if glyph.invisible else 0)

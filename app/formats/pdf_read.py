@@ -828,6 +828,10 @@ class Rules:
             tick()
             for piece in self._cells(line):
                 pieces.append((piece.cell, order, piece))
+        if len(pieces) == len(lines):  # no line cut: no table here, the box as it is
+            for line in lines:
+                line.cell = -math.inf
+            return list(lines)
         pieces.sort(key=lambda p: (p[0], p[1]))
         return [piece for _, _, piece in pieces]
 
@@ -856,9 +860,9 @@ class Rules:
             for a, b in zip(borders, borders[1:], strict=False)
         ]
         starts = {a: b for k, (a, b) in enumerate(inner) if boxed[k] and boxed[k + 1]}
-        if not starts:  # in a cell (the next line of one cut), or no table
+        if not starts:  # in a cell (the next line of one cut, however far down), or no table
             inside = (
-                left is not None and right is not None and self._boxed(left, right, line, height)
+                left is not None and right is not None and self._boxed(left, right, line, math.inf)
             )
             line.cell = left if inside else -math.inf
             return [line]
@@ -908,7 +912,7 @@ class Rules:
 
     def _boxed(self, left: float, right: float, line, height: float) -> bool:
         """Whether level rules spanning from `left` to `right` run over and under the line,
-        within NEAR line heights: the line's piece between them is in a cell."""
+        within NEAR times `height`: the line's piece between them is in a cell."""
         over = self._spanning(line.y1 - 1, line.y1 + self.NEAR * height, left, right)
         return over and self._spanning(line.y0 - self.NEAR * height, line.y0 + 1, left, right)
 
