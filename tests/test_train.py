@@ -615,13 +615,19 @@ def test_ctrl_c_while_a_command_imports_torch_is_one_line(tool, started_as, tmp_
     (tmp_path / "torch" / "__init__.py").write_text(
         "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
     )
-    # what pip writes as the console script; --help in case the import went on
+    # what pip writes as the console script; --help in case the import went on (mt-serve
+    # answers --help before it imports torch: started with a weights folder without models
+    # instead, which would stop it at once)
     script = f"import sys\nfrom {module} import {function}\nsys.exit({function}())\n"
     command = ["-c", script] if started_as == "console script" else ["-m", COMMAND_MODULES[tool]]
+    args, env = ["--help"], {**os.environ, "PYTHONPATH": str(tmp_path)}
+    if tool == "mt-serve":
+        (tmp_path / "no-models").mkdir()
+        args, env = [], {**env, "MT_WEIGHTS_DIR": str(tmp_path / "no-models")}
     result = subprocess.run(
-        [sys.executable, *command, "--help"],
+        [sys.executable, *command, *args],
         cwd=root,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
