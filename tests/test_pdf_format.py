@@ -455,6 +455,12 @@ def test_right_to_left_translations_are_drawn_from_the_right_in_reading_order(la
         assert all(not "\u0600" <= ch <= "\u06ff" for t, _ in lines for ch in t)  # joined forms
 
 
+def test_a_wave_dash_the_cjk_font_lacks_is_drawn_as_the_full_width_tilde():
+    out = translate_pdf(make_pdf(page_one), Recorder(lambda t: "9時〜17時"), Limits(), "ja")
+    drawn = " ".join(t for t, _, _ in boxes(out)[0])
+    assert "9時～17時" in drawn and "\u301c" not in drawn
+
+
 def test_a_cjk_target_without_the_font_is_a_501_before_it_is_translated(monkeypatch):
     from app.formats import pdf_draw
 

@@ -57,6 +57,9 @@ _CJK_TOKEN = re.compile(
     rf"[{re.escape(_NO_START)}]*|\s+"
 )
 _CJK_GLYPH = re.compile(f"[{_CJK_CHAR}]")
+#: characters the CJK font has no glyph for, drawn as the one it has that Japanese writes in
+#: their place (the wave dash and the wavy dash as the full-width tilde)
+_CJK_STAND_INS = str.maketrans({"\u301c": "\uff5e", "\u3030": "\uff5e"})
 _SERIF = re.compile(
     r"serif|times|roman|georgia|garamond|cambria|palatino|baskerville|minion|caslon|century|"
     r"bookman|charter|cmr\d",
@@ -324,6 +327,7 @@ def _paragraph(
     rtl = script in RTL_SCRIPTS and any(unicodedata.bidirectional(c) in ("R", "AL") for c in text)
     if script in CJK_SCRIPTS:
         name, split = cjk_font(), wrap_cjk
+        text = text.translate(_CJK_STAND_INS)
     elif rtl:
         name, split = font("sans", p.bold, False), simpleSplit
         text = shape(text) if script == "Arab" else text
