@@ -352,15 +352,8 @@ def _interpreter(device, max_content_bytes: int, layers: Layers):
                 self._paint(replace(self.paint, text_clip=True))
 
         def do_W(self) -> None:
-            points = [
-                _apply(self.ctm, float(x), float(y))
-                for segment in self.curpath
-                for x, y in zip(segment[1::2], segment[2::2], strict=False)
-                if isinstance(x, (int, float)) and isinstance(y, (int, float))
-            ]
-            if points:
-                xs, ys = [x for x, _ in points], [y for _, y in points]
-                box = (min(xs), min(ys), max(xs), max(ys))
+            box = _path_box(self.curpath, self.ctm)
+            if box is not None:
                 self._paint(replace(self.paint, clip=_intersection(box, self.paint.clip)))
             super().do_W()
 
@@ -766,22 +759,29 @@ class Marks:
         return False
 
 
-def _mark(path, ctm) -> Box | None:
-    """The box of a path as small as a bullet (1 to 8 points, about as wide as high)."""
-    try:
-        points = [
-            _apply(ctm, float(x), float(y))
-            for segment in path
-            for x, y in zip(segment[1::2], segment[2::2], strict=False)
-        ]
-    except (TypeError, ValueError):
-        return None
+def _path_box(path, ctm) -> Box | None:
+    """The box of a path's points (control points too) in layout space; None for no point.
+    An operand pdfminer could not read as a number (it keeps it as it was) is passed over."""
+    points = [
+        _apply(ctm, float(x), float(y))
+        for segment in path
+        for x, y in zip(segment[1::2], segment[2::2], strict=False)
+        if isinstance(x, (int, float)) and isinstance(y, (int, float))
+    ]
     if not points:
         return None
     xs, ys = [x for x, _ in points], [y for _, y in points]
-    width, height = max(xs) - min(xs), max(ys) - min(ys)
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _mark(path, ctm) -> Box | None:
+    """The box of a path as small as a bullet (1 to 8 points, about as wide as high)."""
+    box = _path_box(path, ctm)
+    if box is None:
+        return None
+    width, height = box[2] - box[0], box[3] - box[1]
     if 1 <= width <= 8 and 1 <= height <= 8 and 0.6 <= width / height <= 1.6:
-        return min(xs), min(ys), max(xs), max(ys)
+        return box
     return None
 
 
