@@ -1198,3 +1198,26 @@ def test_a_content_stream_two_pages_share_is_rewritten_for_the_translated_one_on
         "<HELLO THERE MY GOOD FRIEND.>",
         "<HELLO THERE MY GOOD FRIEND.>",
     ]
+
+
+URL = "https://example.com/downloads/manuals/translation-service/version-2/complete-guide.pdf"
+
+
+@pytest.mark.parametrize("language", ["de", "zh"])
+def test_a_word_longer_than_its_line_is_cut_to_fit_not_run_past_the_edge(language):
+    """A URL or a long compound longer than the paragraph's room is cut into pieces that fit
+    (after its slashes where it has them), every character drawn, none past the room."""
+
+    def narrow(c: Canvas) -> None:
+        c.setFont("Helvetica", 11)
+        c.drawString(72, 700, "Read the guide at the address")
+        c.drawString(72, 686, "below, please.")
+        c.drawString(300, 700, "A second column.")
+
+    translate = Recorder(lambda t: f"Siehe {URL} bitte." if "guide" in t else t)
+    out = translate_pdf(make_pdf(narrow), translate, Limits(), language)
+    drawn = [(t, bbox) for t, bbox in ((t, b) for t, b, _ in boxes(out)[0]) if bbox[0] < 290]
+    assert "".join(t.replace(" ", "") for t, _ in drawn) == f"Siehe{URL}bitte."
+    assert len(drawn) > 3 and max(b[2] for _, b in drawn) <= 300
+    # the cuts follow the address's slashes or hyphens
+    assert all(t[-1] in "/-" for t, _ in drawn[1:-2])

@@ -263,7 +263,8 @@ def _pair_brackets(line: str, types: list[str]) -> None:
 def wrap_cjk(text: str, name: str, size: float, width: float) -> list[str]:
     """`text` in lines at most `width` wide, broken between any two CJK characters (closing
     punctuation kept with the character before it, opening brackets with the one after) and
-    at spaces; a word of another script is not cut."""
+    at spaces; a word of another script is not cut here (one longer than a line is cut by
+    `_cut_long_words`, as in every script)."""
     from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
 
     lines: list[str] = []
@@ -281,6 +282,41 @@ def wrap_cjk(text: str, name: str, size: float, width: float) -> list[str]:
     if line.strip():
         lines.append(line.rstrip())
     return lines
+
+
+#: where a word too long for its line is best cut: after a URL's or a path's separators, a
+#: hyphen or a dash
+_CUT_AFTER = re.compile(r"[/\\\-_.?&=#:;,\u2010-\u2014]")
+
+
+def _cut_long_words(lines: list[str], name: str, size: float, width: float) -> list[str]:
+    """`lines` with each line wider than `width` (a word alone: a URL, a path, a German
+    compound at a narrow cell) cut into pieces that fit: after the last separator that leaves
+    at least a third of the width filled, or else after the last character that fits."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth  # noqa: PLC0415
+
+    out: list[str] = []
+    for line in lines:
+        while stringWidth(line, name, size) > width and len(line) > 1:
+            # the longest start that fits (one character at least)
+            low, high = 1, len(line) - 1
+            while low < high:
+                middle = (low + high + 1) // 2
+                if stringWidth(line[:middle], name, size) <= width:
+                    low = middle
+                else:
+                    high = middle - 1
+            cut = low
+            for m in _CUT_AFTER.finditer(line, 0, low):
+                if m.end() < low and stringWidth(line[: m.end()], name, size) >= width / 3:
+                    cut = m.end()
+            piece, line = line[:cut].rstrip(), line[cut:].lstrip()
+            out.append(piece)
+            if not line:
+                break
+        if line:
+            out.append(line)
+    return out
 
 
 def _invert(m: tuple[float, ...]) -> tuple[float, ...]:
@@ -336,7 +372,8 @@ def _paragraph(
     left, right, bottom = edges
     scale = 1.0
     while True:  # the largest size, down to SHRINK, at which the lines fit the room
-        lines = split(text, name, p.size * scale, right - left) or [""]
+        lines = split(text, name, p.size * scale, right - left)
+        lines = _cut_long_words(lines, name, p.size * scale, right - left) or [""]
         top_to_baseline = (p.y1 - p.first_baseline) * scale
         depth = top_to_baseline + (len(lines) - 1) * p.pitch * scale + 0.25 * p.size * scale
         if p.y1 - depth >= bottom - 0.5 or scale <= SHRINK + 0.01:
