@@ -17,7 +17,14 @@ from .access import text_chars
 from .detect import readable
 from .params import field_limit, request_params
 from .request_cost import texts_cost
-from .translate import _SURROGATE, Q_TYPE, ApiError, too_many_chars, without_addresses
+from .translate import (
+    _SURROGATE,
+    Q_TYPE,
+    ApiError,
+    too_many_chars,
+    too_many_texts,
+    without_addresses,
+)
 from .translate import translate as translate_data
 
 
@@ -49,7 +56,7 @@ def detect_texts(state: Any, data: dict[str, Any]) -> list[str]:
         raise ApiError(400, "`q` is empty: give the text whose language to detect")
     s = state.settings
     if len(texts) > s.max_texts:
-        raise ApiError(413, f"{len(texts)} texts in `q`; at most {s.max_texts} per request")
+        raise too_many_texts(len(texts), s.max_texts)
     chars = sum(len(t) for t in texts)
     if chars > s.max_request_chars:
         raise too_many_chars(chars, None if isinstance(q, str) else texts, s.max_request_chars)

@@ -108,12 +108,17 @@ def started_engine(state: Any):
 async def languages(request: Request):
     """LibreTranslate's language list: every served model's languages (loaded or not), with
     the targets each source reaches directly or through the pivot language; 503 while the
-    server starts."""
+    server starts. Also answered to POST (not in the schema): LibreTranslate took both until
+    its 1.3 releases, and clients written for them still post (argos-translate's
+    LibreTranslateAPI sends its request with a body)."""
     reachable = started_engine(request.app.state).registry.reachable()
     return [
         Language(code=s, name=LANGUAGE_NAMES.get(s, s), targets=targets)
         for s, targets in reachable.items()
     ]
+
+
+router.post("/languages", include_in_schema=False)(languages)
 
 
 @router.get("/frontend/settings", responses=error_responses(503))
@@ -178,8 +183,21 @@ async def suggest():
 
 @router.get("/spec", include_in_schema=False)
 async def spec(request: Request):
-    """The OpenAPI schema (/openapi.json) where LibreTranslate serves its API's."""
-    return JSONBody(request.app.openapi())
+    """The OpenAPI schema (/openapi.json) where LibreTranslate serves its API's, titled as
+    LibreTranslate titles it: the title names the API, and LibreTranslate's clients check it
+    (Dialect adds a server only if /spec's title is "LibreTranslate")."""
+    schema = request.app.openapi()
+    info = schema["info"]
+    return JSONBody(
+        {
+            **schema,
+            "info": {
+                **info,
+                "title": "LibreTranslate",
+                "description": f"{info['title']} {info['version']}: {info['description']}",
+            },
+        }
+    )
 
 
 @router.get("/models", responses=error_responses(503))

@@ -230,20 +230,33 @@ def check_target(state: Any, target: str) -> None:
         )
 
 
+def no_route(state: Any, source: str, target: str) -> str:
+    """A 400's message for a pair no model translates, starting in LibreTranslate's words ("xx
+    is not supported", which its clients look for: Dialect tells a wrong language code by
+    it): the language no model knows, or else the target from that source."""
+    known = {two_letter(code) for pair in state.engine.registry.pairs for code in pair}
+    pairs = f"; available pairs: {available_pairs(state)}"
+    if two_letter(source) not in known:
+        return f"{quoted(source)} is not supported: no model translates from it{pairs}"
+    if two_letter(target) not in known:
+        return f"{quoted(target)} is not supported: no model translates into it{pairs}"
+    pivot = state.engine.registry.pivot
+    return (
+        f"{quoted(target)} is not supported from {quoted(source)}: no model translates "
+        f"{quoted(source)} to {quoted(target)}"
+        # (no route goes through a language that is the source or the target)
+        + (f", directly or through '{pivot}'" if pivot not in ("", source, target) else "")
+        + pairs
+    )
+
+
 def resolve_route(state: Any, source: str, target: str) -> list[str]:
     """The models to run in turn for an explicit source: one, or two through the pivot
     language (app/registry.py)."""
     check_target(state, target)
     models = state.engine.registry.route(source, target)
     if models is None:
-        pivot = state.engine.registry.pivot
-        raise ApiError(
-            400,
-            f"no model translates {quoted(source)} to {quoted(target)}"
-            # (no route goes through a language that is the source or the target)
-            + (f", directly or through '{pivot}'" if pivot not in ("", source, target) else "")
-            + f"; available pairs: {available_pairs(state)}",
-        )
+        raise ApiError(400, no_route(state, source, target))
     return models
 
 
@@ -318,7 +331,8 @@ def check_served(state: Any, language: str) -> None:
     if two_letter(language) not in known:
         raise ApiError(
             400,
-            f"no model translates from or into {quoted(language)}; available pairs: "
+            f"{quoted(language)} is not supported: no model translates from or into it; "
+            f"available pairs: "
             f"{available_pairs(state)}",
         )
 
@@ -337,9 +351,20 @@ def shown(name: str, number: int) -> str:
 
 def too_many_chars(chars: int, texts: list[str] | None, limit: int) -> ApiError:
     """413 for `q` over MT_MAX_REQUEST_CHARS; `texts`: a list `q`'s, which count together
-    (LibreTranslate's current release checks each alone against its --char-limit)."""
-    together = f" (its {len(texts)} texts together)" if texts is not None else ""
-    return ApiError(413, f"{chars} characters in `q`{together}; at most {limit} per request")
+    (LibreTranslate's current release checks each alone against its --char-limit). The message
+    has LibreTranslate's words for it ("exceeds character limit"), which its clients look for."""
+    together = f", its {len(texts)} texts together" if texts is not None else ""
+    return ApiError(
+        413,
+        f"request ({chars} characters in `q`{together}) exceeds character limit "
+        f"({limit} per request)",
+    )
+
+
+def too_many_texts(texts: int, limit: int) -> ApiError:
+    """413 for a list `q` of more than MT_MAX_TEXTS texts, in LibreTranslate's words for it
+    ("exceeds text limit"), which its clients look for."""
+    return ApiError(413, f"request ({texts} texts in `q`) exceeds text limit ({limit} per request)")
 
 
 def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, int, int]:
@@ -350,7 +375,7 @@ def checked_options(state: Any, req: TranslateRequest) -> tuple[list[str], int, 
     if not texts:
         raise ApiError(400, "`q` is an empty list: give at least one text")
     if len(texts) > s.max_texts:
-        raise ApiError(413, f"{len(texts)} texts in `q`; at most {s.max_texts} per request")
+        raise too_many_texts(len(texts), s.max_texts)
     chars = sum(len(t) for t in texts)
     if chars > s.max_request_chars:
         raise too_many_chars(chars, None if isinstance(req.q, str) else texts, s.max_request_chars)
@@ -818,7 +843,8 @@ async def _detected(
     if not candidates:
         raise ApiError(
             400,
-            f"no model translates to {quoted(target)}; available pairs: {available_pairs(state)}",
+            f"{quoted(target)} is not supported: no model translates into it; "
+            f"available pairs: {available_pairs(state)}",
         )
     among = [*candidates, target]
     detector = state.detector
@@ -1034,7 +1060,7 @@ async def translate(
     `unit_sources`); a text already in the target language is returned as it is."""
     q, limit = data.get("q"), state.settings.max_texts
     if isinstance(q, list) and len(q) > limit:  # before checking each of them
-        raise ApiError(413, f"{len(q)} texts in `q`; at most {limit} per request")
+        raise too_many_texts(len(q), limit)
     if "q" in data and not isinstance(q, (str, list)):  # (null too: `q` left out is named so)
         raise ApiError(400, Q_TYPE)
     try:

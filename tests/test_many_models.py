@@ -318,7 +318,7 @@ def test_unknown_pair_is_a_400_listing_the_available_pairs(weights_dir):
         r = translate(url, "fr", "xx")
         assert r.status_code == 400
         assert r.json()["error"] == (
-            "no model translates 'fr' to 'xx', directly or through 'en'; available pairs: "
+            "'xx' is not supported: no model translates into it; available pairs: "
             "de->en, en->de, en->fr, fr->en"
         )
         assert not any(loaded(url).values())  # nothing was loaded for it

@@ -79,6 +79,10 @@ def test_health_languages_models(server):
     assert httpx.get(f"{url}/languages").json() == [
         {"code": "en", "name": "English", "targets": ["de"]}
     ]
+    # POST too, as LibreTranslate took it before 1.3 and argos-translate's client still sends
+    # it (with a form body)
+    posted = httpx.post(f"{url}/languages", data={"api_key": ""})
+    assert posted.status_code == 200 and posted.json() == httpx.get(f"{url}/languages").json()
     models = httpx.get(f"{url}/models").json()
     assert (
         models[0]["name"] == "en-de"

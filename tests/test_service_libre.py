@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
+from app.translate import no_route
 from model_core.checkpoint import save_checkpoint
 from tests.conftest import random_model, tiny_config
 from tests.service_helpers import serve_in_thread
@@ -258,7 +260,7 @@ def test_a_form_or_query_string_holds_as_many_texts_as_a_json_list(server):
         assert r.json()["translatedText"] == texts
     r = post(server, data={"q": [*texts, "Noch einer."], "source": "de", "target": "de"})
     assert r.status_code == 413, r.text
-    assert f"at most {limit}" in r.json()["error"]
+    assert f"exceeds text limit ({limit} per request)" in r.json()["error"]
 
 
 def test_a_long_list_of_wrong_values_gets_a_short_answer(server):
@@ -497,24 +499,42 @@ def test_alternatives_are_distinct_and_none_for_a_text_left_as_it_is(server):
 def test_a_language_no_model_serves_is_a_400_even_into_itself(server):
     r = post(server, json={"q": EN, "source": "fr", "target": "fr"})
     assert r.status_code == 400
-    assert "no model translates from or into 'fr'" in r.json()["error"]
+    # "xx is not supported": LibreTranslate's words, by which its clients (Dialect) tell a
+    # language code the server does not know
+    assert "'fr' is not supported: no model translates from or into it" in r.json()["error"]
     assert "en->de" in r.json()["error"]
 
 
 @pytest.mark.parametrize(
-    ("source", "target", "named"), [("en", "fr", "'en' to 'fr'"), ("fr", "en-US", "'fr' to 'en'")]
+    ("source", "target", "said"),
+    [("en", "fr", "into it"), ("fr", "en-US", "from it"), ("de", "fr", "into it")],
 )
-def test_a_pair_without_a_model_into_or_from_the_pivot_names_no_route_through_it(
-    server, source, target, named
+def test_a_language_no_model_knows_is_named_as_libretranslate_names_it(
+    server, source, target, said
 ):
-    """The pivot language (en) is the source or the target: no route can go through it, and
-    the message said "'en' to 'fr', directly or through 'en'"."""
+    """ "xx is not supported", LibreTranslate's words, which its clients look for (Dialect
+    tells a wrong language code by them), then which way no model translates."""
     r = post(server, json={"q": EN, "source": source, "target": target})
     assert r.status_code == 400
-    error = r.json()["error"]
-    assert error.startswith(f"no model translates {named}; available pairs: "), error
-    r = post(server, json={"q": EN, "source": "de", "target": "fr"})  # de->en->fr: none
-    assert "no model translates 'de' to 'fr', directly or through 'en'" in r.json()["error"]
+    assert r.json()["error"] == (
+        f"'fr' is not supported: no model translates {said}; available pairs: de->en, en->de"
+    )
+
+
+def test_a_pair_of_known_languages_without_a_route_names_the_pivot_only_where_it_could_be():
+    """Both languages known, no route: the target is not supported from the source; the
+    message names the pivot language (en) only where a route could go through it (it said
+    "'en' to 'fr', directly or through 'en'")."""
+    registry = SimpleNamespace(pairs={("en", "de"): "en-de", ("fr", "en"): "fr-en"}, pivot="en")
+    state = SimpleNamespace(engine=SimpleNamespace(registry=registry, pairs=registry.pairs))
+    pairs = "; available pairs: en->de, fr->en"
+    assert no_route(state, "de", "fr") == (
+        "'fr' is not supported from 'de': no model translates 'de' to 'fr', directly or "
+        f"through 'en'{pairs}"
+    )
+    assert no_route(state, "en", "fr") == (
+        f"'fr' is not supported from 'en': no model translates 'en' to 'fr'{pairs}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -670,7 +690,11 @@ def test_suggest_is_refused_as_libretranslate_refuses_it_when_disabled(server, k
 def test_spec_is_the_openapi_schema_as_libretranslate_serves_its_own(server):
     r = httpx.get(f"{server}/spec")
     assert r.status_code == 200, r.text
-    assert r.json() == httpx.get(f"{server}/openapi.json").json()
+    schema = httpx.get(f"{server}/openapi.json").json()
+    # titled "LibreTranslate", as LibreTranslate's own: Dialect adds a server only if it is
+    assert r.json()["info"]["title"] == "LibreTranslate"
+    assert r.json()["info"]["description"].startswith("mt-serve 0.1.0: Machine translation")
+    assert {**r.json(), "info": schema["info"]} == schema
     assert "/translate" in r.json()["paths"]
     # each counted under its own path ("/openapi.json" was "other", an unknown path's)
     metrics = httpx.get(f"{server}/metrics").text
@@ -839,7 +863,7 @@ def test_a_translated_file_is_named_with_the_language_tag_it_was_translated_into
         ("/translate", "OPTIONS, POST"),
         ("/detect", "OPTIONS, POST"),
         ("/translate_file", "OPTIONS, POST"),
-        ("/languages", "GET, HEAD, OPTIONS"),
+        ("/languages", "GET, HEAD, OPTIONS, POST"),  # POST as LibreTranslate before 1.3
         ("/frontend/settings", "GET, HEAD, OPTIONS, POST"),
     ],
 )
@@ -959,11 +983,14 @@ def test_a_list_qs_texts_count_together_against_the_character_limit(two_models):
                 r = post(url, path, **kwargs)
                 assert r.status_code == 413, r.text
                 assert r.json()["error"] == (
-                    "25 characters in `q` (its 2 texts together); at most 20 per request"
+                    "request (25 characters in `q`, its 2 texts together) exceeds character "
+                    "limit (20 per request)"
                 )
             r = post(url, path, json={**body, "q": "Eine viel zu lange Zeile."})
             assert r.status_code == 413, r.text
-            assert r.json()["error"] == "25 characters in `q`; at most 20 per request"
+            assert r.json()["error"] == (
+                "request (25 characters in `q`) exceeds character limit (20 per request)"
+            )
         r = post(url, json={"q": texts[:1], "source": "de", "target": "de"})
         assert r.status_code == 200, r.text
 
