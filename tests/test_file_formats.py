@@ -1339,6 +1339,13 @@ def test_a_lying_size_in_the_zip_directory_is_caught_while_reading():
         translate_office(bytes(src), upper, LIMITS)
 
 
+def needs_version(data: bytes, version: int) -> bytes:
+    """`data`, a zip archive, whose first central directory entry needs `version` (tenths)."""
+    out = bytearray(data)
+    out[out.find(b"PK\x01\x02") + 6] = version
+    return bytes(out)
+
+
 @pytest.mark.parametrize(
     "data, message",
     [
@@ -1346,6 +1353,8 @@ def test_a_lying_size_in_the_zip_directory_is_caught_while_reading():
         # a .doc, or a .docx saved with a password (an OLE2 compound file): "not a valid zip"
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504), "password-protected document"),
         (make_docx()[:2000], "not a valid zip"),
+        # the central directory says "version needed to extract: 6.4" (zipfile knows 6.3)
+        (needs_version(make_docx(), 64), "needs a newer unzip"),
         (zip_of({"word/document.xml": b"<w:document><w:p>broken"}), "not well-formed XML"),
         (zip_of({"other.xml": b"<a/>"}), "not a Word, PowerPoint or OpenDocument"),
         (

@@ -41,6 +41,8 @@ def open_archive(data: bytes, limits: Limits) -> zipfile.ZipFile:
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
         raise FormatError(f"the file is not a valid zip archive ({exc})") from None
+    except NotImplementedError as exc:  # a "version needed to extract" above zipfile's
+        raise FormatError(f"the zip archive needs a newer unzip ({exc})") from None
     if len(infos) > limits.max_entries:
         raise FormatError(
             f"the archive has {len(infos)} entries; at most {limits.max_entries}", 413
