@@ -2144,3 +2144,104 @@ def test_a_strict_open_xml_document_is_refused_not_returned_untranslated():
                 parts[name] = parts[name].replace(transitional, purl)
         with pytest.raises(FormatError, match=r"Strict Open XML.*save it as"):
             translate_office(zip_of(parts), upper, LIMITS, kind)
+
+
+def docx_field(code: str, result: str) -> str:
+    """A complex field (begin, code, separate, result, end) of runs."""
+    return (
+        '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+        f'<w:r><w:instrText xml:space="preserve"> {code} </w:instrText></w:r>'
+        '<w:r><w:fldChar w:fldCharType="separate"/></w:r>'
+        f"<w:r><w:t>{result}</w:t></w:r>"
+        '<w:r><w:fldChar w:fldCharType="end"/></w:r>'
+    )
+
+
+def plain_run(text: str) -> str:
+    return f'<w:r><w:t xml:space="preserve">{text}</w:t></w:r>'
+
+
+#: a model that loses placeholders and moves a name, as the shipped ones do: the sentences of
+#: the tests of kept fields, with their fields' stand-ins
+MOVED = {
+    "We will call you at Tom tomorrow morning.": "Wir rufen Sie morgen früh bei Tom an.",
+    "This is page Tom of Boston.": "Dies ist Seite Tom von Boston.",
+    "As table Tom shows, it works.": "Wie Tabelle Tom zeigt, funktioniert es.",
+    "Please come in, dear guest.": "Bitte kommen Sie herein, lieber Gast.",
+}
+
+
+def moving_model(texts: list[str]) -> list[str]:
+    return [MOVED.get(t, re.sub(r"</?[gx]\d+/?>", "", t).upper()) for t in texts]
+
+
+def test_docx_a_field_the_application_computes_keeps_its_result_and_the_words_go_around_it():
+    """A mail merge's field, a page number, a cross-reference to a number: Word writes their
+    results again, so the words the model put where the field's runs were were wiped out at
+    the next merge or update ("We will call you at «Phone» tomorrow." was "Wir werden dich
+    {MERGEFIELD Phone| „Py“ nennen.} morgen früh auf"). Their results stay as written; the
+    translation is cut where the field's stand-in came back. A hyperlink's result is text,
+    translated."""
+    src = docx_body(
+        "<w:p>"
+        + plain_run("We will call you at ")
+        + docx_field("MERGEFIELD Phone", "«Phone»")
+        + plain_run(" tomorrow morning.")
+        + "</w:p><w:p>"
+        + plain_run("This is page ")
+        + '<w:fldSimple w:instr=" PAGE "><w:r><w:t>3</w:t></w:r></w:fldSimple>'
+        + plain_run(" of ")
+        + docx_field("NUMPAGES \\* MERGEFORMAT", "12")
+        + plain_run(".")
+        + "</w:p><w:p>"
+        + plain_run("As table ")
+        + docx_field("REF _Ref2 \\h", "4")
+        + plain_run(" shows, it works.")
+        + "</w:p><w:p>"
+        + plain_run("Please come in, ")
+        + docx_field('HYPERLINK "https://example.com"', "dear guest")
+        + plain_run(".")
+        + "</w:p>"
+    )
+    out = translate_office(src, moving_model, LIMITS, "docx")
+    assert word_texts(out) == [
+        ["Wir rufen Sie morgen früh bei ", "«Phone»", " an."],
+        ["Dies ist Seite ", "3", " von ", "12", "."],
+        ["Wie Tabelle ", "4", " zeigt, funktioniert es."],
+        # a hyperlink's words are translated, the link around their translation
+        ["Bitte kommen Sie herein, ", "lieber Gast", "."],
+    ]
+    # the fields' codes are as they were
+    document = entries(out)["word/document.xml"].decode()
+    assert document.count("MERGEFIELD Phone") == 1 and 'w:instr=" PAGE "' in document
+
+
+def test_odt_a_field_the_application_computes_keeps_its_text_and_the_words_go_around_it():
+    """LibreOffice writes a page number, a page count and a mail merge's database field
+    again (on loading, on a merge): the words put into them were lost ("Die Ergebnisse sind
+    auf Seite  von [3]diesem Bericht", the page number emptied)."""
+    text = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+    content = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+        f' xmlns:text="{text}" office:version="1.3"><office:body><office:text>'
+        "<text:p>This is page <text:page-number>3</text:page-number> of "
+        "<text:page-count>12</text:page-count>.</text:p>"
+        '<text:p>We will call you at <text:database-display text:column-name="Phone">'
+        "&lt;Phone&gt;</text:database-display> tomorrow morning.</text:p>"
+        "</office:text></office:body></office:document-content>"
+    )
+    mimetype = zipfile.ZipInfo("mimetype")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(mimetype, "application/vnd.oasis.opendocument.text", zipfile.ZIP_STORED)
+        z.writestr("content.xml", content)
+    translated = translate_office(out.getvalue(), moving_model, LIMITS, "odt")
+    root = etree.fromstring(entries(translated)["content.xml"])
+    paragraphs = list(root.iter(f"{{{text}}}p"))
+    assert ["".join(p.itertext()) for p in paragraphs] == [
+        "Dies ist Seite 3 von 12.",
+        "Wir rufen Sie morgen früh bei <Phone> an.",
+    ]
+    assert paragraphs[0].find(f"{{{text}}}page-number").text == "3"
+    assert paragraphs[1].find(f"{{{text}}}database-display").text == "<Phone>"

@@ -208,6 +208,9 @@ def translate_office(
     for unit_groups, unit_hints, part in zip(acc.units, acc.hints, part_of, strict=True):
         b = UnitBuilder()
         for g in unit_groups:
+            if g.keep:  # a field's result the application computes: where a word would be
+                b.atom(g, word=True)
+                continue
             b.open("run", g)
             b.text(g.text.replace(SOFT_HYPHEN, ""), g)
             b.close("run", g)

@@ -24,7 +24,13 @@ range keeps the translation of the text it held. A bookmark that encloses nothin
 `_GoBack`, an .odt `text:bookmark` or `text:reference-mark`) keeps nothing apart. A field's
 instruction text is never sent with its paragraph (the texts some fields show are sent on
 their own: app/formats/office_fields.py), nor is a nested field's result inside it (the
-`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). A run's translation
+`{ MERGEFIELD Gender }` of `{ IF { MERGEFIELD Gender } = "male" ... }`). The result of a field
+whose result the application computes (KEPT_FIELDS: a mail merge's data, a page number, a date,
+a caption's number; in .odt KEPT_ODT_FIELDS) is kept as written, an atom of the unit standing
+where a word would: the translation around it goes into the runs before and after it (it took
+the words the model put where its runs were, which the next update of the field wiped out:
+"We will call you at «Phone» tomorrow." was "Wir werden dich {MERGEFIELD Phone| „Py“ nennen.}
+morgen früh auf"). A run's translation
 goes into its first text node, the run's other text nodes are emptied; the formatting, every
 other element and every attribute stay as they were, but for a hint of the source's layout in
 a translated paragraph, which has no place in its translation and is dropped: an optional
@@ -198,13 +204,162 @@ ODT_TEMPLATES = frozenset(
 ODT_HINTS = frozenset({TEXT + "soft-page-break"})
 
 
+#: fields whose result Word computes when it updates them (a mail merge, F9, printing, a page
+#: laid out): their results are kept as written (the module docstring). Not a hyperlink's, a
+#: cross-reference's (REF: the words of the text it names, translated there too), an IF's (its
+#: texts are translated: app/formats/office_fields.py) or a table of contents' (paragraphs of
+#: their own, made again from the translated headings).
+KEPT_FIELDS = frozenset(
+    {
+        "MERGEFIELD",
+        "MERGEREC",
+        "MERGESEQ",
+        "ADDRESSBLOCK",
+        "GREETINGLINE",
+        "PAGE",
+        "NUMPAGES",
+        "SECTIONPAGES",
+        "SECTION",
+        "PAGEREF",
+        "NOTEREF",
+        "SEQ",
+        "LISTNUM",
+        "AUTONUM",
+        "AUTONUMLGL",
+        "AUTONUMOUT",
+        "DATE",
+        "TIME",
+        "CREATEDATE",
+        "SAVEDATE",
+        "PRINTDATE",
+        "EDITTIME",
+        "FILENAME",
+        "FILESIZE",
+        "AUTHOR",
+        "LASTSAVEDBY",
+        "USERNAME",
+        "USERINITIALS",
+        "USERADDRESS",
+        "NUMWORDS",
+        "NUMCHARS",
+        "REVNUM",
+        "DOCPROPERTY",
+        "DOCVARIABLE",
+        "TEMPLATE",
+        "BARCODE",
+        "DISPLAYBARCODE",
+        "MERGEBARCODE",
+        "=",  # a formula (`= SUM(ABOVE)`)
+    }
+)
+#: .odt fields whose text LibreOffice writes again (on loading: page numbers, counts,
+#: sequences, dates; on a mail merge: the database's fields), kept as written; not a
+#: reference's text, a hidden or conditional text (its texts are the author's), or a
+#: placeholder's prompt.
+KEPT_ODT_FIELDS = frozenset(
+    TEXT + t
+    for t in [
+        "page-number",
+        "page-count",
+        "page-continuation",
+        "paragraph-count",
+        "word-count",
+        "character-count",
+        "table-count",
+        "image-count",
+        "object-count",
+        "sequence",
+        "date",
+        "time",
+        "creation-date",
+        "creation-time",
+        "modification-date",
+        "modification-time",
+        "print-date",
+        "print-time",
+        "editing-duration",
+        "editing-cycles",
+        "file-name",
+        "template-name",
+        "author-name",
+        "author-initials",
+        "creator",
+        "printed-by",
+        "database-display",
+        "database-name",
+        "database-row-number",
+        "database-next",
+        "database-row-select",
+        "sender-firstname",
+        "sender-lastname",
+        "sender-initials",
+        "sender-title",
+        "sender-position",
+        "sender-email",
+        "sender-phone-private",
+        "sender-fax",
+        "sender-company",
+        "sender-phone-work",
+        "sender-street",
+        "sender-city",
+        "sender-postal-code",
+        "sender-country",
+        "sender-state-or-province",
+        "variable-get",
+        "variable-set",
+        "user-field-get",
+        "sequence-ref",
+        "expression",
+        "table-formula",
+        "page-variable-get",
+        "user-defined",
+    ]
+)
+
+
+def kept_field(instruction: str, result: str) -> bool:
+    r"""Whether a .docx field of this code (`w:instrText`s together, a simple field's `w:instr`)
+    and this result keeps its result as written: one the application computes (KEPT_FIELDS),
+    or one without letters (a cross-reference to a table's number: the words around it went
+    into it, `{ REF _Ref2 \h }` showing "von" where it showed "4")."""
+    words = instruction.split()
+    if result.strip() and not any(c.isalpha() for c in result):
+        return True
+    return bool(words) and (words[0].upper() in KEPT_FIELDS or words[0].startswith("="))
+
+
+def _kept_fields(paragraph: etree._Element) -> set[etree._Element]:
+    """The begin fldChar of each field of `paragraph` whose result is kept (`kept_field`)."""
+    kept: set[etree._Element] = set()
+    fields: list[list] = []  # [begin, in its code, code, result]
+    for el in paragraph.iter(W + "fldChar", W + "instrText", W + "t"):
+        if el.tag == W + "fldChar":
+            kind = el.get(W + "fldCharType")
+            if kind == "begin":
+                fields.append([el, True, "", ""])
+            elif kind == "separate" and fields:
+                fields[-1][1] = False
+            elif kind == "end" and fields:
+                begin, _, code, result = fields.pop()
+                if kept_field(code, result):
+                    kept.add(begin)
+        elif fields and fields[-1][1]:
+            if el.tag == W + "instrText":  # (a nested field's result there is no code)
+                fields[-1][2] += el.text or ""
+        elif fields:
+            fields[-1][3] += el.text or ""
+    return kept
+
+
 @dataclass(eq=False)
 class Group:
     """A run of text with one formatting: the text nodes (element, "text" or "tail") or the
-    attribute (element, "@name") it fills."""
+    attribute (element, "@name") it fills; `keep`: a field's result, kept as written (an atom
+    of its unit)."""
 
     key: object
     slots: list[tuple[etree._Element, str]] = field(default_factory=list)
+    keep: bool = False
 
     @property
     def text(self) -> str:
@@ -245,6 +400,16 @@ class Paragraphs:
         else:
             self.groups.append(Group(key, [slot]))
         self._cut = False
+
+    def keep(self, slot: tuple[etree._Element, str], field_of: object) -> None:
+        """A text of the result of the field `field_of`, whose result is kept as written: one
+        group with its other texts, apart from the text on each side."""
+        last = self.groups[-1] if self.groups else None
+        if last is not None and last.keep and last.key is field_of:
+            last.slots.append(slot)
+        else:
+            self.groups.append(Group(field_of, [slot], keep=True))
+        self._cut = True
 
     def cut(self) -> None:
         """The next text starts a group of its own (a marker stands between)."""
@@ -324,10 +489,11 @@ def _split_tabs(paragraph: etree._Element, fmt: RunFormat) -> None:
 def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> None:
     if fmt.tab_characters:
         _split_tabs(paragraph, fmt)
-    # the fields open in the paragraph: True while in a field's code (between its begin and
-    # separate fldChar). A nested field's result there is part of the outer field's code
-    # (`IF { MERGEFIELD Gender } = "male" ...`) and is not translated either.
-    fields: list[bool] = []
+    # the fields open in the paragraph: [in its code, whether its result is kept], in its code
+    # between its begin and separate fldChar. A nested field's result there is part of the
+    # outer field's code (`IF { MERGEFIELD Gender } = "male" ...`) and is not translated either.
+    fields: list[list] = []
+    kept_results = _kept_fields(paragraph) if fmt.paragraph == W + "p" else set()
 
     def visit(el: etree._Element) -> None:
         for child in el:
@@ -337,12 +503,18 @@ def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> Non
             if tag == W + "fldChar":
                 kind = child.get(W + "fldCharType")
                 if kind == "begin":
-                    fields.append(True)
+                    fields.append([True, child in kept_results])
                 elif kind == "separate" and fields:
-                    fields[-1] = False
+                    fields[-1][0] = False
                 elif kind == "end" and fields:
                     fields.pop()
-            if tag in fmt.markers:
+            if tag == W + "fldSimple" and kept_field(
+                child.get(W + "instr") or "", "".join(t.text or "" for t in child.iter(fmt.text))
+            ):
+                acc.cut()
+                for t in child.iter(fmt.text):
+                    acc.keep((t, "text"), child)
+            elif tag in fmt.markers:
                 if not _empty_bookmark(child):
                     acc.cut()
             elif tag in fmt.hints:
@@ -354,7 +526,12 @@ def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> Non
             elif tag == fmt.text and fmt.tab_characters and not (child.text or "x").strip("\t"):
                 acc.flush()  # a run of tabs (_split_tabs)
             elif tag == fmt.text:
-                if not any(fields):
+                kept = next((f for f in fields if not f[0] and f[1]), None)
+                if any(f[0] for f in fields):
+                    pass
+                elif kept is not None:
+                    acc.keep((child, "text"), kept)
+                else:
                     acc.add((child, "text"), _run_key(child.getparent(), fmt))
             else:
                 visit(child)
@@ -371,6 +548,9 @@ def odt_units(paragraph: etree._Element, acc: Paragraphs) -> None:
             if isinstance(child.tag, str):
                 if child.tag in ODT_PARAGRAPHS or child.tag in ODT_BREAKS:
                     acc.flush()
+                elif child.tag in KEPT_ODT_FIELDS:
+                    acc.cut()
+                    acc.keep((child, "text"), child)
                 elif child.tag in ODT_MARKERS or child.tag.startswith(ODT_SHAPES):
                     acc.cut()
                 elif child.tag in ODT_HINTS:
@@ -397,16 +577,46 @@ def drop(el: etree._Element) -> None:
 
 
 def apply_tokens(groups: list[Group], tokens) -> None:
-    """Writes a unit's translation into its groups (see app/formats/inline.py's tokens)."""
+    """Writes a unit's translation into its groups (see app/formats/inline.py's tokens).
+
+    A kept field's result (an atom) stays where it is in the document, so the translation is
+    cut where its atom came back: the text before it goes into the runs before the field,
+    the text after it into the runs after (the words the model put before the stand-in of
+    "We will call you at «Phone» tomorrow." went into the runs after the field: "Wir werden
+    dich «Phone» morgen früh bei anrufen.")."""
     assigned: dict[int, list[str]] = {id(g): [] for g in groups}
+    # for each group written, the kept groups before it; for each such count, those groups
+    zone: dict[int, int] = {}
+    zones: dict[int, list[Group]] = {}
+    kept = 0
+    for g in groups:
+        if g.keep:
+            kept += 1
+        else:
+            zone[id(g)] = kept
+            zones.setdefault(kept, []).append(g)
     stack: list[Group] = []
     last = groups[0]
+    atoms = 0  # the kept fields' atoms the translation has given so far
     for tok in tokens:
         if tok.kind == "open":
             stack.append(tok.ref)
         elif tok.kind == "close" and stack:
             last = stack.pop()
+        elif tok.kind == "atom" and getattr(tok.ref, "keep", False):
+            atoms += 1
         elif tok.kind == "text":
-            assigned[id(stack[-1] if stack else last)].append(tok.text)
+            g = stack[-1] if stack else last
+            if kept and zone.get(id(g)) != atoms:
+                # on the other side of a field than the translation puts it (or before any
+                # run: the unit starts with a field): the group nearest to the field on the
+                # side it belongs to, where there is one
+                if atoms in zones:
+                    side = zones[atoms]
+                    g = side[-1] if zone.get(id(g), -1) > atoms else side[0]
+                elif g.keep:
+                    g = next(iter(zones.values()))[0]
+            assigned[id(g)].append(tok.text)
     for g in groups:
-        g.write("".join(assigned[id(g)]))
+        if not g.keep:
+            g.write("".join(assigned[id(g)]))
