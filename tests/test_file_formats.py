@@ -2245,3 +2245,23 @@ def test_odt_a_field_the_application_computes_keeps_its_text_and_the_words_go_ar
     ]
     assert paragraphs[0].find(f"{{{text}}}page-number").text == "3"
     assert paragraphs[1].find(f"{{{text}}}database-display").text == "<Phone>"
+
+
+def test_a_docx_whose_main_part_has_another_name_is_translated():
+    """Word for the web saves a document's main part as word/document2.xml, named by
+    _rels/.rels and [Content_Types].xml (ECMA-376 fixes no name): it was refused as "not a
+    Word, PowerPoint or OpenDocument ... file"."""
+    files = entries(make_docx())
+    renamed = {}
+    for name, data in files.items():
+        data = data.replace(b"/word/document.xml", b"/word/document2.xml")
+        data = data.replace(b'Target="word/document.xml"', b'Target="word/document2.xml"')
+        name = name.replace("document.xml", "document2.xml")
+        renamed[name] = data
+    src = zip_of(renamed)
+    assert "word/document2.xml" in entries(src) and "word/document.xml" not in entries(src)
+    out = translate_office(src, upper, LIMITS, "docx")
+    assert_only_changed(src, out, {"word/document2.xml", "word/header1.xml"})
+    d = docx.Document(io.BytesIO(out))  # python-docx finds the part by its relationship
+    assert d.paragraphs[0].text == "HELLO BOLD WORDS AND MORE."
+    assert d.sections[0].header.paragraphs[0].text == "HEADER TEXT"

@@ -40,11 +40,13 @@ from .office_archive import (
     check_not_encrypted,
     check_transitional,
     kind_of,
+    main_part,
     open_archive,
     parse_part,
     read_entry,
     rebuild,
     serialize_part,
+    with_main_part,
 )
 from .office_fields import FieldTexts
 from .office_labels import PROPERTY_PARTS, label_slots
@@ -143,7 +145,7 @@ def translate_office(
     is another kind (None: whichever it is). `language`: the tag the translated text is marked
     with (app/formats/office_language.py; None: its marks are kept)."""
     archive = open_archive(data, limits)
-    found: Kind = kind_of(archive, kind, KINDS)
+    found: Kind = kind_of(archive, kind, with_main_part(KINDS, main_part(archive)))
     if found[0] in ("odt", "odp"):
         check_not_encrypted(archive)
     _, _, patterns, fmt = found

@@ -17,6 +17,7 @@ XML, whose text is in namespaces the handlers do not read.
 from __future__ import annotations
 
 import io
+import posixpath
 import zipfile
 
 from lxml import etree
@@ -98,6 +99,52 @@ def serialize_part(root: etree._Element, raw: bytes) -> bytes:
         xml_declaration=True,
         standalone=info.standalone,
     )
+
+
+#: the relationship of a package's main part, in _rels/.rels (transitional and strict)
+OFFICE_DOCUMENT = frozenset(
+    {
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument",
+        "http://purl.oclc.org/ooxml/officeDocument/relationships/officeDocument",
+    }
+)
+
+
+def main_part(archive: zipfile.ZipFile) -> str | None:
+    """The part that _rels/.rels names as the package's main one (ECMA-376 fixes no name for
+    it: Word for the web saves a .docx's as word/document2.xml), or None where it names none
+    or cannot be read."""
+    try:
+        info = archive.getinfo("_rels/.rels")
+    except KeyError:
+        return None
+    if info.file_size > 1 << 16:
+        return None
+    try:
+        root = parse_part(info.filename, read_entry(archive, info))
+    except FormatError:
+        return None
+    for rel in root:
+        if rel.get("Type") in OFFICE_DOCUMENT and rel.get("TargetMode") != "External":
+            target = posixpath.normpath(rel.get("Target") or "").lstrip("/")
+            if target in archive.NameToInfo:
+                return target
+    return None
+
+
+def with_main_part(kinds: list[tuple], main: str | None) -> list[tuple]:
+    """`kinds` (office.py's KINDS) with the main part `main` in place of the usual name of that
+    folder's main part (word/document2.xml for word/document.xml)."""
+    if main is None:
+        return kinds
+    out = []
+    for kind in kinds:
+        name, required, patterns, fmt = kind
+        same_folder = posixpath.dirname(main) == posixpath.dirname(required)
+        if fmt is not None and main != required and "/" in required and same_folder:
+            kind = (name, main, [main if p == required else p for p in patterns], fmt)
+        out.append(kind)
+    return out
 
 
 #: what each kind is, in an error message
