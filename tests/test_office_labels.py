@@ -463,3 +463,17 @@ def test_chart_data_labels_taken_from_cells_are_translated():
     out = entries(translate_office(zip_of(parts), upper, LIMITS, "pptx"))["ppt/charts/chart1.xml"]
     for text in (b"<c:v>BEST MONTH</c:v>", b"<c:v>12</c:v>", b"<c:v>TARGET</c:v>", b"$D$2:$D$3"):
         assert text in out
+
+
+def test_a_tables_alternative_text_is_translated():
+    """A .docx table's title and description (Table Properties > Alt Text), which screen
+    readers read as a picture's alternative text, were copied untranslated."""
+    parts = entries(make_docx())
+    body = parts["word/document.xml"].decode()
+    alt = '<w:tblCaption w:val="Prices"/><w:tblDescription w:val="The prices of the year"/>'
+    body = body.replace("</w:tblPr>", alt + "</w:tblPr>", 1)
+    assert alt in body
+    parts["word/document.xml"] = body.encode()
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))["word/document.xml"]
+    assert b'<w:tblCaption w:val="PRICES"/>' in out
+    assert b'<w:tblDescription w:val="THE PRICES OF THE YEAR"/>' in out

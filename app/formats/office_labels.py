@@ -7,6 +7,8 @@ what app/formats/office.py sends besides the paragraphs it walks.
   (`v:shape/@alt`, in a .docx from older Word versions) is translated too. A description that
   is only an image's file name (python-pptx and some converters write one) is left as it is,
   and so is the alternative text of a picture in a tracked deletion, as its text is.
+- A .docx table's alternative text, its title and description (`w:tblCaption`,
+  `w:tblDescription`).
 - The tip a link shows when pointed at (`a:hlinkClick/@tooltip`, `a:hlinkHover/@tooltip`,
   `w:hyperlink/@w:tooltip`), which screen readers read with the link.
 - The document's title, subject and description (`dc:title`, `dc:subject`, `dc:description`
@@ -76,6 +78,10 @@ TOOLTIPS = {
     A + "hlinkClick": "tooltip",
     A + "hlinkHover": "tooltip",
     W + "hyperlink": W + "tooltip",
+    # a .docx table's alternative text (Word's Table Properties > Alt Text), which screen
+    # readers read as a picture's: it was copied untranslated
+    W + "tblCaption": W + "val",
+    W + "tblDescription": W + "val",
 }
 #: a description that is only a file name: nothing to translate
 FILE_NAME = re.compile(r"[^\s/\\]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp|heic)", re.I)
