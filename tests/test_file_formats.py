@@ -2265,3 +2265,47 @@ def test_a_docx_whose_main_part_has_another_name_is_translated():
     d = docx.Document(io.BytesIO(out))  # python-docx finds the part by its relationship
     assert d.paragraphs[0].text == "HELLO BOLD WORDS AND MORE."
     assert d.sections[0].header.paragraphs[0].text == "HEADER TEXT"
+
+
+def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
+    """Code in a .docx, as pandoc writes it (character style VerbatimChar, paragraph style
+    SourceCode), in a style whose font is fixed width (or based on one), or set in such a font
+    (Courier New) was translated as prose: "Run `git status`" gave "Führen Sie den Status von
+    git aus". A run of code is kept as written, standing in its sentence as a word would."""
+
+    def run(text: str, props: str = "") -> str:
+        return f'<w:r><w:rPr>{props}</w:rPr><w:t xml:space="preserve">{text}</w:t></w:r>'
+
+    src = docx_body(
+        "<w:p>"
+        + run("Run ")
+        + run("git status", '<w:rStyle w:val="VerbatimChar"/>')
+        + run(" before you commit.")
+        + '</w:p><w:p><w:pPr><w:pStyle w:val="SourceCode"/></w:pPr>'
+        + run('print("hello world")')
+        + "</w:p><w:p>"
+        + run("Type ")
+        + run("make clean", '<w:rFonts w:ascii="Courier New" w:hAnsi="Courier New"/>')
+        + run(" to start again.")
+        + "</w:p><w:p>"
+        + run("Call ")
+        + run("open file", '<w:rStyle w:val="CommandBold"/>')
+        + run(" first.")
+        + "</w:p>"
+    )
+    parts = entries(src)
+    styles = parts["word/styles.xml"].decode()
+    ours = (
+        '<w:style w:type="character" w:styleId="Command"><w:name w:val="Command"/>'
+        '<w:rPr><w:rFonts w:ascii="Consolas" w:hAnsi="Consolas"/></w:rPr></w:style>'
+        '<w:style w:type="character" w:styleId="CommandBold"><w:name w:val="Command Bold"/>'
+        '<w:basedOn w:val="Command"/><w:rPr><w:b/></w:rPr></w:style>'
+    )
+    parts["word/styles.xml"] = styles.replace("</w:styles>", ours + "</w:styles>").encode()
+    out = translate_office(zip_of(parts), moving_model, LIMITS, "docx")
+    assert word_texts(out) == [
+        ["RUN ", "git status", " BEFORE YOU COMMIT."],
+        ['print("hello world")'],
+        ["TYPE ", "make clean", " TO START AGAIN."],
+        ["CALL ", "open file", " FIRST."],
+    ]

@@ -62,6 +62,7 @@ from .office_runs import (
     Paragraphs,
     RunFormat,
     apply_tokens,
+    code_styles,
     drop,
     odt_units,
     run_units,
@@ -115,6 +116,24 @@ _PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 _MASTER_PAGE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}master-page"
 
 
+#: the most bytes of word/styles.xml read for its styles of code (Word's own take about 40 kB)
+STYLES_BYTES = 4 << 20
+
+
+def _styles(archive) -> etree._Element | None:
+    """A .docx's word/styles.xml, or None where it has none or it cannot be read."""
+    try:
+        info = archive.getinfo("word/styles.xml")
+    except KeyError:
+        return None
+    if info.file_size > STYLES_BYTES:
+        return None
+    try:
+        return parse_part(info.filename, read_entry(archive, info))
+    except FormatError:
+        return None
+
+
 def _odp_prompt(paragraph: etree._Element) -> bool:
     """Whether an OpenDocument paragraph is in a master page's placeholder, whose text is a
     prompt ("Click to edit the title text format"), as a .pptx master's placeholders are."""
@@ -166,6 +185,7 @@ def translate_office(
     # text sent whole, outside units: a .docx's numbering labels (office_numbering.py) and its
     # fields' display texts (office_fields.py), each (part, its texts)
     extras: list[tuple[str, NumberingLabels | FieldTexts]] = []
+    code = code_styles(_styles(archive)) if fmt is DOCX else None
     for info in text_parts:
         raw = read_entry(archive, info)
         try:
@@ -196,7 +216,7 @@ def translate_office(
             master = printed or any(fnmatch.fnmatchcase(info.filename, m) for m in MASTERS)
             for p in root.iter(part_fmt.paragraph):
                 if not (master and _prompt(p, printed)):
-                    run_units(p, part_fmt, acc)
+                    run_units(p, part_fmt, acc, code if part_fmt is DOCX else None)
         for slot in label_slots(info.filename, root):  # alternative text... (office_labels.py)
             acc.add(slot, None)
             acc.flush()

@@ -317,6 +317,64 @@ KEPT_ODT_FIELDS = frozenset(
 )
 
 
+#: a font that sets code (fixed width): Courier New, Consolas, Lucida Console, Source Code
+#: Pro, DejaVu Sans Mono, Menlo...
+MONOSPACE = re.compile(r"mono|courier|consol|code|typewriter|menlo|monaco|inconsolata", re.I)
+#: the styles of code that Word and pandoc write (HTML Code, HTML Preformatted...; pandoc's
+#: inline code and its code blocks), whatever their fonts
+CODE_STYLES = frozenset(
+    {
+        "VerbatimChar",
+        "SourceCode",
+        "HTMLCode",
+        "HTMLPreformatted",
+        "HTMLKeyboard",
+        "HTMLTypewriter",
+        "HTMLSample",
+    }
+)
+
+
+def code_styles(styles: etree._Element | None) -> frozenset[str]:
+    """The ids of word/styles.xml's styles that set code: CODE_STYLES, those whose font is
+    fixed width, and those based on one of these (pandoc's KeywordTok on VerbatimChar)."""
+    if styles is None:
+        return CODE_STYLES
+    based: dict[str, str] = {}
+    code = set(CODE_STYLES)
+    for style in styles.iter(W + "style"):
+        sid = style.get(W + "styleId") or ""
+        parent = style.find(W + "basedOn")
+        if parent is not None:
+            based[sid] = parent.get(W + "val") or ""
+        fonts = style.find(f"{W}rPr/{W}rFonts")
+        if fonts is not None and MONOSPACE.search(fonts.get(W + "ascii") or ""):
+            code.add(sid)
+    for sid in based:
+        seen, at = set(), sid
+        while at in based and at not in code and at not in seen:
+            seen.add(at)
+            at = based[at]
+        if at in code:
+            code.add(sid)
+    return frozenset(code)
+
+
+def is_code(run: etree._Element, paragraph: etree._Element, styles: frozenset[str]) -> bool:
+    """Whether a .docx run sets code: its own font fixed width, or its character style, or
+    (no font of its own) its paragraph's style, one of `styles` (`code_styles`)."""
+    props = run.find(W + "rPr")
+    fonts = props.find(W + "rFonts") if props is not None else None
+    font = fonts.get(W + "ascii") if fonts is not None else None
+    if font:
+        return bool(MONOSPACE.search(font))
+    style = props.find(W + "rStyle") if props is not None else None
+    if style is not None and style.get(W + "val") in styles:
+        return True
+    p_style = paragraph.find(f"{W}pPr/{W}pStyle")
+    return p_style is not None and p_style.get(W + "val") in styles
+
+
 def kept_field(instruction: str, result: str) -> bool:
     r"""Whether a .docx field of this code (`w:instrText`s together, a simple field's `w:instr`)
     and this result keeps its result as written: one the application computes (KEPT_FIELDS),
@@ -486,7 +544,15 @@ def _split_tabs(paragraph: etree._Element, fmt: RunFormat) -> None:
             t.set(XML_SPACE, "preserve")
 
 
-def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> None:
+def run_units(
+    paragraph: etree._Element,
+    fmt: RunFormat,
+    acc: Paragraphs,
+    code: frozenset[str] | None = None,
+) -> None:
+    """`code`: a .docx's styles of code (`code_styles`): a run of code is kept as written, an
+    atom of its unit (it was translated: "Run `git status`" gave "Führen Sie den Status von
+    git aus"); None: no run is code."""
     if fmt.tab_characters:
         _split_tabs(paragraph, fmt)
     # the fields open in the paragraph: [in its code, whether its result is kept], in its code
@@ -531,6 +597,8 @@ def run_units(paragraph: etree._Element, fmt: RunFormat, acc: Paragraphs) -> Non
                     pass
                 elif kept is not None:
                     acc.keep((child, "text"), kept)
+                elif code is not None and is_code(child.getparent(), paragraph, code):
+                    acc.keep((child, "text"), code)
                 else:
                     acc.add((child, "text"), _run_key(child.getparent(), fmt))
             else:
