@@ -2271,7 +2271,8 @@ def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
     """Code in a .docx, as pandoc writes it (character style VerbatimChar, paragraph style
     SourceCode), in a style whose font is fixed width (or based on one), or set in such a font
     (Courier New) was translated as prose: "Run `git status`" gave "Führen Sie den Status von
-    git aus". A run of code is kept as written, standing in its sentence as a word would."""
+    git aus". A run of code is kept as written, standing in its sentence as a word would; a
+    fixed-width font sets code only beside text in another."""
 
     def run(text: str, props: str = "") -> str:
         return f'<w:r><w:rPr>{props}</w:rPr><w:t xml:space="preserve">{text}</w:t></w:r>'
@@ -2291,6 +2292,10 @@ def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
         + run("Call ")
         + run("open file", '<w:rStyle w:val="CommandBold"/>')
         + run(" first.")
+        + "</w:p><w:p>"
+        # all of a paragraph in Courier (a screenplay's, a typewritten letter's) is prose
+        + run("INT. KITCHEN - NIGHT. ", '<w:rFonts w:ascii="Courier New"/>')
+        + run("Anna waits.", '<w:rFonts w:ascii="Courier Prime"/>')
         + "</w:p>"
     )
     parts = entries(src)
@@ -2308,4 +2313,5 @@ def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
         ['print("hello world")'],
         ["TYPE ", "make clean", " TO START AGAIN."],
         ["CALL ", "open file", " FIRST."],
+        ["INT. KITCHEN - NIGHT. ", "ANNA WAITS."],
     ]

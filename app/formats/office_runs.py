@@ -321,7 +321,8 @@ KEPT_ODT_FIELDS = frozenset(
 #: Pro, DejaVu Sans Mono, Menlo...
 MONOSPACE = re.compile(r"mono|courier|consol|code|typewriter|menlo|monaco|inconsolata", re.I)
 #: the styles of code that Word and pandoc write (HTML Code, HTML Preformatted...; pandoc's
-#: inline code and its code blocks), whatever their fonts
+#: inline code and its code blocks), whatever their fonts. A style of another name whose font
+#: is fixed width sets code only beside text in another font (a screenplay's are all Courier).
 CODE_STYLES = frozenset(
     {
         "VerbatimChar",
@@ -335,44 +336,56 @@ CODE_STYLES = frozenset(
 )
 
 
-def code_styles(styles: etree._Element | None) -> frozenset[str]:
-    """The ids of word/styles.xml's styles that set code: CODE_STYLES, those whose font is
-    fixed width, and those based on one of these (pandoc's KeywordTok on VerbatimChar)."""
-    if styles is None:
-        return CODE_STYLES
+@dataclass(frozen=True)
+class CodeStyles:
+    """A .docx's styles of code (`code_styles`): `named`, CODE_STYLES and those based on one;
+    `fixed`, those whose font is fixed width (or based on one)."""
+
+    named: frozenset[str]
+    fixed: frozenset[str]
+
+
+def code_styles(styles: etree._Element | None) -> CodeStyles:
+    """The ids of word/styles.xml's styles of code (CodeStyles)."""
     based: dict[str, str] = {}
-    code = set(CODE_STYLES)
-    for style in styles.iter(W + "style"):
+    fixed = set()
+    for style in styles.iter(W + "style") if styles is not None else ():
         sid = style.get(W + "styleId") or ""
         parent = style.find(W + "basedOn")
         if parent is not None:
             based[sid] = parent.get(W + "val") or ""
         fonts = style.find(f"{W}rPr/{W}rFonts")
         if fonts is not None and MONOSPACE.search(fonts.get(W + "ascii") or ""):
-            code.add(sid)
-    for sid in based:
-        seen, at = set(), sid
-        while at in based and at not in code and at not in seen:
-            seen.add(at)
-            at = based[at]
-        if at in code:
-            code.add(sid)
-    return frozenset(code)
+            fixed.add(sid)
+
+    def closed(found: set[str]) -> frozenset[str]:
+        out = set(found)
+        for sid in based:
+            seen, at = set(), sid
+            while at in based and at not in found and at not in seen:
+                seen.add(at)
+                at = based[at]
+            if at in found:
+                out.add(sid)
+        return frozenset(out)
+
+    return CodeStyles(closed(set(CODE_STYLES)), closed(fixed))
 
 
-def is_code(run: etree._Element, paragraph: etree._Element, styles: frozenset[str]) -> bool:
-    """Whether a .docx run sets code: its own font fixed width, or its character style, or
-    (no font of its own) its paragraph's style, one of `styles` (`code_styles`)."""
+def code_kind(run: etree._Element, paragraph: etree._Element, styles: CodeStyles) -> str | None:
+    """ "named" for a .docx run in a style of code (its character style, or its paragraph's),
+    "fixed" for one in a fixed-width font (its own, or its style's), else None."""
     props = run.find(W + "rPr")
+    style = props.find(W + "rStyle") if props is not None else None
+    p_style = paragraph.find(f"{W}pPr/{W}pStyle")
+    ids = [s.get(W + "val") for s in (style, p_style) if s is not None]
+    if any(i in styles.named for i in ids):
+        return "named"
     fonts = props.find(W + "rFonts") if props is not None else None
     font = fonts.get(W + "ascii") if fonts is not None else None
     if font:
-        return bool(MONOSPACE.search(font))
-    style = props.find(W + "rStyle") if props is not None else None
-    if style is not None and style.get(W + "val") in styles:
-        return True
-    p_style = paragraph.find(f"{W}pPr/{W}pStyle")
-    return p_style is not None and p_style.get(W + "val") in styles
+        return "fixed" if MONOSPACE.search(font) else None
+    return "fixed" if any(i in styles.fixed for i in ids) else None
 
 
 def kept_field(instruction: str, result: str) -> bool:
@@ -548,13 +561,21 @@ def run_units(
     paragraph: etree._Element,
     fmt: RunFormat,
     acc: Paragraphs,
-    code: frozenset[str] | None = None,
+    code: CodeStyles | None = None,
 ) -> None:
     """`code`: a .docx's styles of code (`code_styles`): a run of code is kept as written, an
     atom of its unit (it was translated: "Run `git status`" gave "Führen Sie den Status von
-    git aus"); None: no run is code."""
+    git aus"): one in a style of code, or one in a fixed-width font in a paragraph that has
+    letters in another font (a paragraph all in Courier, a screenplay's, is prose); None: no
+    run is code."""
     if fmt.tab_characters:
         _split_tabs(paragraph, fmt)
+    kinds: dict[etree._Element, str | None] = {}
+    if code is not None:
+        for t in paragraph.iter(W + "t"):
+            kinds[t] = code_kind(t.getparent(), paragraph, code)
+        if not any(k is None and any(c.isalpha() for c in t.text or "") for t, k in kinds.items()):
+            kinds = {t: k for t, k in kinds.items() if k == "named"}
     # the fields open in the paragraph: [in its code, whether its result is kept], in its code
     # between its begin and separate fldChar. A nested field's result there is part of the
     # outer field's code (`IF { MERGEFIELD Gender } = "male" ...`) and is not translated either.
@@ -597,8 +618,8 @@ def run_units(
                     pass
                 elif kept is not None:
                     acc.keep((child, "text"), kept)
-                elif code is not None and is_code(child.getparent(), paragraph, code):
-                    acc.keep((child, "text"), code)
+                elif kinds.get(child):
+                    acc.keep((child, "text"), kinds)
                 else:
                     acc.add((child, "text"), _run_key(child.getparent(), fmt))
             else:
