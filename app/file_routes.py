@@ -103,18 +103,31 @@ def public_base(request: Request) -> str:
     `X-Forwarded-Proto` header names (a proxy that ends TLS in front of the service), else the
     request's, and the path an `X-Forwarded-Prefix` header names (a proxy that serves the
     service under a path: nginx `location /mt/ { proxy_pass http://mt/; proxy_set_header
-    X-Forwarded-Prefix /mt; }`). The headers only change the client's own link; a prefix that
-    is not a plain absolute path ("//host", a query, a space) is not taken."""
+    X-Forwarded-Prefix /mt; }`), and the host (with its port) an `X-Forwarded-Host` header
+    names (the address clients reach the proxy at, which Traefik and Caddy send, where the
+    request's Host is the service's own behind it: the link named `127.0.0.1:8000`). The
+    headers only change the client's own link; a prefix that is not a plain absolute path
+    ("//host", a query, a space), a host that is not a plain host name or address with an
+    optional port, is not taken."""
     base = str(request.base_url).rstrip("/")
+    scheme, rest = base.split("://", 1)
+    host = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
+    if HOST.fullmatch(host):
+        rest = host + rest[len(rest.split("/", 1)[0]) :]
     proto = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
     if proto in ("http", "https"):
-        base = proto + base[base.index("://") :]
+        scheme = proto
+    base = f"{scheme}://{rest}"
     prefix = request.headers.get("x-forwarded-prefix", "").split(",")[0].strip().rstrip("/")
     if PREFIX.fullmatch(prefix):
         base += prefix
     return base
 
 
+#: a host name or an IPv4 address, or an IPv6 address in brackets, with an optional port
+HOST = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?"
+)
 # path segments of RFC 3986's unreserved and sub-delimiter characters, %-escapes, ":" and "@"
 PREFIX = re.compile(r"(/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})+)+")
 

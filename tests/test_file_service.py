@@ -756,6 +756,37 @@ def test_the_download_link_has_the_path_the_proxy_serves_the_service_under(serve
     assert got.status_code == 200 and got.text.strip()
 
 
+@pytest.mark.parametrize(
+    ("host", "want"),
+    [
+        ("translate.example.org", "https://translate.example.org/mt/download_file/"),
+        ("translate.example.org:8443, proxy.internal", "https://translate.example.org:8443/mt/"),
+        ("[2001:db8::1]:443", "https://[2001:db8::1]:443/mt/download_file/"),
+        ("evil.example/path", "https://127.0.0.1:"),  # not a host: not taken
+        ("user@evil.example", "https://127.0.0.1:"),
+        ("", "https://127.0.0.1:"),
+    ],
+)
+def test_the_download_link_has_the_host_the_proxy_is_reached_at(server, host, want):
+    """Behind a proxy that passes the service the address it was reached at (X-Forwarded-Host,
+    as Traefik and Caddy do), the link names it, with the proxy's scheme and path: it named the
+    service's own address behind the proxy (https://127.0.0.1:8000/mt/download_file/...)."""
+    url, _ = server
+    r = httpx.post(
+        f"{url}/translate_file",
+        files={"file": ("a.txt", b"The cat.")},
+        data={"source": "en", "target": "de"},
+        headers={
+            "X-Forwarded-Host": host,
+            "X-Forwarded-Proto": "https",
+            "X-Forwarded-Prefix": "/mt",
+        },
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedFileUrl"].startswith(want), r.json()
+
+
 def test_a_non_ascii_file_name_has_an_ascii_fallback(server):
     """RFC 6266: `filename` for every client (curl -OJ saved `Bericht_%C3%BCber_de.txt`),
     `filename*` with the name itself."""
