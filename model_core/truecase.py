@@ -156,6 +156,13 @@ class Truecaser:
         out = "".join(
             _WORD.sub(word, part) if is_text else part for is_text, part in _text_parts(text)
         )
+        words = [w for is_text, part in _text_parts(text) if is_text for w in _WORD.findall(part)]
+        words = [w for w in words if w not in names]
+        if capitals and len(words) == 1 and self._best(words[0], True) == words[0]:
+            # one word the vocabulary writes in capitals, or spells letter by letter: an
+            # acronym ("OK", "USA", "FAQ"), no text in capitals ("USA" gave "VEREINIGTEN
+            # STAATEN")
+            return text, False
         return out, capitals
 
     def _known(self, word: str) -> bool:

@@ -54,7 +54,13 @@ def test_a_sentence_whose_casing_says_nothing_is_told(text, told):
         ("I SAW TOM IN BOSTON.", "I saw Tom in Boston.", True),
         ("The History Of Germany", "The history of Germany", False),
         ("<g1>WARNING</g1>: DO NOT ENTER", "<g1>Warning</g1>: do not enter", True),
-        ("USA", "USA", True),  # a piece as written: kept so
+        # one word the vocabulary writes in capitals, or spells: an acronym, its translation
+        # not in capitals ("VEREINIGTEN STAATEN"), unlike one word of text
+        ("USA", "USA", False),
+        ("FAQ", "FAQ", False),
+        ("OK!", "OK!", False),
+        ("STOP", "Stop", True),
+        ("WARNING!", "Warning!", True),
         ("THE FAQ PAGE", "The FAQ page", True),  # an acronym no piece holds: as written
         ("WARNING", "Warning", True),  # a word the vocabulary cuts in pieces
         ("I SAW TOM'S CAR IN THE U.S.A.", "I saw Tom's car in the U.S.A.", True),
