@@ -51,7 +51,7 @@ from .formats.office_language import tag
 from .html_lang import note_kept
 from .params import NOT_UTF8_FORM, Utf8MultiPartParser, field_limit, fields_of, query_params
 from .request_cost import file_cost
-from .schemas import error_responses
+from .schemas import TranslateFileResponse, error_responses
 from .translate import (
     ApiError,
     TooManySentences,
@@ -340,7 +340,10 @@ UPLOAD_SCHEMA = {
 
 @router.post(
     "/translate_file",
-    responses=error_responses(400, 403, 408, 413, 415, 429, 500, 503, 504),
+    responses={
+        200: {"model": TranslateFileResponse},
+        **error_responses(400, 403, 408, 413, 415, 429, 500, 503, 504),
+    },
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -467,8 +470,14 @@ def too_large_to_keep(filename: str, what: str, size: int, limit: int) -> str:
 
 @router.get(
     "/download_file/{file_id}/{name}",
+    response_class=Response,  # (the file: not JSON)
     responses={
-        200: {"description": "The file, with its Content-Type and a Content-Disposition"},
+        200: {
+            "description": "The file, with its Content-Type and a Content-Disposition",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        },
         **error_responses(404),
     },
 )

@@ -18,6 +18,7 @@ from .schemas import (
     LANGUAGE_NAMES,
     Detection,
     DetectRequest,
+    FrontendSettings,
     Language,
     TranslateRequest,
     TranslateResponse,
@@ -121,14 +122,19 @@ async def languages(request: Request):
 router.post("/languages", include_in_schema=False)(languages)
 
 
-@router.get("/frontend/settings", responses=error_responses(503))
+@router.get(
+    "/frontend/settings", responses={200: {"model": FrontendSettings}, **error_responses(503)}
+)
 async def frontend_settings(request: Request):
     """LibreTranslate's settings for web pages: limits, keys, file formats, default languages
     (and this server's per-minute and per-day limits, which LibreTranslate does not report)."""
     return settings_for(request.app.state, None)
 
 
-@router.post("/frontend/settings", responses=error_responses(400, 403, 503))
+@router.post(
+    "/frontend/settings",
+    responses={200: {"model": FrontendSettings}, **error_responses(400, 403, 503)},
+)
 async def frontend_settings_for_key(request: Request):
     """The same settings as they apply to the key sent in the body (`api_key`, as JSON or form
     data, never in the URL): the key's own limits where it has them (`charLimit`, the lower of

@@ -62,7 +62,40 @@ class TranslateResponse(BaseModel):
     alternatives: list[str] | list[list[str]] | None = None
     detectedLanguage: dict | list[dict] | None = None  # noqa: N815
     model: str
+    models: list[str] = Field(description="the models translated through, in turn")
     timings: dict[str, float]
+
+
+class TranslateFileResponse(BaseModel):
+    translatedFileUrl: str = Field(  # noqa: N815 (LibreTranslate's field name)
+        description="where the translated file is downloaded from, while it is kept"
+    )
+
+
+class LanguageName(BaseModel):
+    code: str
+    name: str
+
+
+class DefaultLanguages(BaseModel):
+    source: LanguageName
+    target: LanguageName
+
+
+class FrontendSettings(BaseModel):
+    """LibreTranslate's /frontend/settings (and this server's per-minute and per-day limits)."""
+
+    charLimit: int  # noqa: N815 (LibreTranslate's field names)
+    frontendTimeout: int  # noqa: N815
+    apiKeys: bool  # noqa: N815
+    keyRequired: bool  # noqa: N815
+    suggestions: bool
+    filesTranslation: bool  # noqa: N815
+    supportedFilesFormat: list[str]  # noqa: N815
+    language: DefaultLanguages
+    reqLimitPerMinute: int  # noqa: N815
+    charLimitPerDay: int  # noqa: N815
+    batchLimit: int  # noqa: N815
 
 
 class DetectRequest(BaseModel):

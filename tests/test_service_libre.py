@@ -728,6 +728,36 @@ def test_the_schema_lists_the_errors_the_routes_answer(server):
     assert gone.status_code == 404 and set(gone.json()) == {"error"}
 
 
+def test_the_schema_describes_the_answers_as_they_are_sent(server):
+    """Each 200 the schema describes names the fields an answer has (a client generated from
+    it lacked /translate's `models`, and /translate_file's and /frontend/settings' answers
+    were untyped); a downloaded file is no JSON."""
+    spec = httpx.get(f"{server}/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+
+    def fields(path: str, method: str) -> set[str]:
+        content = spec["paths"][path][method]["responses"]["200"]["content"]
+        name = content["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        return set(schemas[name]["properties"])
+
+    answer = post(server, json={"q": EN, "source": "en", "target": "de", "alternatives": 1})
+    assert set(answer.json()) <= fields("/translate", "post")
+    assert "models" in answer.json()
+    settings = httpx.get(f"{server}/frontend/settings").json()
+    assert set(settings) == fields("/frontend/settings", "get")
+    assert fields("/frontend/settings", "post") == fields("/frontend/settings", "get")
+    assert set(settings["language"]["source"]) == {"code", "name"}
+    uploaded = httpx.post(
+        f"{server}/translate_file",
+        files={"file": ("a.txt", b"The cat.")},
+        data={"source": "en", "target": "de"},
+        timeout=60,
+    )
+    assert set(uploaded.json()) == fields("/translate_file", "post") == {"translatedFileUrl"}
+    download = spec["paths"]["/download_file/{file_id}/{name}"]["get"]["responses"]["200"]
+    assert list(download["content"]) == ["application/octet-stream"]
+
+
 def test_detect_is_counted_under_its_own_path(server):
     assert post(server, "/detect", json={"q": EN}).status_code == 200
     metrics = httpx.get(f"{server}/metrics").text
