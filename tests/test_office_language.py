@@ -76,6 +76,25 @@ def test_docx_translated_runs_are_marked_with_the_target_others_keep_their_langu
     assert out["word/styles.xml"] == src["word/styles.xml"]  # the defaults, for untranslated text
 
 
+def test_docx_the_language_goes_before_the_extensions_of_later_word_versions():
+    """Word 365 ends a run's properties with `w14:ligatures` (its Aptos font), Text Effects with
+    `w14:textFill`: extensions, after every w: element. The mark was written after them."""
+    w14 = "http://schemas.microsoft.com/office/word/2010/wordml"
+    src = entries(make_docx())
+    body = src["word/document.xml"].decode()
+    props = f'<w:rPr><w:b/><w14:ligatures xmlns:w14="{w14}" w14:val="standardContextual"/></w:rPr>'
+    body = body.replace(
+        "<w:r><w:rPr><w:b/></w:rPr><w:t>bold words</w:t></w:r>",
+        f"<w:r>{props}<w:t>bold words</w:t></w:r>",
+    )
+    assert props in body
+    src["word/document.xml"] = body.encode()
+    out = entries(translate(zip_of(src), "a.docx"))
+    d = docx.Document(io.BytesIO(zip_of(out)))
+    props_out = d.paragraphs[0].runs[1]._r.find(W + "rPr")
+    assert [etree.QName(c).localname for c in props_out] == ["b", "lang", "ligatures"]
+
+
 def test_docx_east_asian_and_right_to_left_targets_are_marked_for_their_script_too():
     for language, attribute in [("ja", "eastAsia"), ("ar", "bidi")]:
         out = entries(translate(make_docx(), "a.docx", language))["word/document.xml"]

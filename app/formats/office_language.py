@@ -51,7 +51,8 @@ CX = "{http://schemas.microsoft.com/office/drawing/2014/chartex}"
 #: left) scripts
 EAST_ASIAN = frozenset({"zh", "ja", "ko"})
 COMPLEX = frozenset({"ar", "he", "fa", "ur", "yi", "ps", "sd", "ug", "dv", "syr", "ckb"})
-#: the elements a .docx run's properties hold after `w:lang` (ECMA-376 CT_RPr's order)
+#: the elements a .docx run's properties hold after `w:lang` (ECMA-376 CT_RPr's order), and
+#: after them the extensions of later versions, in their own namespaces
 AFTER_LANG = frozenset(W + t for t in ["eastAsianLayout", "specVanish", "oMath", "rPrChange"])
 TAG = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$")
 
@@ -109,7 +110,16 @@ def mark_run(run: etree._Element, code: str) -> None:
     lang = props.find(W + "lang")
     if lang is None:
         lang = etree.Element(W + "lang")
-        after = next((c for c in props if c.tag in AFTER_LANG), None)
+        # (an extension of another namespace, Word 2010's `w14:ligatures` or `w14:textFill`,
+        # comes after every w: element: the mark was written after it)
+        after = next(
+            (
+                c
+                for c in props
+                if c.tag in AFTER_LANG or (isinstance(c.tag, str) and not c.tag.startswith(W))
+            ),
+            None,
+        )
         if after is None:
             props.append(lang)
         else:
