@@ -2315,3 +2315,43 @@ def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
         ["CALL ", "open file", " FIRST."],
         ["INT. KITCHEN - NIGHT. ", "ANNA WAITS."],
     ]
+
+
+def test_odt_an_embedded_charts_titles_and_names_are_translated():
+    """A chart inserted in LibreOffice lives in its own "Object 1/content.xml": its title, axis
+    titles and its table's series and category names stayed in the source's language (a .docx's
+    or .pptx's chart was translated)."""
+    ns = (
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+        'xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0" '
+        'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
+    )
+    content = (
+        f"<office:document-content {ns}><office:body><office:text>"
+        "<text:p>The chart below shows our sales.</text:p>"
+        "</office:text></office:body></office:document-content>"
+    )
+    chart = (
+        f"<office:document-content {ns}><office:body><office:chart><chart:chart>"
+        "<chart:title><text:p>Sales per quarter</text:p></chart:title>"
+        '<chart:plot-area><chart:axis chart:dimension="x"><chart:title><text:p>Quarter</text:p>'
+        "</chart:title></chart:axis></chart:plot-area>"
+        '<table:table table:name="local-table"><table:table-rows><table:table-row>'
+        '<table:table-cell office:value-type="string"><text:p>First quarter</text:p>'
+        '</table:table-cell><table:table-cell office:value-type="float" office:value="10">'
+        "<text:p>10</text:p></table:table-cell></table:table-row></table:table-rows>"
+        "</table:table></chart:chart></office:chart></office:body></office:document-content>"
+    )
+    src = zip_of(
+        {
+            "mimetype": b"application/vnd.oasis.opendocument.text",
+            "content.xml": content.encode(),
+            "Object 1/content.xml": chart.encode(),
+        },
+        zipfile.ZIP_STORED,
+    )
+    out = entries(translate_office(src, upper, LIMITS, "odt"))
+    texts = [t for t in etree.fromstring(out["Object 1/content.xml"]).itertext() if t.strip()]
+    assert texts == ["SALES PER QUARTER", "QUARTER", "FIRST QUARTER", "10"]
+    assert b"THE CHART BELOW SHOWS OUR SALES." in out["content.xml"]

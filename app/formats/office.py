@@ -106,9 +106,11 @@ KINDS: list[Kind] = [
                                       *["ppt/" + d for d in DIAGRAMS], *MASTERS,
                                       *PRINT_MASTERS,
                                       "ppt/presentation.xml", "docProps/core.xml"], PPTX),
-    ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
+    # (an embedded object's own content.xml, "Object 1/content.xml": a chart's title, axis
+    # titles and its table's series and category names, which were not translated)
+    ("odt", "content.xml", ["content.xml", "styles.xml", "meta.xml", "*/content.xml"], None),
     # (a presentation's slides and notes hold the same text:p paragraphs in draw:frame boxes)
-    ("odp", "content.xml", ["content.xml", "styles.xml", "meta.xml"], None),
+    ("odp", "content.xml", ["content.xml", "styles.xml", "meta.xml", "*/content.xml"], None),
 ]  # fmt: skip
 
 
