@@ -2355,3 +2355,56 @@ def test_odt_an_embedded_charts_titles_and_names_are_translated():
     texts = [t for t in etree.fromstring(out["Object 1/content.xml"]).itertext() if t.strip()]
     assert texts == ["SALES PER QUARTER", "QUARTER", "FIRST QUARTER", "10"]
     assert b"THE CHART BELOW SHOWS OUR SALES." in out["content.xml"]
+
+
+def test_docx_a_bound_controls_node_is_given_its_translation():
+    """A cover page's Abstract is a content control bound to a customXml part, its Keywords
+    to the document's properties: Word fills a bound control from its node when it opens the
+    document, and the translated abstract came back in English."""
+    cover = "http://schemas.microsoft.com/office/2006/coverPageProps"
+    core = "http://schemas.openxmlformats.org/package/2006/metadata/core-properties"
+
+    def control(alias: str, mapping: str, path: str, store: str, text: str) -> str:
+        return (
+            f'<w:sdt><w:sdtPr><w:alias w:val="{alias}"/><w:dataBinding w:prefixMappings='
+            f'"{mapping}" w:xpath="{path}" w:storeItemID="{store}"/><w:text/></w:sdtPr>'
+            f"<w:sdtContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:sdtContent></w:sdt>"
+        )
+
+    parts = entries(docx_body("<w:p><w:r><w:t>The body.</w:t></w:r></w:p>"))
+    body = parts["word/document.xml"].decode()
+    controls = control(
+        "Abstract",
+        f"xmlns:ns0='{cover}' ",
+        "/ns0:CoverPageProperties[1]/ns0:Abstract[1]",
+        "{55AF091B-3C7A-41E3-B477-F2FDAA23CFDA}",
+        "Our sales last year.",
+    ) + control(
+        "Keywords",
+        f"xmlns:ns0='{core}' ",
+        "/ns0:coreProperties[1]/ns0:keywords[1]",
+        "{6C3C8BC8-F283-45AE-878A-BAB7291924A1}",
+        "sales report",
+    )
+    parts["word/document.xml"] = body.replace("<w:body>", "<w:body>" + controls, 1).encode()
+    parts["customXml/item1.xml"] = (
+        f'<CoverPageProperties xmlns="{cover}"><PublishDate/>'
+        "<Abstract>Our sales last year.</Abstract></CoverPageProperties>"
+    ).encode()
+    parts["customXml/itemProps1.xml"] = (
+        b'<ds:datastoreItem ds:itemID="{55AF091B-3C7A-41E3-B477-F2FDAA23CFDA}" xmlns:ds='
+        b'"http://schemas.openxmlformats.org/officeDocument/2006/customXml"/>'
+    )
+    props = parts["docProps/core.xml"].decode()
+    parts["docProps/core.xml"] = (
+        re.sub(r"<cp:keywords>[^<]*</cp:keywords>|<cp:keywords/>", "", props)
+        .replace(
+            "</cp:coreProperties>", "<cp:keywords>sales report</cp:keywords></cp:coreProperties>"
+        )
+        .encode()
+    )
+    out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))
+    assert b"<Abstract>OUR SALES LAST YEAR.</Abstract>" in out["customXml/item1.xml"]
+    assert b"<PublishDate/>" in out["customXml/item1.xml"]
+    assert b"<cp:keywords>SALES REPORT</cp:keywords>" in out["docProps/core.xml"]
+    assert out["customXml/itemProps1.xml"] == parts["customXml/itemProps1.xml"]

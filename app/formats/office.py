@@ -48,6 +48,7 @@ from .office_archive import (
     serialize_part,
     with_main_part,
 )
+from .office_bindings import Bindings
 from .office_fields import FieldTexts
 from .office_labels import PROPERTY_PARTS, label_slots
 from .office_language import mark_document
@@ -245,6 +246,7 @@ def translate_office(
             hints.append(unit_hints)
             touched.add(part)
             unit_parts.append(part)
+    bindings = Bindings([root for root, _ in parts.values()]) if fmt is DOCX else None
     requests = [r for u in units for r in u.requests]
     texts = requests + [t for _, extra in extras for t in extra.texts]
     translations = once_each(translate)(texts) if texts else []
@@ -272,8 +274,12 @@ def translate_office(
     if language is not None:
         roots = {name: root for name, (root, _) in parts.items()}
         touched |= mark_document(roots, translated, language, PROPERTY_PARTS)
+    bound: dict[str, bytes] = {}
+    if bindings is not None:  # the XML a .docx's content controls are bound to
+        bound_parts, bound = bindings.write(archive, parts)
+        touched |= bound_parts
     # a part without text to translate keeps its bytes
-    replaced = {n: serialize_part(*parts[n]) for n in sorted(touched)}
+    replaced = {n: serialize_part(*parts[n]) for n in sorted(touched)} | bound
     translated_titles = [slide_title(parts[n][0] if n in parts else None) for n in slides]
     if slides and (app := agree(archive, titles, translated_titles)) is not None:
         replaced[APP] = app
