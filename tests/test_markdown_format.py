@@ -97,7 +97,7 @@ def test_a_headings_attributes_stay_as_written_at_its_end():
         "## GETTING STARTED {#getting-started}\n\n"
         "### OPTIONS { #options .wide }\n\n"
         "SETUP {: #setup }\n=====\n\n"
-        "#### A {B} IN A HEADING\n"
+        "#### A {b} IN A HEADING\n"  # (no attribute, but a template's placeholder)
     )
     for fn in (upper, drop_placeholders):
         assert translate(src, fn) == want

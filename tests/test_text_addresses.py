@@ -238,3 +238,30 @@ def test_the_space_between_a_pair_and_what_is_kept_after_it_stays(kept):
     assert out == f"<p>I LOVE <b>PIZZA</b> {kept} AND TEA</p>"
     out = translate_html(f"<p>I love <b>pizza</b>{kept} and tea.</p>", runs)
     assert out == f"<p>I LOVE <b>PIZZA</b>{kept} AND TEA</p>"
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Dear <FirstName>, thank you for your order.", ["<FirstName>"]),
+        ("You have {count} new messages.", ["{count}"]),
+        ("Hello {{ user.name }}!", ["{{ user.name }}"]),
+        ("Total: {0} of {total:.2f} EUR.", ["{0}", "{total:.2f}"]),
+        ("Hi ${name}, see %s and %(count)d or %1$s.", ["${name}", "%s", "%(count)d", "%1$s"]),
+        # a percentage, a bracket of words, an empty pair, code: no placeholder
+        ("We are 100% sure, 50%s off.", []),
+        ("Braces {like this} or {} stay text.", []),
+        ("call f(x) {return 1}", []),
+        # the inline placeholders app/formats/inline.py sends are its own
+        ("A <g1>bold</g1> word <x2/>.", []),
+    ],
+)
+def test_a_templates_placeholder_is_kept_as_written(text, found):
+    """A placeholder that software fills in was translated as words, or its brackets read as
+    bytes: "Dear <FirstName>, thank you for your order." gave "Streiche HABEN TOM, danke für
+    Ihre Bestellung." with weights/en-de; now "Gut <FirstName>, danke für Ihre Bestellung."."""
+    assert [text[a:b] for a, b in verbatim_spans(text)] == found
+    if found:
+        out = by_runs(text)
+        for placeholder in found:
+            assert out.count(placeholder) == 1, out

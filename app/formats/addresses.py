@@ -25,7 +25,19 @@ FILE_TYPES = sorted([
     "so", "dmg", "apk", "deb", "rpm", "jar", "whl", "safetensors", "onnx",
 ], key=len, reverse=True)  # fmt: skip
 # (the longest first: `.json` before `.js`)
-#: URLs, e-mail addresses and file names, kept as written (their end trimmed by
+#: a template's placeholder, which software fills in: `{name}`, `{0}`, `{price:.2f}`,
+#: `{{name}}`, `${name}`, `%s`, `%d`, `%(name)s`, `%1$s`, `<FirstName>` (a model read them as
+#: words, or their brackets as bytes: "Dear <FirstName>, thank you for your order." gave
+#: "Streiche HABEN TOM, danke für Ihre Bestellung.")
+_PLACEHOLDER = (
+    r"\{\{\s*[A-Za-z_][\w.]*\s*\}\}"
+    r"|\$?\{(?:[A-Za-z_][\w.]*|\d{1,3})(?::[^{}\s]{1,20})?\}"
+    r"|(?<![\w%])%(?:\([A-Za-z_]\w*\)|\d\$)?[-+#0]?\d{0,3}(?:\.\d{1,3})?[sdif@](?!\w)"
+    # (not app/formats/inline.py's own placeholders, `<g1>`)
+    r"|<(?![gx]\d+>)[A-Za-z_][\w.-]*>"
+)
+_IS_PLACEHOLDER = re.compile(_PLACEHOLDER)
+#: URLs, e-mail addresses, file names and placeholders, kept as written (their end trimmed by
 #: `verbatim_spans`)
 _VERBATIM = re.compile(
     r"(?:\b[a-z][a-z0-9+-]{1,15}://|\bwww\.)[^\s<>\"]+"
@@ -33,7 +45,8 @@ _VERBATIM = re.compile(
     r"|(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.]\w)"  # an IPv4 address
     # a file's name, in its folders: two characters or more, and an extension of FILE_TYPES
     rf"|(?<![\w./@-])(?:[\w.-]+/)*[\w-]{{2,}}(?:\.[\w-]+)*\.(?:{'|'.join(FILE_TYPES)})"
-    r"(?![\w.]\w|[\w-])",
+    r"(?![\w.]\w|[\w-])"
+    rf"|{_PLACEHOLDER}",
     re.IGNORECASE,
 )
 _CLOSING = {")": "(", "]": "[", "}": "{"}
@@ -133,7 +146,7 @@ def _is_address(span: str) -> bool:
     name, an e-mail address whose host has a dot, or one whose host has none under the rule of
     _DOTLESS_HOST (any, after `mailto:`). A `@mention` never matches: an address needs a local
     part."""
-    if "://" in span or span[:4].lower() == "www.":
+    if "://" in span or span[:4].lower() == "www." or _IS_PLACEHOLDER.fullmatch(span):
         return True
     local, at, host = span.rpartition("@")
     if not at:  # an IPv4 address or a file name
