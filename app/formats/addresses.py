@@ -1,4 +1,4 @@
-"""URLs, IPv4 addresses, e-mail addresses, file names and emoji in text, which every format
+"""URLs, IPv4 addresses, e-mail addresses, file names, templates' placeholders and emoji in text, which every format
 copies as written (app/formats/inline.py, app/formats/markdown.py, and plain text in app/translate.py).
 
 An address is found by `_VERBATIM`, then trimmed of the punctuation after it that is not
