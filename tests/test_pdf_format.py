@@ -1221,3 +1221,32 @@ def test_a_word_longer_than_its_line_is_cut_to_fit_not_run_past_the_edge(languag
     assert len(drawn) > 3 and max(b[2] for _, b in drawn) <= 300
     # the cuts follow the address's slashes or hyphens
     assert all(t[-1] in "/-" for t, _ in drawn[1:-2])
+
+
+def test_an_italic_translation_in_letters_the_italic_face_lacks_is_drawn_upright(monkeypatch):
+    """Where DejaVu has no italic (fonts-dejavu-core alone), italic text was drawn in Bitstream
+    Vera's, which has no Greek or Cyrillic: a translation into them came out as boxes. Such a
+    translation is drawn in the family's upright face; one the italic face has stays italic."""
+    import reportlab
+
+    from app.formats import pdf_draw
+
+    vera = pdf_draw.Path(reportlab.__file__).parent / "fonts"
+    real = pdf_draw.font
+
+    def without_dejavu_italics(family: str, bold: bool, italic: bool) -> str:
+        if not italic:
+            return real(family, bold, italic)
+        from reportlab.pdfbase import pdfmetrics
+        from reportlab.pdfbase.ttfonts import TTFont
+
+        if "mt-test-VeraIt" not in pdfmetrics.getRegisteredFontNames():
+            pdfmetrics.registerFont(TTFont("mt-test-VeraIt", str(vera / "VeraIt.ttf")))
+        return "mt-test-VeraIt"
+
+    monkeypatch.setattr(pdf_draw, "font", without_dejavu_italics)
+    greek, latin = "Ο καιρός είναι καλός σήμερα.", "Das Wetter ist heute schön."
+    assert not pdf_draw.has_glyphs(without_dejavu_italics("sans", False, True), greek)
+    upright = pdf_draw.face_for(greek, "Helvetica-Oblique", False, True)
+    assert upright == real("sans", False, False) and pdf_draw.has_glyphs(upright, greek)
+    assert pdf_draw.face_for(latin, "Helvetica-Oblique", False, True) == "mt-test-VeraIt"

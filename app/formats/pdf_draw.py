@@ -100,6 +100,27 @@ def font(family: str, bold: bool, italic: bool) -> str:
     return name
 
 
+def has_glyphs(name: str, text: str) -> bool:
+    """Whether the registered font `name` has a glyph for each character of `text` drawn."""
+    from reportlab.pdfbase import pdfmetrics  # noqa: PLC0415
+
+    cmap = pdfmetrics.getFont(name).face.charToGlyph
+    return all(ord(c) in cmap for c in set(text) if not c.isspace())
+
+
+def face_for(text: str, fontname: str, bold: bool, italic: bool) -> str:
+    """The font a translation is drawn in: the face nearest to the original (`font`), or,
+    where that face lacks some of its letters (Bitstream Vera's italic, the fallback where
+    DejaVu has no italic, has no Greek or Cyrillic: they were drawn as boxes), the family's
+    upright face."""
+    name = font(family(fontname), bold, italic)
+    if italic and not has_glyphs(name, text):
+        upright = font(family(fontname), bold, False)
+        if has_glyphs(upright, text):
+            return upright
+    return name
+
+
 @cache
 def cjk_font() -> str:
     """reportlab's name of the CJK font (CJK_FONT), registered the first time."""
@@ -368,7 +389,7 @@ def _paragraph(
         name, split = font("sans", p.bold, False), simpleSplit
         text = shape(text) if script == "Arab" else text
     else:
-        name, split = font(family(p.fontname), p.bold, p.italic), simpleSplit
+        name, split = face_for(text, p.fontname, p.bold, p.italic), simpleSplit
     left, right, bottom = edges
     scale = 1.0
     while True:  # the largest size, down to SHRINK, at which the lines fit the room
