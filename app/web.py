@@ -55,6 +55,7 @@ def page(settings) -> str:
         "char_limit": settings.max_request_chars,
         "max_alternatives": settings.max_alternatives,
         "max_file_bytes": settings.max_file_bytes,
+        "file_ttl": settings.file_ttl_s,
         "file_types": ",".join(supported()),
         "file_types_text": ", ".join(supported()),
     }

@@ -380,8 +380,8 @@ def test_errors_and_the_character_limit_are_shown(server, browser, tmp_path):
     d.find_element(By.ID, "translate").click()
     error = d.find_element(By.ID, "error")
     assert error.text == (
-        f"Error: The text has {total} characters; "
-        f"this server translates at most {CHAR_LIMIT} at once."
+        f"Error: The text has {total} characters, {total - CHAR_LIMIT} more than this server "
+        f"translates at once ({CHAR_LIMIT}). Shorten it, or translate it as a .txt file below."
     )
     assert value(d, "out") == ""
     assert d.find_element(By.ID, "alternatives").get_attribute("hidden")
@@ -1193,7 +1193,8 @@ def test_the_count_is_against_the_limit_of_the_key_entered(keyed_server):
         assert "over" in count.get_attribute("class")
         error = d.find_element(By.ID, "error")
         assert error.text == (
-            f"Error: The text has {len(text)} characters; your API key allows at most 20 at once."
+            f"Error: The text has {len(text)} characters, {len(text) - 20} more than your API "
+            "key allows at once (20). Shorten it, or translate it as a .txt file below."
         )
         # the key is kept: after a reload its limit is asked for again
         d.refresh()
@@ -1372,3 +1373,86 @@ def test_translate_sends_a_changed_text_while_a_translation_is_on_its_way(server
     assert d.execute_script("return window.sent") == ["Good morning.", "Good morning. Thank you."]
     expected = api_translate(server, "Good morning. Thank you.", "en", "de")["translatedText"]
     wait(d, lambda d: translated(d) and value(d, "out") == expected, "the translation")
+
+
+#: records the body of each POST to /translate the page sends, in `window.sent`
+RECORD_SENT = (
+    "window.sent = []; const f = window.fetch; window.fetch = (url, options) => {"
+    " if (String(url) === 'translate') window.sent.push(JSON.parse(options.body));"
+    " return f(url, options); };"
+)
+
+
+def test_html_is_sent_as_html_and_alternatives_asked_for_short_texts_only(server, browser):
+    """A text of HTML was sent as text: its tags' words were translated with it ("<p>Hallo
+    <b>Die Weltwählungs..."); it is sent as HTML, its markup kept. Alternatives were asked for
+    a text of any length: of a 5,000-character text, three buttons of the whole text again,
+    and up to 5 times the time; they are asked for a short text only."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    Select(d.find_element(By.ID, "source")).select_by_value("en")
+    Select(d.find_element(By.ID, "target")).select_by_value("de")
+    d.execute_script(RECORD_SENT)
+    box = d.find_element(By.ID, "q")
+
+    def translate(text: str) -> dict:
+        box.clear()
+        box.send_keys(text, Keys.CONTROL, Keys.ENTER)
+        wait(d, lambda d: translated(d) and d.execute_script("return window.sent.length"), text)
+        wait(d, lambda d: d.execute_script("return window.sent.at(-1).q") == text, "the request")
+        return d.execute_script("return window.sent.at(-1)")
+
+    short = translate("Good morning.")
+    assert short["format"] == "text" and short["alternatives"] == 3
+    long = translate("Good morning. " * 16)  # 224 characters
+    assert long["format"] == "text" and "alternatives" not in long
+    wait(d, lambda d: not d.find_element(By.ID, "alternatives").is_displayed(), "no alternatives")
+    html = translate("<p>Good <b>morning</b>.</p>")
+    assert html["format"] == "html"
+    out = value(d, "out")
+    assert out.startswith("<p>") and out.endswith("</p>") and out.count("<b>") == 1, out
+
+
+def test_a_busy_server_is_asked_again_after_the_wait_it_names(server, browser):
+    """A 503 or 429 with a Retry-After said "retry in 1 s" and the page did nothing: the same
+    text is sent again after that wait, and its translation shown."""
+    d = browser
+    wait(d, languages_loaded, "the language lists")
+    d.execute_script(
+        "const f = window.fetch; let once = true; window.fetch = (url, options) =>"
+        " String(url) === 'translate' && once ? (once = false, Promise.resolve(new Response("
+        "'{\"error\": \"the server is busy\"}', {status: 503, headers: {'Retry-After': '1'}})))"
+        " : f(url, options);"
+    )
+    d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
+    error = d.find_element(By.ID, "error")
+    wait(d, lambda d: error.text == "Error: the server is busy (retry in 1 s)", "the 503")
+    wait(d, translated, "the translation sent again")
+    assert not error.is_displayed()
+
+
+def test_a_links_languages_are_chosen_and_the_download_says_how_long_it_is_kept(server, tmp_path):
+    """`?source=de&target=en`, as LibreTranslate's page reads it, opened the page with "Detect
+    language" and its own target; the download link said nothing of the file being dropped
+    after MT_FILE_TTL_S (a click then downloaded nothing, without a word)."""
+    d = chromium_driver()
+    try:
+        d.get(f"{server}/?source=de&target=en&q=ignored")
+        wait(d, languages_loaded, "the language lists")
+        assert (
+            Select(d.find_element(By.ID, "source")).first_selected_option.get_attribute("value")
+            == "de"
+        )
+        assert value(d, "target") == "en"
+        assert value(d, "q") == ""  # the text is never taken from the URL
+        send_notes(d, tmp_path)
+        wait(d, lambda d: d.find_element(By.ID, "file-result").is_displayed(), "the link")
+        assert d.find_element(By.ID, "download-note").text == "(kept for 30 minutes)"
+        # past that time, a click says so instead of downloading nothing
+        d.execute_script("Date.now = () => 1e15;")
+        d.find_element(By.ID, "download").click()
+        error = d.find_element(By.ID, "file-error")
+        wait(d, lambda d: error.is_displayed(), "the file's error")
+        assert "no longer kept" in error.text
+    finally:
+        d.quit()

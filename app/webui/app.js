@@ -10,7 +10,8 @@ const el = {
   staleNote: $("stale-note"), announce: $("announce"),
   alts: $("alternatives"), altsList: $("alternatives-list"), translate: $("translate"),
   error: $("error"), files: $("files"), fileForm: $("file-form"), file: $("file"),
-  fileResult: $("file-result"), download: $("download"), keyBox: $("key-box"),
+  fileResult: $("file-result"), download: $("download"), downloadNote: $("download-note"),
+  keyBox: $("key-box"),
   apiKey: $("api-key"), theme: $("theme"),
   fileError: $("file-error"), fileSubmit: $("file-submit"), fileStatus: $("file-status"),
 };
@@ -18,6 +19,16 @@ const config = document.body.dataset;
 let charLimit = Number(config.charLimit) || 0; // 0 or less: no limit
 let maxFileBytes = Number(config.maxFileBytes) || 0;
 const alternatives = Math.min(3, Number(config.maxAlternatives) || 0);
+// alternatives are asked for a short text only: of a long one each is the whole text again,
+// which made the page thousands of pixels high and took the server up to 5 times as long
+const ALTERNATIVES_UP_TO = 200; // characters
+// a text of HTML (pasted from a page's source) is sent as HTML, its markup kept: sent as
+// text, the tags' words were translated with it ("<p>Hallo <b>Die Weltwählungs...")
+const HTML_TAG = new RegExp(
+  "<\\/?(?:p|br|hr|b|i|u|s|em|strong|a|span|div|h[1-6]|ul|ol|li|table|thead|tbody|tr|td|th|" +
+  "img|code|pre|blockquote|sup|sub|small|mark|q|cite|abbr|dl|dt|dd|section|article|header|" +
+  "footer|nav|main|aside|figure|figcaption|label|button)(?:\\s[^<>]*)?\\/?>", "i");
+const thousands = (n) => n.toLocaleString("en");
 const stored = (name) => { try { return localStorage.getItem(name); } catch { return null; } };
 const store = (name, value) => { try { localStorage.setItem(name, value); } catch { /* private mode */ } };
 // The text is kept for a reload in this tab only (sessionStorage: it goes with the tab, and
@@ -78,6 +89,7 @@ async function api(path, options) {
     const after = res.headers.get("Retry-After");
     const error = new Error(after && !/retry in/i.test(why) ? `${why} (retry in ${after} s)` : why);
     error.status = res.status;
+    error.retryAfter = Number(after) || 0;
     throw error;
   }
   return data;
@@ -131,6 +143,7 @@ function updateSwap() {
   el.swap.disabled = !languages.length || (el.source.value === "auto" && !detected);
 }
 let loadError = ""; // the error of the last failed load, shown until a load succeeds
+const linked = new URLSearchParams(location.search);
 async function loadLanguages() {
   let why = "";
   try {
@@ -155,9 +168,11 @@ async function loadLanguages() {
     option("auto", "Detect language"),
     ...languages.map((l) => option(l.code, l.name)),
   );
-  const src = stored("mt-source");
+  // a link's languages (`?source=de&target=en`, as LibreTranslate's page takes them) first;
+  // the text is never read from the URL (it stays out of the history and the server's logs)
+  const src = linked.get("source") || stored("mt-source");
   el.source.value = languages.some((l) => l.code === src) ? src : "auto";
-  fillTargets(stored("mt-target"));
+  fillTargets(linked.get("target") || stored("mt-target"));
   updateSwap();
   updateSourceLang();
   // a text typed while the list was loading could not be sent (no target): it is now
@@ -215,10 +230,10 @@ function showCount() {
   const n = length(el.q.value);
   const over = charLimit > 0 && n > charLimit;
   el.count.textContent = charLimit > 0
-    ? `${n.toLocaleString("en")} / ${charLimit.toLocaleString("en")}`
-    : `${n.toLocaleString("en")} characters`;
+    ? `${thousands(n)} / ${thousands(charLimit)}`
+    : `${thousands(n)} characters`;
   el.count.classList.toggle("over", over);
-  el.count.title = over ? `Too long: ${limitOf()} at most ${charLimit} characters at once` : "";
+  el.count.title = over ? `Too long: ${limitOf()} at most ${thousands(charLimit)} characters at once` : "";
   return !over;
 }
 // the target a text detected in the target language is offered instead (null: none)
@@ -260,8 +275,10 @@ function showAlternatives(list) {
       b.textContent = shown;
       const copy = [...el.altsList.querySelectorAll("button")].map((x) => x.textContent);
       showAlternatives(copy);
-      const first = el.altsList.querySelector("button");
-      if (first) first.focus();
+      // the keyboard focus goes to the translation now shown, and it is said (on the list,
+      // rebuilt, the focus landed on another alternative, and nothing was said)
+      el.out.focus();
+      announce(text, el.target.value);
     });
     li.append(b);
     return li;
@@ -315,7 +332,12 @@ async function translate() {
   }
   if (!showCount()) {
     clearOutput();
-    showError(`The text has ${length(text)} characters; ${limitOf()} at most ${charLimit} at once.`);
+    const n = length(text);
+    showError(
+      `The text has ${thousands(n)} characters, ${thousands(n - charLimit)} more than ` +
+      `${limitOf()} at once (${thousands(charLimit)}). Shorten it` +
+      (el.files.hidden ? "." : ", or translate it as a .txt file below."),
+    );
     return;
   }
   if (!el.target.value) {
@@ -328,8 +350,9 @@ async function translate() {
   el.status.textContent = "Translating…";
   setBusy(el.translate, true);
   try {
-    const body = withKey({ q: text, source: el.source.value, target: el.target.value, format: "text" });
-    if (alternatives) body.alternatives = alternatives;
+    const format = HTML_TAG.test(text) ? "html" : "text";
+    const body = withKey({ q: text, source: el.source.value, target: el.target.value, format });
+    if (alternatives && length(text) <= ALTERNATIVES_UP_TO) body.alternatives = alternatives;
     const data = await api("translate", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
@@ -349,6 +372,7 @@ async function translate() {
     if (err.name === "AbortError" || pending !== mine) return;
     clearOutput();
     showError(err.message);
+    retryLater(err, sent);
     // a key missing or refused: the field for it is shown beside this error
     if (err.status === 403 || /api.key/i.test(err.message)) el.keyBox.hidden = false;
   } finally {
@@ -358,6 +382,21 @@ async function translate() {
       setBusy(el.translate, false);
     }
   }
+}
+// a server busy or loading (503), or a rate limit (429), with a Retry-After: the same text is
+// sent again then, three times at most (the page said "retry in 3 s" and did nothing)
+const RETRIES = 3;
+let retried = { request: "", times: 0 };
+function retryLater(err, sent) {
+  const seconds = err.retryAfter;
+  if (![429, 503].includes(err.status) || !(seconds > 0) || seconds > 120) return;
+  if (retried.request !== sent) retried = { request: sent, times: 0 };
+  if (retried.times >= RETRIES) return;
+  retried.times += 1;
+  clearTimeout(timer);
+  timer = setTimeout(() => {
+    if (request() === sent && shownFor !== sent) translate();
+  }, seconds * 1000);
 }
 function translateSoon() {
   clearTimeout(timer);
@@ -434,6 +473,19 @@ el.copy.addEventListener("click", async () => {
 });
 
 // ---- translating a file ----
+let expires = 0; // when the server drops the translated file (0: not said)
+function keptFor(seconds) {
+  if (seconds % 3600 === 0) return seconds === 3600 ? "an hour" : `${seconds / 3600} hours`;
+  if (seconds >= 60) return `${Math.round(seconds / 60)} minutes`;
+  return `${seconds} seconds`;
+}
+el.download.addEventListener("click", (e) => {
+  if (expires && Date.now() > expires) {
+    e.preventDefault();
+    el.fileResult.hidden = true;
+    showError("The translated file is no longer kept on the server: translate the file again.", el.fileError);
+  }
+});
 el.file.addEventListener("change", () => {
   // the link and the error of the file chosen before go: they are not this file's
   el.fileResult.hidden = true;
@@ -479,6 +531,11 @@ el.fileForm.addEventListener("submit", async (e) => {
     const at = new URL(url, location.href).pathname.lastIndexOf("/download_file/");
     el.download.href = at >= 0 ? new URL(url, location.href).pathname.slice(at + 1) : url;
     el.download.textContent = `Download ${decodeURIComponent(url.split("/").pop())}`;
+    // the server keeps the file for a while only: said, and a click after that says so (it
+    // downloaded nothing, without a word)
+    const ttl = Number(config.fileTtl) || 0;
+    expires = ttl > 0 ? Date.now() + ttl * 1000 : 0;
+    el.downloadNote.textContent = ttl > 0 ? `(kept for ${keptFor(ttl)})` : "";
     el.fileResult.hidden = false;
     el.fileStatus.textContent = `${file.name} is translated.`; // said once (aria-live)
   } catch (err) {
@@ -489,6 +546,10 @@ el.fileForm.addEventListener("submit", async (e) => {
   }
 });
 
+// the shortcut as a Mac's keyboard writes it
+if (/Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent)) {
+  $("shortcut").textContent = "or ⌘+Enter; the page also translates when you stop typing";
+}
 el.apiKey.value = stored("mt-api-key") || "";
 let keyUsed = el.apiKey.value.trim();
 async function useKey(again = false) {
