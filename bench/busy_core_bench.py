@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from pathlib import Path
 
 import httpx
 
-from .common import machine
+from .common import free_port, machine
 from .launch import start, stop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,12 +59,6 @@ DEFAULT_VARIANTS = [
     "OMP_WAIT_POLICY=ACTIVE",
     "OMP_WAIT_POLICY=PASSIVE",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parse_variant(text: str) -> dict[str, str]:

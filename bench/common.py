@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import os
 import platform
+import random
+import socket
 import statistics
 import threading
 import time
@@ -128,3 +130,40 @@ def freeze_gc() -> None:
     after its warm-up, for every system alike."""
     gc.collect()
     gc.freeze()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _all_free(ports: range) -> bool:
+    sockets = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            sockets.append(s)
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def free_port(count: int = 1) -> int:
+    """A loopback port p, free with the `count` - 1 after it, below the kernel's range for
+    outgoing connections: a port the kernel gives (a bind to port 0) is in that range, where an
+    outgoing connection (one that polls the port itself while nothing listens on it yet) could
+    take it before the server binds it ("cannot listen on 127.0.0.1:45346: Address already in
+    use")."""
+    low = _ephemeral_low()
+    for _ in range(1000):
+        port = random.randrange(max(1024, low - 16384), max(1025, low - count))
+        if _all_free(range(port, port + count)):
+            return port
+    raise RuntimeError("no free loopback port below the range for outgoing connections")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,14 +16,15 @@ import uvicorn
 
 from app.main import create_app, server_config
 from app.settings import Settings
+from bench.common import free_port as common_free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, below the range the kernel takes outgoing connections' ports
+    from (bench/common.py)."""
+    return common_free_port()
 
 
 def wait_ready(url: str, timeout: float = 60.0, process: subprocess.Popen | None = None) -> None:

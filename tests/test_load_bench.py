@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.common import free_port
 from model_core.fused import attention_kernels_for
 from tests.conftest import make_parallel, write_lines
 
@@ -23,17 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def two_free_ports() -> int:
     """A port p with p + 1 free too (the benchmark's servers take both)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no two consecutive free ports")
+    return free_port(2)
 
 
 def run_bench(module: str, *args: str, timeout: float = 300) -> list[str]:
