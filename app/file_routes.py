@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -65,6 +66,7 @@ from .translate import (
 )
 from .translate import translate as translate_data
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 FORM_OVERHEAD = 64 * 1024  # multipart headers and the small fields around the file
 #: file parts of an upload that are read, to be refused by their names (more: refused unnamed)
@@ -379,6 +381,11 @@ async def translate_file(request: Request):
         # its translation would be refused once made, after the model's time and the
         # characters of the key's quota were spent on it
         raise ApiError(413, too_large_to_keep(filename, "file", len(data), s.files_max_total_bytes))
+    # no room for a translation of its size now: refused before the model's time and the key's
+    # characters are spent on one that could not be kept (a retry paid for it again)
+    wait = store(state).wait_for(len(data))
+    if wait is not None:
+        raise files_full(state, wait)
     loop = asyncio.get_running_loop()
     # the file's characters are given back if it then fails (not if the client went away)
     with state.access.charging(grant) as charge:
@@ -449,15 +456,36 @@ async def translate_file(request: Request):
                 413, too_large_to_keep(filename, "translated file", exc.size, exc.limit)
             ) from None
         except StoreFull as exc:
-            raise ApiError(
-                503,
-                "the server keeps too many translated files right now; retry later",
-                {"Retry-After": str(exc.retry_after_s)},
-            ) from None
+            raise files_full(state, exc.retry_after_s) from None
     url = f"{public_base(request)}/download_file/{file_id}/{quote(name)}"
     # the file is kept by this process alone: a balancer in front of several sends its
     # download here by this header (docker/haproxy/haproxy.cfg)
     return JSONResponse({"translatedFileUrl": url}, headers={"X-File-Id": file_id})
+
+
+#: when the last warning that the store was full was logged (time.monotonic; one a minute)
+_warned_full = [-float("inf")]
+
+
+def files_full(state: Any, retry_after_s: int) -> ApiError:
+    """The 503 of a translated file the store has no room for now (MT_FILES_MAX_TOTAL_BYTES):
+    counted in mt_rejected_requests_total (`files_full`), and logged as a warning, once a
+    minute at most (it was an INFO line of the client's refusal alone)."""
+    state.metrics.rejected.labels("files_full").inc()
+    now = time.monotonic()
+    if now - _warned_full[0] >= 60:
+        _warned_full[0] = now
+        log.warning(
+            "the translated files kept fill MT_FILES_MAX_TOTAL_BYTES (%d bytes): file "
+            "translations are refused with 503 until the oldest goes in %d s",
+            state.settings.files_max_total_bytes,
+            retry_after_s,
+        )
+    return ApiError(
+        503,
+        "the server keeps too many translated files right now; retry later",
+        {"Retry-After": str(retry_after_s)},
+    )
 
 
 def too_large_to_keep(filename: str, what: str, size: int, limit: int) -> str:

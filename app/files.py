@@ -201,6 +201,17 @@ class FileStore:
             with contextlib.suppress(OSError):  # something else put there stays
                 self.directory.rmdir()
 
+    def wait_for(self, size: int) -> int | None:
+        """None when `size` bytes fit in the store now; else the seconds until the first file
+        kept goes (the Retry-After of StoreFull)."""
+        self.prune()
+        if self.used_bytes + size <= self.max_total_bytes or not self.index:
+            return None
+        now = time.monotonic()  # (a file being written is kept ttl_s from its end)
+        # (the time left of each, not its end: now + ttl_s - now came back as 599.99...)
+        left = min(min(f.expires - now, self.ttl_s) for f in self.index.values())
+        return max(1, int(left) + 1)
+
     async def put(self, data: bytes, name: str, content_type: str) -> str:
         """Stores `data`; returns its id. Raises StoreFull when it does not fit now, TooLarge
         when it never can. The bytes are written on a thread (the event loop answers other
@@ -211,11 +222,9 @@ class FileStore:
         self.prune()
         if self.closed:
             raise StoreClosed("the server is stopping")
-        if self.used_bytes + len(data) > self.max_total_bytes:
-            now = time.monotonic()  # (a file being written is kept ttl_s from its end)
-            # (the time left of each, not its end: now + ttl_s - now came back as 599.99...)
-            left = min(min(f.expires - now, self.ttl_s) for f in self.index.values())
-            raise StoreFull(max(1, int(left) + 1))
+        wait = self.wait_for(len(data))
+        if wait is not None:
+            raise StoreFull(wait)
         file_id = secrets.token_urlsafe(18)
         path = self._path(file_id)
         entry = StoredFile(name, content_type, len(data), float("inf"))  # kept while written

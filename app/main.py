@@ -57,7 +57,7 @@ from .file_routes import router as file_router
 from .files import prepare_directory
 from .keys import database_problem, install_log_redaction
 from .limits import ConcurrencyLimit, exempt
-from .metrics import Metrics
+from .metrics import Metrics, outcome
 from .protocol import bound
 from .routes import JSONBody, health_of, router
 from .settings import Settings, unknown_variables
@@ -348,7 +348,9 @@ class MetricsMiddleware:
                     499,
                     b'{"error": "the client closed the connection before its answer"}',
                 )
-            self.metrics.latency.labels(path).observe(time.perf_counter() - started)
+            self.metrics.latency.labels(path, outcome(status)).observe(
+                time.perf_counter() - started
+            )
 
 
 class HeadAsGet:

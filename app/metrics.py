@@ -13,6 +13,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     Info,
+    disable_created_metrics,
 )
 
 from .batcher import BatchReport
@@ -20,9 +21,48 @@ from .batcher import BatchReport
 if TYPE_CHECKING:
     from .registry import ModelEntry
 
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# a request: a file's translation may take minutes (its upload alone may take 120 s)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# a batch, or a continuous decoder step (a GPU's take 1-3 ms)
+COMPUTE_BUCKETS = (
+    0.0005,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384)
+# up to MT_MAX_RUNNING_TOKENS' default (65,536) and beyond
+TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+#: the reasons of the labelled counters, each series there (at 0) from the start: a series
+#: created at its first event reads as no increase (`rate()`, `increase()`), and alerts on it
+#: missed the first burst
+REJECTED = (
+    "queue_full",
+    "draining",
+    "loading",
+    "unavailable",
+    "out_of_memory",
+    "concurrency",
+    "keys_unavailable",
+    "files_full",
+)
+DROPPED = ("client_disconnected", "deadline", "shutdown")
+UNLOADED = ("memory_budget", "warm_up_failed")
+
+# no `_created` series beside each counter and histogram (one per label set: they doubled
+# the scrape and nothing here reads them)
+disable_created_metrics()
 
 
 class Metrics:
@@ -41,8 +81,10 @@ class Metrics:
         )
         self.latency = Histogram(
             "mt_request_latency_seconds",
-            "HTTP request latency by route",
-            ["route"],
+            "HTTP request latency by route, and outcome: answered (status below 400) or refused"
+            " (a refusal is quick: mixed with the answers it pulled their quantiles down when"
+            " the server refused work)",
+            ["route", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -77,7 +119,7 @@ class Metrics:
             "mt_batch_compute_seconds",
             "time to translate one batch (continuous: one decoder step, with the joins and leaves"
             " since the last; also the last leaves of a running decode that ended, on their own)",
-            buckets=LATENCY_BUCKETS,
+            buckets=COMPUTE_BUCKETS,
             registry=r,
         )
         self.batch_failures = Counter(
@@ -119,6 +161,13 @@ class Metrics:
         self.model_unloads = Counter(
             "mt_model_unloads_total", "models unloaded, by reason", ["reason"], registry=r
         )
+        for counter, reasons in (
+            (self.rejected, REJECTED),
+            (self.dropped, DROPPED),
+            (self.model_unloads, UNLOADED),
+        ):
+            for reason in reasons:
+                counter.labels(reason)
         self.model_load_seconds = Histogram(
             "mt_model_load_seconds",
             "time to load one model (read, move to the device, prepare)",
@@ -167,3 +216,8 @@ class Metrics:
         self.models_loaded.dec()
         self.models_loaded_bytes.dec(entry.size_bytes)
         self.model_info.remove(entry.name)
+
+
+def outcome(status: int) -> str:
+    """mt_request_latency_seconds' `outcome` of an answer of this status."""
+    return "answered" if status < 400 else "refused"

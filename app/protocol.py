@@ -289,7 +289,7 @@ if HttpToolsProtocol is not None:
             if self.metrics is not None:
                 self.metrics.requests.labels("other", status.split(b" ")[0].decode()).inc()
                 began = self.began or time.perf_counter()
-                self.metrics.latency.labels("other").observe(time.perf_counter() - began)
+                self.metrics.latency.labels("other", "refused").observe(time.perf_counter() - began)
             body = json.dumps({"error": error}, separators=(",", ":")).encode()
             headers = list(self.server_state.default_headers)
             if self.cors_headers is not None:  # the headers read so far: Origin, if it came

@@ -678,6 +678,36 @@ def test_a_translated_file_larger_than_the_server_keeps_is_413_not_retry_later(
         assert healthy(url)
 
 
+def test_a_file_the_full_store_has_no_room_for_is_refused_before_it_is_translated(
+    random_checkpoint, tmp_path, caplog
+):
+    """With the translated files kept filling MT_FILES_MAX_TOTAL_BYTES, a file was translated
+    and then refused with 503 (a retry paid again), counted in no metric and logged only as a
+    client's refusal: it is refused before, counted as `files_full`, and a warning says why."""
+    weights = tmp_path / "weights"
+    shutil.copytree(random_checkpoint, weights / "en-de")
+    with (
+        caplog.at_level("WARNING", logger="app"),
+        serve_in_thread(weights, max_file_bytes=900, files_max_total_bytes=1000) as (url, _),
+    ):
+        full = 'mt_rejected_requests_total{reason="files_full"}'
+        assert metric(url, full) == 0  # there from the start
+        text = b"The cat is big.\n" * 25  # 400 bytes
+        kept = 0
+        while True:
+            before = metric(url, "mt_input_tokens_total")
+            r = upload(url, "a.txt", text)
+            if r.status_code != 200:
+                break
+            kept += 1
+        assert kept >= 1 and r.status_code == 503, r.text
+        assert int(r.headers["Retry-After"]) > 1000  # the first file's time left (30 minutes)
+        assert metric(url, "mt_input_tokens_total") == before  # not translated
+        assert metric(url, full) == 1
+    warnings = [m for m in caplog.messages if "MT_FILES_MAX_TOTAL_BYTES (1000 bytes)" in m]
+    assert len(warnings) == 1 and "refused with 503" in warnings[0]
+
+
 def test_an_upload_larger_than_the_server_keeps_is_413_before_it_is_translated(
     random_checkpoint, tmp_path, caplog
 ):

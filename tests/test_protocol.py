@@ -510,4 +510,6 @@ def test_a_refusal_before_the_application_carries_its_cors_headers_and_is_timed(
         if line.startswith('mt_requests_total{route="other",')
     )
     assert counted == 12
-    assert f'mt_request_latency_seconds_count{{route="other"}} {counted}' in scraped
+    assert (
+        f'mt_request_latency_seconds_count{{outcome="refused",route="other"}} {counted}' in scraped
+    )
