@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 import sqlite3
 import sys
@@ -163,14 +164,27 @@ def redact_query(path: str) -> str:
     return head + sep + "&".join(parts)
 
 
+#: a translated file's link: its id is all it takes to download the file (and its name is the
+#: client's file's)
+_DOWNLOAD = re.compile(r"(/download_file/)[^?\s]+")
+
+
+def redact_path(path: str) -> str:
+    """`path` with its query string redacted (`redact_query`), and the id and name of a
+    translated file's download link replaced by `[redacted]`: anyone who read the log could
+    download the file while it was kept."""
+    return _DOWNLOAD.sub(r"\1[redacted]", redact_query(path))
+
+
 class RedactKeys(logging.Filter):
     """Hides the values of API keys and texts in the query strings of uvicorn's access log
-    lines (`redact_query`)."""
+    lines, and translated files' links (`redact_path`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(
-                redact_query(a) if isinstance(a, str) and "?" in a else a for a in record.args
+                redact_path(a) if isinstance(a, str) and ("?" in a or "/download_file/" in a) else a
+                for a in record.args
             )
         return True
 

@@ -55,7 +55,7 @@ from .engine import StartupError, start_engine
 from .fastpath import TranslateFastPath
 from .file_routes import router as file_router
 from .files import prepare_directory
-from .keys import database_problem, install_log_redaction
+from .keys import database_problem, install_log_redaction, redact_path
 from .limits import ConcurrencyLimit, exempt
 from .metrics import Metrics, outcome
 from .protocol import bound
@@ -269,7 +269,7 @@ def log_refusal(request: dict, client: tuple | None, status: int, body: bytes) -
         '%s - "%s %s" %d: %s',
         who,
         request["method"],
-        one_line(request["path"]),
+        one_line(redact_path(request["path"])),
         status,
         one_line(str(error)),
     )

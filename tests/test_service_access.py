@@ -296,12 +296,26 @@ def test_keys_and_texts_in_the_query_string_are_not_logged(weights, tmp_path):
         assert httpx.post(escaped, timeout=60).status_code == 200
         capitals = f"{url}/translate?q=Secret+words&source=en&target=de&API_KEY=wrong-key-456"
         assert httpx.post(capitals, timeout=60).status_code == 200
+        # a translated file's link is all it takes to download it while it is kept
+        uploaded = httpx.post(
+            f"{url}/translate_file",
+            files={"file": ("Jane_medical_notes.txt", b"The cat.")},
+            data={"source": "en", "target": "de", "api_key": key},
+            timeout=60,
+        )
+        link = uploaded.json()["translatedFileUrl"]
+        assert httpx.get(link).status_code == 200
+        file_id = link.split("/download_file/")[1].split("/")[0]
+        assert httpx.get(link.replace(file_id, file_id[::-1])).status_code == 404
         proc.terminate()
         proc.wait(timeout=60)
     text = log.read_text()
     assert "api_key=[redacted]" in text and "api%5Fkey=[redacted]" in text
     assert key not in text and "wrong-key-123" not in text and "wrong-key-456" not in text
     assert "Secret" not in text and TEXT.split()[0] not in text  # nor the texts: q=[redacted]
+    assert file_id not in text and file_id[::-1] not in text and "Jane" not in text
+    assert text.count('"GET /download_file/[redacted] HTTP/1.1" 200') == 1
+    assert '"GET /download_file/[redacted]" 404' in text  # the refusal's own line
 
 
 # --- limits ----------------------------------------------------------------------------------
