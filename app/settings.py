@@ -4,6 +4,7 @@ MT_<FIELD NAME> (e.g. MT_MAX_BATCH_SIZE=64); the README's configuration table li
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -293,6 +294,24 @@ class Settings(BaseSettings):
     def _any_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("preload", mode="before")
+    @classmethod
+    def _keywords_in_any_case(cls, value: object) -> object:
+        # `ALL`, `None` as `all`, `none` (a list names the models as their folders are named)
+        if isinstance(value, str) and value.strip().lower() in ("all", "none"):
+            return value.strip().lower()
+        return value
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _a_device(cls, value: object) -> object:
+        # a name no machine has (`gpu`) was taken, and stopped the server after its port was up
+        if isinstance(value, str):
+            value = value.strip().lower()
+            if not re.fullmatch(r"auto|cpu|cuda(?::\d{1,2})?", value):
+                raise ValueError(f"{value!r} is no device: give auto, cpu, cuda or cuda:N")
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _blank_path_is_unset(cls, data: object) -> object:
@@ -312,6 +331,23 @@ class Settings(BaseSettings):
     def _keys_need_a_database(self) -> Settings:
         if self.api_keys_required and self.api_keys_db is None:
             raise ValueError("MT_API_KEYS_REQUIRED=true needs MT_API_KEYS_DB (the keys database)")
+        return self
+
+    @model_validator(mode="after")
+    def _beams_within_the_largest(self) -> Settings:
+        # a request without beam_size decoded with MT_DEFAULT_BEAM_SIZE, and one with
+        # `alternatives: n` with a beam of n + 1, whatever MT_MAX_BEAM_SIZE said
+        if self.default_beam_size > self.max_beam_size:
+            raise ValueError(
+                f"MT_DEFAULT_BEAM_SIZE ({self.default_beam_size}) is more than MT_MAX_BEAM_SIZE "
+                f"({self.max_beam_size}): a request without beam_size would decode with a beam "
+                "no request may ask for"
+            )
+        if self.max_alternatives + 1 > self.max_beam_size:
+            raise ValueError(
+                f"MT_MAX_ALTERNATIVES ({self.max_alternatives}) needs a beam of "
+                f"{self.max_alternatives + 1}, more than MT_MAX_BEAM_SIZE ({self.max_beam_size})"
+            )
         return self
 
 

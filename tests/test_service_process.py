@@ -307,6 +307,9 @@ def test_a_weights_folder_missing_or_of_one_model_is_one_line_before_anything_st
         ("threads", "100000"),  # (it used to start that many and die of the process limit)
         ("default_beam_size", "1000000"),  # (it used to fail allocating in the warm-up)
         ("files_dir", "FILE"),  # a file where the folder should be
+        ("device", "gpu"),  # (it stopped the server with status 1 once its port was up)
+        ("max_alternatives", "30"),  # a beam of 31, past MT_MAX_BEAM_SIZE (8)
+        ("default_beam_size", "12"),  # past MT_MAX_BEAM_SIZE (8)
     ],
 )
 def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path, name, value):
@@ -319,6 +322,14 @@ def test_invalid_setting_is_reported_without_a_traceback(weights_dir, tmp_path, 
     text = log.read_text()
     assert "mt-serve: " in text and f"MT_{name.upper()}" in text and "Traceback" not in text
     assert len(text.strip().splitlines()) == 1, text
+
+
+def test_the_preload_keywords_and_the_device_take_any_letter_case():
+    from app.settings import Settings
+
+    assert Settings(preload="ALL").preload == "all" and Settings(preload=" None").preload == "none"
+    assert Settings(preload="en-de,de-en").preload == "en-de,de-en"  # models as named
+    assert Settings(device="CUDA:1").device == "cuda:1" and Settings(device="Auto").device == "auto"
 
 
 def test_the_log_level_takes_any_letter_case_and_misspelt_settings_are_named(weights_dir, tmp_path):
