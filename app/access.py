@@ -93,6 +93,8 @@ class Access:
         self.settings, self.metrics = settings, metrics
         path = settings.api_keys_db
         self.keys = KeyStore(path) if path is not None else None
+        if self.keys is not None:
+            self.say_keys()
         # key lookups on threads of their own (a lookup may wait a second for a lock; the
         # default executor's threads serve language detection), and a pause after a failure
         self.lookups = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="mt-keys")
@@ -100,6 +102,24 @@ class Access:
         storage = MemoryStorage()
         self.requests = RequestWindow(storage)
         self.chars = FixedWindowRateLimiter(storage)
+
+    def say_keys(self) -> None:
+        """The database's active keys, counted in the start-up log; a warning when keys are
+        required and none is active (a misspelt MT_API_KEYS_DB made a new, empty database, and
+        the server started without a word, to answer every client 403)."""
+        assert self.keys is not None
+        try:
+            active = sum(not k.revoked for k in self.keys.list())
+        except sqlite3.Error:  # (told at each request that needs it)
+            return
+        if active == 0 and self.settings.api_keys_required:
+            log.warning(
+                "MT_API_KEYS_DB %s holds no active key, and keys are required "
+                "(MT_API_KEYS_REQUIRED): every request is refused until `mt-keys add` makes one",
+                self.keys.path,
+            )
+        else:
+            log.info("API keys: %d active in %s", active, self.keys.path)
 
     def _lookup(self, key: str) -> KeyInfo | None:
         """(A lookup thread.) The key's record; after a failure, for KEYS_RETRY_S, the same

@@ -276,6 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"mt-keys: error: {problem}", file=sys.stderr)
         return 1
+    if args.command != "add" and not path.exists():
+        # a misspelt path listed an empty table (status 0) and made a new database there
+        print(
+            f"mt-keys: error: {path}: no keys database there (`mt-keys add` makes one); check "
+            "the path",
+            file=sys.stderr,
+        )
+        return 1
     try:
         return run(args, KeyStore(path))
     except sqlite3.Error as exc:  # locked for longer than 5 s, not a database, no folder

@@ -116,7 +116,12 @@ def test_mt_keys_mistakes_are_one_line_each(tmp_path):
         assert r.returncode == status, (args, r.stderr)
         assert message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr, (args, r.stderr)
-    assert mt_keys(db, "list").stdout.count("\n") == 1  # the header only: nothing was added
+    assert not db.exists()  # nothing was added, and no database made
+    # a misspelt path: no database made there, listed as empty or revoked from
+    for args in (["list"], ["revoke", "0000zzzz"]):
+        r = mt_keys(tmp_path / "kyes.sqlite", *args)
+        assert r.returncode == 1 and "no keys database there" in r.stderr, r.stderr
+    assert not (tmp_path / "kyes.sqlite").exists()
 
 
 def test_mt_keys_says_what_is_missing_or_unknown(tmp_path):
@@ -171,6 +176,7 @@ def test_mt_keys_ctrl_c_is_one_line(tmp_path, monkeypatch, capsys):
 def test_mt_keys_reads_only_its_own_setting(tmp_path):
     """Another setting's mistake is the server's to report; an empty MT_API_KEYS_DB is unset."""
     db = tmp_path / "keys.sqlite"
+    KeyStore(db)  # (an empty database; a path with none is refused)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MT_PORT": "abc"}
     run = lambda extra: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "app.keys", "list"],
@@ -187,6 +193,26 @@ def test_mt_keys_reads_only_its_own_setting(tmp_path):
     assert lower.returncode == 0, lower.stderr
     blank = run({"MT_API_KEYS_DB": " "})
     assert blank.returncode == 2 and "give --db or set MT_API_KEYS_DB" in blank.stderr
+
+
+def test_the_server_counts_its_active_keys_and_warns_when_none_is_there_to_require(
+    tmp_path, caplog
+):
+    """A misspelt MT_API_KEYS_DB with keys required made a new, empty database and the server
+    started without a word, to refuse every client with 403."""
+    from app.access import Access
+    from app.settings import Settings
+
+    db = tmp_path / "kyes.sqlite"
+    with caplog.at_level("INFO", logger="app"):
+        Access(Settings(api_keys_db=db, api_keys_required=True))
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert f"MT_API_KEYS_DB {db} holds no active key, and keys are required" in warning.message
+    KeyStore(db).add("alice")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="app"):
+        Access(Settings(api_keys_db=db, api_keys_required=True))
+    assert [r.message for r in caplog.records] == [f"API keys: 1 active in {db}"]
 
 
 def test_a_blank_path_setting_is_unset(monkeypatch):
