@@ -112,3 +112,19 @@ mt_train = launcher("mt-train", "model_core.train:main")
 mt_evaluate = launcher("mt-evaluate", "model_core.evaluate:main")
 mt_export_ct2 = launcher("mt-export-ct2", "model_core.export_ct2:main")
 mt_fetch = launcher("mt-fetch", "model_core.fetch:main")
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """--help with each option's default after its help, where it has one (not None, not a
+    flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            action.default not in (None, False, argparse.SUPPRESS)
+            and action.option_strings
+            and "%(default)" not in text
+            and action.nargs != 0
+        ):
+            text += " (default: %(default)s)"
+        return text

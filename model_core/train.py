@@ -47,7 +47,7 @@ from .checkpoint import (
     read_metadata,
     save_checkpoint,
 )
-from .cli import integer, number
+from .cli import DefaultsShown, integer, number
 from .config import ModelConfig
 from .data import (
     TITLE_WORDS,
@@ -71,7 +71,9 @@ SPM_SETTINGS_FILE = "spm.json"  # what the run's spm.model was made from
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="mt-train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="mt-train", description=__doc__.split("\n")[0], formatter_class=DefaultsShown
+    )
     g = p.add_argument_group("data")
     g.add_argument("--data", type=Path, help="folder holding train.SRC/train.TGT/dev.SRC/dev.TGT")
     g.add_argument("--source", default="src", help="source language code (file suffix with --data)")

@@ -11,6 +11,7 @@ support it (float16 otherwise) and float32 on the CPU.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -237,12 +238,14 @@ class Translator:
         *,
         max_batch_size: int = 64,
         target: str | None = None,
+        progress: Callable[[int], None] | None = None,
         **options,
     ) -> list[TranslationResult]:
         """Translate `texts` (one sentence each), in order; `options` are DecodingOptions'
         fields (beam_size=4, n_best=1, length_penalty=1.0, max_length=256, ...; a Marian
         model's generation_config.json sets its own defaults). `target`: the target language
-        of a multi-target model.
+        of a multi-target model. `progress`: called with the number of texts translated
+        after each chunk.
 
         Sentences are sorted by length and decoded in chunks of `max_batch_size`. Empty or
         whitespace-only text translates to "" without running the model.
@@ -270,6 +273,8 @@ class Translator:
                 results[i] = TranslationResult(
                     [self._hypothesis(h, limit) for h in sent_hyps], len(encoded[i]) + 1
                 )
+            if progress is not None:
+                progress(len(chunk))
         return [r for r in results if r is not None]
 
     def _hypothesis(self, h: Hypothesis, limit: int) -> TranslationHypothesis:

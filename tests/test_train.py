@@ -213,6 +213,35 @@ def test_evaluate_command_reports_bleu(random_checkpoint, corpus_dir, tmp_path, 
     assert report["at_length_limit"] == cut > 0
 
 
+def test_evaluate_says_its_progress_on_long_jobs(
+    random_checkpoint, corpus_dir, tmp_path, capsys, monkeypatch
+):
+    """A 2,000-line set took minutes with nothing said until the end: a progress line goes to
+    stderr (every 30 s when it is no terminal; here at each batch), none with --no-progress,
+    and the translations are the same either way."""
+    from model_core import evaluate
+
+    monkeypatch.setattr(evaluate.Progress, "EVERY_S", 0.0)
+    outputs = []
+    for extra in ([], ["--no-progress"]):
+        out = tmp_path / f"hyps{len(extra)}.txt"
+        args = [str(random_checkpoint), "--src", str(corpus_dir / "dev.en"), "--output", str(out)]
+        assert evaluate.main([*args, "--beam-size", "1", "--batch-size", "16", *extra]) == 0
+        outputs.append(out.read_text(encoding="utf-8"))
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.startswith("mt-evaluate: ")]
+        if extra:
+            assert lines == [], err
+        else:
+            assert [line.split(",")[0] for line in lines] == [
+                "mt-evaluate: 16/40 lines",
+                "mt-evaluate: 32/40 lines",
+                "mt-evaluate: 40/40 lines",
+            ], err
+            assert all(" lines/s, about " in line and line.endswith(" left") for line in lines)
+    assert outputs[0] == outputs[1]
+
+
 def test_evaluate_command_names_a_bad_checkpoint(tmp_path, corpus_dir, capsys):
     from model_core import evaluate
 
