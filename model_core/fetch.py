@@ -110,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--revision", help="a branch, tag or commit of the model repository")
     args = p.parse_args(argv)
+    # status 2 is for a mistake on the command line (argparse's); a model that could not be
+    # fetched is 1, after the others were tried (the first failure skipped the rest, unsaid)
+    failed = []
     for model in args.models:
         try:
             out = fetch(model, args.weights_dir, args.revision)
@@ -118,12 +121,19 @@ def main(argv: list[str] | None = None) -> int:
                 "mt-fetch: error: needs huggingface_hub (pip install huggingface_hub)",
                 file=sys.stderr,
             )
-            return 2
+            return 1
         except Exception as exc:  # network, authentication, missing repository: one line
             print(f"mt-fetch: error: {model}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 2
+            failed.append(model)
+            continue
         print(f"wrote {out}")
-    return 0
+    if failed and len(args.models) > 1:
+        print(
+            f"mt-fetch: {len(failed)} of {len(args.models)} models not fetched: "
+            f"{', '.join(failed)}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -184,18 +184,18 @@ def test_a_failed_or_refused_fetch_leaves_no_folder_and_keeps_the_one_before(tmp
     a model fetched before stays as it was, and a successful fetch replaces it whole."""
     weights, files = tmp_path / "w", marian_files(tmp_path)
     failed = fetch_from(tmp_path, files, failing=frozenset({"vocab.json"}))
-    assert failed.returncode == 2
+    assert failed.returncode == 1  # (2 is for a mistake on the command line)
     assert failed.stderr.strip().splitlines()[-1].startswith("mt-fetch: error:")
     assert list(weights.iterdir()) == []  # nothing, hidden or not
     bert = {**files, "config.json": json.dumps({"model_type": "bert"}).encode()}
     refused = fetch_from(tmp_path, bert)
-    assert refused.returncode == 2 and "is a bert model, not a Marian one" in refused.stderr
+    assert refused.returncode == 1 and "is a bert model, not a Marian one" in refused.stderr
     assert list(weights.iterdir()) == []
     assert fetch_from(tmp_path, files).returncode == 0
     # the folder has the usual mode (not a temporary folder's 0700): readable by other users
     assert (weights / "opus-mt-en-de").stat().st_mode & 0o777 == 0o777 & ~current_umask()
     first = (weights / "opus-mt-en-de" / "model.safetensors").read_bytes()
-    assert fetch_from(tmp_path, files, failing=frozenset({"source.spm"})).returncode == 2
+    assert fetch_from(tmp_path, files, failing=frozenset({"source.spm"})).returncode == 1
     assert [p.name for p in weights.iterdir()] == ["opus-mt-en-de"]
     assert (weights / "opus-mt-en-de" / "model.safetensors").read_bytes() == first
     other = marian_files(tmp_path, seed=6)
@@ -208,8 +208,14 @@ def test_a_failed_or_refused_fetch_leaves_no_folder_and_keeps_the_one_before(tmp
 
 def test_fetch_reports_errors(tmp_path):
     done = mt_fetch(tmp_path, "http://127.0.0.1:9", tmp_path / "weights")  # nothing listens
-    assert done.returncode == 2
+    assert done.returncode == 1  # (2 is for a mistake on the command line)
     assert done.stderr.startswith("mt-fetch: error:") and "Traceback" not in done.stderr
+    # each model is tried, and those not fetched are named (the first failure skipped the rest)
+    two = mt_fetch(tmp_path, "http://127.0.0.1:9", tmp_path / "weights", "a/opus-mt-en-de", "b/x")
+    assert two.returncode == 1
+    lines = two.stderr.strip().splitlines()
+    assert [line.split(":")[1] for line in lines[:2]] == [" error", " error"], two.stderr
+    assert lines[-1] == "mt-fetch: 2 of 2 models not fetched: a/opus-mt-en-de, b/x"
 
 
 def test_readme_recipe_fetch_two_models_into_their_own_directory_then_serve(tmp_path):
