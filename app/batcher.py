@@ -159,13 +159,24 @@ class Worker:
 
     def __init__(self, name: str = "mt-worker"):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.busy_since: float | None = None  # when the job running began (time.monotonic)
         self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
             fn, args = job
-            fn(*args)
+            self.busy_since = time.monotonic()
+            try:
+                fn(*args)
+            finally:
+                self.busy_since = None
+
+    def busy_for(self) -> float:
+        """Seconds the job running now has run (a batch, a decoder step, a model's load); 0
+        when the thread waits for one."""
+        since = self.busy_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def pending(self) -> bool:
         """Whether jobs wait for the thread."""

@@ -78,6 +78,8 @@ async def load_models(app: FastAPI) -> None:
     log.info("loading the models in %s: /health answers 503 until they are ready", s.weights_dir)
     # one thread does all the torch work: loading, warm-up, then every batch (see start_engine)
     worker = Worker()
+    state.worker = worker  # watched by /health for a job that does not end (routes.py)
+    state.metrics.worker_busy.set_function(worker.busy_for)
     stop = threading.Event()
     try:
         engine = await worker.run(start_engine, s, state.metrics, stop)

@@ -180,6 +180,12 @@ class Metrics:
             "weight-file bytes of the models loaded now (what MT_MODEL_MEMORY_BUDGET_MB counts)",
             registry=r,
         )
+        self.worker_busy = Gauge(
+            "mt_worker_busy_seconds",
+            "how long the inference thread's job running now (a batch, a decoder step, a "
+            "model's load) has run; 0 while it waits (past MT_STALL_TIMEOUT_S, /health fails)",
+            registry=r,
+        )
         self.ready = Gauge(
             "mt_ready", "1 when the models are loaded and the server takes requests", registry=r
         )

@@ -241,9 +241,24 @@ async def models(request: Request):
 
 
 HEALTH_503 = (
-    'Not ready: {"status": "loading"}, {"status": "draining"}, or {"status": "failed", '
-    '"error": ...}'
+    'Not ready: {"status": "loading"}, {"status": "draining"}, {"status": "failed", '
+    '"error": ...} or {"status": "stalled", "error": ...}'
 )
+
+
+def stalled(state: Any) -> str | None:
+    """Why the inference thread seems hung (its job has run past MT_STALL_TIMEOUT_S), or None:
+    a hung thread left every health check at 200 while each request timed out."""
+    worker, limit = getattr(state, "worker", None), state.settings.stall_timeout_s
+    if worker is None or not limit:
+        return None
+    busy = worker.busy_for()
+    if busy <= limit:
+        return None
+    return (
+        f"the inference thread has run one job (a batch, a decoder step or a model's load) "
+        f"for {busy:.0f} s, past MT_STALL_TIMEOUT_S ({limit:g} s)"
+    )
 
 
 def health_of(state: Any) -> tuple[int, dict[str, Any]]:
@@ -257,6 +272,9 @@ def health_of(state: Any) -> tuple[int, dict[str, Any]]:
     problem = state.batcher.problem()
     if problem:  # the scheduler task or the worker thread ended: nothing would be translated
         return 503, {"status": "failed", "error": problem}
+    hung = stalled(state)
+    if hung:
+        return 503, {"status": "stalled", "error": hung}
     engine = state.engine
     return 200, {
         "status": "ok",
@@ -290,9 +308,23 @@ async def ready(request: Request):
     return health_answer(request.app.state)
 
 
-@router.get("/health/live")
-async def live():
-    """Liveness: the process answers."""
+@router.get(
+    "/health/live",
+    responses={503: {"description": 'Not alive: {"status": "failed" or "stalled", "error": ...}'}},
+)
+async def live(request: Request):
+    """Liveness: 200 while the process answers and can still translate; 503 when the batcher's
+    scheduler or worker thread has ended, or the worker seems hung (MT_STALL_TIMEOUT_S): a
+    restart is what brings such a process back (it answered 200, and was never restarted)."""
+    state = request.app.state
+    if state.draining or not state.ready:  # (a model's load at start-up may take long)
+        return {"status": "alive"}
+    problem = state.batcher.problem()
+    if problem:
+        return JSONBody({"status": "failed", "error": problem}, status_code=503)
+    hung = stalled(state)
+    if hung:
+        return JSONBody({"status": "stalled", "error": hung}, status_code=503)
     return {"status": "alive"}
 
 

@@ -227,6 +227,13 @@ class Settings(BaseSettings):
     )
     max_output_length: int = Field(256, ge=1, description="cap on generated tokens per sentence")
     retry_after_s: int = Field(2, ge=1, description="Retry-After header on 503 answers")
+    stall_timeout_s: float = Field(
+        300,
+        ge=0,
+        description="a job of the inference thread (a batch, a decoder step, a model's load) "
+        "running longer than this is taken for a hang: /health, /health/ready and "
+        "/health/live answer 503 until it ends (0: never)",
+    )
     files_dir: Path | None = Field(
         None,
         description="folder for translated files awaiting download (default: a new folder in "

@@ -420,10 +420,13 @@ def test_metrics_exposition(server):
     assert re.search(
         r'mt_request_latency_seconds_count\{outcome="answered",route="/translate"\} [1-9]', text
     )
-    assert 'outcome="refused",route="/translate"' not in text
+    refused = 'mt_request_latency_seconds_count{outcome="refused",route="/translate"}'
+    answered = 'mt_request_latency_seconds_count{outcome="answered",route="/translate"}'
+    before = {name: metric(url, name) for name in (refused, answered)}
     assert post(url, json={"q": "The cat.", "source": "en", "target": "zz"}).status_code == 400
     text = httpx.get(f"{url}/metrics").text
-    assert 'mt_request_latency_seconds_count{outcome="refused",route="/translate"} 1.0' in text
+    assert metric(url, refused) == before[refused] + 1
+    assert metric(url, answered) == before[answered]
     # every reason's series from the start, at 0; no `_created` series
     for reason in ("queue_full", "draining", "loading", "files_full", "concurrency"):
         assert f'mt_rejected_requests_total{{reason="{reason}"}} 0.0' in text, reason

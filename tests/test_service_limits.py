@@ -169,7 +169,9 @@ def check_not_ready(url: str, reason: str) -> None:
     for path in ("/health", "/health/ready"):
         r = httpx.get(f"{url}{path}", timeout=60)
         assert r.status_code == 503 and r.json() == {"status": "failed", "error": reason}
-    assert httpx.get(f"{url}/health/live", timeout=60).status_code == 200
+    # not alive either: a restart brings such a process back (it answered 200 for ever)
+    live = httpx.get(f"{url}/health/live", timeout=60)
+    assert live.status_code == 503 and live.json() == {"status": "failed", "error": reason}
     assert metric(url, "mt_ready") == 0
     r = httpx.post(f"{url}/translate", json=TRANSLATE, timeout=60)  # not left to time out
     assert r.status_code == 503 and reason in r.json()["error"] and "Retry-After" in r.headers
@@ -193,3 +195,32 @@ def test_health_fails_when_the_worker_thread_has_died(weights_dir):
         worker.thread.join(60)
         assert not worker.thread.is_alive()
         check_not_ready(url, "the inference worker thread stopped")
+
+
+def test_health_fails_while_the_inference_thread_seems_hung(weights_dir):
+    """A job of the inference thread that never ended left /health, /health/ready and
+    /health/live at 200 while every request timed out: past MT_STALL_TIMEOUT_S each is 503
+    ("stalled"), mt_worker_busy_seconds says how long it has run, and all is well again once
+    the job ends."""
+    import threading
+
+    with serve_in_thread(weights_dir, stall_timeout_s=1, request_timeout_s=2) as (url, app):
+        release = threading.Event()
+        app.state.worker.put(release.wait, 60)  # a batch that does not end
+        try:
+            time.sleep(1.5)
+            for path in ("/health", "/health/ready", "/health/live"):
+                r = httpx.get(f"{url}{path}", timeout=60)
+                assert r.status_code == 503, (path, r.text)
+                assert r.json()["status"] == "stalled"
+                assert "past MT_STALL_TIMEOUT_S (1 s)" in r.json()["error"]
+            assert metric(url, "mt_worker_busy_seconds") > 1
+            assert metric(url, "mt_ready") == 0
+            r = httpx.post(f"{url}/translate", json=TRANSLATE, timeout=60)
+            assert r.status_code == 504  # (queued behind the job, past its deadline)
+        finally:
+            release.set()
+        wait_until(lambda: metric(url, "mt_worker_busy_seconds") == 0, "the job's end")
+        for path in ("/health", "/health/live"):
+            assert httpx.get(f"{url}{path}", timeout=60).status_code == 200
+        assert httpx.post(f"{url}/translate", json=TRANSLATE, timeout=60).status_code == 200
