@@ -189,10 +189,32 @@ class RedactKeys(logging.Filter):
         return True
 
 
+#: the paths of probes and scrapes, whose successful requests are logged at debug level only
+PROBES = frozenset({"/health", "/health/ready", "/health/live", "/metrics"})
+
+
+class QuietProbes(logging.Filter):
+    """Drops uvicorn's access line of a successful health check or metrics scrape unless the
+    log level is debug: a healthcheck every 10 s and a scrape every 5 s made 26,000 lines a
+    day, and the only switch, MT_ACCESS_LOG=false, dropped every request's line with them. A
+    probe that fails (503) is still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not isinstance(args, tuple) or len(args) != 5:
+            return True
+        _, _, path, _, status = args
+        if status == 200 and isinstance(path, str) and path.split("?")[0] in PROBES:
+            return logging.getLogger("app").isEnabledFor(logging.DEBUG)
+        return True
+
+
 def install_log_redaction() -> None:
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, RedactKeys) for f in access.filters):
         access.addFilter(RedactKeys())
+    if not any(isinstance(f, QuietProbes) for f in access.filters):
+        access.addFilter(QuietProbes())
 
 
 SQLITE_INT_MAX = 2**63 - 1

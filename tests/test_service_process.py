@@ -68,11 +68,15 @@ def test_access_log_can_be_turned_off(weights_dir, tmp_path, access_log):
         wait_ready(url, process=proc)
         body = {"q": "The cat.", "source": "en", "target": "de"}
         assert httpx.post(f"{url}/translate", json=body, timeout=60).status_code == 200
+        assert httpx.get(f"{url}/metrics", timeout=60).status_code == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     text = log.read_text()
     assert "ready:" in text  # the service's own info lines stay
     assert ('"POST /translate HTTP/1.1" 200' in text) == (access_log == "true")
+    # a successful probe or scrape is no line at info level (a healthcheck every 10 s and a
+    # scrape every 5 s made 26,000 lines a day)
+    assert '"GET /health HTTP/1.1" 200' not in text and '"GET /metrics HTTP/1.1"' not in text
 
 
 def test_sigterm_answers_every_accepted_request(weights_dir, tmp_path):
