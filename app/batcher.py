@@ -172,9 +172,17 @@ class Worker:
             finally:
                 self.busy_since = None
 
+    def beat(self) -> None:
+        """(On the thread.) The job running made progress: a job that runs as long as there
+        is work (the continuous scheduler's loop of decoder steps) calls it after each piece,
+        so that `busy_for` is the time since the last piece, not the job's whole time (a busy
+        server was taken for a hung one after MT_STALL_TIMEOUT_S of steady load)."""
+        if self.busy_since is not None:
+            self.busy_since = time.monotonic()
+
     def busy_for(self) -> float:
-        """Seconds the job running now has run (a batch, a decoder step, a model's load); 0
-        when the thread waits for one."""
+        """Seconds since the job running now began or last made progress (`beat`): a batch,
+        a decoder step, a model's load; 0 when the thread waits for one."""
         since = self.busy_since
         return 0.0 if since is None else time.monotonic() - since
 

@@ -433,6 +433,8 @@ class ContinuousBatcher(Tickets):
         """Steps until nothing waits or runs, or another job waits for the worker thread."""
         try:
             while True:
+                if self._worker is not None:  # a pass done: the thread is not hung
+                    self._worker.beat()
                 self._leave(None)
                 joins = self._admit()
                 for running, entries in joins:

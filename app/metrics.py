@@ -81,9 +81,10 @@ class Metrics:
         )
         self.latency = Histogram(
             "mt_request_latency_seconds",
-            "HTTP request latency by route, and outcome: answered (status below 400) or refused"
-            " (a refusal is quick: mixed with the answers it pulled their quantiles down when"
-            " the server refused work)",
+            "HTTP request latency by route and outcome: answered (status below 400), refused"
+            " (4xx, 503: quick; mixed with the answers they pulled the quantiles down when the"
+            " server refused work), failed (500, 504 and other server errors) or cancelled"
+            " (499: the client went away)",
             ["route", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=r,
@@ -225,5 +226,14 @@ class Metrics:
 
 
 def outcome(status: int) -> str:
-    """mt_request_latency_seconds' `outcome` of an answer of this status."""
-    return "answered" if status < 400 else "refused"
+    """mt_request_latency_seconds' `outcome` of an answer of this status: "answered" (below
+    400), "cancelled" (499: the client went away), "failed" (a server error but 503, a
+    deadline passed: 500, 504, the slowest), else "refused" (a client's mistake, a limit,
+    a 503: quick)."""
+    if status < 400:
+        return "answered"
+    if status == 499:
+        return "cancelled"
+    if status >= 500 and status != 503:
+        return "failed"
+    return "refused"

@@ -2216,6 +2216,27 @@ def test_docx_a_field_the_application_computes_keeps_its_result_and_the_words_go
     assert document.count("MERGEFIELD Phone") == 1 and 'w:instr=" PAGE "' in document
 
 
+def test_docx_a_kept_simple_field_inside_a_fields_code_is_no_atom_of_the_sentence():
+    """A MERGEFIELD written as a simple field inside an IF's code was taken for a kept field of
+    the sentence: the sentence went out with a placeholder for it."""
+    src = docx_body(
+        "<w:p>"
+        + plain_run("Hello ")
+        + '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+        + '<w:r><w:instrText xml:space="preserve"> IF </w:instrText></w:r>'
+        + '<w:fldSimple w:instr=" MERGEFIELD Gender "><w:r><w:t>«Gender»</w:t></w:r></w:fldSimple>'
+        + '<w:r><w:instrText xml:space="preserve"> = "male" "Mr" "Ms" </w:instrText></w:r>'
+        + '<w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>Mr</w:t></w:r>'
+        + '<w:r><w:fldChar w:fldCharType="end"/></w:r>'
+        + plain_run(" Smith, welcome to the meeting.")
+        + "</w:p>"
+    )
+    sent: list[str] = []
+    out = translate_office(src, lambda t: sent.extend(t) or upper(t), LIMITS, "docx")
+    assert not [t for t in sent if "<x" in t], sent
+    assert word_texts(out)[0] == ["HELLO ", "«Gender»", "MR", " SMITH, WELCOME TO THE MEETING."]
+
+
 def test_odt_a_field_the_application_computes_keeps_its_text_and_the_words_go_around_it():
     """LibreOffice writes a page number, a page count and a mail merge's database field
     again (on loading, on a merge): the words put into them were lost ("Die Ergebnisse sind
@@ -2296,6 +2317,13 @@ def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
         # all of a paragraph in Courier (a screenplay's, a typewritten letter's) is prose
         + run("INT. KITCHEN - NIGHT. ", '<w:rFonts w:ascii="Courier New"/>')
         + run("Anna waits.", '<w:rFonts w:ascii="Courier Prime"/>')
+        + "</w:p><w:p>"
+        # faces whose names hold "code" or "mono" but are no fixed-width fonts: prose
+        + run("Welcome to the ")
+        + run("annual meeting", '<w:rFonts w:ascii="Arial Unicode MS"/>')
+        + run(" of ")
+        + run("all members", '<w:rFonts w:ascii="Monotype Corsiva"/>')
+        + run(".")
         + "</w:p>"
     )
     parts = entries(src)
@@ -2314,6 +2342,7 @@ def test_docx_code_is_kept_as_written_and_the_sentence_translated_around_it():
         ["TYPE ", "make clean", " TO START AGAIN."],
         ["CALL ", "open file", " FIRST."],
         ["INT. KITCHEN - NIGHT. ", "ANNA WAITS."],
+        ["WELCOME TO THE ", "ANNUAL MEETING", " OF ", "ALL MEMBERS", "."],
     ]
 
 
@@ -2358,53 +2387,69 @@ def test_odt_an_embedded_charts_titles_and_names_are_translated():
 
 
 def test_docx_a_bound_controls_node_is_given_its_translation():
-    """A cover page's Abstract is a content control bound to a customXml part, its Keywords
-    to the document's properties: Word fills a bound control from its node when it opens the
-    document, and the translated abstract came back in English."""
+    """A cover page's Abstract is a content control bound to a customXml part, its Title to
+    the document's properties: Word fills a bound control from its node when it opens the
+    document, and the translated abstract came back in English. A plain text control's node
+    is written; not a date's (its node holds the date, the control its display), not one
+    showing its placeholder (the prompt became the content), not the properties that are not
+    translated (keywords); a binding where no control is is no 500."""
     cover = "http://schemas.microsoft.com/office/2006/coverPageProps"
     core = "http://schemas.openxmlformats.org/package/2006/metadata/core-properties"
+    dc = "http://purl.org/dc/elements/1.1/"
+    custom, properties = (
+        "{55AF091B-3C7A-41E3-B477-F2FDAA23CFDA}",
+        "{6C3C8BC8-F283-45AE-878A-BAB7291924A1}",
+    )
 
-    def control(alias: str, mapping: str, path: str, store: str, text: str) -> str:
+    def control(mapping: str, path: str, store: str, text: str, kind: str = "<w:text/>") -> str:
         return (
-            f'<w:sdt><w:sdtPr><w:alias w:val="{alias}"/><w:dataBinding w:prefixMappings='
-            f'"{mapping}" w:xpath="{path}" w:storeItemID="{store}"/><w:text/></w:sdtPr>'
+            f'<w:sdt><w:sdtPr><w:dataBinding w:prefixMappings="{mapping}" w:xpath="{path}" '
+            f'w:storeItemID="{store}"/>{kind}</w:sdtPr>'
             f"<w:sdtContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:sdtContent></w:sdt>"
         )
 
+    ns0 = f"xmlns:ns0='{cover}'"
+    controls = (
+        control(ns0, "/ns0:CoverPageProperties[1]/ns0:Abstract[1]", custom, "Our sales.")
+        + control(
+            ns0, "/ns0:CoverPageProperties[1]/ns0:PublishDate[1]", custom, "March 1, 2024",
+            '<w:date w:fullDate="2024-03-01T00:00:00Z"><w:dateFormat w:val="MMMM d, yyyy"/></w:date>',
+        )
+        + control(
+            ns0, "/ns0:CoverPageProperties[1]/ns0:CompanyAddress[1]", custom,
+            "[Company address]", "<w:showingPlcHdr/><w:text/>",
+        )
+        + control(f"xmlns:ns0='{core}' xmlns:ns1='{dc}'", "/ns0:coreProperties[1]/ns1:title[1]",
+                  properties, "Sales report")
+        + control(f"xmlns:ns0='{core}'", "/ns0:coreProperties[1]/ns0:keywords[1]", properties,
+                  "sales, year")
+    )  # fmt: skip
     parts = entries(docx_body("<w:p><w:r><w:t>The body.</w:t></w:r></w:p>"))
     body = parts["word/document.xml"].decode()
-    controls = control(
-        "Abstract",
-        f"xmlns:ns0='{cover}' ",
-        "/ns0:CoverPageProperties[1]/ns0:Abstract[1]",
-        "{55AF091B-3C7A-41E3-B477-F2FDAA23CFDA}",
-        "Our sales last year.",
-    ) + control(
-        "Keywords",
-        f"xmlns:ns0='{core}' ",
-        "/ns0:coreProperties[1]/ns0:keywords[1]",
-        "{6C3C8BC8-F283-45AE-878A-BAB7291924A1}",
-        "sales report",
-    )
-    parts["word/document.xml"] = body.replace("<w:body>", "<w:body>" + controls, 1).encode()
+    stray = '<w:dataBinding w:xpath="/a:b[1]" w:storeItemID="x"/>'  # right under the body
+    parts["word/document.xml"] = body.replace("<w:body>", "<w:body>" + controls + stray, 1).encode()
     parts["customXml/item1.xml"] = (
-        f'<CoverPageProperties xmlns="{cover}"><PublishDate/>'
-        "<Abstract>Our sales last year.</Abstract></CoverPageProperties>"
+        f'<CoverPageProperties xmlns="{cover}"><PublishDate>2024-03-01</PublishDate>'
+        "<Abstract>Our sales.</Abstract><CompanyAddress/></CoverPageProperties>"
     ).encode()
     parts["customXml/itemProps1.xml"] = (
         b'<ds:datastoreItem ds:itemID="{55AF091B-3C7A-41E3-B477-F2FDAA23CFDA}" xmlns:ds='
         b'"http://schemas.openxmlformats.org/officeDocument/2006/customXml"/>'
     )
-    props = parts["docProps/core.xml"].decode()
-    parts["docProps/core.xml"] = (
-        re.sub(r"<cp:keywords>[^<]*</cp:keywords>|<cp:keywords/>", "", props)
-        .replace(
-            "</cp:coreProperties>", "<cp:keywords>sales report</cp:keywords></cp:coreProperties>"
-        )
-        .encode()
+    props = re.sub(
+        r"<cp:keywords>[^<]*</cp:keywords>|<cp:keywords/>|<dc:title>[^<]*</dc:title>|<dc:title/>",
+        "",
+        parts["docProps/core.xml"].decode(),
     )
+    parts["docProps/core.xml"] = props.replace(
+        "</cp:coreProperties>",
+        "<dc:title>Sales report</dc:title><cp:keywords>sales, year</cp:keywords>"
+        f'<w:dataBinding xmlns:w="{WORD}" w:xpath="/a:b[1]"/></cp:coreProperties>',  # no parent
+    ).encode()  # fmt: skip
     out = entries(translate_office(zip_of(parts), upper, LIMITS, "docx"))
-    assert b"<Abstract>OUR SALES LAST YEAR.</Abstract>" in out["customXml/item1.xml"]
-    assert b"<PublishDate/>" in out["customXml/item1.xml"]
-    assert b"<cp:keywords>SALES REPORT</cp:keywords>" in out["docProps/core.xml"]
+    item = out["customXml/item1.xml"]
+    assert b"<Abstract>OUR SALES.</Abstract>" in item
+    assert b"<PublishDate>2024-03-01</PublishDate>" in item and b"<CompanyAddress/>" in item
+    assert b"<dc:title>SALES REPORT</dc:title>" in out["docProps/core.xml"]
+    assert b"<cp:keywords>sales, year</cp:keywords>" in out["docProps/core.xml"]
     assert out["customXml/itemProps1.xml"] == parts["customXml/itemProps1.xml"]

@@ -396,6 +396,17 @@ async def test_concurrent_requests_equal_requests_sent_alone(server):
     assert sentences / batches > 1.0  # batches of more than one sentence
 
 
+def test_a_requests_outcome_keeps_slow_failures_apart_from_quick_refusals():
+    """504s and 500s are the slowest requests: counted as refused, beside the quick 429s and
+    503s, they were dropped from the answered ones' quantiles with the refusals."""
+    from app.metrics import outcome
+
+    assert [outcome(s) for s in (200, 304, 400, 413, 429, 503, 499, 500, 504)] == [
+        "answered", "answered", "refused", "refused", "refused", "refused", "cancelled",
+        "failed", "failed",
+    ]  # fmt: skip
+
+
 def test_metrics_exposition(server):
     url, _ = server
     post(url, json={"q": "The cat.", "source": "en", "target": "de"})

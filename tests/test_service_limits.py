@@ -197,6 +197,42 @@ def test_health_fails_when_the_worker_thread_has_died(weights_dir):
         check_not_ready(url, "the inference worker thread stopped")
 
 
+def test_a_busy_continuous_decode_is_not_taken_for_a_hung_thread():
+    """The continuous scheduler's loop of decoder steps is one job of the inference thread
+    for as long as work keeps coming: after MT_STALL_TIMEOUT_S of steady load a healthy server
+    said "stalled" (and /health/live had it restarted). Each pass of the loop is progress."""
+    import threading
+    from pathlib import Path
+
+    weights = Path(__file__).resolve().parent.parent / "weights"
+    settings = dict(scheduler="continuous", stall_timeout_s=1, models="en-de", warmup=False)
+    with serve_in_thread(weights, **settings) as (url, app):
+        done = threading.Event()
+        answered = []
+
+        def client() -> None:
+            with httpx.Client(timeout=60) as http:
+                while not done.is_set():
+                    body = {**TRANSLATE, "q": "The weather was cold, so we stayed at home."}
+                    answered.append(http.post(f"{url}/translate", json=body).status_code)
+
+        clients = [threading.Thread(target=client) for _ in range(4)]
+        for c in clients:
+            c.start()
+        try:
+            lives = []
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                lives.append(httpx.get(f"{url}/health/live", timeout=60).status_code)
+                time.sleep(0.1)
+        finally:
+            done.set()
+            for c in clients:
+                c.join(60)
+        assert set(answered) == {200} and len(answered) > 10
+        assert set(lives) == {200}, lives
+
+
 def test_health_fails_while_the_inference_thread_seems_hung(weights_dir):
     """A job of the inference thread that never ended left /health, /health/ready and
     /health/live at 200 while every request timed out: past MT_STALL_TIMEOUT_S each is 503

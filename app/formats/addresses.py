@@ -33,8 +33,12 @@ _PLACEHOLDER = (
     r"\{\{\s*[A-Za-z_][\w.]*\s*\}\}"
     r"|\$?\{(?:[A-Za-z_][\w.]*|\d{1,3})(?::[^{}\s]{1,20})?\}"
     r"|(?<![\w%])%(?:\([A-Za-z_]\w*\)|\d\$)?[-+#0]?\d{0,3}(?:\.\d{1,3})?[sdif@](?!\w)"
-    # (not app/formats/inline.py's own placeholders, `<g1>`)
-    r"|<(?![gx]\d+>)[A-Za-z_][\w.-]*>"
+    # (not app/formats/inline.py's own placeholders, `<g1>`, nor an HTML tag in a text, whose
+    # closing tag would not be kept with it)
+    r"|<(?!(?:[gx]\d+|b|i|u|s|q|p|a|em|strong|span|div|br|hr|li|ul|ol|code|pre|sub|sup|small"
+    r"|mark|h[1-6]|img|table|tr|td|th|tt|big|font|center|label|button|html|head|body|title"
+    r"|script|style|kbd|var|samp|del|ins|abbr|cite|dfn|time|nav|main|section|article)>)"
+    r"[A-Za-z_][\w.-]*>"
 )
 _IS_PLACEHOLDER = re.compile(_PLACEHOLDER)
 #: URLs, e-mail addresses, file names and placeholders, kept as written (their end trimmed by

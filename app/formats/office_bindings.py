@@ -10,7 +10,12 @@ store its `w:storeItemID` names (a customXml item, by the `ds:itemID` of its pro
 docProps/core.xml; docProps/app.xml), the node its `w:xpath` names, with the prefixes of its
 `w:prefixMappings`. Only a path of plain steps is followed (`/ns0:CoverPageProperties[1]/
 ns0:Abstract[1]`, as Word writes them), to one element without children; any other binding
-is left as it is.
+is left as it is. Only a plain text control's node is written (not a date's, a list's, a
+check box's or a picture's, whose node holds a value, "2024-03-01", and the control its
+display), and not one that shows its placeholder (its node is empty: the translated prompt,
+"[Document title]", became the document's title); of the document's properties only the
+title, subject and description, which are translated themselves (the keywords and the
+author are not), and none of the extended properties (a company's, a manager's name).
 """
 
 from __future__ import annotations
@@ -25,11 +30,21 @@ from . import FormatError
 from .office_archive import parse_part, read_entry, serialize_part
 from .office_runs import W
 
-#: the stores Word names by fixed ids: the document's core and extended properties
-FIXED_STORES = {
-    "{6C3C8BC8-F283-45AE-878A-BAB7291924A1}": "docProps/core.xml",
-    "{6668398D-A668-4E3E-A5EB-62B293D839F1}": "docProps/app.xml",
-}
+#: the store Word names by a fixed id: the document's core properties (its extended ones,
+#: {6668398D-A668-4E3E-A5EB-62B293D839F1}, hold names: not written)
+FIXED_STORES = {"{6C3C8BC8-F283-45AE-878A-BAB7291924A1}": "docProps/core.xml"}
+#: the document's properties a control's translation is written into: those translated
+#: themselves (app/formats/office_labels.py)
+CORE = "docProps/core.xml"
+CORE_WRITTEN = frozenset(
+    "{http://purl.org/dc/elements/1.1/}" + name for name in ("title", "subject", "description")
+)
+#: a control whose node holds a value it displays otherwise (a date, a list's choice, a check
+#: box's state, a picture): not written
+VALUE_CONTROLS = frozenset(
+    [W + t for t in ("date", "dropDownList", "comboBox", "picture", "citation", "bibliography")]
+    + ["{http://schemas.microsoft.com/office/word/2010/wordml}checkbox"]
+)
 DS = "{http://schemas.openxmlformats.org/officeDocument/2006/customXml}"
 #: a path of plain steps, each a prefixed name with an optional position
 PATH = re.compile(r"(?:/[A-Za-z_][\w.-]*:[A-Za-z_][\w.-]*(?:\[\d{1,4}\])?){1,16}")
@@ -63,9 +78,12 @@ class Bindings:
         self.found: list[Binding] = []
         for root in roots:
             for binding in root.iter(W + "dataBinding"):
-                sdt = binding.getparent().getparent()
+                props = binding.getparent()
+                sdt = props.getparent() if props is not None else None
                 path = binding.get(W + "xpath") or ""
-                if sdt.tag != W + "sdt" or not PATH.fullmatch(path):
+                if sdt is None or sdt.tag != W + "sdt" or not PATH.fullmatch(path):
+                    continue
+                if any(c.tag in VALUE_CONTROLS or c.tag == W + "showingPlcHdr" for c in props):
                     continue
                 namespaces = dict(MAPPING.findall(binding.get(W + "prefixMappings") or ""))
                 store = (binding.get(W + "storeItemID") or "").upper()
@@ -83,32 +101,38 @@ class Bindings:
         stores = dict(FIXED_STORES)
         stores.update(_custom_stores(archive))
         touched: set[str] = set()
-        items: dict[str, tuple[etree._Element, bytes]] = {}
+        written: set[str] = set()  # the customXml items given a node
+        # each store read once (None: it cannot be; a path that found nothing in it read it
+        # again for the next binding: 400 bindings, 400 parses of up to 1 MB)
+        loaded: dict[str, tuple[etree._Element, bytes] | None] = {}
         for b in changed:
             name = stores.get(b.store)
             if name is None:
                 continue
             if name in parts:
                 root, raw = parts[name]
-            elif name in items:
-                root, raw = items[name]
             else:
-                loaded = _load(archive, name)
-                if loaded is None:
+                if name not in loaded:
+                    loaded[name] = _load(archive, name)
+                item = loaded[name]
+                if item is None:
                     continue
-                root, raw = loaded
+                root, raw = item
             try:
                 nodes = root.getroottree().xpath(b.path, namespaces=b.namespaces)
             except etree.XPathError:
                 continue
             if len(nodes) != 1 or not isinstance(nodes[0], etree._Element) or len(nodes[0]):
                 continue
+            if name == CORE and nodes[0].tag not in CORE_WRITTEN:
+                continue
             nodes[0].text = control_text(b.control)
-            if name in parts:
-                touched.add(name)
-            else:
-                items[name] = (root, raw)
-        return touched, {name: serialize_part(*item) for name, item in items.items()}
+            (touched if name in parts else written).add(name)
+        return touched, {
+            name: serialize_part(*item)
+            for name in sorted(written)
+            if (item := loaded.get(name)) is not None
+        }
 
 
 def _load(archive: zipfile.ZipFile, name: str) -> tuple[etree._Element, bytes] | None:

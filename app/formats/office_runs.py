@@ -318,8 +318,11 @@ KEPT_ODT_FIELDS = frozenset(
 
 
 #: a font that sets code (fixed width): Courier New, Consolas, Lucida Console, Source Code
-#: Pro, DejaVu Sans Mono, Menlo...
-MONOSPACE = re.compile(r"mono|courier|consol|code|typewriter|menlo|monaco|inconsolata", re.I)
+#: Pro, DejaVu Sans Mono, Menlo... (not Monotype Corsiva, nor Arial Unicode MS or Lucida Sans
+#: Unicode, whose names hold "mono" and "code")
+MONOSPACE = re.compile(
+    r"mono(?!type)|courier|consol|(?<!uni)code|sans typewriter|menlo|monaco|inconsolata", re.I
+)
 #: the styles of code that Word and pandoc write (HTML Code, HTML Preformatted...; pandoc's
 #: inline code and its code blocks), whatever their fonts. A style of another name whose font
 #: is fixed width sets code only beside text in another font (a screenplay's are all Courier).
@@ -393,32 +396,40 @@ def kept_field(instruction: str, result: str) -> bool:
     and this result keeps its result as written: one the application computes (KEPT_FIELDS),
     or one without letters (a cross-reference to a table's number: the words around it went
     into it, `{ REF _Ref2 \h }` showing "von" where it showed "4")."""
-    words = instruction.split()
-    if result.strip() and not any(c.isalpha() for c in result):
+    return _kept(instruction, bool(result.strip()), any(c.isalpha() for c in result))
+
+
+def _kept(instruction: str, has_text: bool, has_letters: bool) -> bool:
+    words = instruction.split(maxsplit=1)
+    if has_text and not has_letters:
         return True
     return bool(words) and (words[0].upper() in KEPT_FIELDS or words[0].startswith("="))
 
 
 def _kept_fields(paragraph: etree._Element) -> set[etree._Element]:
-    """The begin fldChar of each field of `paragraph` whose result is kept (`kept_field`)."""
+    """The begin fldChar of each field of `paragraph` whose result is kept (`kept_field`);
+    its code's pieces joined once, its result told by two flags (a result of many runs, each
+    added to the text before, took seconds)."""
     kept: set[etree._Element] = set()
-    fields: list[list] = []  # [begin, in its code, code, result]
+    fields: list[list] = []  # [begin, in its code, its code's pieces, has text, has letters]
     for el in paragraph.iter(W + "fldChar", W + "instrText", W + "t"):
         if el.tag == W + "fldChar":
             kind = el.get(W + "fldCharType")
             if kind == "begin":
-                fields.append([el, True, "", ""])
+                fields.append([el, True, [], False, False])
             elif kind == "separate" and fields:
                 fields[-1][1] = False
             elif kind == "end" and fields:
-                begin, _, code, result = fields.pop()
-                if kept_field(code, result):
+                begin, _, code, has_text, has_letters = fields.pop()
+                if _kept("".join(code), has_text, has_letters):
                     kept.add(begin)
         elif fields and fields[-1][1]:
             if el.tag == W + "instrText":  # (a nested field's result there is no code)
-                fields[-1][2] += el.text or ""
-        elif fields:
-            fields[-1][3] += el.text or ""
+                fields[-1][2].append(el.text or "")
+        elif fields and el.text:
+            field = fields[-1]
+            field[3] = field[3] or not el.text.isspace()
+            field[4] = field[4] or any(c.isalpha() for c in el.text)
     return kept
 
 
@@ -595,8 +606,13 @@ def run_units(
                     fields[-1][0] = False
                 elif kind == "end" and fields:
                     fields.pop()
-            if tag == W + "fldSimple" and kept_field(
-                child.get(W + "instr") or "", "".join(t.text or "" for t in child.iter(fmt.text))
+            if (
+                tag == W + "fldSimple"
+                and not any(f[0] for f in fields)
+                and kept_field(
+                    child.get(W + "instr") or "",
+                    "".join(t.text or "" for t in child.iter(fmt.text)),
+                )
             ):
                 acc.cut()
                 for t in child.iter(fmt.text):

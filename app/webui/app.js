@@ -475,9 +475,11 @@ el.copy.addEventListener("click", async () => {
 // ---- translating a file ----
 let expires = 0; // when the server drops the translated file (0: not said)
 function keptFor(seconds) {
-  if (seconds % 3600 === 0) return seconds === 3600 ? "an hour" : `${seconds / 3600} hours`;
-  if (seconds >= 60) return `${Math.round(seconds / 60)} minutes`;
-  return `${seconds} seconds`;
+  // (at least as long as said: rounded down)
+  const plural = (n, unit) => (n === 1 ? `1 ${unit}` : `${n} ${unit}s`);
+  if (seconds >= 3600 && seconds % 3600 === 0) return plural(seconds / 3600, "hour");
+  if (seconds >= 60) return plural(Math.floor(seconds / 60), "minute");
+  return plural(Math.floor(seconds), "second");
 }
 el.download.addEventListener("click", (e) => {
   if (expires && Date.now() > expires) {
