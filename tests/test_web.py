@@ -1387,7 +1387,7 @@ def test_html_is_sent_as_html_and_alternatives_asked_for_short_texts_only(server
     """A text of HTML was sent as text: its tags' words were translated with it ("<p>Hallo
     <b>Die Weltwählungs..."); it is sent as HTML, its markup kept. Alternatives were asked for
     a text of any length: of a 5,000-character text, three buttons of the whole text again,
-    and up to 5 times the time; they are asked for a short text only."""
+    and their decoding; they are asked for a short text only."""
     d = browser
     wait(d, languages_loaded, "the language lists")
     Select(d.find_element(By.ID, "source")).select_by_value("en")

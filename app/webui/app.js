@@ -20,7 +20,7 @@ let charLimit = Number(config.charLimit) || 0; // 0 or less: no limit
 let maxFileBytes = Number(config.maxFileBytes) || 0;
 const alternatives = Math.min(3, Number(config.maxAlternatives) || 0);
 // alternatives are asked for a short text only: of a long one each is the whole text again,
-// which made the page thousands of pixels high and took the server up to 5 times as long
+// which made the page thousands of pixels high, and the server decoded them all
 const ALTERNATIVES_UP_TO = 200; // characters
 // a text of HTML (pasted from a page's source) is sent as HTML, its markup kept: sent as
 // text, the tags' words were translated with it ("<p>Hallo <b>Die Weltwählungs...")
