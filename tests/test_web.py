@@ -227,6 +227,19 @@ def send_notes(driver, folder: Path) -> None:
     driver.find_element(By.ID, "file-submit").click()
 
 
+def busy_once(driver, error: str, headers: dict[str, str] | None = None) -> None:
+    """The page's next POST /translate is answered 503 `{"error": error}` (with `headers`),
+    the ones after it by the server."""
+    driver.execute_script(
+        "const [error, headers] = arguments; const f = window.fetch; let once = true;"
+        " window.fetch = (url, options) => String(url) === 'translate' && once"
+        " ? (once = false, Promise.resolve(new Response(JSON.stringify({error}),"
+        " {status: 503, headers}))) : f(url, options);",
+        error,
+        headers or {},
+    )
+
+
 def languages_loaded(driver) -> bool:
     return len(Select(driver.find_element(By.ID, "source")).options) > 1
 
@@ -1125,11 +1138,7 @@ def test_enter_in_the_key_field_retries_a_failed_translation(keyed_server):
         field.clear()
         field.send_keys(key, Keys.ENTER)
         # the server is busy once: the translation fails with 503
-        d.execute_script(
-            "const f = window.fetch; let once = true; window.fetch = (url, options) =>"
-            " String(url) === 'translate' && once ? (once = false, Promise.resolve(new Response("
-            '\'{"error": "busy"}\', {status: 503}))) : f(url, options);'
-        )
+        busy_once(d, "busy")
         d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
         error = d.find_element(By.ID, "error")
         wait(d, lambda d: error.text == "Error: busy", "the failure")
@@ -1418,12 +1427,7 @@ def test_a_busy_server_is_asked_again_after_the_wait_it_names(server, browser):
     text is sent again after that wait, and its translation shown."""
     d = browser
     wait(d, languages_loaded, "the language lists")
-    d.execute_script(
-        "const f = window.fetch; let once = true; window.fetch = (url, options) =>"
-        " String(url) === 'translate' && once ? (once = false, Promise.resolve(new Response("
-        "'{\"error\": \"the server is busy\"}', {status: 503, headers: {'Retry-After': '1'}})))"
-        " : f(url, options);"
-    )
+    busy_once(d, "the server is busy", {"Retry-After": "1"})
     d.find_element(By.ID, "q").send_keys("Good morning.", Keys.CONTROL, Keys.ENTER)
     error = d.find_element(By.ID, "error")
     wait(d, lambda d: error.text == "Error: the server is busy (retry in 1 s)", "the 503")
